@@ -1,0 +1,54 @@
+# make demo: run edgesight on the bundled sample and say where the results are.
+# make test: every test: format, lints, unit and OpenCL tests, OpenCV conformance, cross builds.
+# Both install what they need first (Debian packages, Rust targets, pip packages).
+
+SHELL := /bin/bash
+CARGO ?= cargo
+# POCL needs a writable kernel cache; keeping it under target/ keeps it warm between runs.
+export POCL_CACHE_DIR ?= $(CURDIR)/target/pocl-cache
+CROSS_TARGETS := aarch64-unknown-linux-gnu armv7-unknown-linux-gnueabihf
+DEMO_OUT := target/demo
+
+.PHONY: demo test deps-run deps-test build lint unit conformance cross clean
+
+demo: deps-run build
+	@mkdir -p $(POCL_CACHE_DIR)
+	./target/release/edgesight process samples/scene.png --out $(DEMO_OUT) \
+		--roi sky:0,0,640,140 --roi street:0,360,640,120
+	@echo
+	@echo "Results of the demo are in $(DEMO_OUT)/: report.json (histogram, Otsu threshold,"
+	@echo "region features, per-stage device times), luma.png, edges.png, mask.png, histogram.png."
+
+test: deps-test lint unit build conformance cross
+	@echo "make test: all passed"
+
+deps-run:
+	@scripts/install-deps.sh run
+
+deps-test:
+	@scripts/install-deps.sh test
+
+build:
+	$(CARGO) build --release --locked
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --locked --all-targets -- -D warnings
+
+unit:
+	@mkdir -p $(POCL_CACHE_DIR)
+	$(CARGO) test --locked
+
+conformance: build
+	python3 tests/conformance.py --bin target/release/edgesight
+
+cross:
+	for t in $(CROSS_TARGETS); do $(CARGO) build --release --locked --target $$t || exit 1; done
+	@# The aarch64 binary starts under emulation and, with no OpenCL there, says so plainly.
+	qemu-aarch64-static -L /usr/aarch64-linux-gnu target/aarch64-unknown-linux-gnu/release/edgesight --version
+	! OPENCL_DYLIB_PATH=/nonexistent/libOpenCL.so qemu-aarch64-static -L /usr/aarch64-linux-gnu \
+		target/aarch64-unknown-linux-gnu/release/edgesight devices 2> target/cross-devices.err
+	grep -q "OpenCL library not found" target/cross-devices.err
+
+clean:
+	$(CARGO) clean

@@ -1,0 +1,127 @@
+/*
+ * luma.cl: 8-bit luma (Y) from the pixel formats cameras deliver.
+ *
+ * Every kernel reads  src (uchar, row stride src_stride in bytes), width x height pixels,
+ * and writes          dst (uchar, row stride dst_stride in bytes), one luma byte per pixel.
+ * Work size: 2-D, x = ceil(width / 16) work-items (16 pixels each, a uchar16 fast path and a
+ * scalar tail for the last partial group of a row), y = height rows. Work-items outside the
+ * image return at once, so the host may round the global size up to its local size.
+ *
+ * RGB to Y matches OpenCV's cvtColor(COLOR_RGB2GRAY) for 8-bit images bit for bit:
+ *   Y = (9798 R + 19235 G + 3735 B + 16384) >> 15   (15-bit fixed point, round half up)
+ * The largest sum is 255 * 32768 + 16384, so Y never exceeds 255 and needs no saturation.
+ */
+
+#define PIXELS_PER_ITEM 16
+
+inline uchar y_from_rgb(uint r, uint g, uint b)
+{
+    return (uchar)((9798u * r + 19235u * g + 3735u * b + 16384u) >> 15);
+}
+
+inline uchar16 y_from_rgb16(uchar16 r, uchar16 g, uchar16 b)
+{
+    uint16 y = (convert_uint16(r) * 9798u + convert_uint16(g) * 19235u +
+                convert_uint16(b) * 3735u + 16384u) >> 15;
+    return convert_uchar16(y);
+}
+
+/* GREY frames and the Y plane of NV12 (the plane that comes first, height rows). */
+__kernel void luma_grey(__global const uchar *src, uint src_stride, uint width, uint height,
+                        __global uchar *dst, uint dst_stride)
+{
+    uint x0 = get_global_id(0) * PIXELS_PER_ITEM;
+    uint y = get_global_id(1);
+    if (x0 >= width || y >= height)
+        return;
+    __global const uchar *s = src + (size_t)y * src_stride;
+    __global uchar *d = dst + (size_t)y * dst_stride;
+    if (x0 + PIXELS_PER_ITEM <= width) {
+        vstore16(vload16(0, s + x0), 0, d + x0);
+    } else {
+        for (uint x = x0; x < width; x++)
+            d[x] = s[x];
+    }
+}
+
+/* Packed 4:2:2: YUYV has Y in the even bytes, UYVY in the odd bytes. */
+#define PACKED_422_KERNEL(NAME, Y_OFFSET, SWIZZLE)                                              \
+__kernel void NAME(__global const uchar *src, uint src_stride, uint width, uint height,         \
+                   __global uchar *dst, uint dst_stride)                                        \
+{                                                                                               \
+    uint x0 = get_global_id(0) * PIXELS_PER_ITEM;                                               \
+    uint y = get_global_id(1);                                                                  \
+    if (x0 >= width || y >= height)                                                             \
+        return;                                                                                 \
+    __global const uchar *s = src + (size_t)y * src_stride;                                     \
+    __global uchar *d = dst + (size_t)y * dst_stride;                                           \
+    if (x0 + PIXELS_PER_ITEM <= width) {                                                        \
+        uchar16 a = vload16(0, s + 2 * x0);                                                     \
+        uchar16 b = vload16(0, s + 2 * x0 + 16);                                                \
+        vstore16((uchar16)(a.SWIZZLE, b.SWIZZLE), 0, d + x0);                                   \
+    } else {                                                                                    \
+        for (uint x = x0; x < width; x++)                                                       \
+            d[x] = s[2 * x + Y_OFFSET];                                                         \
+    }                                                                                           \
+}
+PACKED_422_KERNEL(luma_yuyv, 0, even)
+PACKED_422_KERNEL(luma_uyvy, 1, odd)
+
+/* 24-bit RGB / BGR: 16 pixels are 48 bytes, three uchar16 loads split into channels. */
+#define RGB24_KERNEL(NAME, R, B)                                                                \
+__kernel void NAME(__global const uchar *src, uint src_stride, uint width, uint height,         \
+                   __global uchar *dst, uint dst_stride)                                        \
+{                                                                                               \
+    uint x0 = get_global_id(0) * PIXELS_PER_ITEM;                                               \
+    uint y = get_global_id(1);                                                                  \
+    if (x0 >= width || y >= height)                                                             \
+        return;                                                                                 \
+    __global const uchar *s = src + (size_t)y * src_stride;                                     \
+    __global uchar *d = dst + (size_t)y * dst_stride;                                           \
+    if (x0 + PIXELS_PER_ITEM <= width) {                                                        \
+        __global const uchar *p = s + 3 * x0;                                                   \
+        uchar16 a = vload16(0, p), b = vload16(0, p + 16), c = vload16(0, p + 32);              \
+        uchar16 c0 = (uchar16)(a.s0369, a.scf, b.s258b, b.se, c.s147a, c.sd);                   \
+        uchar16 c1 = (uchar16)(a.s147a, a.sd, b.s0369, b.scf, c.s258b, c.se);                   \
+        uchar16 c2 = (uchar16)(a.s258b, a.se, b.s147a, b.sd, c.s0369, c.scf);                   \
+        vstore16(y_from_rgb16(R, c1, B), 0, d + x0);                                            \
+    } else {                                                                                    \
+        for (uint x = x0; x < width; x++) {                                                     \
+            __global const uchar *p = s + 3 * x;                                                \
+            uchar c0 = p[0], c1 = p[1], c2 = p[2];                                              \
+            d[x] = y_from_rgb(R, c1, B);                                                        \
+        }                                                                                       \
+    }                                                                                           \
+}
+RGB24_KERNEL(luma_rgb24, c0, c2)
+RGB24_KERNEL(luma_bgr24, c2, c0)
+
+/* 32-bit RGBX / BGRX (the fourth byte, padding or alpha, is ignored). */
+#define RGB32_KERNEL(NAME, R, B)                                                                \
+__kernel void NAME(__global const uchar *src, uint src_stride, uint width, uint height,         \
+                   __global uchar *dst, uint dst_stride)                                        \
+{                                                                                               \
+    uint x0 = get_global_id(0) * PIXELS_PER_ITEM;                                               \
+    uint y = get_global_id(1);                                                                  \
+    if (x0 >= width || y >= height)                                                             \
+        return;                                                                                 \
+    __global const uchar *s = src + (size_t)y * src_stride;                                     \
+    __global uchar *d = dst + (size_t)y * dst_stride;                                           \
+    if (x0 + PIXELS_PER_ITEM <= width) {                                                        \
+        __global const uchar *p = s + 4 * x0;                                                   \
+        uchar16 a = vload16(0, p), b = vload16(0, p + 16);                                      \
+        uchar16 c = vload16(0, p + 32), e = vload16(0, p + 48);                                 \
+        uchar16 c0 = (uchar16)(a.s048c, b.s048c, c.s048c, e.s048c);                             \
+        uchar16 c1 = (uchar16)(a.s159d, b.s159d, c.s159d, e.s159d);                             \
+        uchar16 c2 = (uchar16)(a.s26ae, b.s26ae, c.s26ae, e.s26ae);                             \
+        vstore16(y_from_rgb16(R, c1, B), 0, d + x0);                                            \
+    } else {                                                                                    \
+        for (uint x = x0; x < width; x++) {                                                     \
+            __global const uchar *p = s + 4 * x;                                                \
+            uchar c0 = p[0], c1 = p[1], c2 = p[2];                                              \
+            d[x] = y_from_rgb(R, c1, B);                                                        \
+        }                                                                                       \
+    }                                                                                           \
+}
+RGB32_KERNEL(luma_rgbx, c0, c2)
+RGB32_KERNEL(luma_bgrx, c2, c0)

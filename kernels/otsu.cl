@@ -1,0 +1,210 @@
+/*
+ * otsu.cl: Otsu's threshold from the 256-bin histogram, on the device, and the 0/255 mask.
+ *
+ * otsu_threshold reads hist[256] and total (= width * height) and writes threshold[0].
+ *   Work size: one work-item (global size 1). It runs OpenCV's own algorithm
+ *   (getThreshVal_Otsu_8u, the code cv2.threshold(THRESH_OTSU) runs without IPP) step for
+ *   step, in the same order of operations, with every double operation done by the
+ *   binary64 emulation below, so the result is the one OpenCV computes, rounding included:
+ *   flat stretches of the histogram, where mu1 * q1 / q1 may drift by an ulp, and exact ties
+ *   (the first maximum wins) come out as they do there. No cl_khr_fp64 is needed.
+ *
+ *   The emulation covers what the algorithm can produce: zero and normal numbers with
+ *   round-to-nearest-even add, subtract, multiply and divide. Operands are sums of at most
+ *   2^32 pixels and values below 256, quotients by probabilities >= FLT_EPSILON, so no result
+ *   leaves the normal range (no infinity, NaN or subnormal arises).
+ *
+ * binarize reads src (uchar, row stride src_stride bytes) and threshold[0], writes dst
+ *   (uchar, row stride dst_stride): 255 where src > threshold, else 0 (THRESH_BINARY).
+ *   Work size: 2-D, x = ceil(width / 16) work-items of 16 pixels, y = height.
+ */
+
+typedef ulong f64;
+
+#define F64_SIGN (1UL << 63)
+#define F64_HIDDEN (1UL << 52)
+#define F64_FRACTION (F64_HIDDEN - 1)
+#define F64_ONE 0x3FF0000000000000UL
+#define F64_FLT_EPSILON 0x3E80000000000000UL /* 2^-23, FLT_EPSILON as a double */
+
+inline int f64_exp(f64 a) { return (int)((a >> 52) & 0x7FF); }
+inline ulong f64_mant(f64 a) { return (a & F64_FRACTION) | F64_HIDDEN; }
+inline int f64_is_zero(f64 a) { return (a & ~F64_SIGN) == 0; }
+
+/*
+ * Packs sign, exponent and a significand whose leading one is at bit 62 (value =
+ * m * 2^(exp - 1023 - 62)); bit 0 may carry a sticky bit. Rounds to nearest, ties to even.
+ */
+inline f64 f64_round_pack(ulong sign, int exp, ulong m)
+{
+    ulong dropped = m & 0x3FF;
+    m >>= 10;
+    if (dropped > 0x200 || (dropped == 0x200 && (m & 1)))
+        m++;
+    if (m == (1UL << 53)) {
+        m >>= 1;
+        exp++;
+    }
+    return sign | ((ulong)exp << 52) | (m & F64_FRACTION);
+}
+
+/* Moves the leading one of a non-zero m to bit 62, adjusting exp; shifts right keep a sticky bit. */
+inline f64 f64_normalize_round_pack(ulong sign, int exp, ulong m)
+{
+    int shift = (int)clz(m) - 1;
+    if (shift < 0) {
+        m = (m >> 1) | (m & 1);
+        exp += 1;
+    } else {
+        m <<= shift;
+        exp -= shift;
+    }
+    return f64_round_pack(sign, exp, m);
+}
+
+/* Exact for n < 2^53, which holds for every integer the algorithm converts. */
+inline f64 f64_from_ulong(ulong n)
+{
+    if (n == 0)
+        return 0;
+    return f64_normalize_round_pack(0, 1023 + 62, n);
+}
+
+/* Shifts right, ORing every bit shifted out into bit 0 (SoftFloat's "jamming"). */
+inline ulong shift_right_jam(ulong m, int d)
+{
+    if (d == 0)
+        return m;
+    if (d >= 64)
+        return m != 0;
+    return (m >> d) | ((m << (64 - d)) != 0);
+}
+
+inline f64 f64_add(f64 a, f64 b)
+{
+    if (f64_is_zero(a))
+        return f64_is_zero(b) ? (a & b) : b; /* -0 + -0 = -0, otherwise +0 */
+    if (f64_is_zero(b))
+        return a;
+    /* Order so that |a| >= |b|. */
+    if ((a & ~F64_SIGN) < (b & ~F64_SIGN)) {
+        f64 t = a;
+        a = b;
+        b = t;
+    }
+    int ea = f64_exp(a), eb = f64_exp(b);
+    ulong ma = f64_mant(a) << 10, mb = shift_right_jam(f64_mant(b) << 10, ea - eb);
+    ulong sign = a & F64_SIGN;
+    if ((a ^ b) & F64_SIGN) {
+        ulong m = ma - mb;
+        if (m == 0)
+            return 0;
+        return f64_normalize_round_pack(sign, ea, m);
+    }
+    return f64_normalize_round_pack(sign, ea, ma + mb);
+}
+
+inline f64 f64_sub(f64 a, f64 b) { return f64_add(a, b ^ F64_SIGN); }
+
+inline f64 f64_mul(f64 a, f64 b)
+{
+    ulong sign = (a ^ b) & F64_SIGN;
+    if (f64_is_zero(a) || f64_is_zero(b))
+        return sign;
+    ulong ma = f64_mant(a), mb = f64_mant(b);
+    ulong hi = mul_hi(ma, mb), lo = ma * mb; /* product in [2^104, 2^106) */
+    ulong m = (hi << 22) | (lo >> 42) | ((lo & ((1UL << 42) - 1)) != 0);
+    return f64_normalize_round_pack(sign, f64_exp(a) + f64_exp(b) - 1023, m);
+}
+
+inline f64 f64_div(f64 a, f64 b)
+{
+    ulong sign = (a ^ b) & F64_SIGN;
+    if (f64_is_zero(a))
+        return sign;
+    ulong ma = f64_mant(a), mb = f64_mant(b);
+    int exp = f64_exp(a) - f64_exp(b) + 1023;
+    if (ma < mb) {
+        ma <<= 1;
+        exp--;
+    }
+    /* Long division: 63 quotient bits, the first one set, then the remainder as sticky. */
+    ulong q = 0, rem = ma;
+    for (int i = 0; i < 63; i++) {
+        q <<= 1;
+        if (rem >= mb) {
+            rem -= mb;
+            q |= 1;
+        }
+        rem <<= 1;
+    }
+    return f64_round_pack(sign, exp, q | (rem != 0));
+}
+
+/* a < b for zero or normal numbers of either sign. */
+inline int f64_lt(f64 a, f64 b)
+{
+    if (f64_is_zero(a) && f64_is_zero(b))
+        return 0;
+    int na = (a & F64_SIGN) != 0, nb = (b & F64_SIGN) != 0;
+    if (na != nb)
+        return na;
+    return na ? a > b : a < b;
+}
+
+__kernel void otsu_threshold(__global const uint *hist, uint total, __global uint *threshold)
+{
+    if (get_global_id(0) != 0)
+        return;
+    /* mu = sum(i * h[i]) * scale. The sum is an integer below 2^53, so OpenCV's running
+     * double sum is exact and equals this integer sum. */
+    ulong weighted = 0;
+    for (uint i = 0; i < 256; i++)
+        weighted += (ulong)i * hist[i];
+    f64 scale = f64_div(F64_ONE, f64_from_ulong(total));
+    f64 mu = f64_mul(f64_from_ulong(weighted), scale);
+    f64 one_minus_eps = f64_sub(F64_ONE, F64_FLT_EPSILON);
+
+    f64 mu1 = 0, q1 = 0, max_sigma = 0;
+    uint max_val = 0;
+    for (uint i = 0; i < 256; i++) {
+        f64 p_i = f64_mul(f64_from_ulong(hist[i]), scale);
+        mu1 = f64_mul(mu1, q1);
+        q1 = f64_add(q1, p_i);
+        f64 q2 = f64_sub(F64_ONE, q1);
+        /* min(q1, q2) < FLT_EPSILON || max(q1, q2) > 1 - FLT_EPSILON */
+        if (f64_lt(q1, F64_FLT_EPSILON) || f64_lt(q2, F64_FLT_EPSILON) ||
+            f64_lt(one_minus_eps, q1) || f64_lt(one_minus_eps, q2))
+            continue;
+        mu1 = f64_div(f64_add(mu1, f64_mul(f64_from_ulong(i), p_i)), q1);
+        f64 mu2 = f64_div(f64_sub(mu, f64_mul(q1, mu1)), q2);
+        f64 d = f64_sub(mu1, mu2);
+        f64 sigma = f64_mul(f64_mul(f64_mul(q1, q2), d), d);
+        if (f64_lt(max_sigma, sigma)) {
+            max_sigma = sigma;
+            max_val = i;
+        }
+    }
+    threshold[0] = max_val;
+}
+
+#define PIXELS_PER_ITEM 16
+
+__kernel void binarize(__global const uchar *src, uint src_stride, uint width, uint height,
+                       __global const uint *threshold, __global uchar *dst, uint dst_stride)
+{
+    uint x0 = get_global_id(0) * PIXELS_PER_ITEM;
+    uint y = get_global_id(1);
+    if (x0 >= width || y >= height)
+        return;
+    uint t = threshold[0];
+    __global const uchar *s = src + (size_t)y * src_stride;
+    __global uchar *d = dst + (size_t)y * dst_stride;
+    if (x0 + PIXELS_PER_ITEM <= width) {
+        uchar16 v = vload16(0, s + x0);
+        vstore16(select((uchar16)0, (uchar16)255, convert_char16(convert_uint16(v) > t)), 0, d + x0);
+    } else {
+        for (uint x = x0; x < width; x++)
+            d[x] = s[x] > t ? 255 : 0;
+    }
+}

@@ -1,0 +1,131 @@
+/*
+ * sobel.cl: 3x3 Sobel derivatives, gradient magnitude and edge mask in one pass over luma.
+ *
+ * sobel3x3 reads  src (uchar luma, row stride src_stride bytes), width x height;
+ *          writes dx, dy (short, full precision), mag (uchar) and edges (uchar, 0 or 255),
+ *          all with a row stride of dst_stride elements.
+ * Work size: 2-D, x = ceil(width / 16) work-items of 16 pixels, y = height rows. A work-item
+ * whose 18-pixel window lies inside the row takes the uchar16 path (three overlapping
+ * vload16 per row); the first group of a row, the last partial group and any row of a
+ * narrow image take the scalar path, which maps every coordinate through the border rule.
+ *
+ * dx and dy equal OpenCV's Sobel(src, CV_16S, 1, 0 / 0, 1, ksize=3, borderType) bit for bit:
+ *   dx = [-1 0 1; -2 0 2; -1 0 1],  dy = [-1 -2 -1; 0 0 0; 1 2 1]   (|value| <= 1020)
+ * Border (the `border` argument): 0 = BORDER_REFLECT_101 (gfedcb|abcdefgh|gfedcba, a
+ * length-1 axis reflects onto itself), 1 = BORDER_REPLICATE, 2 = BORDER_CONSTANT with 0.
+ *
+ * Magnitude (the `l2` argument):
+ *   0: L1 = min(|dx| + |dy|, 255)
+ *   1: L2 = min(round(sqrt(dx^2 + dy^2)), 255), computed exactly in integers: the nearest
+ *      integer to the root (never a tie, as dx^2 + dy^2 is an integer), then saturated.
+ * Edge mask: 255 where mag >= edge_threshold, else 0.
+ */
+
+#define PIXELS_PER_ITEM 16
+#define BORDER_REFLECT_101 0
+#define BORDER_REPLICATE 1
+#define BORDER_CONSTANT 2
+
+/* Maps a coordinate at most one pixel outside [0, len) into it; -1 means "constant 0". */
+inline int border_map(int p, int len, int border)
+{
+    if (p >= 0 && p < len)
+        return p;
+    if (border == BORDER_CONSTANT)
+        return -1;
+    if (border == BORDER_REPLICATE || len == 1)
+        return p < 0 ? 0 : len - 1;
+    return p < 0 ? -p : 2 * len - 2 - p;
+}
+
+/* Nearest integer to sqrt(s) for 0 <= s <= 64770 (the largest s whose root rounds to 254). */
+inline int rounded_sqrt(int s)
+{
+    int m = (int)sqrt((float)s);
+    if (m * m > s)
+        m--;
+    if ((m + 1) * (m + 1) <= s)
+        m++;
+    return s - m * m > m ? m + 1 : m;
+}
+
+inline uchar magnitude_of(int dx, int dy, int l2)
+{
+    if (!l2)
+        return (uchar)min(abs(dx) + abs(dy), 255u);
+    int s = dx * dx + dy * dy;
+    return s > 64770 ? 255 : (uchar)rounded_sqrt(s);
+}
+
+inline uchar16 magnitude_of16(short16 dx, short16 dy, int l2)
+{
+    if (!l2)
+        return convert_uchar16_sat(convert_int16(abs(dx)) + convert_int16(abs(dy)));
+    int16 x = convert_int16(dx), y = convert_int16(dy);
+    int16 s = min(x * x + y * y, (int16)64771);
+    int16 m = convert_int16(sqrt(convert_float16(s)));
+    m = select(m, m - 1, m * m > s);
+    m = select(m, m + 1, (m + 1) * (m + 1) <= s);
+    m = select(m, m + 1, s - m * m > m);
+    return convert_uchar16_sat(m); /* s = 64771 rounds to 255, the saturated value */
+}
+
+inline int pixel(__global const uchar *row, int x)
+{
+    return x < 0 ? 0 : row[x];
+}
+
+__kernel void sobel3x3(__global const uchar *src, uint src_stride, uint width, uint height,
+                       int border, int l2, int edge_threshold,
+                       __global short *dx, __global short *dy, __global uchar *mag,
+                       __global uchar *edges, uint dst_stride)
+{
+    int x0 = (int)get_global_id(0) * PIXELS_PER_ITEM;
+    int y = (int)get_global_id(1);
+    int w = (int)width, h = (int)height;
+    if (x0 >= w || y >= h)
+        return;
+
+    /* Rows above and below; in constant mode a missing row weighs 0. */
+    int yt = border_map(y - 1, h, border), yb = border_map(y + 1, h, border);
+    int kt = yt >= 0, kb = yb >= 0;
+    __global const uchar *rt = src + (size_t)(kt ? yt : y) * src_stride;
+    __global const uchar *rm = src + (size_t)y * src_stride;
+    __global const uchar *rb = src + (size_t)(kb ? yb : y) * src_stride;
+    size_t o = (size_t)y * dst_stride;
+
+    if (x0 >= 1 && x0 + PIXELS_PER_ITEM < w) {
+        short16 lt = convert_short16(vload16(0, rt + x0 - 1)) * (short)kt;
+        short16 ct = convert_short16(vload16(0, rt + x0)) * (short)kt;
+        short16 qt = convert_short16(vload16(0, rt + x0 + 1)) * (short)kt;
+        short16 lm = convert_short16(vload16(0, rm + x0 - 1));
+        short16 qm = convert_short16(vload16(0, rm + x0 + 1));
+        short16 lb = convert_short16(vload16(0, rb + x0 - 1)) * (short)kb;
+        short16 cb = convert_short16(vload16(0, rb + x0)) * (short)kb;
+        short16 qb = convert_short16(vload16(0, rb + x0 + 1)) * (short)kb;
+        short16 gx = (qt - lt) + (short)2 * (qm - lm) + (qb - lb);
+        short16 gy = (lb + (short)2 * cb + qb) - (lt + (short)2 * ct + qt);
+        uchar16 m = magnitude_of16(gx, gy, l2);
+        vstore16(gx, 0, dx + o + x0);
+        vstore16(gy, 0, dy + o + x0);
+        vstore16(m, 0, mag + o + x0);
+        vstore16(select((uchar16)0, (uchar16)255, convert_char16(convert_int16(m) >= edge_threshold)),
+                 0, edges + o + x0);
+        return;
+    }
+
+    int x_end = min(x0 + PIXELS_PER_ITEM, w);
+    for (int x = x0; x < x_end; x++) {
+        int xl = border_map(x - 1, w, border), xr = border_map(x + 1, w, border);
+        int t0 = pixel(rt, xl) * kt, t1 = pixel(rt, x) * kt, t2 = pixel(rt, xr) * kt;
+        int m0 = pixel(rm, xl), m2 = pixel(rm, xr);
+        int b0 = pixel(rb, xl) * kb, b1 = pixel(rb, x) * kb, b2 = pixel(rb, xr) * kb;
+        int gx = (t2 - t0) + 2 * (m2 - m0) + (b2 - b0);
+        int gy = (b0 + 2 * b1 + b2) - (t0 + 2 * t1 + t2);
+        uchar m = magnitude_of(gx, gy, l2);
+        dx[o + x] = (short)gx;
+        dy[o + x] = (short)gy;
+        mag[o + x] = m;
+        edges[o + x] = m >= edge_threshold ? 255 : 0;
+    }
+}

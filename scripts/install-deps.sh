@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs what edgesight needs on Debian 12, skipping whatever is already there.
+#   install-deps.sh run    OpenCL at run time: the ICD loader and POCL (a CPU OpenCL driver)
+#   install-deps.sh test   the above, plus what `make test` uses: cross linkers and libcs,
+#                          qemu-user for a smoke run of the aarch64 binary, the Rust targets,
+#                          clippy and rustfmt, and OpenCV + numpy for the conformance test
+set -euo pipefail
+
+mode=${1:-run}
+as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+
+apt_packages=(ocl-icd-libopencl1 pocl-opencl-icd clinfo)
+if [ "$mode" = test ]; then
+    apt_packages+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross
+                   gcc-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user-static)
+fi
+
+missing=()
+for p in "${apt_packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "install-deps: installing ${missing[*]}"
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+[ "$mode" = test ] || exit 0
+
+targets=(aarch64-unknown-linux-gnu armv7-unknown-linux-gnueabihf)
+installed=$(rustup target list --installed)
+for t in "${targets[@]}"; do
+    grep -qx "$t" <<<"$installed" || rustup target add "$t"
+done
+for c in clippy rustfmt; do
+    rustup component list --installed | grep -q "^$c" || rustup component add "$c"
+done
+
+if ! python3 -c 'import cv2, numpy' 2>/dev/null; then
+    echo "install-deps: installing opencv-python-headless and numpy with pip"
+    python3 -m pip install --quiet opencv-python-headless numpy 2>/dev/null ||
+        python3 -m pip install --quiet --break-system-packages opencv-python-headless numpy
+fi

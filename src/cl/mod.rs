@@ -1,0 +1,140 @@
+//! OpenCL plumbing on `opencl3`: choosing a device, building the embedded kernel sources,
+//! frame slots and profiling. Host calls stay within OpenCL 1.2, which every Mali driver
+//! offers; the library is loaded at run time (`OPENCL_DYLIB_PATH` overrides where from), so
+//! the binary links no OpenCL and cross-builds anywhere.
+//!
+//! Knows nothing of images or stages: the pipeline asks it for programs and buffers.
+
+mod device;
+mod slot;
+
+pub use device::{list_devices, DeviceInfo, DeviceSpec, PlatformDevices};
+pub use slot::FrameSlot;
+
+use opencl3::command_queue::{CommandQueue, CL_QUEUE_PROFILING_ENABLE};
+use opencl3::context::Context;
+use opencl3::device::Device;
+use opencl3::error_codes::ClError as RawClError;
+use opencl3::event::Event;
+use opencl3::program::Program;
+
+/// Errors from OpenCL, each naming the call or file that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClError {
+    #[error("OpenCL library not found or incomplete ({0}); install an OpenCL driver (e.g. Debian's pocl-opencl-icd) or point OPENCL_DYLIB_PATH at one")]
+    NoLibrary(RawClError),
+    #[error("no OpenCL platform found: is an OpenCL driver (ICD) installed?")]
+    NoPlatform,
+    #[error("no OpenCL device matches '{spec}'; available: {available}")]
+    NoDevice { spec: String, available: String },
+    #[error("building kernels/{file} for {device} failed:\n{log}")]
+    Build {
+        file: String,
+        device: String,
+        log: String,
+    },
+    #[error("{call} failed: {code}")]
+    Call {
+        call: &'static str,
+        code: RawClError,
+    },
+}
+
+/// Attaches the failing call's name to a raw OpenCL error.
+pub(crate) trait CallContext<T> {
+    fn call(self, call: &'static str) -> Result<T, ClError>;
+}
+
+impl<T> CallContext<T> for Result<T, RawClError> {
+    fn call(self, call: &'static str) -> Result<T, ClError> {
+        self.map_err(|code| ClError::Call { call, code })
+    }
+}
+
+/// One kernel source file, embedded into the binary at build time.
+#[derive(Clone, Copy, Debug)]
+pub struct KernelSource {
+    pub file: &'static str,
+    pub text: &'static str,
+}
+
+macro_rules! kernel_source {
+    ($file:literal) => {
+        KernelSource {
+            file: $file,
+            text: include_str!(concat!("../../kernels/", $file)),
+        }
+    };
+}
+
+pub const LUMA_CL: KernelSource = kernel_source!("luma.cl");
+pub const SOBEL_CL: KernelSource = kernel_source!("sobel.cl");
+pub const HISTOGRAM_CL: KernelSource = kernel_source!("histogram.cl");
+pub const OTSU_CL: KernelSource = kernel_source!("otsu.cl");
+pub const INTEGRAL_CL: KernelSource = kernel_source!("integral.cl");
+
+/// Every kernel file, for tools that build them all.
+pub const ALL_SOURCES: [KernelSource; 5] = [LUMA_CL, SOBEL_CL, HISTOGRAM_CL, OTSU_CL, INTEGRAL_CL];
+
+/// Options every program is built with: the OpenCL C version Mali drivers accept.
+pub const BUILD_OPTIONS: &str = "-cl-std=CL1.2";
+
+/// A device with its context and one in-order, profiling command queue.
+pub struct Gpu {
+    pub device: Device,
+    pub context: Context,
+    pub queue: CommandQueue,
+    pub info: DeviceInfo,
+}
+
+impl Gpu {
+    /// Opens the device `spec` selects (see [`DeviceSpec`]).
+    pub fn open(spec: &DeviceSpec) -> Result<Gpu, ClError> {
+        let (device, info) = device::select(spec)?;
+        let context = Context::from_device(&device).call("clCreateContext")?;
+        // clCreateCommandQueue (1.2) rather than the 2.0 call with properties.
+        #[allow(deprecated)]
+        let queue = unsafe {
+            CommandQueue::create(&context, device.id(), CL_QUEUE_PROFILING_ENABLE)
+                .call("clCreateCommandQueue")?
+        };
+        Ok(Gpu {
+            device,
+            context,
+            queue,
+            info,
+        })
+    }
+
+    /// Builds one kernel file; a failure carries the compiler's log and the file name.
+    pub fn build(&self, source: KernelSource) -> Result<Program, ClError> {
+        let mut program = Program::create_from_source(&self.context, source.text)
+            .call("clCreateProgramWithSource")?;
+        if program.build(&[self.device.id()], BUILD_OPTIONS).is_err() {
+            let log = program
+                .get_build_log(self.device.id())
+                .unwrap_or_else(|e| format!("(no build log: {e})"));
+            return Err(ClError::Build {
+                file: source.file.to_string(),
+                device: self.info.name.clone(),
+                log,
+            });
+        }
+        Ok(program)
+    }
+
+    pub fn finish(&self) -> Result<(), ClError> {
+        self.queue.finish().call("clFinish")
+    }
+}
+
+/// Device time of a finished command, in nanoseconds, from its profiling event.
+pub fn event_nanos(event: &Event) -> Result<u64, ClError> {
+    let start = event
+        .profiling_command_start()
+        .call("clGetEventProfilingInfo")?;
+    let end = event
+        .profiling_command_end()
+        .call("clGetEventProfilingInfo")?;
+    Ok(end.saturating_sub(start))
+}

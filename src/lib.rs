@@ -1,0 +1,14 @@
+//! edgesight: vision telemetry for ARM boards with Mali GPUs.
+//!
+//! Camera frames land in host-mapped OpenCL buffers ([`cl::FrameSlot`]), a chain of
+//! OpenCL kernels ([`pipeline::Pipeline`]) turns each into luma, Sobel gradients, a
+//! histogram, an Otsu mask and integral images, and the small results ([`pipeline::FrameResult`])
+//! are what the rest of the program publishes. [`reference`] holds the plain-Rust
+//! definition of every stage, the oracle the kernels are tested against.
+
+pub mod cl;
+pub mod frame;
+pub mod input;
+pub mod pipeline;
+pub mod reference;
+pub mod report;

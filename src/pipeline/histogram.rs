@@ -1,0 +1,79 @@
+//! Histogram stage: `histogram_partial` then `histogram_reduce` from `kernels/histogram.cl`.
+//! A fixed number of work-groups (a few per compute unit) each fill a local sub-histogram;
+//! the reduce kernel adds them. The group count does not depend on the frame size.
+
+use opencl3::event::Event;
+use opencl3::kernel::{ExecuteKernel, Kernel};
+use opencl3::memory::Buffer;
+
+use super::{device_buffer, Launch};
+use crate::cl::{CallContext, ClError, Gpu, HISTOGRAM_CL};
+use crate::frame::FrameLayout;
+
+/// Work-groups per compute unit: enough to keep every unit busy.
+const GROUPS_PER_COMPUTE_UNIT: usize = 4;
+/// Work-items per group we ask for (fewer where the device allows fewer).
+const GROUP_SIZE: usize = 256;
+
+pub(super) struct HistogramStage {
+    partial_kernel: Kernel,
+    reduce_kernel: Kernel,
+    partial_launch: Launch,
+    reduce_launch: Launch,
+    groups: usize,
+    partial: Buffer<u32>,
+}
+
+impl HistogramStage {
+    pub(super) fn new(gpu: &Gpu) -> Result<HistogramStage, ClError> {
+        let program = gpu.build(HISTOGRAM_CL)?;
+        let partial_kernel =
+            Kernel::create(&program, "histogram_partial").call("clCreateKernel")?;
+        let reduce_kernel = Kernel::create(&program, "histogram_reduce").call("clCreateKernel")?;
+        let partial_launch = Launch::one_d(gpu, &partial_kernel, GROUP_SIZE)?;
+        let reduce_launch = Launch::one_d(gpu, &reduce_kernel, 64)?;
+        let groups = (gpu.info.compute_units as usize * GROUPS_PER_COMPUTE_UNIT).clamp(1, 1024);
+        let partial = device_buffer(gpu, groups * 256)?;
+        Ok(HistogramStage {
+            partial_kernel,
+            reduce_kernel,
+            partial_launch,
+            reduce_launch,
+            groups,
+            partial,
+        })
+    }
+
+    pub(super) fn enqueue(
+        &self,
+        gpu: &Gpu,
+        luma: &Buffer<u8>,
+        layout: &FrameLayout,
+        hist: &Buffer<u32>,
+    ) -> Result<[Event; 2], ClError> {
+        let partial = unsafe {
+            ExecuteKernel::new(&self.partial_kernel)
+                .set_arg(luma)
+                .set_arg(&layout.width)
+                .set_arg(&layout.width)
+                .set_arg(&layout.height)
+                .set_arg(&self.partial)
+                .set_global_work_size(self.groups * self.partial_launch.local[0])
+                .set_local_work_size(self.partial_launch.local[0])
+                .enqueue_nd_range(&gpu.queue)
+        }
+        .call("clEnqueueNDRangeKernel(histogram_partial)")?;
+        let groups = self.groups as u32;
+        let reduce = unsafe {
+            ExecuteKernel::new(&self.reduce_kernel)
+                .set_arg(&self.partial)
+                .set_arg(&groups)
+                .set_arg(hist)
+                .set_global_work_size(self.reduce_launch.global_1d(256))
+                .set_local_work_size(self.reduce_launch.local[0])
+                .enqueue_nd_range(&gpu.queue)
+        }
+        .call("clEnqueueNDRangeKernel(histogram_reduce)")?;
+        Ok([partial, reduce])
+    }
+}

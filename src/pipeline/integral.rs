@@ -1,0 +1,488 @@
+//! Integral stage: integral sum and squared sum of luma and the integrals of the edge and
+//! foreground masks (`kernels/integral.cl`, a row pass then a column pass each), and the
+//! region stage that reads any rectangle's sums from them in O(1) (`region_sums`).
+
+use std::fmt;
+use std::str::FromStr;
+
+use opencl3::event::Event;
+use opencl3::kernel::{ExecuteKernel, Kernel};
+use opencl3::memory::Buffer;
+use opencl3::types::CL_BLOCKING;
+use serde::Serialize;
+
+use super::{device_buffer, read_buffer, DeviceImage, Launch, PipelineError};
+use crate::cl::{CallContext, ClError, Gpu, INTEGRAL_CL};
+use crate::frame::FrameLayout;
+
+/// A named rectangle of the frame whose features are measured on every frame.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Region {
+    pub name: String,
+    pub x: u32,
+    pub y: u32,
+    #[serde(rename = "w")]
+    pub width: u32,
+    #[serde(rename = "h")]
+    pub height: u32,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum RegionError {
+    #[error("invalid ROI '{0}' (expected NAME:X,Y,W,H, e.g. door:10,20,64,48)")]
+    Syntax(String),
+    #[error("ROI '{name}' is empty ({width}x{height})")]
+    Empty {
+        name: String,
+        width: u32,
+        height: u32,
+    },
+    #[error("ROI '{name}' ({x},{y} {width}x{height}) lies outside the {frame_width}x{frame_height} frame")]
+    Outside {
+        name: String,
+        x: u32,
+        y: u32,
+        width: u32,
+        height: u32,
+        frame_width: u32,
+        frame_height: u32,
+    },
+}
+
+impl Region {
+    /// Checks that the region is non-empty and inside a frame of `layout`.
+    pub fn validate(&self, layout: &FrameLayout) -> Result<(), RegionError> {
+        if self.width == 0 || self.height == 0 {
+            return Err(RegionError::Empty {
+                name: self.name.clone(),
+                width: self.width,
+                height: self.height,
+            });
+        }
+        let right = u64::from(self.x) + u64::from(self.width);
+        let bottom = u64::from(self.y) + u64::from(self.height);
+        if right > u64::from(layout.width) || bottom > u64::from(layout.height) {
+            return Err(RegionError::Outside {
+                name: self.name.clone(),
+                x: self.x,
+                y: self.y,
+                width: self.width,
+                height: self.height,
+                frame_width: layout.width,
+                frame_height: layout.height,
+            });
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for Region {
+    type Err = RegionError;
+    /// `NAME:X,Y,W,H`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || RegionError::Syntax(s.to_string());
+        let (name, rect) = s.rsplit_once(':').ok_or_else(bad)?;
+        let nums: Vec<u32> = rect
+            .split(',')
+            .map(|v| v.trim().parse::<u32>())
+            .collect::<Result<_, _>>()
+            .map_err(|_| bad())?;
+        let [x, y, width, height] = nums[..] else {
+            return Err(bad());
+        };
+        if name.trim().is_empty() {
+            return Err(bad());
+        }
+        Ok(Region {
+            name: name.trim().to_string(),
+            x,
+            y,
+            width,
+            height,
+        })
+    }
+}
+
+impl fmt::Display for Region {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:{},{},{},{}",
+            self.name, self.x, self.y, self.width, self.height
+        )
+    }
+}
+
+/// The sums a region's features come from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RegionStats {
+    pub area: u64,
+    pub sum: u64,
+    pub sqsum: u64,
+    pub edges: u64,
+    pub foreground: u64,
+}
+
+impl RegionStats {
+    pub fn mean(&self) -> f64 {
+        self.sum as f64 / self.area as f64
+    }
+
+    /// Population standard deviation of luma, from exact integer moments.
+    pub fn stddev(&self) -> f64 {
+        let (n, s, q) = (
+            u128::from(self.area),
+            u128::from(self.sum),
+            u128::from(self.sqsum),
+        );
+        // n * q >= s² by Cauchy-Schwarz, so this never underflows.
+        let scaled_variance = n * q - s * s;
+        (scaled_variance as f64).sqrt() / self.area as f64
+    }
+
+    /// Share of the region's pixels that are edges (magnitude >= the edge threshold).
+    pub fn edge_ratio(&self) -> f64 {
+        self.edges as f64 / self.area as f64
+    }
+
+    /// Share of the region's pixels above the Otsu threshold.
+    pub fn foreground_ratio(&self) -> f64 {
+        self.foreground as f64 / self.area as f64
+    }
+}
+
+/// Work-items per group for the one-dimensional row and column passes.
+const LINE_GROUP_SIZE: usize = 64;
+
+pub(super) struct IntegralStage {
+    rows_sum_sqsum: Kernel,
+    rows_count: Kernel,
+    cols_uint: Kernel,
+    cols_ulong: Kernel,
+    region_sums: Kernel,
+    launch: Launch,
+    sum: DeviceImage<u32>,
+    sqsum: DeviceImage<u64>,
+    edges: DeviceImage<u32>,
+    foreground: DeviceImage<u32>,
+    /// The whole frame, then the configured regions.
+    regions: Vec<Region>,
+    rects: Buffer<u32>,
+    sums: Buffer<u64>,
+}
+
+impl IntegralStage {
+    pub(super) fn new(
+        gpu: &Gpu,
+        layout: &FrameLayout,
+        regions: &[Region],
+    ) -> Result<IntegralStage, PipelineError> {
+        let built = || -> Result<_, ClError> {
+            let program = gpu.build(INTEGRAL_CL)?;
+            let k = |name| Kernel::create(&program, name).call("clCreateKernel");
+            Ok((
+                k("integral_rows_sum_sqsum")?,
+                k("integral_rows_count")?,
+                k("integral_cols_uint")?,
+                k("integral_cols_ulong")?,
+                k("region_sums")?,
+            ))
+        };
+        let (rows_sum_sqsum, rows_count, cols_uint, cols_ulong, region_sums) =
+            built().map_err(|source| PipelineError::Stage {
+                stage: "integral",
+                source,
+            })?;
+        let launch = Launch::one_d(gpu, &rows_sum_sqsum, LINE_GROUP_SIZE)?;
+        let len = (layout.width as usize + 1) * (layout.height as usize + 1);
+        let mut stage = IntegralStage {
+            rows_sum_sqsum,
+            rows_count,
+            cols_uint,
+            cols_ulong,
+            region_sums,
+            launch,
+            sum: DeviceImage::new(gpu, len)?,
+            sqsum: DeviceImage::new(gpu, len)?,
+            edges: DeviceImage::new(gpu, len)?,
+            foreground: DeviceImage::new(gpu, len)?,
+            regions: Vec::new(),
+            rects: device_buffer(gpu, 4)?,
+            sums: device_buffer(gpu, 4)?,
+        };
+        stage.set_regions(gpu, layout, regions)?;
+        Ok(stage)
+    }
+
+    pub(super) fn set_regions(
+        &mut self,
+        gpu: &Gpu,
+        layout: &FrameLayout,
+        regions: &[Region],
+    ) -> Result<(), PipelineError> {
+        for r in regions {
+            r.validate(layout)?;
+        }
+        let whole = Region {
+            name: String::new(),
+            x: 0,
+            y: 0,
+            width: layout.width,
+            height: layout.height,
+        };
+        let all: Vec<Region> = std::iter::once(whole)
+            .chain(regions.iter().cloned())
+            .collect();
+        let rects: Vec<u32> = all
+            .iter()
+            .flat_map(|r| [r.x, r.y, r.width, r.height])
+            .collect();
+        let mut rect_buf = device_buffer::<u32>(gpu, rects.len())?;
+        unsafe {
+            gpu.queue
+                .enqueue_write_buffer(&mut rect_buf, CL_BLOCKING, 0, &rects, &[])
+        }
+        .call("clEnqueueWriteBuffer")?;
+        self.sums = device_buffer(gpu, rects.len())?;
+        self.rects = rect_buf;
+        self.regions = all;
+        Ok(())
+    }
+
+    fn rows(
+        &self,
+        gpu: &Gpu,
+        kernel: &Kernel,
+        src: &Buffer<u8>,
+        layout: &FrameLayout,
+        outs: &[&dyn KernelArg],
+    ) -> Result<Event, ClError> {
+        let mut exec = ExecuteKernel::new(kernel);
+        unsafe {
+            exec.set_arg(src)
+                .set_arg(&layout.width)
+                .set_arg(&layout.width)
+                .set_arg(&layout.height);
+            for out in outs {
+                out.set_on(&mut exec);
+            }
+            exec.set_global_work_size(self.launch.global_1d(layout.height as usize))
+                .set_local_work_size(self.launch.local[0])
+                .enqueue_nd_range(&gpu.queue)
+        }
+        .call("clEnqueueNDRangeKernel(integral rows)")
+    }
+
+    fn cols(
+        &self,
+        gpu: &Gpu,
+        kernel: &Kernel,
+        layout: &FrameLayout,
+        out: &dyn KernelArg,
+    ) -> Result<Event, ClError> {
+        let mut exec = ExecuteKernel::new(kernel);
+        unsafe {
+            exec.set_arg(&layout.width).set_arg(&layout.height);
+            out.set_on(&mut exec);
+            exec.set_global_work_size(self.launch.global_1d(layout.width as usize))
+                .set_local_work_size(self.launch.local[0])
+                .enqueue_nd_range(&gpu.queue)
+        }
+        .call("clEnqueueNDRangeKernel(integral columns)")
+    }
+
+    /// Enqueues the integrals of luma, of the edge mask and of the foreground mask.
+    pub(super) fn enqueue_integrals(
+        &self,
+        gpu: &Gpu,
+        layout: &FrameLayout,
+        luma: &Buffer<u8>,
+        edge_mask: &Buffer<u8>,
+        foreground_mask: &Buffer<u8>,
+    ) -> Result<Vec<Event>, ClError> {
+        Ok(vec![
+            self.rows(
+                gpu,
+                &self.rows_sum_sqsum,
+                luma,
+                layout,
+                &[&self.sum.buf, &self.sqsum.buf],
+            )?,
+            self.cols(gpu, &self.cols_uint, layout, &self.sum.buf)?,
+            self.cols(gpu, &self.cols_ulong, layout, &self.sqsum.buf)?,
+            self.rows(gpu, &self.rows_count, edge_mask, layout, &[&self.edges.buf])?,
+            self.cols(gpu, &self.cols_uint, layout, &self.edges.buf)?,
+            self.rows(
+                gpu,
+                &self.rows_count,
+                foreground_mask,
+                layout,
+                &[&self.foreground.buf],
+            )?,
+            self.cols(gpu, &self.cols_uint, layout, &self.foreground.buf)?,
+        ])
+    }
+
+    /// Enqueues the sums of every region (the whole frame first).
+    pub(super) fn enqueue_regions(
+        &self,
+        gpu: &Gpu,
+        layout: &FrameLayout,
+    ) -> Result<Event, ClError> {
+        let count = self.regions.len() as u32;
+        unsafe {
+            ExecuteKernel::new(&self.region_sums)
+                .set_arg(&layout.width)
+                .set_arg(&self.rects)
+                .set_arg(&count)
+                .set_arg(&self.sum.buf)
+                .set_arg(&self.sqsum.buf)
+                .set_arg(&self.edges.buf)
+                .set_arg(&self.foreground.buf)
+                .set_arg(&self.sums)
+                .set_global_work_size(self.launch.global_1d(self.regions.len()))
+                .set_local_work_size(self.launch.local[0])
+                .enqueue_nd_range(&gpu.queue)
+        }
+        .call("clEnqueueNDRangeKernel(region_sums)")
+    }
+
+    /// Reads the region sums: the whole frame, then each configured region.
+    pub(super) fn read_regions(
+        &self,
+        gpu: &Gpu,
+    ) -> Result<(RegionStats, Vec<(Region, RegionStats)>), ClError> {
+        let raw = read_buffer(gpu, &self.sums, 4 * self.regions.len())?;
+        let mut stats = self.regions.iter().zip(raw.chunks_exact(4)).map(|(r, s)| {
+            let st = RegionStats {
+                area: u64::from(r.width) * u64::from(r.height),
+                sum: s[0],
+                sqsum: s[1],
+                edges: s[2],
+                foreground: s[3],
+            };
+            (r.clone(), st)
+        });
+        let (_, frame) = stats
+            .next()
+            .expect("the whole frame is always the first region");
+        Ok((frame, stats.collect()))
+    }
+
+    /// Names of the integral images whose guard band was overwritten.
+    pub(super) fn broken_guards(&self, gpu: &Gpu) -> Result<Vec<&'static str>, ClError> {
+        let mut broken = Vec::new();
+        for (name, ok) in [
+            ("integral_sum", self.sum.guard_intact(gpu)?),
+            ("integral_sqsum", self.sqsum.guard_intact(gpu)?),
+            ("integral_edges", self.edges.guard_intact(gpu)?),
+            ("integral_foreground", self.foreground.guard_intact(gpu)?),
+        ] {
+            if !ok {
+                broken.push(name);
+            }
+        }
+        Ok(broken)
+    }
+
+    /// Reads the four integral images.
+    #[allow(clippy::type_complexity)]
+    pub(super) fn read_integrals(
+        &self,
+        gpu: &Gpu,
+    ) -> Result<(Vec<u32>, Vec<u64>, Vec<u32>, Vec<u32>), ClError> {
+        Ok((
+            self.sum.read(gpu)?,
+            self.sqsum.read(gpu)?,
+            self.edges.read(gpu)?,
+            self.foreground.read(gpu)?,
+        ))
+    }
+}
+
+/// A buffer of either element type, as a kernel argument.
+trait KernelArg {
+    /// # Safety
+    /// The argument must match the kernel's parameter at this position.
+    unsafe fn set_on(&self, exec: &mut ExecuteKernel<'_>);
+}
+
+impl<T> KernelArg for Buffer<T> {
+    unsafe fn set_on(&self, exec: &mut ExecuteKernel<'_>) {
+        unsafe {
+            exec.set_arg(self);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::PixelFormat;
+
+    #[test]
+    fn regions_parse() {
+        let r: Region = "door:10,20,64,48".parse().unwrap();
+        assert_eq!(
+            r,
+            Region {
+                name: "door".into(),
+                x: 10,
+                y: 20,
+                width: 64,
+                height: 48
+            }
+        );
+        assert_eq!(r.to_string(), "door:10,20,64,48");
+        for bad in [
+            "door",
+            "door:1,2,3",
+            ":1,2,3,4",
+            "d:1,2,3,4,5",
+            "d:a,2,3,4",
+            "d:-1,2,3,4",
+        ] {
+            assert_eq!(
+                bad.parse::<Region>(),
+                Err(RegionError::Syntax(bad.into())),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn regions_must_lie_inside_the_frame() {
+        let l = FrameLayout::packed(PixelFormat::Grey, 64, 48);
+        let r = |s: &str| s.parse::<Region>().unwrap().validate(&l);
+        assert!(r("all:0,0,64,48").is_ok());
+        assert!(matches!(
+            r("wide:1,0,64,48"),
+            Err(RegionError::Outside { .. })
+        ));
+        assert!(matches!(
+            r("low:0,40,1,9"),
+            Err(RegionError::Outside { .. })
+        ));
+        assert!(matches!(
+            r("far:4294967295,0,1,1"),
+            Err(RegionError::Outside { .. })
+        ));
+        assert!(matches!(r("none:0,0,0,5"), Err(RegionError::Empty { .. })));
+    }
+
+    #[test]
+    fn stats_from_sums() {
+        // Pixels 1, 2, 3, 4: mean 2.5, population variance 1.25.
+        let s = RegionStats {
+            area: 4,
+            sum: 10,
+            sqsum: 30,
+            edges: 1,
+            foreground: 3,
+        };
+        assert_eq!(s.mean(), 2.5);
+        assert!((s.stddev() - 1.25f64.sqrt()).abs() < 1e-12);
+        assert_eq!(s.edge_ratio(), 0.25);
+        assert_eq!(s.foreground_ratio(), 0.75);
+    }
+}

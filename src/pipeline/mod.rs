@@ -1,0 +1,586 @@
+//! The per-frame pipeline: enqueues every stage's kernels on one in-order queue, keeps the
+//! intermediate images on the device, and reads back only the small results (histogram,
+//! threshold, region sums) unless the full images are asked for.
+//!
+//! ```text
+//! slot ─► luma ─┬─► sobel (dx, dy, magnitude, edge mask) ──────────────┐
+//!               ├─► histogram ─► otsu (threshold on device) ─► binarize ┤
+//!               └─► integral (sum, sqsum) ◄─ integral (edges, mask) ◄───┘ ─► region sums
+//! ```
+//!
+//! Each stage lives in its own file with the kernel file it launches. Stages never allocate
+//! capture buffers and never touch metrics or HTTP; they fill a [`FrameResult`].
+
+mod histogram;
+mod integral;
+mod luma;
+mod otsu;
+mod sobel;
+
+use std::fmt;
+use std::str::FromStr;
+
+use opencl3::event::Event;
+use opencl3::kernel::Kernel;
+use opencl3::memory::{Buffer, CL_MEM_READ_WRITE};
+use opencl3::types::CL_BLOCKING;
+use serde::Serialize;
+
+use crate::cl::{event_nanos, CallContext, ClError, FrameSlot, Gpu};
+use crate::frame::{FrameLayout, LayoutError};
+
+pub use integral::{Region, RegionError, RegionStats};
+
+/// How Sobel reads pixels outside the frame (OpenCV's border types).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Border {
+    /// `gfedcb|abcdefgh|gfedcba`, OpenCV's default `BORDER_REFLECT_101`.
+    #[default]
+    Reflect101,
+    /// `aaaaaa|abcdefgh|hhhhhhh`, `BORDER_REPLICATE`.
+    Replicate,
+    /// `000000|abcdefgh|0000000`, `BORDER_CONSTANT` with 0.
+    Constant,
+}
+
+impl Border {
+    pub const ALL: [Border; 3] = [Border::Reflect101, Border::Replicate, Border::Constant];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Border::Reflect101 => "reflect101",
+            Border::Replicate => "replicate",
+            Border::Constant => "constant",
+        }
+    }
+
+    /// The code sobel.cl's `border` argument takes.
+    fn kernel_code(self) -> i32 {
+        match self {
+            Border::Reflect101 => 0,
+            Border::Replicate => 1,
+            Border::Constant => 2,
+        }
+    }
+}
+
+impl fmt::Display for Border {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("unknown border mode '{0}' (expected reflect101, replicate or constant)")]
+pub struct UnknownBorder(pub String);
+
+impl FromStr for Border {
+    type Err = UnknownBorder;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().replace(['_', '-'], "").as_str() {
+            "reflect101" | "default" => Ok(Border::Reflect101),
+            "replicate" => Ok(Border::Replicate),
+            "constant" => Ok(Border::Constant),
+            _ => Err(UnknownBorder(s.to_string())),
+        }
+    }
+}
+
+/// How the 8-bit gradient magnitude is computed from dx and dy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Magnitude {
+    /// `min(|dx| + |dy|, 255)`.
+    #[default]
+    L1,
+    /// `min(round(sqrt(dx² + dy²)), 255)`.
+    L2,
+}
+
+impl FromStr for Magnitude {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "l1" => Ok(Magnitude::L1),
+            "l2" => Ok(Magnitude::L2),
+            _ => Err(format!("unknown magnitude '{s}' (expected l1 or l2)")),
+        }
+    }
+}
+
+/// Options of the per-frame computation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct PipelineOptions {
+    pub border: Border,
+    pub magnitude: Magnitude,
+    /// A pixel is an edge where its magnitude is at least this.
+    pub edge_threshold: u8,
+}
+
+impl Default for PipelineOptions {
+    fn default() -> Self {
+        PipelineOptions {
+            border: Border::Reflect101,
+            magnitude: Magnitude::L1,
+            edge_threshold: 64,
+        }
+    }
+}
+
+/// The stages, in the order they run; their names label timings and metrics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    Luma,
+    Sobel,
+    Histogram,
+    Otsu,
+    Binarize,
+    Integral,
+    Regions,
+}
+
+impl Stage {
+    pub const ALL: [Stage; 7] = [
+        Stage::Luma,
+        Stage::Sobel,
+        Stage::Histogram,
+        Stage::Otsu,
+        Stage::Binarize,
+        Stage::Integral,
+        Stage::Regions,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Luma => "luma",
+            Stage::Sobel => "sobel",
+            Stage::Histogram => "histogram",
+            Stage::Otsu => "otsu",
+            Stage::Binarize => "binarize",
+            Stage::Integral => "integral",
+            Stage::Regions => "regions",
+        }
+    }
+}
+
+/// Device time of each stage for one frame, from profiling events, in nanoseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StageTimings(pub [u64; Stage::ALL.len()]);
+
+impl StageTimings {
+    pub fn get(&self, stage: Stage) -> u64 {
+        self.0[stage as usize]
+    }
+
+    pub fn total(&self) -> u64 {
+        self.0.iter().sum()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (Stage, u64)> + '_ {
+        Stage::ALL.into_iter().map(|s| (s, self.get(s)))
+    }
+}
+
+/// What one frame produced, without the full images.
+#[derive(Clone, Debug)]
+pub struct FrameResult {
+    pub width: u32,
+    pub height: u32,
+    pub histogram: [u32; 256],
+    pub otsu_threshold: u8,
+    /// The whole frame as a region.
+    pub frame: RegionStats,
+    /// The configured regions, in order.
+    pub regions: Vec<(Region, RegionStats)>,
+    pub timings: StageTimings,
+}
+
+/// The full per-pixel outputs of the last frame, dense, row-major.
+#[derive(Clone, Debug, Default)]
+pub struct Images {
+    pub luma: Vec<u8>,
+    pub dx: Vec<i16>,
+    pub dy: Vec<i16>,
+    pub magnitude: Vec<u8>,
+    pub edges: Vec<u8>,
+    pub mask: Vec<u8>,
+    /// `(height + 1) x (width + 1)`, as the three below.
+    pub integral_sum: Vec<u32>,
+    pub integral_sqsum: Vec<u64>,
+    pub integral_edges: Vec<u32>,
+    pub integral_foreground: Vec<u32>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    #[error(transparent)]
+    Layout(#[from] LayoutError),
+    #[error(transparent)]
+    Region(#[from] RegionError),
+    #[error("frame slot holds {have} bytes, a {layout} frame needs {need}")]
+    SlotTooSmall {
+        have: usize,
+        need: usize,
+        layout: String,
+    },
+    #[error("{stage} stage")]
+    Stage {
+        stage: &'static str,
+        #[source]
+        source: ClError,
+    },
+    #[error(transparent)]
+    Cl(#[from] ClError),
+}
+
+/// Attaches a stage name to an OpenCL error.
+trait StageContext<T> {
+    fn stage(self, stage: Stage) -> Result<T, PipelineError>;
+}
+
+impl<T> StageContext<T> for Result<T, ClError> {
+    fn stage(self, stage: Stage) -> Result<T, PipelineError> {
+        self.map_err(|source| PipelineError::Stage {
+            stage: stage.name(),
+            source,
+        })
+    }
+}
+
+/// A device buffer of `len` elements (at least one: OpenCL refuses empty buffers).
+fn device_buffer<T>(gpu: &Gpu, len: usize) -> Result<Buffer<T>, ClError> {
+    unsafe {
+        Buffer::<T>::create(
+            &gpu.context,
+            CL_MEM_READ_WRITE,
+            len.max(1),
+            std::ptr::null_mut(),
+        )
+    }
+    .call("clCreateBuffer")
+}
+
+/// Elements a guard band holds past the end of every per-pixel buffer. The band is filled
+/// with a sentinel when the buffer is made, so tests can prove that no kernel's tail writes
+/// beyond the image ([`Pipeline::guards_intact`]).
+const GUARD_ELEMENTS: usize = 64;
+
+/// An element type with a recognisable guard value.
+pub(crate) trait Sentinel: Copy + Default + PartialEq {
+    const SENTINEL: Self;
+}
+impl Sentinel for u8 {
+    const SENTINEL: u8 = 0xA5;
+}
+impl Sentinel for i16 {
+    const SENTINEL: i16 = 0x5A5A;
+}
+impl Sentinel for u32 {
+    const SENTINEL: u32 = 0xA5A5_5A5A;
+}
+impl Sentinel for u64 {
+    const SENTINEL: u64 = 0xA5A5_5A5A_A5A5_5A5A;
+}
+
+/// A device buffer of `len` elements followed by a guard band.
+pub(crate) struct DeviceImage<T> {
+    pub buf: Buffer<T>,
+    pub len: usize,
+}
+
+impl<T: Sentinel> DeviceImage<T> {
+    fn new(gpu: &Gpu, len: usize) -> Result<DeviceImage<T>, ClError> {
+        let mut buf = device_buffer::<T>(gpu, len + GUARD_ELEMENTS)?;
+        let guard = [T::SENTINEL; GUARD_ELEMENTS];
+        let offset = len * std::mem::size_of::<T>();
+        unsafe {
+            gpu.queue
+                .enqueue_write_buffer(&mut buf, CL_BLOCKING, offset, &guard, &[])
+        }
+        .call("clEnqueueWriteBuffer")?;
+        Ok(DeviceImage { buf, len })
+    }
+
+    fn read(&self, gpu: &Gpu) -> Result<Vec<T>, ClError> {
+        read_buffer(gpu, &self.buf, self.len)
+    }
+
+    fn guard_intact(&self, gpu: &Gpu) -> Result<bool, ClError> {
+        let mut guard = [T::default(); GUARD_ELEMENTS];
+        let offset = self.len * std::mem::size_of::<T>();
+        unsafe {
+            gpu.queue
+                .enqueue_read_buffer(&self.buf, CL_BLOCKING, offset, &mut guard, &[])
+        }
+        .call("clEnqueueReadBuffer")?;
+        Ok(guard.iter().all(|&g| g == T::SENTINEL))
+    }
+}
+
+/// Reads a whole device buffer (blocking).
+fn read_buffer<T: Clone + Default>(
+    gpu: &Gpu,
+    buffer: &Buffer<T>,
+    len: usize,
+) -> Result<Vec<T>, ClError> {
+    let mut out = vec![T::default(); len];
+    unsafe {
+        gpu.queue
+            .enqueue_read_buffer(buffer, CL_BLOCKING, 0, &mut out, &[])
+    }
+    .call("clEnqueueReadBuffer")?;
+    Ok(out)
+}
+
+/// Work-group geometry chosen once per kernel from what the device allows, so the global
+/// size of a new frame size never changes the local size (POCL compiles per local size).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Launch {
+    local: [usize; 2],
+}
+
+impl Launch {
+    /// 2-D groups of up to 16 x 4 work-items.
+    fn two_d(gpu: &Gpu, kernel: &Kernel) -> Result<Launch, ClError> {
+        let max = kernel
+            .get_work_group_size(gpu.device.id())
+            .call("clGetKernelWorkGroupInfo")?
+            .max(1);
+        let x = max.min(16);
+        let y = (max / x).clamp(1, 4);
+        Ok(Launch { local: [x, y] })
+    }
+
+    /// 1-D groups of up to `want` work-items.
+    fn one_d(gpu: &Gpu, kernel: &Kernel, want: usize) -> Result<Launch, ClError> {
+        let max = kernel
+            .get_work_group_size(gpu.device.id())
+            .call("clGetKernelWorkGroupInfo")?
+            .max(1);
+        Ok(Launch {
+            local: [want.min(max), 1],
+        })
+    }
+
+    /// Global sizes rounded up to whole work-groups (OpenCL 1.2 requires it).
+    fn global_2d(&self, x: usize, y: usize) -> [usize; 2] {
+        [
+            x.div_ceil(self.local[0]) * self.local[0],
+            y.div_ceil(self.local[1]) * self.local[1],
+        ]
+    }
+
+    fn global_1d(&self, n: usize) -> usize {
+        n.div_ceil(self.local[0]) * self.local[0]
+    }
+}
+
+/// Runs the stages for frames of one layout; buffers are allocated once, here.
+pub struct Pipeline {
+    layout: FrameLayout,
+    options: PipelineOptions,
+    luma: luma::LumaStage,
+    sobel: sobel::SobelStage,
+    histogram: histogram::HistogramStage,
+    otsu: otsu::OtsuStage,
+    integral: integral::IntegralStage,
+    bufs: DeviceImages,
+}
+
+/// The intermediate images, kept on the device.
+struct DeviceImages {
+    luma: DeviceImage<u8>,
+    dx: DeviceImage<i16>,
+    dy: DeviceImage<i16>,
+    magnitude: DeviceImage<u8>,
+    edges: DeviceImage<u8>,
+    mask: DeviceImage<u8>,
+    hist: Buffer<u32>,
+    threshold: Buffer<u32>,
+}
+
+impl Pipeline {
+    /// Builds the kernels and allocates the buffers for frames of `layout`.
+    pub fn new(
+        gpu: &Gpu,
+        layout: FrameLayout,
+        options: PipelineOptions,
+        regions: &[Region],
+    ) -> Result<Pipeline, PipelineError> {
+        layout.validate()?;
+        let n = layout.pixels();
+        let bufs = DeviceImages {
+            luma: DeviceImage::new(gpu, n)?,
+            dx: DeviceImage::new(gpu, n)?,
+            dy: DeviceImage::new(gpu, n)?,
+            magnitude: DeviceImage::new(gpu, n)?,
+            edges: DeviceImage::new(gpu, n)?,
+            mask: DeviceImage::new(gpu, n)?,
+            hist: device_buffer(gpu, 256)?,
+            threshold: device_buffer(gpu, 1)?,
+        };
+        Ok(Pipeline {
+            layout,
+            options,
+            luma: luma::LumaStage::new(gpu, layout.format).stage(Stage::Luma)?,
+            sobel: sobel::SobelStage::new(gpu).stage(Stage::Sobel)?,
+            histogram: histogram::HistogramStage::new(gpu).stage(Stage::Histogram)?,
+            otsu: otsu::OtsuStage::new(gpu).stage(Stage::Otsu)?,
+            integral: integral::IntegralStage::new(gpu, &layout, regions)?,
+            bufs,
+        })
+    }
+
+    pub fn layout(&self) -> &FrameLayout {
+        &self.layout
+    }
+
+    pub fn options(&self) -> &PipelineOptions {
+        &self.options
+    }
+
+    /// Changes the options for the frames that follow (no reallocation).
+    pub fn set_options(&mut self, options: PipelineOptions) {
+        self.options = options;
+    }
+
+    /// Replaces the regions measured on each frame.
+    pub fn set_regions(&mut self, gpu: &Gpu, regions: &[Region]) -> Result<(), PipelineError> {
+        self.integral.set_regions(gpu, &self.layout, regions)
+    }
+
+    /// A frame slot of the size this pipeline's frames need.
+    pub fn new_slot(&self, gpu: &Gpu) -> Result<FrameSlot, ClError> {
+        FrameSlot::new(gpu, self.layout.frame_bytes())
+    }
+
+    /// Processes the frame in `slot` and waits for the results.
+    pub fn process(&mut self, gpu: &Gpu, slot: &FrameSlot) -> Result<FrameResult, PipelineError> {
+        let need = self.layout.frame_bytes();
+        if slot.len() < need {
+            return Err(PipelineError::SlotTooSmall {
+                have: slot.len(),
+                need,
+                layout: format!(
+                    "{} {}x{}",
+                    self.layout.format, self.layout.width, self.layout.height
+                ),
+            });
+        }
+        let l = self.layout;
+        let b = &self.bufs;
+        let mut events: Vec<(Stage, Event)> = Vec::with_capacity(12);
+        events.push((
+            Stage::Luma,
+            self.luma
+                .enqueue(gpu, slot.buffer(), &l, &b.luma.buf)
+                .stage(Stage::Luma)?,
+        ));
+        events.push((
+            Stage::Sobel,
+            self.sobel
+                .enqueue(
+                    gpu,
+                    &b.luma.buf,
+                    &l,
+                    &self.options,
+                    [&b.dx.buf, &b.dy.buf],
+                    [&b.magnitude.buf, &b.edges.buf],
+                )
+                .stage(Stage::Sobel)?,
+        ));
+        for e in self
+            .histogram
+            .enqueue(gpu, &b.luma.buf, &l, &b.hist)
+            .stage(Stage::Histogram)?
+        {
+            events.push((Stage::Histogram, e));
+        }
+        events.push((
+            Stage::Otsu,
+            self.otsu
+                .enqueue_threshold(gpu, &b.hist, &l, &b.threshold)
+                .stage(Stage::Otsu)?,
+        ));
+        events.push((
+            Stage::Binarize,
+            self.otsu
+                .enqueue_binarize(gpu, &b.luma.buf, &l, &b.threshold, &b.mask.buf)
+                .stage(Stage::Binarize)?,
+        ));
+        for e in self
+            .integral
+            .enqueue_integrals(gpu, &l, &b.luma.buf, &b.edges.buf, &b.mask.buf)
+            .stage(Stage::Integral)?
+        {
+            events.push((Stage::Integral, e));
+        }
+        events.push((
+            Stage::Regions,
+            self.integral
+                .enqueue_regions(gpu, &l)
+                .stage(Stage::Regions)?,
+        ));
+
+        let hist_vec = read_buffer(gpu, &b.hist, 256)?;
+        let threshold = read_buffer(gpu, &b.threshold, 1)?[0];
+        let (frame, regions) = self.integral.read_regions(gpu)?;
+        gpu.finish()?;
+
+        let mut timings = StageTimings::default();
+        for (stage, event) in &events {
+            timings.0[*stage as usize] += event_nanos(event)?;
+        }
+        let mut histogram = [0u32; 256];
+        histogram.copy_from_slice(&hist_vec);
+        Ok(FrameResult {
+            width: l.width,
+            height: l.height,
+            histogram,
+            otsu_threshold: threshold as u8,
+            frame,
+            regions,
+            timings,
+        })
+    }
+
+    /// Names of the per-pixel buffers whose guard band a kernel overwrote (none, if every
+    /// kernel kept within its image). For tests.
+    pub fn guards_intact(&self, gpu: &Gpu) -> Result<Vec<&'static str>, ClError> {
+        let b = &self.bufs;
+        let mut broken = Vec::new();
+        for (name, ok) in [
+            ("luma", b.luma.guard_intact(gpu)?),
+            ("dx", b.dx.guard_intact(gpu)?),
+            ("dy", b.dy.guard_intact(gpu)?),
+            ("magnitude", b.magnitude.guard_intact(gpu)?),
+            ("edges", b.edges.guard_intact(gpu)?),
+            ("mask", b.mask.guard_intact(gpu)?),
+        ] {
+            if !ok {
+                broken.push(name);
+            }
+        }
+        broken.extend(self.integral.broken_guards(gpu)?);
+        Ok(broken)
+    }
+
+    /// Reads back every per-pixel output of the last processed frame.
+    pub fn read_images(&self, gpu: &Gpu) -> Result<Images, ClError> {
+        let b = &self.bufs;
+        let (sum, sqsum, edges, foreground) = self.integral.read_integrals(gpu)?;
+        Ok(Images {
+            luma: b.luma.read(gpu)?,
+            dx: b.dx.read(gpu)?,
+            dy: b.dy.read(gpu)?,
+            magnitude: b.magnitude.read(gpu)?,
+            edges: b.edges.read(gpu)?,
+            mask: b.mask.read(gpu)?,
+            integral_sum: sum,
+            integral_sqsum: sqsum,
+            integral_edges: edges,
+            integral_foreground: foreground,
+        })
+    }
+}

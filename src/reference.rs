@@ -1,0 +1,265 @@
+//! Plain-Rust references of every pipeline stage: the oracle the kernels are tested against.
+//!
+//! Written for clarity, one pixel at a time, straight from the definitions in the README
+//! (which are OpenCV's where OpenCV defines the operation). Nothing here is fast, and
+//! nothing here may share code with the kernels.
+
+use crate::frame::{FrameLayout, PixelFormat};
+use crate::pipeline::{Border, Magnitude};
+
+/// 8-bit luma of a frame, dense (`width` bytes per row).
+pub fn luma(layout: &FrameLayout, src: &[u8]) -> Vec<u8> {
+    let (w, h, stride) = (
+        layout.width as usize,
+        layout.height as usize,
+        layout.stride as usize,
+    );
+    let mut out = Vec::with_capacity(w * h);
+    for y in 0..h {
+        let row = &src[y * stride..];
+        for x in 0..w {
+            let rgb = |r: usize, g: usize, b: usize| rgb_to_luma(row[r], row[g], row[b]);
+            out.push(match layout.format {
+                PixelFormat::Grey | PixelFormat::Nv12 => row[x],
+                PixelFormat::Yuyv => row[2 * x],
+                PixelFormat::Uyvy => row[2 * x + 1],
+                PixelFormat::Rgb24 => rgb(3 * x, 3 * x + 1, 3 * x + 2),
+                PixelFormat::Bgr24 => rgb(3 * x + 2, 3 * x + 1, 3 * x),
+                PixelFormat::Rgbx => rgb(4 * x, 4 * x + 1, 4 * x + 2),
+                PixelFormat::Bgrx => rgb(4 * x + 2, 4 * x + 1, 4 * x),
+            });
+        }
+    }
+    out
+}
+
+/// OpenCV's 8-bit RGB to gray: 15-bit fixed-point weights, rounded half up.
+pub fn rgb_to_luma(r: u8, g: u8, b: u8) -> u8 {
+    ((9798 * u32::from(r) + 19235 * u32::from(g) + 3735 * u32::from(b) + 16384) >> 15) as u8
+}
+
+/// Maps a coordinate at most one step outside `0..len` into it; `None` is the constant 0.
+pub fn border_index(p: isize, len: usize, border: Border) -> Option<usize> {
+    let len = len as isize;
+    if (0..len).contains(&p) {
+        return Some(p as usize);
+    }
+    let mapped = match border {
+        Border::Constant => return None,
+        Border::Replicate => p.clamp(0, len - 1),
+        // gfedcb|abcdefgh|gfedcba; a single pixel reflects onto itself.
+        Border::Reflect101 if len == 1 => 0,
+        Border::Reflect101 if p < 0 => -p,
+        Border::Reflect101 => 2 * len - 2 - p,
+    };
+    Some(mapped as usize)
+}
+
+/// Sobel 3x3 derivatives `(dx, dy)` of dense luma, as `cv2.Sobel(src, CV_16S, ...)`.
+pub fn sobel(luma: &[u8], width: usize, height: usize, border: Border) -> (Vec<i16>, Vec<i16>) {
+    const KX: [[i32; 3]; 3] = [[-1, 0, 1], [-2, 0, 2], [-1, 0, 1]];
+    const KY: [[i32; 3]; 3] = [[-1, -2, -1], [0, 0, 0], [1, 2, 1]];
+    let at = |x: isize, y: isize| -> i32 {
+        match (
+            border_index(x, width, border),
+            border_index(y, height, border),
+        ) {
+            (Some(x), Some(y)) => i32::from(luma[y * width + x]),
+            _ => 0,
+        }
+    };
+    let mut dx = Vec::with_capacity(width * height);
+    let mut dy = Vec::with_capacity(width * height);
+    for y in 0..height as isize {
+        for x in 0..width as isize {
+            let (mut gx, mut gy) = (0, 0);
+            for j in 0..3 {
+                for i in 0..3 {
+                    let v = at(x + i as isize - 1, y + j as isize - 1);
+                    gx += KX[j][i] * v;
+                    gy += KY[j][i] * v;
+                }
+            }
+            dx.push(gx as i16);
+            dy.push(gy as i16);
+        }
+    }
+    (dx, dy)
+}
+
+/// Gradient magnitude, saturated to 8 bits: L1 `|dx| + |dy|`, or L2 `sqrt(dx² + dy²)`
+/// rounded to the nearest integer.
+pub fn magnitude(dx: &[i16], dy: &[i16], kind: Magnitude) -> Vec<u8> {
+    dx.iter()
+        .zip(dy)
+        .map(|(&gx, &gy)| {
+            let (gx, gy) = (i64::from(gx), i64::from(gy));
+            let m = match kind {
+                Magnitude::L1 => gx.abs() + gy.abs(),
+                Magnitude::L2 => {
+                    // The root of an integer is never exactly k + 1/2, so this rounding has
+                    // no ties; f64 is exact enough for sums below 2^21.
+                    ((gx * gx + gy * gy) as f64).sqrt().round() as i64
+                }
+            };
+            m.min(255) as u8
+        })
+        .collect()
+}
+
+/// 255 where `magnitude >= threshold`, else 0.
+pub fn edge_mask(magnitude: &[u8], threshold: u8) -> Vec<u8> {
+    magnitude
+        .iter()
+        .map(|&m| if m >= threshold { 255 } else { 0 })
+        .collect()
+}
+
+/// 256-bin histogram, as `cv2.calcHist([img], [0], None, [256], [0, 256])`.
+pub fn histogram(luma: &[u8]) -> [u32; 256] {
+    let mut hist = [0u32; 256];
+    for &v in luma {
+        hist[usize::from(v)] += 1;
+    }
+    hist
+}
+
+/// Otsu's threshold exactly as OpenCV's own `getThreshVal_Otsu_8u` computes it (the code
+/// `cv2.threshold(..., THRESH_OTSU)` runs without IPP): same doubles, same order of
+/// operations, the first maximum kept.
+pub fn otsu_threshold(hist: &[u32; 256]) -> u8 {
+    let total: u64 = hist.iter().map(|&c| u64::from(c)).sum();
+    let scale = 1.0 / total as f64;
+    let mut mu = 0.0f64;
+    for (i, &c) in hist.iter().enumerate() {
+        mu += i as f64 * f64::from(c);
+    }
+    mu *= scale;
+    let eps = f64::from(f32::EPSILON);
+    let (mut mu1, mut q1) = (0.0f64, 0.0f64);
+    let (mut max_sigma, mut max_val) = (0.0f64, 0u8);
+    for (i, &c) in hist.iter().enumerate() {
+        let p_i = f64::from(c) * scale;
+        mu1 *= q1;
+        q1 += p_i;
+        let q2 = 1.0 - q1;
+        if q1.min(q2) < eps || q1.max(q2) > 1.0 - eps {
+            continue;
+        }
+        mu1 = (mu1 + i as f64 * p_i) / q1;
+        let mu2 = (mu - q1 * mu1) / q2;
+        let sigma = q1 * q2 * (mu1 - mu2) * (mu1 - mu2);
+        if sigma > max_sigma {
+            max_sigma = sigma;
+            max_val = i as u8;
+        }
+    }
+    max_val
+}
+
+/// 255 where `luma > threshold`, else 0 (`THRESH_BINARY` with maxval 255).
+pub fn binarize(luma: &[u8], threshold: u8) -> Vec<u8> {
+    luma.iter()
+        .map(|&v| if v > threshold { 255 } else { 0 })
+        .collect()
+}
+
+/// Integral sum and squared sum in OpenCV's `(height + 1) x (width + 1)` layout.
+pub fn integral(luma: &[u8], width: usize, height: usize) -> (Vec<u32>, Vec<u64>) {
+    let stride = width + 1;
+    let mut sum = vec![0u32; stride * (height + 1)];
+    let mut sqsum = vec![0u64; stride * (height + 1)];
+    for y in 0..height {
+        for x in 0..width {
+            let v = u64::from(luma[y * width + x]);
+            let (above, left, corner) =
+                ((y) * stride + x + 1, (y + 1) * stride + x, y * stride + x);
+            let here = (y + 1) * stride + x + 1;
+            sum[here] =
+                (u64::from(sum[above]) + u64::from(sum[left]) - u64::from(sum[corner]) + v) as u32;
+            sqsum[here] = sqsum[above] + sqsum[left] - sqsum[corner] + v * v;
+        }
+    }
+    (sum, sqsum)
+}
+
+/// Integral of `mask != 0`, same layout as [`integral`].
+pub fn integral_count(mask: &[u8], width: usize, height: usize) -> Vec<u32> {
+    let ones: Vec<u8> = mask.iter().map(|&m| u8::from(m != 0)).collect();
+    integral(&ones, width, height).0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn luma_weights_are_opencvs() {
+        assert_eq!(rgb_to_luma(255, 255, 255), 255);
+        assert_eq!(rgb_to_luma(0, 0, 0), 0);
+        // (9798 * 255 + 16384) >> 15 = 76, (19235 * 255 + 16384) >> 15 = 150
+        assert_eq!(rgb_to_luma(255, 0, 0), 76);
+        assert_eq!(rgb_to_luma(0, 255, 0), 150);
+        assert_eq!(rgb_to_luma(0, 0, 255), 29);
+    }
+
+    #[test]
+    fn reflect101_and_friends() {
+        assert_eq!(border_index(-1, 5, Border::Reflect101), Some(1));
+        assert_eq!(border_index(5, 5, Border::Reflect101), Some(3));
+        assert_eq!(border_index(-1, 1, Border::Reflect101), Some(0));
+        assert_eq!(border_index(1, 1, Border::Reflect101), Some(0));
+        assert_eq!(border_index(-1, 5, Border::Replicate), Some(0));
+        assert_eq!(border_index(5, 5, Border::Replicate), Some(4));
+        assert_eq!(border_index(-1, 5, Border::Constant), None);
+        assert_eq!(border_index(2, 5, Border::Constant), Some(2));
+    }
+
+    #[test]
+    fn sobel_of_a_step() {
+        // A vertical step 0 | 100 in a 4x3 image: dx = 4 * 100 on the two columns beside it.
+        let img = [0, 0, 100, 100, 0, 0, 100, 100, 0, 0, 100, 100];
+        let (dx, dy) = sobel(&img, 4, 3, Border::Replicate);
+        assert_eq!(dx, [0, 400, 400, 0, 0, 400, 400, 0, 0, 400, 400, 0]);
+        assert!(dy.iter().all(|&v| v == 0));
+        let (dx, _) = sobel(&img, 4, 3, Border::Constant);
+        assert_eq!(&dx[..4], &[0, 300, 300, -300]);
+        let (dx, _) = sobel(&img, 4, 3, Border::Reflect101);
+        assert_eq!(&dx[..4], &[0, 400, 400, 0]);
+    }
+
+    #[test]
+    fn magnitudes() {
+        let m = magnitude(&[3, -1020, 0, 200], &[4, 1020, 0, 60], Magnitude::L2);
+        assert_eq!(m, [5, 255, 0, 209]); // sqrt(43600) = 208.8
+        let m = magnitude(&[3, -100, 0, 200], &[-4, 100, 0, 60], Magnitude::L1);
+        assert_eq!(m, [7, 200, 0, 255]);
+        assert_eq!(edge_mask(&[9, 10, 11], 10), [0, 255, 255]);
+    }
+
+    fn hist_of(levels: &[(u8, u32)]) -> [u32; 256] {
+        let mut h = [0; 256];
+        for &(v, n) in levels {
+            h[usize::from(v)] += n;
+        }
+        h
+    }
+
+    #[test]
+    fn otsu_ties_keep_the_first_maximum() {
+        // Three equal levels: splitting after 10 or after 128 scores the same.
+        assert_eq!(otsu_threshold(&hist_of(&[(10, 5), (128, 5), (246, 5)])), 10);
+        assert_eq!(otsu_threshold(&hist_of(&[(40, 7), (200, 9)])), 40);
+        assert_eq!(otsu_threshold(&hist_of(&[(77, 100)])), 0);
+        assert_eq!(otsu_threshold(&hist_of(&[(255, 1)])), 0);
+    }
+
+    #[test]
+    fn integral_layout() {
+        let img = [1, 2, 3, 4, 5, 6];
+        let (s, q) = integral(&img, 3, 2);
+        assert_eq!(s, [0, 0, 0, 0, 0, 1, 3, 6, 0, 5, 12, 21]);
+        assert_eq!(q, [0, 0, 0, 0, 0, 1, 5, 14, 0, 17, 46, 91]);
+        assert_eq!(integral_count(&[0, 255, 0, 9, 0, 0], 3, 2)[11], 2);
+    }
+}

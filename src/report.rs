@@ -1,0 +1,213 @@
+//! What `process` writes: `report.json`, pictures a person can look at, and with `--raw`
+//! the exact per-pixel outputs as little-endian, row-major, unpadded files.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use image::{GrayImage, Rgb, RgbImage};
+use serde::Serialize;
+
+use crate::pipeline::{FrameResult, Images, PipelineOptions, RegionStats};
+
+/// One region's features in the report.
+#[derive(Debug, Serialize)]
+pub struct RoiReport {
+    pub name: String,
+    pub x: u32,
+    pub y: u32,
+    pub w: u32,
+    pub h: u32,
+    pub mean: f64,
+    pub stddev: f64,
+    pub edge_ratio: f64,
+    pub foreground_ratio: f64,
+}
+
+/// `report.json`.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub width: u32,
+    pub height: u32,
+    pub format: String,
+    pub device: String,
+    pub options: PipelineOptions,
+    pub otsu_threshold: u8,
+    pub histogram: Vec<u32>,
+    pub mean_luma: f64,
+    pub luma_stddev: f64,
+    pub foreground_ratio: f64,
+    pub edge_ratio: f64,
+    pub rois: Vec<RoiReport>,
+    /// Device time of each stage and their sum (`total`), in milliseconds.
+    pub timings_ms: BTreeMap<String, f64>,
+}
+
+impl Report {
+    pub fn new(
+        result: &FrameResult,
+        format: &str,
+        device: &str,
+        options: PipelineOptions,
+    ) -> Report {
+        let frame: &RegionStats = &result.frame;
+        let mut timings_ms: BTreeMap<String, f64> = result
+            .timings
+            .iter()
+            .map(|(stage, ns)| (stage.name().to_string(), ns as f64 / 1e6))
+            .collect();
+        timings_ms.insert("total".into(), result.timings.total() as f64 / 1e6);
+        Report {
+            width: result.width,
+            height: result.height,
+            format: format.to_string(),
+            device: device.to_string(),
+            options,
+            otsu_threshold: result.otsu_threshold,
+            histogram: result.histogram.to_vec(),
+            mean_luma: frame.mean(),
+            luma_stddev: frame.stddev(),
+            foreground_ratio: frame.foreground_ratio(),
+            edge_ratio: frame.edge_ratio(),
+            rois: result
+                .regions
+                .iter()
+                .map(|(r, s)| RoiReport {
+                    name: r.name.clone(),
+                    x: r.x,
+                    y: r.y,
+                    w: r.width,
+                    h: r.height,
+                    mean: s.mean(),
+                    stddev: s.stddev(),
+                    edge_ratio: s.edge_ratio(),
+                    foreground_ratio: s.foreground_ratio(),
+                })
+                .collect(),
+            timings_ms,
+        }
+    }
+}
+
+/// A file that could not be written.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {reason}")]
+pub struct WriteError {
+    pub path: PathBuf,
+    pub reason: String,
+}
+
+fn write_file(path: PathBuf, bytes: &[u8]) -> Result<PathBuf, WriteError> {
+    std::fs::write(&path, bytes).map_err(|e| WriteError {
+        path: path.clone(),
+        reason: e.to_string(),
+    })?;
+    Ok(path)
+}
+
+fn save_png(
+    path: PathBuf,
+    save: impl FnOnce(&Path) -> image::ImageResult<()>,
+) -> Result<PathBuf, WriteError> {
+    save(&path).map_err(|e| WriteError {
+        path: path.clone(),
+        reason: e.to_string(),
+    })?;
+    Ok(path)
+}
+
+fn grey(width: u32, height: u32, pixels: &[u8]) -> GrayImage {
+    GrayImage::from_raw(width, height, pixels.to_vec()).expect("image buffers are width * height")
+}
+
+/// A 256-bin bar chart with the Otsu threshold drawn as a red line.
+pub fn histogram_chart(histogram: &[u32; 256], threshold: u8) -> RgbImage {
+    const BAR: u32 = 2;
+    const MARGIN: u32 = 8;
+    const PLOT_HEIGHT: u32 = 200;
+    let (w, h) = (256 * BAR + 2 * MARGIN, PLOT_HEIGHT + 2 * MARGIN);
+    let mut img = RgbImage::from_pixel(w, h, Rgb([255, 255, 255]));
+    let peak = u64::from(*histogram.iter().max().unwrap_or(&0)).max(1);
+    for (bin, &count) in histogram.iter().enumerate() {
+        let bar = (u64::from(count) * u64::from(PLOT_HEIGHT)).div_ceil(peak) as u32;
+        let shade = bin as u8 / 2 + 40; // bars darker to lighter, as the luma they count
+        for dx in 0..BAR {
+            for dy in 0..bar {
+                let x = MARGIN + bin as u32 * BAR + dx;
+                img.put_pixel(x, MARGIN + PLOT_HEIGHT - 1 - dy, Rgb([shade, shade, shade]));
+            }
+        }
+    }
+    // Pixels above the threshold are foreground: the line sits on the threshold bin's right edge.
+    let x = MARGIN + (u32::from(threshold) + 1) * BAR - 1;
+    for y in 0..h {
+        img.put_pixel(x, y, Rgb([220, 30, 30]));
+    }
+    for x in MARGIN..MARGIN + 256 * BAR {
+        img.put_pixel(x, MARGIN + PLOT_HEIGHT, Rgb([0, 0, 0]));
+    }
+    img
+}
+
+/// Writes `report.json`, `luma.png`, `edges.png` (magnitude), `mask.png` and
+/// `histogram.png` into `dir`; returns the paths written.
+pub fn write_outputs(
+    dir: &Path,
+    report: &Report,
+    images: &Images,
+) -> Result<Vec<PathBuf>, WriteError> {
+    let (w, h) = (report.width, report.height);
+    let json = serde_json::to_vec_pretty(report).expect("the report serialises");
+    let mut histogram = [0u32; 256];
+    histogram.copy_from_slice(&report.histogram);
+    Ok(vec![
+        write_file(dir.join("report.json"), &json)?,
+        save_png(dir.join("luma.png"), |p| grey(w, h, &images.luma).save(p))?,
+        save_png(dir.join("edges.png"), |p| {
+            grey(w, h, &images.magnitude).save(p)
+        })?,
+        save_png(dir.join("mask.png"), |p| grey(w, h, &images.mask).save(p))?,
+        save_png(dir.join("histogram.png"), |p| {
+            histogram_chart(&histogram, report.otsu_threshold).save(p)
+        })?,
+    ])
+}
+
+fn le_bytes<T: Copy, const N: usize>(values: &[T], to_le: impl Fn(T) -> [u8; N]) -> Vec<u8> {
+    values.iter().flat_map(|&v| to_le(v)).collect()
+}
+
+/// Writes the exact outputs: `luma.u8`, `sobel_dx.s16`, `sobel_dy.s16`, `magnitude.u8`,
+/// `edge_mask.u8`, `mask.u8`, and the `(H+1)x(W+1)` `integral_sum.u32`,
+/// `integral_sqsum.u64`, `integral_edges.u32`, `integral_foreground.u32`.
+pub fn write_raw(dir: &Path, images: &Images) -> Result<Vec<PathBuf>, WriteError> {
+    Ok(vec![
+        write_file(dir.join("luma.u8"), &images.luma)?,
+        write_file(
+            dir.join("sobel_dx.s16"),
+            &le_bytes(&images.dx, i16::to_le_bytes),
+        )?,
+        write_file(
+            dir.join("sobel_dy.s16"),
+            &le_bytes(&images.dy, i16::to_le_bytes),
+        )?,
+        write_file(dir.join("magnitude.u8"), &images.magnitude)?,
+        write_file(dir.join("edge_mask.u8"), &images.edges)?,
+        write_file(dir.join("mask.u8"), &images.mask)?,
+        write_file(
+            dir.join("integral_sum.u32"),
+            &le_bytes(&images.integral_sum, u32::to_le_bytes),
+        )?,
+        write_file(
+            dir.join("integral_sqsum.u64"),
+            &le_bytes(&images.integral_sqsum, u64::to_le_bytes),
+        )?,
+        write_file(
+            dir.join("integral_edges.u32"),
+            &le_bytes(&images.integral_edges, u32::to_le_bytes),
+        )?,
+        write_file(
+            dir.join("integral_foreground.u32"),
+            &le_bytes(&images.integral_foreground, u32::to_le_bytes),
+        )?,
+    ])
+}

@@ -1,0 +1,227 @@
+//! The `edgesight` binary end to end: `process` on the bundled sample against the reference,
+//! the files it writes, and one clear error line with exit code 2 for each kind of bad input.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use edgesight::frame::{FrameLayout, PixelFormat};
+use edgesight::reference;
+
+fn edgesight(args: &[&str]) -> Output {
+    common::gpu(); // sets POCL_CACHE_DIR for the child as well
+    Command::new(env!("CARGO_BIN_EXE_edgesight"))
+        .args(args)
+        .output()
+        .expect("run edgesight")
+}
+
+fn out_dir(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn sample() -> String {
+    concat!(env!("CARGO_MANIFEST_DIR"), "/samples/scene.png").to_string()
+}
+
+#[test]
+fn process_writes_the_report_pictures_and_raw_outputs() {
+    let out = out_dir("cli-sample");
+    let o = edgesight(&[
+        "process",
+        &sample(),
+        "--out",
+        out.to_str().unwrap(),
+        "--raw",
+        "--roi",
+        "sky:0,0,640,100",
+    ]);
+    assert!(
+        o.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+
+    let img = image::open(sample()).unwrap().to_rgb8();
+    let layout = FrameLayout::packed(PixelFormat::Rgb24, img.width(), img.height());
+    let luma = reference::luma(&layout, img.as_raw());
+    let hist = reference::histogram(&luma);
+    let threshold = reference::otsu_threshold(&hist);
+
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    assert_eq!(report["width"], 640);
+    assert_eq!(report["height"], 480);
+    assert_eq!(report["otsu_threshold"], u64::from(threshold));
+    let got_hist: Vec<u32> = serde_json::from_value(report["histogram"].clone()).unwrap();
+    assert_eq!(got_hist, hist);
+    let mean = luma.iter().map(|&v| f64::from(v)).sum::<f64>() / luma.len() as f64;
+    assert!((report["mean_luma"].as_f64().unwrap() - mean).abs() < 1e-9);
+    let fg = luma.iter().filter(|&&v| v > threshold).count() as f64 / luma.len() as f64;
+    assert!((report["foreground_ratio"].as_f64().unwrap() - fg).abs() < 1e-12);
+    let sky = &report["rois"][0];
+    assert_eq!(sky["name"], "sky");
+    let sky_mean = luma[..640 * 100].iter().map(|&v| f64::from(v)).sum::<f64>() / 64000.0;
+    assert!((sky["mean"].as_f64().unwrap() - sky_mean).abs() < 1e-9);
+    for stage in [
+        "luma",
+        "sobel",
+        "histogram",
+        "otsu",
+        "binarize",
+        "integral",
+        "regions",
+        "total",
+    ] {
+        assert!(
+            report["timings_ms"][stage].as_f64().unwrap() > 0.0,
+            "timing of {stage}"
+        );
+    }
+
+    assert_eq!(std::fs::read(out.join("luma.u8")).unwrap(), luma);
+    assert_eq!(
+        std::fs::metadata(out.join("sobel_dx.s16")).unwrap().len(),
+        640 * 480 * 2
+    );
+    assert_eq!(
+        std::fs::metadata(out.join("integral_sqsum.u64"))
+            .unwrap()
+            .len(),
+        641 * 481 * 8
+    );
+    let mask = image::open(out.join("mask.png")).unwrap().to_luma8();
+    assert_eq!(mask.into_raw(), reference::binarize(&luma, threshold));
+    let chart = image::open(out.join("histogram.png")).unwrap().to_rgb8();
+    assert!(
+        chart.pixels().any(|p| p.0 == [220, 30, 30]),
+        "threshold line drawn"
+    );
+}
+
+#[test]
+fn raw_frames_are_read_with_format_and_size() {
+    let dir = out_dir("cli-raw");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut rng = common::Rng::new(5);
+    let layout = FrameLayout::packed(PixelFormat::Nv12, 34, 6);
+    let frame = rng.bytes(layout.frame_bytes());
+    let input = dir.join("frame.nv12");
+    std::fs::write(&input, &frame).unwrap();
+    let out = dir.join("out");
+    let o = edgesight(&[
+        "process",
+        input.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--raw",
+        "--format",
+        "nv12",
+        "--size",
+        "34x6",
+    ]);
+    assert!(
+        o.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(
+        std::fs::read(out.join("luma.u8")).unwrap(),
+        &frame[..34 * 6]
+    );
+}
+
+/// Runs a command that must fail on bad input: exit code 2, one line naming `culprit`.
+fn assert_bad_input(args: &[&str], culprit: &str) {
+    let o = edgesight(args);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{args:?}: stderr {stderr}");
+    assert!(
+        stderr.contains(culprit),
+        "{args:?}: stderr does not name '{culprit}': {stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{args:?} panicked: {stderr}");
+}
+
+#[test]
+fn bad_input_is_named_with_exit_code_2() {
+    let dir = out_dir("cli-bad");
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("out");
+    let out = out.to_str().unwrap();
+    let raw = dir.join("frame.yuyv");
+    std::fs::write(&raw, vec![0u8; 100]).unwrap();
+    let raw = raw.to_str().unwrap();
+    let text = dir.join("notes.png");
+    std::fs::write(&text, "not an image").unwrap();
+    let text = text.to_str().unwrap();
+    let s = sample();
+
+    assert_bad_input(
+        &["process", "/nonexistent/frame.png", "--out", out],
+        "/nonexistent/frame.png",
+    );
+    assert_bad_input(&["process", text, "--out", out], "notes.png");
+    assert_bad_input(
+        &[
+            "process", raw, "--out", out, "--format", "mjpeg", "--size", "10x5",
+        ],
+        "mjpeg",
+    );
+    assert_bad_input(
+        &[
+            "process", raw, "--out", out, "--format", "yuyv", "--size", "10x6",
+        ],
+        "120 bytes",
+    );
+    assert_bad_input(
+        &[
+            "process", raw, "--out", out, "--format", "yuyv", "--size", "0x5",
+        ],
+        "0x5",
+    );
+    assert_bad_input(
+        &["process", raw, "--out", out, "--format", "yuyv"],
+        "--size",
+    );
+    assert_bad_input(
+        &["process", &s, "--out", out, "--roi", "door:600,0,64,48"],
+        "door",
+    );
+    assert_bad_input(
+        &["process", &s, "--out", out, "--roi", "door:1,2,3"],
+        "door:1,2,3",
+    );
+    assert_bad_input(&["process", &s, "--out", out, "--border", "wrap"], "wrap");
+    assert_bad_input(
+        &["process", &s, "--out", out, "--device", "no-such-gpu"],
+        "no-such-gpu",
+    );
+    assert_bad_input(
+        &["process", &s, "--out", "/proc/edgesight-out"],
+        "/proc/edgesight-out",
+    );
+}
+
+#[test]
+fn devices_lists_the_opencl_devices() {
+    let o = edgesight(&["devices"]);
+    assert!(o.status.success());
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let gpu = common::gpu();
+    assert!(stdout.contains(&gpu.info.name), "{stdout}");
+    for field in [
+        "OpenCL C:",
+        "compute units:",
+        "local memory:",
+        "max work-group:",
+        "unified memory:",
+        "fp64:",
+        "[default]",
+    ] {
+        assert!(stdout.contains(field), "missing {field}: {stdout}");
+    }
+}

@@ -1,0 +1,521 @@
+#!/usr/bin/env python3
+"""Conformance test: edgesight's raw outputs must be bit-identical to OpenCV.
+
+Usage:
+    python3 tests/conformance.py --bin target/release/edgesight [--quick]
+                                 [--jobs N] [--filter SUBSTR] [--verbose]
+
+For every case the script writes an input (PNG / PGM / PPM file or a raw
+frame), runs
+
+    edgesight process INPUT --out DIR --raw --border B [--format F --size WxH]
+
+and compares DIR/{luma.u8, sobel_dx.s16, sobel_dy.s16, mask.u8,
+integral_sum.u32, integral_sqsum.u64, report.json} against what OpenCV
+computes from the same pixels (np.array_equal, exact).  One line per case is
+printed (`ok  <label>` or `FAIL <label>: <what>`), then a final line
+`conformance: N passed, N failed`.  Exit status is 1 if anything failed.
+
+Requires Python 3 with numpy and opencv-python-headless.  OpenCV's optimized
+paths (Intel IPP) are disabled with cv2.setUseOptimized(False) so Otsu uses
+OpenCV's own reference code (IPP breaks ties differently).
+"""
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Callable, List, Optional
+
+import cv2
+import numpy as np
+
+
+def reference_mode() -> None:
+    """Disable OpenCV's optimized paths (Intel IPP) *for the calling thread*.
+
+    cv2.setUseOptimized(False) flips a global flag, but OpenCV keeps the
+    "use IPP" switch in thread-local storage: a thread that did not make the
+    call itself still runs IPP (observed with OpenCV 5.0: Otsu on a 30x30
+    image of equal 10/128/246 populations gives 10 in the main thread but 128
+    in a ThreadPoolExecutor worker).  So every thread that computes an
+    expectation calls this first.
+    """
+    cv2.setUseOptimized(False)
+    if hasattr(cv2, "ipp"):
+        cv2.ipp.setUseIPP(False)
+        assert not cv2.ipp.useIPP(), "could not disable IPP in this thread"
+
+
+reference_mode()
+
+BORDERS = {
+    "reflect101": cv2.BORDER_REFLECT_101,
+    "replicate": cv2.BORDER_REPLICATE,
+    "constant": cv2.BORDER_CONSTANT,  # constant value 0 (OpenCV's default)
+}
+
+# Bytes per pixel of the packed raw formats (nv12 handled separately).
+RAW_BPP = {"grey": 1, "yuyv": 2, "uyvy": 2, "rgb24": 3, "bgr24": 3, "rgbx": 4, "bgrx": 4}
+
+PNG_COLOR_TYPES = {1: 0, 3: 2, 4: 6}  # channels -> PNG IHDR colour type
+
+
+# --------------------------------------------------------------------------
+# comparison helpers
+# --------------------------------------------------------------------------
+
+def compare_arrays(name: str, got: np.ndarray, exp: np.ndarray) -> Optional[str]:
+    """None if identical, else a message naming the first differing (x, y)."""
+    if got.shape != exp.shape:
+        return f"{name}: shape {got.shape} != expected {exp.shape}"
+    if np.array_equal(got, exp):
+        return None
+    diff = np.argwhere(got != exp)
+    y, x = (int(v) for v in diff[0][:2])
+    return (f"{name}: {len(diff)} of {got.size} values differ; first at (x={x}, y={y}): "
+            f"got {got[y, x].item()} expected {exp[y, x].item()}")
+
+
+def read_raw(path: str, dtype: str, shape) -> np.ndarray:
+    """Read a little-endian, row-major, unpadded file; raise ValueError on size mismatch."""
+    if not os.path.exists(path):
+        raise ValueError(f"{os.path.basename(path)}: missing")
+    dt = np.dtype(dtype)
+    want = int(np.prod(shape)) * dt.itemsize
+    have = os.path.getsize(path)
+    if have != want:
+        raise ValueError(f"{os.path.basename(path)}: {have} bytes, expected {want} "
+                         f"({shape[1]}x{shape[0]} {dt.str})")
+    return np.fromfile(path, dtype=dt).reshape(shape)
+
+
+def expected_outputs(luma: np.ndarray, border: str) -> dict:
+    """Everything OpenCV says the binary should produce for this luma plane."""
+    reference_mode()
+    b = BORDERS[border]
+    luma = np.ascontiguousarray(luma, dtype=np.uint8)
+    dx = cv2.Sobel(luma, cv2.CV_16S, 1, 0, ksize=3, borderType=b)
+    dy = cv2.Sobel(luma, cv2.CV_16S, 0, 1, ksize=3, borderType=b)
+    hist = cv2.calcHist([luma], [0], None, [256], [0, 256]).ravel()
+    hist_i = hist.astype(np.int64)
+    assert np.array_equal(hist_i, hist), "calcHist returned a non-integer count?"
+    t, mask = cv2.threshold(luma, 0, 255, cv2.THRESH_BINARY | cv2.THRESH_OTSU)
+    s, sq = cv2.integral2(luma, sdepth=cv2.CV_32S, sqdepth=cv2.CV_64F)
+    sq_u = sq.astype(np.uint64)
+    assert np.array_equal(sq_u.astype(np.float64), sq), "sqsum not exactly representable"
+    return {
+        "luma": luma,
+        "dx": dx.astype("<i2"),
+        "dy": dy.astype("<i2"),
+        "hist": [int(v) for v in hist_i],
+        "otsu": int(t),
+        "mask": mask,
+        "isum": np.ascontiguousarray(s).view(np.uint32).astype("<u4"),
+        "isq": sq_u.astype("<u8"),
+    }
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def check_report(rep: dict, exp: dict) -> List[str]:
+    errs = []
+    luma = exp["luma"]
+    h, w = luma.shape
+    n = w * h
+    for key in ("width", "height", "otsu_threshold", "histogram", "mean_luma",
+                "foreground_ratio", "edge_ratio"):
+        if key not in rep:
+            errs.append(f"report.json: missing '{key}'")
+    if errs:
+        return errs
+    if rep["width"] != w or rep["height"] != h:
+        errs.append(f"report.json: size {rep['width']}x{rep['height']} != {w}x{h}")
+    if not _is_int(rep["otsu_threshold"]):
+        errs.append(f"report.json: otsu_threshold not an int: {rep['otsu_threshold']!r}")
+    elif rep["otsu_threshold"] != exp["otsu"]:
+        errs.append(f"report.json: otsu_threshold {rep['otsu_threshold']} != OpenCV {exp['otsu']}")
+    hist = rep["histogram"]
+    if not (isinstance(hist, list) and len(hist) == 256 and all(_is_int(v) for v in hist)):
+        errs.append("report.json: histogram is not a list of 256 ints")
+    else:
+        if hist != exp["hist"]:
+            i = next(k for k in range(256) if hist[k] != exp["hist"][k])
+            errs.append(f"report.json: histogram[{i}] = {hist[i]} != OpenCV {exp['hist'][i]}")
+        if sum(hist) != n:
+            errs.append(f"report.json: sum(histogram) = {sum(hist)} != W*H = {n}")
+    m = float(luma.mean())
+    ml = rep["mean_luma"]
+    if not _is_num(ml) or not math.isclose(float(ml), m, rel_tol=1e-9, abs_tol=1e-12):
+        errs.append(f"report.json: mean_luma {ml!r} != {m!r}")
+    fg = float(np.count_nonzero(exp["mask"])) / n
+    fr = rep["foreground_ratio"]
+    if not _is_num(fr) or not math.isclose(float(fr), fg, rel_tol=1e-9, abs_tol=1e-12):
+        errs.append(f"report.json: foreground_ratio {fr!r} != mask fraction {fg!r}")
+    er = rep["edge_ratio"]
+    if not _is_num(er) or not (0.0 <= float(er) <= 1.0):
+        errs.append(f"report.json: edge_ratio {er!r} not a number in [0, 1]")
+    return errs
+
+
+def check_outputs(outdir: str, exp: dict) -> List[str]:
+    """Compare everything the binary wrote in outdir against the expectation."""
+    errs: List[str] = []
+    h, w = exp["luma"].shape
+    files = [
+        ("luma.u8", "u1", (h, w), "luma"),
+        ("sobel_dx.s16", "<i2", (h, w), "dx"),
+        ("sobel_dy.s16", "<i2", (h, w), "dy"),
+        ("mask.u8", "u1", (h, w), "mask"),
+        ("integral_sum.u32", "<u4", (h + 1, w + 1), "isum"),
+        ("integral_sqsum.u64", "<u8", (h + 1, w + 1), "isq"),
+    ]
+    for fname, dt, shape, key in files:
+        try:
+            got = read_raw(os.path.join(outdir, fname), dt, shape)
+        except ValueError as e:
+            errs.append(str(e))
+            continue
+        msg = compare_arrays(fname, got, exp[key])
+        if msg:
+            errs.append(msg)
+    rpath = os.path.join(outdir, "report.json")
+    try:
+        with open(rpath) as f:
+            rep = json.load(f)
+    except FileNotFoundError:
+        errs.append("report.json: missing")
+    except ValueError as e:
+        errs.append(f"report.json: invalid JSON ({e})")
+    else:
+        if isinstance(rep, dict):
+            errs.extend(check_report(rep, exp))
+        else:
+            errs.append("report.json: top level is not an object")
+    return errs
+
+
+# --------------------------------------------------------------------------
+# input writers: each returns (path, extra CLI args, expected luma)
+# --------------------------------------------------------------------------
+
+def _png_color_type(path: str) -> int:
+    with open(path, "rb") as f:
+        head = f.read(26)
+    assert head[:8] == b"\x89PNG\r\n\x1a\n", path
+    assert head[24] == 8, f"{path}: bit depth {head[24]}"
+    return head[25]
+
+
+def write_image(tmp: str, arr: np.ndarray, ext: str = "png"):
+    """arr is grey (HxW), RGB (HxWx3) or RGBA (HxWx4) in *RGB* channel order."""
+    path = os.path.join(tmp, "input." + ext)
+    if arr.ndim == 2:
+        bgr, luma = arr, arr.copy()
+    elif arr.shape[2] == 3:
+        bgr = cv2.cvtColor(arr, cv2.COLOR_RGB2BGR)
+        luma = cv2.cvtColor(arr, cv2.COLOR_RGB2GRAY)
+    elif arr.shape[2] == 4:
+        bgr = cv2.cvtColor(arr, cv2.COLOR_RGBA2BGRA)
+        luma = cv2.cvtColor(arr, cv2.COLOR_RGBA2GRAY)
+    else:
+        raise ValueError(arr.shape)
+    if not cv2.imwrite(path, np.ascontiguousarray(bgr)):
+        raise RuntimeError(f"cv2.imwrite failed for {path}")
+    if ext == "png":
+        ch = 1 if arr.ndim == 2 else arr.shape[2]
+        ct = _png_color_type(path)
+        assert ct == PNG_COLOR_TYPES[ch], f"PNG colour type {ct} for {ch} channels"
+    # The file must round-trip exactly, or the expectation is meaningless.
+    back = cv2.imread(path, cv2.IMREAD_UNCHANGED)
+    assert back is not None and np.array_equal(back, bgr), f"{path} did not round-trip"
+    return path, [], luma
+
+
+def use_existing_file(path: str):
+    img = cv2.imread(path, cv2.IMREAD_UNCHANGED)
+    if img is None or img.dtype != np.uint8:
+        raise RuntimeError(f"cannot load {path} as an 8-bit image")
+    if img.ndim == 2:
+        luma = img
+    elif img.shape[2] == 3:
+        luma = cv2.cvtColor(img, cv2.COLOR_BGR2GRAY)  # imread gives BGR
+    elif img.shape[2] == 4:
+        luma = cv2.cvtColor(img, cv2.COLOR_BGRA2GRAY)
+    else:
+        raise RuntimeError(f"{path}: unsupported channel count {img.shape}")
+    return path, [], luma
+
+
+def raw_luma(fmt: str, buf: np.ndarray, w: int, h: int) -> np.ndarray:
+    """Expected luma plane of a tightly packed raw frame."""
+    if fmt == "nv12":
+        return buf[: w * h].reshape(h, w).copy()
+    px = buf.reshape(h, w * RAW_BPP[fmt]) if fmt != "grey" else buf.reshape(h, w)
+    if fmt == "grey":
+        return px.copy()
+    if fmt == "yuyv":
+        return np.ascontiguousarray(px[:, 0::2])
+    if fmt == "uyvy":
+        return np.ascontiguousarray(px[:, 1::2])
+    conv = {"rgb24": (3, cv2.COLOR_RGB2GRAY), "bgr24": (3, cv2.COLOR_BGR2GRAY),
+            "rgbx": (4, cv2.COLOR_RGBA2GRAY), "bgrx": (4, cv2.COLOR_BGRA2GRAY)}[fmt]
+    return cv2.cvtColor(np.ascontiguousarray(px.reshape(h, w, conv[0])), conv[1])
+
+
+def raw_frame_size(fmt: str, w: int, h: int) -> int:
+    if fmt == "nv12":
+        return w * h + w * (h // 2)
+    return w * h * RAW_BPP[fmt]
+
+
+def write_raw(tmp: str, fmt: str, buf: np.ndarray, w: int, h: int):
+    assert buf.dtype == np.uint8 and buf.size == raw_frame_size(fmt, w, h)
+    path = os.path.join(tmp, f"frame.{fmt}")
+    buf.tofile(path)
+    return path, ["--format", fmt, "--size", f"{w}x{h}"], raw_luma(fmt, buf, w, h)
+
+
+# --------------------------------------------------------------------------
+# cases
+# --------------------------------------------------------------------------
+
+@dataclass
+class Case:
+    label: str
+    make_input: Callable  # (tmpdir) -> (path, extra args, expected luma)
+    border: str = "reflect101"
+    expect_otsu: Optional[int] = None  # sanity check of our own expectation
+
+
+def rng_for(label: str) -> np.random.Generator:
+    return np.random.default_rng(zlib.crc32(label.encode()))
+
+
+def random_image(label: str, w: int, h: int, channels: int) -> np.ndarray:
+    shape = (h, w) if channels == 1 else (h, w, channels)
+    return rng_for(label).integers(0, 256, shape, dtype=np.uint8)
+
+
+def synth_natural(w: int = 320, h: int = 240) -> np.ndarray:
+    """Smooth RGB gradient with a few shapes: large flat regions, soft and hard edges."""
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
+    img = np.zeros((h, w, 3), np.float32)
+    img[..., 0] = 30 + 180 * xx / (w - 1)
+    img[..., 1] = 60 + 120 * yy / (h - 1)
+    img[..., 2] = 200 - 150 * (xx + yy) / (w + h - 2)
+    img = np.clip(img, 0, 255).astype(np.uint8)
+    cv2.circle(img, (w // 4, h // 3), h // 5, (250, 240, 40), -1, cv2.LINE_AA)
+    cv2.rectangle(img, (w // 2, h // 2), (w - 20, h - 15), (20, 25, 30), -1)
+    cv2.ellipse(img, (w // 2, h // 4), (w // 6, h // 10), 30, 0, 360, (240, 240, 240), 3, cv2.LINE_AA)
+    tri = np.array([[10, h - 10], [w // 3, h // 2], [w // 2 - 10, h - 10]], np.int32)
+    cv2.fillPoly(img, [tri], (90, 20, 140))
+    for k in range(5):
+        cv2.line(img, (k * w // 5, 0), (k * w // 5 + w // 3, h - 1), (255, 255, 255), 1, cv2.LINE_AA)
+    cv2.putText(img, "Otsu", (w // 2 + 10, h - 30), cv2.FONT_HERSHEY_SIMPLEX, 1.0, (230, 230, 230), 2)
+    return cv2.GaussianBlur(img, (5, 5), 1.0)
+
+
+def levels_image(w: int, h: int, levels, weights=None, label: str = "") -> np.ndarray:
+    """w x h image made of exact populations of the given grey levels, shuffled."""
+    n = w * h
+    weights = weights or [1] * len(levels)
+    counts = [n * wt // sum(weights) for wt in weights]
+    counts[-1] += n - sum(counts)
+    flat = np.concatenate([np.full(c, v, np.uint8) for v, c in zip(levels, counts)])
+    rng_for(label or str(levels)).shuffle(flat)
+    return flat.reshape(h, w)
+
+
+def build_cases(quick: bool, repo_root: str) -> List[Case]:
+    cases: List[Case] = []
+
+    # --- random content at awkward sizes, grey PNG and RGB PNG
+    sizes = [(1, 1), (2, 2), (3, 3), (15, 7), (17, 3), (16, 16), (33, 2), (641, 479), (1920, 1080)]
+    if quick:
+        sizes = [s for s in sizes if s != (1920, 1080)]
+    all_borders = {(1, 1), (2, 2), (17, 3), (641, 479)}
+    for (w, h) in sizes:
+        for kind, ch in (("grey", 1), ("rgb", 3)):
+            borders = list(BORDERS) if (w, h) in all_borders else ["reflect101"]
+            for b in borders:
+                seed_label = f"random-{kind}-{w}x{h}"
+                cases.append(Case(f"png-{kind} {w}x{h} random border={b}",
+                                  lambda tmp, L=seed_label, w=w, h=h, ch=ch:
+                                  write_image(tmp, random_image(L, w, h, ch)), b))
+    # 1-pixel-wide / 1-pixel-tall strips, all borders
+    for (w, h) in [(1, 9), (9, 1), (2, 5)]:
+        for b in BORDERS:
+            L = f"random-grey-{w}x{h}"
+            cases.append(Case(f"png-grey {w}x{h} random border={b}",
+                              lambda tmp, L=L, w=w, h=h: write_image(tmp, random_image(L, w, h, 1)), b))
+    # RGBA PNG (processed as rgbx; alpha ignored)
+    for (w, h) in [(17, 3), (641, 479)]:
+        L = f"random-rgba-{w}x{h}"
+        cases.append(Case(f"png-rgba {w}x{h} random",
+                          lambda tmp, L=L, w=w, h=h: write_image(tmp, random_image(L, w, h, 4))))
+    # PGM / PPM
+    for (w, h) in [(17, 3), (641, 479)]:
+        for kind, ch, ext in (("grey", 1, "pgm"), ("rgb", 3, "ppm")):
+            L = f"random-{ext}-{w}x{h}"
+            cases.append(Case(f"{ext} {w}x{h} random",
+                              lambda tmp, L=L, w=w, h=h, ch=ch, ext=ext:
+                              write_image(tmp, random_image(L, w, h, ch), ext)))
+
+    # --- natural content
+    scene = os.path.join(repo_root, "samples", "scene.png")
+    if os.path.exists(scene):
+        for b in BORDERS:
+            cases.append(Case(f"natural samples/scene.png border={b}",
+                              lambda tmp, p=scene: use_existing_file(p), b))
+    for b in BORDERS:
+        cases.append(Case(f"natural synth-gradient-shapes rgb 320x240 border={b}",
+                          lambda tmp: write_image(tmp, synth_natural()), b))
+    cases.append(Case("natural synth-gradient-shapes grey 320x240",
+                      lambda tmp: write_image(tmp, cv2.cvtColor(synth_natural(), cv2.COLOR_RGB2GRAY))))
+    cases.append(Case("natural synth-gradient-shapes rgb 33x17 (downscaled)",
+                      lambda tmp: write_image(tmp, cv2.resize(synth_natural(), (33, 17),
+                                                              interpolation=cv2.INTER_AREA))))
+
+    # --- Otsu edge cases (grey PNG); expect_otsu = value observed in OpenCV 5.0
+    # reference code (IPP off), checked so a change of behaviour in cv2 is
+    # noticed (printed as a "note" on stderr; the case still compares with cv2).
+    # Ties are decided by double rounding, not by "first maximum wins" in
+    # exact arithmetic: equal 10/128/246 populations give 10 for 300 px per
+    # level but 128 for 800 px per level (IPP gives 128 for all).
+    def grey(arr):
+        return lambda tmp: write_image(tmp, arr)
+
+    otsu_cases = [
+        ("constant 77 16x16", np.full((16, 16), 77, np.uint8), 0),
+        ("all 0 16x16", np.zeros((16, 16), np.uint8), 0),
+        ("all 255 16x16", np.full((16, 16), 255, np.uint8), 0),
+        ("two-level 40/200 equal 32x32", levels_image(32, 32, [40, 200]), 40),
+        ("two-level 40/200 1:3 31x9", levels_image(31, 9, [40, 200], [1, 3]), 40),
+        ("two adjacent levels 127/128 20x20", levels_image(20, 20, [127, 128]), 127),
+        ("three levels 10/128/246 equal 30x30", levels_image(30, 30, [10, 128, 246]), 10),
+        ("three levels 10/128/246 equal 40x60", levels_image(40, 60, [10, 128, 246]), 128),
+        ("three levels 10/128/246 equal 1x3", np.array([[10, 128, 246]], np.uint8), 10),
+        ("four levels 0/85/170/255 equal 20x20", levels_image(20, 20, [0, 85, 170, 255]), 85),
+        ("four levels 20/100/156/236 equal 16x16", levels_image(16, 16, [20, 100, 156, 236]), 100),
+        ("five symmetric levels 10/60/128/196/246 equal 20x20 (tie 60 vs 128)",
+         levels_image(20, 20, [10, 60, 128, 196, 246]), 128),
+        ("three levels 10/128/246 1:2:1 24x10 (tie 10 vs 128)", levels_image(24, 10, [10, 128, 246], [1, 2, 1]), 10),
+        ("two-level 0/255 2x1", np.array([[0, 255]], np.uint8), 0),
+        ("1x1 value 123", np.array([[123]], np.uint8), 0),
+        ("2x1 10/200", np.array([[10, 200]], np.uint8), 10),
+        ("1x2 10/200", np.array([[10], [200]], np.uint8), 10),
+        ("3x1 5/5/250", np.array([[5, 5, 250]], np.uint8), 5),
+    ]
+    for name, arr, t in otsu_cases:
+        cases.append(Case(f"otsu {name}", grey(arr), expect_otsu=t))
+
+    # --- raw formats
+    raw_sizes = [(34, 6), (640, 480), (2, 2)]
+    for (w, h) in raw_sizes:
+        for fmt in ("grey", "yuyv", "uyvy", "nv12", "rgb24", "bgr24", "rgbx", "bgrx"):
+            L = f"raw-{fmt}-{w}x{h}"
+
+            def mk(tmp, L=L, fmt=fmt, w=w, h=h):
+                buf = rng_for(L).integers(0, 256, raw_frame_size(fmt, w, h), dtype=np.uint8)
+                return write_raw(tmp, fmt, buf, w, h)
+            cases.append(Case(f"raw {fmt} {w}x{h}", mk))
+    return cases
+
+
+# --------------------------------------------------------------------------
+# runner
+# --------------------------------------------------------------------------
+
+@dataclass
+class Result:
+    label: str
+    errors: List[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def run_case(binary: str, case: Case, timeout: float, verbose: bool) -> Result:
+    t0 = time.monotonic()
+    res = Result(case.label)
+    try:
+        with tempfile.TemporaryDirectory(prefix="edgesight-conf-") as tmp:
+            inp, extra, luma = case.make_input(tmp)
+            exp = expected_outputs(luma, case.border)
+            if case.expect_otsu is not None and exp["otsu"] != case.expect_otsu:
+                # Not a failure of the binary; flag that OpenCV itself changed.
+                print(f"note {case.label}: OpenCV Otsu gave {exp['otsu']}, "
+                      f"script expected {case.expect_otsu}", file=sys.stderr)
+            outdir = os.path.join(tmp, "out")
+            os.mkdir(outdir)
+            cmd = [binary, "process", inp, "--out", outdir, "--raw", "--border", case.border] + extra
+            try:
+                p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                res.errors.append(f"timed out after {timeout:.0f}s: {' '.join(cmd)}")
+                return res
+            if p.returncode != 0:
+                tail = (p.stderr or p.stdout or "").strip().splitlines()[-3:]
+                res.errors.append(f"exit code {p.returncode}: {' | '.join(tail)}"
+                                  + (f" [cmd: {' '.join(cmd)}]" if verbose else ""))
+                return res
+            res.errors.extend(check_outputs(outdir, exp))
+            if res.errors and verbose:
+                res.errors.append(f"[cmd: {' '.join(cmd)}]")
+    except Exception as e:  # a bug in the harness should show up, not crash the run
+        res.errors.append(f"harness error: {type(e).__name__}: {e}")
+    finally:
+        res.seconds = time.monotonic() - t0
+    return res
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(
+        description="Check that edgesight's raw outputs are bit-identical to OpenCV.")
+    ap.add_argument("--bin", required=True, help="path to the edgesight binary")
+    ap.add_argument("--quick", action="store_true", help="skip the 1920x1080 cases")
+    ap.add_argument("--jobs", type=int, default=2, help="parallel binary runs (default 2)")
+    ap.add_argument("--filter", default="", help="only run cases whose label contains this")
+    ap.add_argument("--timeout", type=float, default=120.0, help="per-run timeout in seconds")
+    ap.add_argument("--verbose", action="store_true", help="print commands and per-case times")
+    args = ap.parse_args(argv)
+
+    repo_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    binary = os.path.abspath(args.bin)
+    if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
+        print(f"FAIL setup: {args.bin} is not an executable file")
+        print("conformance: 0 passed, 1 failed")
+        return 1
+
+    cases = [c for c in build_cases(args.quick, repo_root) if args.filter in c.label]
+    t0 = time.monotonic()
+    passed = failed = 0
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs), initializer=reference_mode) as pool:
+        for r in pool.map(lambda c: run_case(binary, c, args.timeout, args.verbose), cases):
+            timing = f" ({r.seconds:.2f}s)" if args.verbose else ""
+            if r.errors:
+                failed += 1
+                print(f"FAIL {r.label}: {'; '.join(r.errors)}{timing}", flush=True)
+            else:
+                passed += 1
+                print(f"ok  {r.label}{timing}", flush=True)
+    if args.verbose:
+        print(f"({len(cases)} cases in {time.monotonic() - t0:.1f}s)")
+    print(f"conformance: {passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,321 @@
+//! Every kernel against its plain-Rust reference on the OpenCL device (POCL in CI): awkward
+//! sizes, every pixel format, every border mode, strides wider than the width, guard bands
+//! after every output, and Otsu on the histograms where rounding decides ties.
+
+mod common;
+
+use common::{assert_image_eq, gpu, Rng};
+use edgesight::cl::Gpu;
+use edgesight::frame::{FrameLayout, PixelFormat};
+use edgesight::pipeline::{Border, Magnitude, Pipeline, PipelineOptions, Region};
+use edgesight::reference;
+use proptest::prelude::*;
+
+/// Runs one frame through the pipeline and compares every output with the reference.
+fn check_frame(
+    gpu: &Gpu,
+    layout: FrameLayout,
+    options: PipelineOptions,
+    frame: &[u8],
+    regions: &[Region],
+) {
+    let label = format!(
+        "{} {}x{} stride {}, {:?}",
+        layout.format, layout.width, layout.height, layout.stride, options
+    );
+    let mut pipeline = Pipeline::new(gpu, layout, options, regions).expect("pipeline");
+    let mut slot = pipeline.new_slot(gpu).expect("slot");
+    slot.write_bytes(gpu, frame).expect("write slot");
+    let result = pipeline.process(gpu, &slot).expect("process");
+    let images = pipeline.read_images(gpu).expect("read images");
+    let (w, h) = (layout.width as usize, layout.height as usize);
+
+    let luma = reference::luma(&layout, frame);
+    assert_image_eq("luma", &label, w, &images.luma, &luma);
+    let (dx, dy) = reference::sobel(&luma, w, h, options.border);
+    assert_image_eq("sobel dx", &label, w, &images.dx, &dx);
+    assert_image_eq("sobel dy", &label, w, &images.dy, &dy);
+    let magnitude = reference::magnitude(&dx, &dy, options.magnitude);
+    assert_image_eq("magnitude", &label, w, &images.magnitude, &magnitude);
+    let edges = reference::edge_mask(&magnitude, options.edge_threshold);
+    assert_image_eq("edge mask", &label, w, &images.edges, &edges);
+    let hist = reference::histogram(&luma);
+    assert_eq!(result.histogram, hist, "histogram, {label}");
+    let threshold = reference::otsu_threshold(&hist);
+    assert_eq!(result.otsu_threshold, threshold, "otsu threshold, {label}");
+    let mask = reference::binarize(&luma, threshold);
+    assert_image_eq("mask", &label, w, &images.mask, &mask);
+    let (sum, sqsum) = reference::integral(&luma, w, h);
+    assert_image_eq("integral sum", &label, w + 1, &images.integral_sum, &sum);
+    assert_image_eq(
+        "integral sqsum",
+        &label,
+        w + 1,
+        &images.integral_sqsum,
+        &sqsum,
+    );
+    let edge_count = reference::integral_count(&edges, w, h);
+    assert_image_eq(
+        "integral edges",
+        &label,
+        w + 1,
+        &images.integral_edges,
+        &edge_count,
+    );
+    let fg_count = reference::integral_count(&mask, w, h);
+    assert_image_eq(
+        "integral foreground",
+        &label,
+        w + 1,
+        &images.integral_foreground,
+        &fg_count,
+    );
+
+    // Region sums straight from the pixels.
+    let whole = Region {
+        name: String::new(),
+        x: 0,
+        y: 0,
+        width: layout.width,
+        height: layout.height,
+    };
+    let measured = std::iter::once(&result.frame).chain(result.regions.iter().map(|(_, s)| s));
+    for (region, stats) in std::iter::once(&whole).chain(regions).zip(measured) {
+        let (mut s, mut q, mut e, mut f) = (0u64, 0u64, 0u64, 0u64);
+        for y in region.y as usize..(region.y + region.height) as usize {
+            for x in region.x as usize..(region.x + region.width) as usize {
+                let v = u64::from(luma[y * w + x]);
+                s += v;
+                q += v * v;
+                e += u64::from(edges[y * w + x] != 0);
+                f += u64::from(mask[y * w + x] != 0);
+            }
+        }
+        assert_eq!(
+            (
+                stats.area,
+                stats.sum,
+                stats.sqsum,
+                stats.edges,
+                stats.foreground
+            ),
+            (
+                u64::from(region.width) * u64::from(region.height),
+                s,
+                q,
+                e,
+                f
+            ),
+            "region '{}' sums, {label}",
+            region.name
+        );
+    }
+    assert_eq!(
+        pipeline.guards_intact(gpu).expect("guards"),
+        Vec::<&str>::new(),
+        "guard bands, {label}"
+    );
+}
+
+const SMALL_SIZES: [(u32, u32); 8] = [
+    (1, 1),
+    (2, 2),
+    (3, 3),
+    (15, 7),
+    (17, 3),
+    (16, 16),
+    (33, 2),
+    (1, 9),
+];
+
+#[test]
+fn every_format_at_awkward_sizes() {
+    let gpu = gpu();
+    let mut rng = Rng::new(3);
+    for format in PixelFormat::ALL {
+        for (w, h) in SMALL_SIZES.into_iter().chain([(641, 479)]) {
+            let layout = FrameLayout::packed(format, w, h);
+            let frame = rng.bytes(layout.frame_bytes());
+            check_frame(&gpu, layout, PipelineOptions::default(), &frame, &[]);
+        }
+    }
+}
+
+#[test]
+fn full_hd_grey_and_rgb() {
+    let gpu = gpu();
+    let mut rng = Rng::new(1080);
+    for format in [PixelFormat::Grey, PixelFormat::Rgb24] {
+        let layout = FrameLayout::packed(format, 1920, 1080);
+        let frame = rng.bytes(layout.frame_bytes());
+        let regions = [
+            "left:0,0,960,1080".parse().unwrap(),
+            "dot:1919,1079,1,1".parse().unwrap(),
+        ];
+        check_frame(&gpu, layout, PipelineOptions::default(), &frame, &regions);
+    }
+}
+
+#[test]
+fn every_border_and_magnitude() {
+    let gpu = gpu();
+    let mut rng = Rng::new(101);
+    for border in Border::ALL {
+        for magnitude in [Magnitude::L1, Magnitude::L2] {
+            for (w, h) in SMALL_SIZES.into_iter().chain([(9, 1), (64, 5), (641, 479)]) {
+                let layout = FrameLayout::packed(PixelFormat::Grey, w, h);
+                // Few distinct values make large gradients (saturation) common.
+                let frame: Vec<u8> = rng
+                    .bytes(layout.frame_bytes())
+                    .iter()
+                    .map(|b| b & 0xC0)
+                    .collect();
+                let options = PipelineOptions {
+                    border,
+                    magnitude,
+                    edge_threshold: 1 + (rng.below(255) as u8),
+                };
+                check_frame(&gpu, layout, options, &frame, &[]);
+            }
+        }
+    }
+}
+
+#[test]
+fn slots_are_reused_frame_after_frame() {
+    let gpu = gpu();
+    let mut rng = Rng::new(7);
+    let layout = FrameLayout::packed(PixelFormat::Yuyv, 47, 13);
+    let mut pipeline = Pipeline::new(&gpu, layout, PipelineOptions::default(), &[]).unwrap();
+    let mut slot = pipeline.new_slot(&gpu).unwrap();
+    for _ in 0..3 {
+        let frame = rng.bytes(layout.frame_bytes());
+        slot.write_bytes(&gpu, &frame).unwrap();
+        let result = pipeline.process(&gpu, &slot).unwrap();
+        let luma = reference::luma(&layout, &frame);
+        assert_eq!(result.histogram, reference::histogram(&luma));
+        assert_image_eq(
+            "luma",
+            "reused slot",
+            47,
+            &pipeline.read_images(&gpu).unwrap().luma,
+            &luma,
+        );
+    }
+}
+
+/// A grey frame holding `count` pixels of each level, in a scrambled order.
+fn levels_frame(rng: &mut Rng, levels: &[(u8, usize)]) -> (FrameLayout, Vec<u8>) {
+    let mut pixels: Vec<u8> = levels
+        .iter()
+        .flat_map(|&(v, n)| std::iter::repeat_n(v, n))
+        .collect();
+    for i in (1..pixels.len()).rev() {
+        pixels.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    let n = pixels.len() as u32;
+    let width = (1..=n)
+        .rev()
+        .find(|w| n.is_multiple_of(*w) && *w <= 4096)
+        .unwrap_or(1);
+    (
+        FrameLayout::packed(PixelFormat::Grey, width, n / width),
+        pixels,
+    )
+}
+
+#[test]
+fn otsu_where_rounding_decides_ties() {
+    let gpu = gpu();
+    let mut rng = Rng::new(10);
+    let mut cases: Vec<Vec<(u8, usize)>> = Vec::new();
+    // Three equal populations score an exact tie; OpenCV's doubles pick 10 or 128 by size.
+    for n in [1, 5, 10, 30, 100, 300, 800, 1000, 3333] {
+        cases.push(vec![(10, n), (128, n), (246, n)]);
+    }
+    cases.push(vec![(77, 64)]);
+    cases.push(vec![(0, 3)]);
+    cases.push(vec![(255, 5)]);
+    cases.push(vec![(40, 7), (200, 9)]);
+    cases.push(vec![(0, 1), (255, 1)]);
+    cases.push(vec![(10, 50), (60, 50), (128, 50), (196, 50), (246, 50)]);
+    for _ in 0..20 {
+        let k = 2 + rng.below(5) as usize;
+        cases.push(
+            (0..k)
+                .map(|_| (rng.below(256) as u8, 1 + rng.below(400) as usize))
+                .collect(),
+        );
+    }
+    for levels in cases {
+        let (layout, frame) = levels_frame(&mut rng, &levels);
+        let mut pipeline = Pipeline::new(&gpu, layout, PipelineOptions::default(), &[]).unwrap();
+        let mut slot = pipeline.new_slot(&gpu).unwrap();
+        slot.write_bytes(&gpu, &frame).unwrap();
+        let result = pipeline.process(&gpu, &slot).unwrap();
+        let want = reference::otsu_threshold(&reference::histogram(&frame));
+        assert_eq!(result.otsu_threshold, want, "levels {levels:?}");
+    }
+}
+
+#[test]
+fn otsu_tie_pinned_values() {
+    // Checked against cv2.threshold(THRESH_OTSU) with IPP off (OpenCV 5.0): equal
+    // populations of 10/128/246 give 10 for 5 and 1000 pixels per level, 128 for 30 and 800.
+    let gpu = gpu();
+    let mut rng = Rng::new(11);
+    for (n, want) in [(5, 10), (1000, 10), (30, 128), (800, 128)] {
+        let (layout, frame) = levels_frame(&mut rng, &[(10, n), (128, n), (246, n)]);
+        let mut pipeline = Pipeline::new(&gpu, layout, PipelineOptions::default(), &[]).unwrap();
+        let mut slot = pipeline.new_slot(&gpu).unwrap();
+        slot.write_bytes(&gpu, &frame).unwrap();
+        assert_eq!(
+            pipeline.process(&gpu, &slot).unwrap().otsu_threshold,
+            want,
+            "{n} per level"
+        );
+    }
+}
+
+fn format_strategy() -> impl Strategy<Value = PixelFormat> {
+    prop::sample::select(PixelFormat::ALL.to_vec())
+}
+
+fn border_strategy() -> impl Strategy<Value = Border> {
+    prop::sample::select(Border::ALL.to_vec())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Strides wider than the width: the padding holds noise that must never leak in.
+    #[test]
+    fn strides_wider_than_the_width(
+        format in format_strategy(),
+        border in border_strategy(),
+        width in 1u32..70,
+        height in 1u32..24,
+        padding in 1u32..40,
+        seed in 1u64..u64::MAX,
+        roi in (0.0f64..1.0, 0.0f64..1.0, 0.0f64..1.0, 0.0f64..1.0),
+    ) {
+        thread_local!(static GPU: Gpu = gpu());
+        let layout = FrameLayout {
+            stride: width * format.bytes_per_pixel() + padding,
+            ..FrameLayout::packed(format, width, height)
+        };
+        let mut rng = Rng(seed);
+        let frame = rng.bytes(layout.frame_bytes());
+        let x = (roi.0 * f64::from(width)) as u32;
+        let y = (roi.1 * f64::from(height)) as u32;
+        let region = Region {
+            name: "r".into(),
+            x,
+            y,
+            width: 1 + (roi.2 * f64::from(width - x - 1)) as u32,
+            height: 1 + (roi.3 * f64::from(height - y - 1)) as u32,
+        };
+        let options = PipelineOptions { border, ..PipelineOptions::default() };
+        GPU.with(|gpu| check_frame(gpu, layout, options, &frame, &[region]));
+    }
+}
