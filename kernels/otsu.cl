@@ -188,6 +188,24 @@ __kernel void otsu_threshold(__global const uint *hist, uint total, __global uin
     threshold[0] = max_val;
 }
 
+/*
+ * otsu_f64_selftest: for tests only. For each i < count writes a+b, a-b, a*b, a/b and a<b
+ * of the binary64 bit patterns a[i], b[i] to out[5 * i ...], so the emulation can be
+ * compared bit for bit with the host's doubles. One work-item per pair.
+ */
+__kernel void otsu_f64_selftest(__global const ulong *a, __global const ulong *b, uint count,
+                                __global ulong *out)
+{
+    uint i = get_global_id(0);
+    if (i >= count)
+        return;
+    out[5 * i + 0] = f64_add(a[i], b[i]);
+    out[5 * i + 1] = f64_sub(a[i], b[i]);
+    out[5 * i + 2] = f64_mul(a[i], b[i]);
+    out[5 * i + 3] = f64_div(a[i], b[i]);
+    out[5 * i + 4] = f64_lt(a[i], b[i]);
+}
+
 #define PIXELS_PER_ITEM 16
 
 __kernel void binarize(__global const uchar *src, uint src_stride, uint width, uint height,

@@ -134,6 +134,45 @@ fn raw_frames_are_read_with_format_and_size() {
     );
 }
 
+#[test]
+fn jpeg_and_pgm_inputs_are_decoded() {
+    let dir = out_dir("cli-jpeg");
+    std::fs::create_dir_all(&dir).unwrap();
+    let rgb = image::open(sample()).unwrap().to_rgb8();
+    for name in ["scene.jpg", "scene.pgm"] {
+        let input = dir.join(name);
+        if name.ends_with(".pgm") {
+            image::DynamicImage::ImageRgb8(rgb.clone())
+                .to_luma8()
+                .save(&input)
+                .unwrap();
+        } else {
+            rgb.save(&input).unwrap();
+        }
+        // The expected luma comes from the same decoder the binary uses.
+        let decoded = image::open(&input).unwrap();
+        let (format, bytes) = match decoded {
+            image::DynamicImage::ImageLuma8(g) => (PixelFormat::Grey, g.into_raw()),
+            other => (PixelFormat::Rgb24, other.to_rgb8().into_raw()),
+        };
+        let luma = reference::luma(&FrameLayout::packed(format, 640, 480), &bytes);
+        let out = dir.join(format!("out-{name}"));
+        let o = edgesight(&[
+            "process",
+            input.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--raw",
+        ]);
+        assert!(
+            o.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(std::fs::read(out.join("luma.u8")).unwrap(), luma, "{name}");
+    }
+}
+
 /// Runs a command that must fail on bad input: exit code 2, one line naming `culprit`.
 fn assert_bad_input(args: &[&str], culprit: &str) {
     let o = edgesight(args);

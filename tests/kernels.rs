@@ -277,6 +277,114 @@ fn otsu_tie_pinned_values() {
     }
 }
 
+/// A normal double of random sign and mantissa with a biased exponent in `lo..lo + span`.
+fn random_f64(rng: &mut Rng, lo: u64, span: u64) -> f64 {
+    let exp = lo + rng.below(span);
+    f64::from_bits((rng.below(2) << 63) | (exp << 52) | (rng.next_u64() >> 12))
+}
+
+/// The binary64 emulation in otsu.cl against the host's doubles, bit for bit, on operands
+/// of the kind the Otsu loop meets: normal numbers of both signs over a wide exponent range,
+/// close exponents (cancellation, rounding ties) and zeros.
+#[test]
+fn binary64_emulation_is_exact() {
+    use opencl3::kernel::{ExecuteKernel, Kernel};
+    use opencl3::memory::{Buffer, CL_MEM_READ_WRITE};
+    use opencl3::types::CL_BLOCKING;
+
+    let gpu = gpu();
+    let program = gpu.build(edgesight::cl::OTSU_CL).unwrap();
+    let kernel = Kernel::create(&program, "otsu_f64_selftest").unwrap();
+    let mut rng = Rng::new(64);
+    let mut pairs: Vec<(f64, f64)> = Vec::new();
+    for _ in 0..20000 {
+        pairs.push((
+            random_f64(&mut rng, 1023 - 60, 120),
+            random_f64(&mut rng, 1023 - 60, 120),
+        ));
+    }
+    for _ in 0..20000 {
+        // b near a: the same or the next lower exponent and some low bits changed, where
+        // subtraction cancels and rounding ties occur.
+        let a = random_f64(&mut rng, 1023 - 3, 6);
+        let flip = rng.next_u64() & ((1u64 << rng.below(53)) - 1);
+        let b_bits = (a.to_bits() ^ flip ^ (rng.below(2) << 63)) - (rng.below(2) << 52);
+        pairs.push((a, f64::from_bits(b_bits)));
+    }
+    for &(a, b) in &[
+        (1.0, 1.0),
+        (1.0, -1.0),
+        (0.0, 3.5),
+        (-0.0, 2.0),
+        (0.0, -0.0),
+        (7.0, 1e-300),
+    ] {
+        pairs.push((a, b));
+    }
+    pairs.push((1.0 + f64::EPSILON, f64::EPSILON / 2.0)); // exactly halfway: ties to even
+    pairs.push((1.0 + 2.0 * f64::EPSILON, f64::EPSILON / 2.0));
+    let n = pairs.len();
+    let a: Vec<u64> = pairs.iter().map(|p| p.0.to_bits()).collect();
+    let b: Vec<u64> = pairs.iter().map(|p| p.1.to_bits()).collect();
+    let mut out = vec![0u64; 5 * n];
+    unsafe {
+        let mut a_buf =
+            Buffer::<u64>::create(&gpu.context, CL_MEM_READ_WRITE, n, std::ptr::null_mut())
+                .unwrap();
+        let mut b_buf =
+            Buffer::<u64>::create(&gpu.context, CL_MEM_READ_WRITE, n, std::ptr::null_mut())
+                .unwrap();
+        let out_buf =
+            Buffer::<u64>::create(&gpu.context, CL_MEM_READ_WRITE, 5 * n, std::ptr::null_mut())
+                .unwrap();
+        gpu.queue
+            .enqueue_write_buffer(&mut a_buf, CL_BLOCKING, 0, &a, &[])
+            .unwrap();
+        gpu.queue
+            .enqueue_write_buffer(&mut b_buf, CL_BLOCKING, 0, &b, &[])
+            .unwrap();
+        ExecuteKernel::new(&kernel)
+            .set_arg(&a_buf)
+            .set_arg(&b_buf)
+            .set_arg(&(n as u32))
+            .set_arg(&out_buf)
+            .set_global_work_size(n.div_ceil(64) * 64)
+            .set_local_work_size(64)
+            .enqueue_nd_range(&gpu.queue)
+            .unwrap();
+        gpu.queue
+            .enqueue_read_buffer(&out_buf, CL_BLOCKING, 0, &mut out, &[])
+            .unwrap();
+    }
+    for (i, &(x, y)) in pairs.iter().enumerate() {
+        let want = [
+            (x + y).to_bits(),
+            (x - y).to_bits(),
+            (x * y).to_bits(),
+            (x / y).to_bits(),
+            u64::from(x < y),
+        ];
+        // The emulation handles zero and normal results only: skip what the Otsu loop never
+        // produces (a zero divisor, subnormal or infinite results).
+        let names = ["add", "sub", "mul", "div", "lt"];
+        for (k, &w) in want.iter().enumerate() {
+            let exact = f64::from_bits(w);
+            if k < 4 && (exact.is_subnormal() || !exact.is_finite() || (k == 3 && y == 0.0)) {
+                continue;
+            }
+            assert_eq!(
+                out[5 * i + k],
+                w,
+                "{} of {x:e} ({:#x}) and {y:e} ({:#x}): got {:e}, want {exact:e}",
+                names[k],
+                x.to_bits(),
+                y.to_bits(),
+                f64::from_bits(out[5 * i + k])
+            );
+        }
+    }
+}
+
 fn format_strategy() -> impl Strategy<Value = PixelFormat> {
     prop::sample::select(PixelFormat::ALL.to_vec())
 }
@@ -318,4 +426,20 @@ proptest! {
         let options = PipelineOptions { border, ..PipelineOptions::default() };
         GPU.with(|gpu| check_frame(gpu, layout, options, &frame, &[region]));
     }
+}
+
+#[test]
+fn a_kernel_that_fails_to_build_names_its_file_and_shows_the_log() {
+    let gpu = gpu();
+    let broken = edgesight::cl::KernelSource {
+        file: "broken.cl",
+        text: "__kernel void f(__global int *p) { p[0] = undeclared_name; }",
+    };
+    let err = gpu.build(broken).err().expect("the build must fail");
+    let message = err.to_string();
+    assert!(message.contains("kernels/broken.cl"), "{message}");
+    assert!(
+        message.contains("undeclared_name"),
+        "no compiler log in: {message}"
+    );
 }
