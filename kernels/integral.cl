@@ -6,7 +6,8 @@
  *   I[y][x] = sum of src[j][i] for j < y, i < x          (OpenCV's integral / integral2)
  * Built in two passes: a row pass (one work-item per image row, global size >= height)
  * writes the running sums of its row into row y + 1, and a column pass (one work-item per
- * column 1..width, global size >= width) adds each row to the next, top to bottom.
+ * strip of 16 columns, global size >= ceil(width / 16)) adds each row to the next, top to
+ * bottom.
  *
  * integral_rows_sum_sqsum  reads uchar src; writes sum (uint) and sqsum (ulong): equal to
  *                          cv2.integral2(src, sdepth=CV_32S, sqdepth=CV_64F) as integers.
@@ -19,6 +20,7 @@
  */
 
 #define PIXELS_PER_ITEM 16
+#define COLS_PER_ITEM 16
 
 __kernel void integral_rows_sum_sqsum(__global const uchar *src, uint src_stride, uint width,
                                       uint height, __global uint *sum, __global ulong *sqsum)
@@ -83,21 +85,34 @@ __kernel void integral_rows_count(__global const uchar *src, uint src_stride, ui
     }
 }
 
-#define INTEGRAL_COLS(NAME, T)                                                                 \
+/* A strip of 16 columns per work-item, walked top to bottom with one vector load and store
+ * per row: contiguous on a CPU, coalesced across work-items on a GPU. */
+#define INTEGRAL_COLS(NAME, T, T16)                                                            \
 __kernel void NAME(uint width, uint height, __global T *integral)                              \
 {                                                                                              \
-    uint x = get_global_id(0) + 1;                                                             \
-    if (x > width)                                                                             \
+    uint x0 = get_global_id(0) * COLS_PER_ITEM + 1;                                            \
+    if (x0 > width)                                                                            \
         return;                                                                                \
     size_t stride = (size_t)width + 1;                                                         \
-    T acc = 0;                                                                                 \
-    for (size_t y = 1; y <= height; y++) {                                                     \
-        acc += integral[y * stride + x];                                                       \
-        integral[y * stride + x] = acc;                                                        \
+    if (x0 + COLS_PER_ITEM <= stride) {                                                        \
+        T16 acc = 0;                                                                           \
+        for (size_t y = 1; y <= height; y++) {                                                 \
+            __global T *p = integral + y * stride + x0;                                        \
+            acc += vload16(0, p);                                                              \
+            vstore16(acc, 0, p);                                                               \
+        }                                                                                      \
+        return;                                                                                \
+    }                                                                                          \
+    for (size_t x = x0; x <= width; x++) {                                                     \
+        T acc = 0;                                                                             \
+        for (size_t y = 1; y <= height; y++) {                                                 \
+            acc += integral[y * stride + x];                                                   \
+            integral[y * stride + x] = acc;                                                    \
+        }                                                                                      \
     }                                                                                          \
 }
-INTEGRAL_COLS(integral_cols_uint, uint)
-INTEGRAL_COLS(integral_cols_ulong, ulong)
+INTEGRAL_COLS(integral_cols_uint, uint, uint16)
+INTEGRAL_COLS(integral_cols_ulong, ulong, ulong16)
 
 /* Sum of a rect from the four corners; uint arithmetic wraps, but the true sum fits. */
 #define RECT_SUM(I, stride, r) \

@@ -13,7 +13,9 @@ use clap::{Parser, Subcommand};
 use edgesight::cl::{self, ClError, DeviceSpec, Gpu};
 use edgesight::frame::{LayoutError, PixelFormat, Size};
 use edgesight::input::{self, InputError};
-use edgesight::pipeline::{Border, Magnitude, Pipeline, PipelineOptions, Region, RegionError};
+use edgesight::pipeline::{
+    Border, Magnitude, Pipeline, PipelineOptions, Region, RegionError, StageTimings,
+};
 use edgesight::report::{self, Report};
 
 #[derive(Parser)]
@@ -64,6 +66,10 @@ struct ProcessArgs {
     /// A region to measure, NAME:X,Y,W,H (repeatable).
     #[arg(long = "roi", value_name = "NAME:X,Y,W,H")]
     rois: Vec<Region>,
+    /// Run the pipeline this many times on the frame and report each stage's median
+    /// device time (the first run includes one-off driver work such as loading kernels).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    repeat: u32,
     /// OpenCL device: an index from `edgesight devices`, PLATFORM:DEVICE (indices or name
     /// substrings), or a name substring. Default: the first GPU, else the first device.
     #[arg(long, default_value = "default")]
@@ -179,8 +185,14 @@ fn process(args: &ProcessArgs) -> Result<()> {
     let mut pipeline = Pipeline::new(&gpu, frame.layout, options, &args.rois)
         .context("setting up the pipeline")?;
     let mut slot = pipeline.new_slot(&gpu)?;
-    slot.write_bytes(&gpu, &frame.bytes)?;
-    let result = pipeline.process(&gpu, &slot)?;
+    let mut runs = Vec::with_capacity(args.repeat as usize);
+    for _ in 0..args.repeat {
+        slot.write_bytes(&gpu, &frame.bytes)?;
+        runs.push(pipeline.process(&gpu, &slot)?);
+    }
+    let mut result = runs.pop().expect("at least one run");
+    runs.push(result.clone());
+    result.timings = StageTimings::median(runs.iter().map(|r| &r.timings));
     let images = pipeline.read_images(&gpu)?;
 
     let report = Report::new(

@@ -435,7 +435,7 @@ fn a_kernel_that_fails_to_build_names_its_file_and_shows_the_log() {
         file: "broken.cl",
         text: "__kernel void f(__global int *p) { p[0] = undeclared_name; }",
     };
-    let err = gpu.build(broken).err().expect("the build must fail");
+    let err = gpu.build(broken).expect_err("the build must fail");
     let message = err.to_string();
     assert!(message.contains("kernels/broken.cl"), "{message}");
     assert!(

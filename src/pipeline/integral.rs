@@ -151,6 +151,9 @@ impl RegionStats {
     }
 }
 
+/// Columns one work-item of the column pass carries down the image.
+const COLS_PER_ITEM: usize = 16;
+
 /// Work-items per group for the one-dimensional row and column passes.
 const LINE_GROUP_SIZE: usize = 64;
 
@@ -284,9 +287,12 @@ impl IntegralStage {
         unsafe {
             exec.set_arg(&layout.width).set_arg(&layout.height);
             out.set_on(&mut exec);
-            exec.set_global_work_size(self.launch.global_1d(layout.width as usize))
-                .set_local_work_size(self.launch.local[0])
-                .enqueue_nd_range(&gpu.queue)
+            exec.set_global_work_size(
+                self.launch
+                    .global_1d((layout.width as usize).div_ceil(COLS_PER_ITEM)),
+            )
+            .set_local_work_size(self.launch.local[0])
+            .enqueue_nd_range(&gpu.queue)
         }
         .call("clEnqueueNDRangeKernel(integral columns)")
     }

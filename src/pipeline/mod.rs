@@ -173,6 +173,18 @@ impl StageTimings {
         self.0[stage as usize]
     }
 
+    /// Each stage's median over several frames (the upper middle for an even count).
+    pub fn median<'a>(runs: impl IntoIterator<Item = &'a StageTimings>) -> StageTimings {
+        let runs: Vec<&StageTimings> = runs.into_iter().collect();
+        let mut out = StageTimings::default();
+        for (i, slot) in out.0.iter_mut().enumerate() {
+            let mut values: Vec<u64> = runs.iter().map(|r| r.0[i]).collect();
+            values.sort_unstable();
+            *slot = values.get(values.len() / 2).copied().unwrap_or(0);
+        }
+        out
+    }
+
     pub fn total(&self) -> u64 {
         self.0.iter().sum()
     }
@@ -210,6 +222,26 @@ pub struct Images {
     pub integral_sqsum: Vec<u64>,
     pub integral_edges: Vec<u32>,
     pub integral_foreground: Vec<u32>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_per_stage() {
+        let runs = [
+            StageTimings([5, 1, 9, 0, 0, 0, 2]),
+            StageTimings([1, 2, 8, 0, 0, 0, 2]),
+            StageTimings([3, 3, 7, 0, 0, 4, 2]),
+        ];
+        assert_eq!(
+            StageTimings::median(&runs),
+            StageTimings([3, 2, 8, 0, 0, 0, 2])
+        );
+        assert_eq!(StageTimings::median(&runs[..2]).0[0], 5);
+        assert_eq!(StageTimings::median(&[]), StageTimings::default());
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
