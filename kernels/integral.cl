@@ -6,8 +6,8 @@
  *   I[y][x] = sum of src[j][i] for j < y, i < x          (OpenCV's integral / integral2)
  * Built in two passes: a row pass (one work-item per image row, global size >= height)
  * writes the running sums of its row into row y + 1, and a column pass (one work-item per
- * strip of 16 columns, global size >= ceil(width / 16)) adds each row to the next, top to
- * bottom.
+ * strip of COLS_PER_ITEM columns, global size >= ceil(width / COLS_PER_ITEM)) adds each row
+ * to the next, top to bottom. Option: -DCOLS_PER_ITEM=1 (the default) or 16.
  *
  * integral_rows_sum_sqsum  reads uchar src; writes sum (uint) and sqsum (ulong): equal to
  *                          cv2.integral2(src, sdepth=CV_32S, sqdepth=CV_64F) as integers.
@@ -20,7 +20,9 @@
  */
 
 #define PIXELS_PER_ITEM 16
-#define COLS_PER_ITEM 16
+#ifndef COLS_PER_ITEM
+#define COLS_PER_ITEM 1
+#endif
 
 __kernel void integral_rows_sum_sqsum(__global const uchar *src, uint src_stride, uint width,
                                       uint height, __global uint *sum, __global ulong *sqsum)
@@ -85,15 +87,11 @@ __kernel void integral_rows_count(__global const uchar *src, uint src_stride, ui
     }
 }
 
-/* A strip of 16 columns per work-item, walked top to bottom with one vector load and store
- * per row: contiguous on a CPU, coalesced across work-items on a GPU. */
-#define INTEGRAL_COLS(NAME, T, T16)                                                            \
-__kernel void NAME(uint width, uint height, __global T *integral)                              \
-{                                                                                              \
-    uint x0 = get_global_id(0) * COLS_PER_ITEM + 1;                                            \
-    if (x0 > width)                                                                            \
-        return;                                                                                \
-    size_t stride = (size_t)width + 1;                                                         \
+/* COLS_PER_ITEM columns per work-item, walked top to bottom. 16 (the host's choice on CPUs)
+ * gives one contiguous vector load and store per row; 1 (on GPUs) gives one work-item per
+ * column, so neighbouring work-items read neighbouring words and there are enough of them. */
+#if COLS_PER_ITEM == 16
+#define CARRY_STRIP(T, T16)                                                                    \
     if (x0 + COLS_PER_ITEM <= stride) {                                                        \
         T16 acc = 0;                                                                           \
         for (size_t y = 1; y <= height; y++) {                                                 \
@@ -102,8 +100,21 @@ __kernel void NAME(uint width, uint height, __global T *integral)               
             vstore16(acc, 0, p);                                                               \
         }                                                                                      \
         return;                                                                                \
-    }                                                                                          \
-    for (size_t x = x0; x <= width; x++) {                                                     \
+    }
+#else
+#define CARRY_STRIP(T, T16)
+#endif
+
+#define INTEGRAL_COLS(NAME, T, T16)                                                            \
+__kernel void NAME(uint width, uint height, __global T *integral)                              \
+{                                                                                              \
+    size_t x0 = get_global_id(0) * COLS_PER_ITEM + 1;                                          \
+    if (x0 > width)                                                                            \
+        return;                                                                                \
+    size_t stride = (size_t)width + 1;                                                         \
+    CARRY_STRIP(T, T16)                                                                        \
+    size_t x_end = min(x0 + COLS_PER_ITEM, stride);                                            \
+    for (size_t x = x0; x < x_end; x++) {                                                      \
         T acc = 0;                                                                             \
         for (size_t y = 1; y <= height; y++) {                                                 \
             acc += integral[y * stride + x];                                                   \

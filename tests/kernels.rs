@@ -7,11 +7,14 @@ mod common;
 use common::{assert_image_eq, gpu, Rng};
 use edgesight::cl::Gpu;
 use edgesight::frame::{FrameLayout, PixelFormat};
-use edgesight::pipeline::{Border, Magnitude, Pipeline, PipelineOptions, Region};
+use edgesight::pipeline::{
+    Border, ColsPerItem, Magnitude, Pipeline, PipelineOptions, Region, Tuning,
+};
 use edgesight::reference;
 use proptest::prelude::*;
 
-/// Runs one frame through the pipeline and compares every output with the reference.
+/// Runs one frame through the pipeline with every tuning and compares every output with the
+/// reference.
 fn check_frame(
     gpu: &Gpu,
     layout: FrameLayout,
@@ -19,11 +22,28 @@ fn check_frame(
     frame: &[u8],
     regions: &[Region],
 ) {
+    for cols in [ColsPerItem::One, ColsPerItem::Sixteen] {
+        let tuning = Tuning {
+            integral_cols_per_item: cols,
+        };
+        check_frame_with(gpu, layout, options, tuning, frame, regions);
+    }
+}
+
+fn check_frame_with(
+    gpu: &Gpu,
+    layout: FrameLayout,
+    options: PipelineOptions,
+    tuning: Tuning,
+    frame: &[u8],
+    regions: &[Region],
+) {
     let label = format!(
-        "{} {}x{} stride {}, {:?}",
-        layout.format, layout.width, layout.height, layout.stride, options
+        "{} {}x{} stride {}, {:?}, {:?}",
+        layout.format, layout.width, layout.height, layout.stride, options, tuning
     );
-    let mut pipeline = Pipeline::new(gpu, layout, options, regions).expect("pipeline");
+    let mut pipeline =
+        Pipeline::with_tuning(gpu, layout, options, regions, tuning).expect("pipeline");
     let mut slot = pipeline.new_slot(gpu).expect("slot");
     slot.write_bytes(gpu, frame).expect("write slot");
     let result = pipeline.process(gpu, &slot).expect("process");

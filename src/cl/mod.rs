@@ -108,9 +108,15 @@ impl Gpu {
 
     /// Builds one kernel file; a failure carries the compiler's log and the file name.
     pub fn build(&self, source: KernelSource) -> Result<Program, ClError> {
+        self.build_with(source, "")
+    }
+
+    /// Builds one kernel file with extra options (`-D` defines) after [`BUILD_OPTIONS`].
+    pub fn build_with(&self, source: KernelSource, defines: &str) -> Result<Program, ClError> {
         let mut program = Program::create_from_source(&self.context, source.text)
             .call("clCreateProgramWithSource")?;
-        if program.build(&[self.device.id()], BUILD_OPTIONS).is_err() {
+        let options = format!("{BUILD_OPTIONS} {defines}");
+        if program.build(&[self.device.id()], &options).is_err() {
             let log = program
                 .get_build_log(self.device.id())
                 .unwrap_or_else(|e| format!("(no build log: {e})"));

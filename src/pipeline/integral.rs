@@ -11,7 +11,7 @@ use opencl3::memory::Buffer;
 use opencl3::types::CL_BLOCKING;
 use serde::Serialize;
 
-use super::{device_buffer, read_buffer, DeviceImage, Launch, PipelineError};
+use super::{device_buffer, read_buffer, DeviceImage, Launch, PipelineError, Tuning};
 use crate::cl::{CallContext, ClError, Gpu, INTEGRAL_CL};
 use crate::frame::FrameLayout;
 
@@ -151,9 +151,6 @@ impl RegionStats {
     }
 }
 
-/// Columns one work-item of the column pass carries down the image.
-const COLS_PER_ITEM: usize = 16;
-
 /// Work-items per group for the one-dimensional row and column passes.
 const LINE_GROUP_SIZE: usize = 64;
 
@@ -164,6 +161,7 @@ pub(super) struct IntegralStage {
     cols_ulong: Kernel,
     region_sums: Kernel,
     launch: Launch,
+    cols_per_item: usize,
     sum: DeviceImage<u32>,
     sqsum: DeviceImage<u64>,
     edges: DeviceImage<u32>,
@@ -179,9 +177,12 @@ impl IntegralStage {
         gpu: &Gpu,
         layout: &FrameLayout,
         regions: &[Region],
+        tuning: &Tuning,
     ) -> Result<IntegralStage, PipelineError> {
+        let cols_per_item = tuning.integral_cols_per_item.get();
         let built = || -> Result<_, ClError> {
-            let program = gpu.build(INTEGRAL_CL)?;
+            let defines = format!("-DCOLS_PER_ITEM={cols_per_item}");
+            let program = gpu.build_with(INTEGRAL_CL, &defines)?;
             let k = |name| Kernel::create(&program, name).call("clCreateKernel");
             Ok((
                 k("integral_rows_sum_sqsum")?,
@@ -205,6 +206,7 @@ impl IntegralStage {
             cols_ulong,
             region_sums,
             launch,
+            cols_per_item,
             sum: DeviceImage::new(gpu, len)?,
             sqsum: DeviceImage::new(gpu, len)?,
             edges: DeviceImage::new(gpu, len)?,
@@ -289,7 +291,7 @@ impl IntegralStage {
             out.set_on(&mut exec);
             exec.set_global_work_size(
                 self.launch
-                    .global_1d((layout.width as usize).div_ceil(COLS_PER_ITEM)),
+                    .global_1d((layout.width as usize).div_ceil(self.cols_per_item)),
             )
             .set_local_work_size(self.launch.local[0])
             .enqueue_nd_range(&gpu.queue)

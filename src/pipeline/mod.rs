@@ -128,6 +128,46 @@ impl Default for PipelineOptions {
     }
 }
 
+/// Work-size choices that depend on the device, not on what is computed: every choice
+/// gives the same results, so tests run each one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tuning {
+    /// Columns one work-item of the integral column pass carries down the image.
+    pub integral_cols_per_item: ColsPerItem,
+}
+
+/// The column-strip widths `kernels/integral.cl` is written for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ColsPerItem {
+    /// One column per work-item: enough work-items and coalesced rows on a GPU.
+    One,
+    /// A 16-column strip per work-item: one contiguous vector per row on a CPU.
+    Sixteen,
+}
+
+impl ColsPerItem {
+    pub fn get(self) -> usize {
+        match self {
+            ColsPerItem::One => 1,
+            ColsPerItem::Sixteen => 16,
+        }
+    }
+}
+
+impl Tuning {
+    /// The choices for `gpu`'s kind of device.
+    pub fn for_device(gpu: &Gpu) -> Tuning {
+        let cpu = gpu.info.kind == "CPU";
+        Tuning {
+            integral_cols_per_item: if cpu {
+                ColsPerItem::Sixteen
+            } else {
+                ColsPerItem::One
+            },
+        }
+    }
+}
+
 /// The stages, in the order they run; their names label timings and metrics.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stage {
@@ -433,12 +473,24 @@ struct DeviceImages {
 }
 
 impl Pipeline {
-    /// Builds the kernels and allocates the buffers for frames of `layout`.
+    /// Builds the kernels and allocates the buffers for frames of `layout`, with the work
+    /// sizes suited to `gpu`.
     pub fn new(
         gpu: &Gpu,
         layout: FrameLayout,
         options: PipelineOptions,
         regions: &[Region],
+    ) -> Result<Pipeline, PipelineError> {
+        Pipeline::with_tuning(gpu, layout, options, regions, Tuning::for_device(gpu))
+    }
+
+    /// As [`Pipeline::new`], with explicit work-size choices.
+    pub fn with_tuning(
+        gpu: &Gpu,
+        layout: FrameLayout,
+        options: PipelineOptions,
+        regions: &[Region],
+        tuning: Tuning,
     ) -> Result<Pipeline, PipelineError> {
         layout.validate()?;
         let n = layout.pixels();
@@ -459,7 +511,7 @@ impl Pipeline {
             sobel: sobel::SobelStage::new(gpu).stage(Stage::Sobel)?,
             histogram: histogram::HistogramStage::new(gpu).stage(Stage::Histogram)?,
             otsu: otsu::OtsuStage::new(gpu).stage(Stage::Otsu)?,
-            integral: integral::IntegralStage::new(gpu, &layout, regions)?,
+            integral: integral::IntegralStage::new(gpu, &layout, regions, &tuning)?,
             bufs,
         })
     }
