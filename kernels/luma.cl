@@ -67,37 +67,22 @@ __kernel void NAME(__global const uchar *src, uint src_stride, uint width, uint 
 PACKED_422_KERNEL(luma_yuyv, 0, even)
 PACKED_422_KERNEL(luma_uyvy, 1, odd)
 
-/* 24-bit RGB / BGR: 16 pixels are 48 bytes, three uchar16 loads split into channels. */
-#define RGB24_KERNEL(NAME, R, B)                                                                \
-__kernel void NAME(__global const uchar *src, uint src_stride, uint width, uint height,         \
-                   __global uchar *dst, uint dst_stride)                                        \
-{                                                                                               \
-    uint x0 = get_global_id(0) * PIXELS_PER_ITEM;                                               \
-    uint y = get_global_id(1);                                                                  \
-    if (x0 >= width || y >= height)                                                             \
-        return;                                                                                 \
-    __global const uchar *s = src + (size_t)y * src_stride;                                     \
-    __global uchar *d = dst + (size_t)y * dst_stride;                                           \
-    if (x0 + PIXELS_PER_ITEM <= width) {                                                        \
-        __global const uchar *p = s + 3 * x0;                                                   \
-        uchar16 a = vload16(0, p), b = vload16(0, p + 16), c = vload16(0, p + 32);              \
-        uchar16 c0 = (uchar16)(a.s0369, a.scf, b.s258b, b.se, c.s147a, c.sd);                   \
-        uchar16 c1 = (uchar16)(a.s147a, a.sd, b.s0369, b.scf, c.s258b, c.se);                   \
-        uchar16 c2 = (uchar16)(a.s258b, a.se, b.s147a, b.sd, c.s0369, c.scf);                   \
-        vstore16(y_from_rgb16(R, c1, B), 0, d + x0);                                            \
-    } else {                                                                                    \
-        for (uint x = x0; x < width; x++) {                                                     \
-            __global const uchar *p = s + 3 * x;                                                \
-            uchar c0 = p[0], c1 = p[1], c2 = p[2];                                              \
-            d[x] = y_from_rgb(R, c1, B);                                                        \
-        }                                                                                       \
-    }                                                                                           \
-}
-RGB24_KERNEL(luma_rgb24, c0, c2)
-RGB24_KERNEL(luma_bgr24, c2, c0)
+/* Split 16 pixels at p into channel vectors c0, c1, c2 (in memory order). 24-bit pixels are
+ * three uchar16 loads; 32-bit pixels four, whose fourth byte (padding or alpha) is ignored. */
+#define SPLIT_24(p)                                                                             \
+    uchar16 a = vload16(0, p), b = vload16(0, p + 16), c = vload16(0, p + 32);                  \
+    uchar16 c0 = (uchar16)(a.s0369, a.scf, b.s258b, b.se, c.s147a, c.sd);                       \
+    uchar16 c1 = (uchar16)(a.s147a, a.sd, b.s0369, b.scf, c.s258b, c.se);                       \
+    uchar16 c2 = (uchar16)(a.s258b, a.se, b.s147a, b.sd, c.s0369, c.scf);
+#define SPLIT_32(p)                                                                             \
+    uchar16 a = vload16(0, p), b = vload16(0, p + 16);                                          \
+    uchar16 c = vload16(0, p + 32), e = vload16(0, p + 48);                                     \
+    uchar16 c0 = (uchar16)(a.s048c, b.s048c, c.s048c, e.s048c);                                 \
+    uchar16 c1 = (uchar16)(a.s159d, b.s159d, c.s159d, e.s159d);                                 \
+    uchar16 c2 = (uchar16)(a.s26ae, b.s26ae, c.s26ae, e.s26ae);
 
-/* 32-bit RGBX / BGRX (the fourth byte, padding or alpha, is ignored). */
-#define RGB32_KERNEL(NAME, R, B)                                                                \
+/* RGB24, BGR24, RGBX, BGRX: BPP bytes per pixel, R and B name the channels (c0 or c2). */
+#define RGB_KERNEL(NAME, BPP, SPLIT, R, B)                                                      \
 __kernel void NAME(__global const uchar *src, uint src_stride, uint width, uint height,         \
                    __global uchar *dst, uint dst_stride)                                        \
 {                                                                                               \
@@ -108,20 +93,17 @@ __kernel void NAME(__global const uchar *src, uint src_stride, uint width, uint 
     __global const uchar *s = src + (size_t)y * src_stride;                                     \
     __global uchar *d = dst + (size_t)y * dst_stride;                                           \
     if (x0 + PIXELS_PER_ITEM <= width) {                                                        \
-        __global const uchar *p = s + 4 * x0;                                                   \
-        uchar16 a = vload16(0, p), b = vload16(0, p + 16);                                      \
-        uchar16 c = vload16(0, p + 32), e = vload16(0, p + 48);                                 \
-        uchar16 c0 = (uchar16)(a.s048c, b.s048c, c.s048c, e.s048c);                             \
-        uchar16 c1 = (uchar16)(a.s159d, b.s159d, c.s159d, e.s159d);                             \
-        uchar16 c2 = (uchar16)(a.s26ae, b.s26ae, c.s26ae, e.s26ae);                             \
+        SPLIT(s + BPP * x0)                                                                     \
         vstore16(y_from_rgb16(R, c1, B), 0, d + x0);                                            \
     } else {                                                                                    \
         for (uint x = x0; x < width; x++) {                                                     \
-            __global const uchar *p = s + 4 * x;                                                \
+            __global const uchar *p = s + BPP * x;                                              \
             uchar c0 = p[0], c1 = p[1], c2 = p[2];                                              \
             d[x] = y_from_rgb(R, c1, B);                                                        \
         }                                                                                       \
     }                                                                                           \
 }
-RGB32_KERNEL(luma_rgbx, c0, c2)
-RGB32_KERNEL(luma_bgrx, c2, c0)
+RGB_KERNEL(luma_rgb24, 3, SPLIT_24, c0, c2)
+RGB_KERNEL(luma_bgr24, 3, SPLIT_24, c2, c0)
+RGB_KERNEL(luma_rgbx, 4, SPLIT_32, c0, c2)
+RGB_KERNEL(luma_bgrx, 4, SPLIT_32, c2, c0)

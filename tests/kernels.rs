@@ -131,7 +131,7 @@ fn check_frame_with(
         );
     }
     assert_eq!(
-        pipeline.guards_intact(gpu).expect("guards"),
+        pipeline.broken_guards(gpu).expect("guards"),
         Vec::<&str>::new(),
         "guard bands, {label}"
     );

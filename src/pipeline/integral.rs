@@ -377,20 +377,14 @@ impl IntegralStage {
         Ok((frame, stats.collect()))
     }
 
-    /// Names of the integral images whose guard band was overwritten.
-    pub(super) fn broken_guards(&self, gpu: &Gpu) -> Result<Vec<&'static str>, ClError> {
-        let mut broken = Vec::new();
-        for (name, ok) in [
+    /// Whether each integral image's guard band is intact, by name.
+    pub(super) fn guard_checks(&self, gpu: &Gpu) -> Result<[(&'static str, bool); 4], ClError> {
+        Ok([
             ("integral_sum", self.sum.guard_intact(gpu)?),
             ("integral_sqsum", self.sqsum.guard_intact(gpu)?),
             ("integral_edges", self.edges.guard_intact(gpu)?),
             ("integral_foreground", self.foreground.guard_intact(gpu)?),
-        ] {
-            if !ok {
-                broken.push(name);
-            }
-        }
-        Ok(broken)
+        ])
     }
 
     /// Reads the four integral images.

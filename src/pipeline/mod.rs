@@ -335,7 +335,7 @@ fn device_buffer<T>(gpu: &Gpu, len: usize) -> Result<Buffer<T>, ClError> {
 
 /// Elements a guard band holds past the end of every per-pixel buffer. The band is filled
 /// with a sentinel when the buffer is made, so tests can prove that no kernel's tail writes
-/// beyond the image ([`Pipeline::guards_intact`]).
+/// beyond the image ([`Pipeline::broken_guards`]).
 const GUARD_ELEMENTS: usize = 64;
 
 /// An element type with a recognisable guard value.
@@ -631,23 +631,22 @@ impl Pipeline {
 
     /// Names of the per-pixel buffers whose guard band a kernel overwrote (none, if every
     /// kernel kept within its image). For tests.
-    pub fn guards_intact(&self, gpu: &Gpu) -> Result<Vec<&'static str>, ClError> {
+    pub fn broken_guards(&self, gpu: &Gpu) -> Result<Vec<&'static str>, ClError> {
         let b = &self.bufs;
-        let mut broken = Vec::new();
-        for (name, ok) in [
+        let images = [
             ("luma", b.luma.guard_intact(gpu)?),
             ("dx", b.dx.guard_intact(gpu)?),
             ("dy", b.dy.guard_intact(gpu)?),
             ("magnitude", b.magnitude.guard_intact(gpu)?),
             ("edges", b.edges.guard_intact(gpu)?),
             ("mask", b.mask.guard_intact(gpu)?),
-        ] {
-            if !ok {
-                broken.push(name);
-            }
-        }
-        broken.extend(self.integral.broken_guards(gpu)?);
-        Ok(broken)
+        ];
+        Ok(images
+            .into_iter()
+            .chain(self.integral.guard_checks(gpu)?)
+            .filter(|&(_, intact)| !intact)
+            .map(|(name, _)| name)
+            .collect())
     }
 
     /// Reads back every per-pixel output of the last processed frame.
