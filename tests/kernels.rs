@@ -463,3 +463,34 @@ fn a_kernel_that_fails_to_build_names_its_file_and_shows_the_log() {
         "no compiler log in: {message}"
     );
 }
+
+#[test]
+fn regions_can_be_replaced_between_frames() {
+    let gpu = gpu();
+    let mut rng = Rng::new(21);
+    let layout = FrameLayout::packed(PixelFormat::Grey, 40, 30);
+    let frame = rng.bytes(layout.frame_bytes());
+    let mut pipeline = Pipeline::new(&gpu, layout, PipelineOptions::default(), &[]).unwrap();
+    let mut slot = pipeline.new_slot(&gpu).unwrap();
+    slot.write_bytes(&gpu, &frame).unwrap();
+    assert!(pipeline.process(&gpu, &slot).unwrap().regions.is_empty());
+
+    let corner: Region = "corner:30,20,10,10".parse().unwrap();
+    pipeline
+        .set_regions(&gpu, std::slice::from_ref(&corner))
+        .unwrap();
+    let result = pipeline.process(&gpu, &slot).unwrap();
+    let want: u64 = (20..30)
+        .flat_map(|y| frame[y * 40 + 30..y * 40 + 40].iter())
+        .map(|&v| u64::from(v))
+        .sum();
+    assert_eq!(result.regions.len(), 1);
+    assert_eq!(result.regions[0].0, corner);
+    assert_eq!(result.regions[0].1.sum, want);
+
+    let outside: Region = "outside:31,20,10,10".parse().unwrap();
+    let err = pipeline.set_regions(&gpu, &[outside]).unwrap_err();
+    assert!(err.to_string().contains("'outside'"), "{err}");
+    // A refused set leaves the previous regions in place.
+    assert_eq!(pipeline.process(&gpu, &slot).unwrap().regions[0].0, corner);
+}
