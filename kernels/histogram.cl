@@ -6,13 +6,21 @@
  *   writes partial[group * 256 + bin]: one sub-histogram per work-group.
  *   Work size: 1-D, any number of work-groups of any local size; the work-items stride over
  *   the image in units of 16 pixels of one row (uchar16 load, scalar tail at a row's end)
- *   and count into a local-memory sub-histogram with local atomics.
+ *   and count into a local-memory sub-histogram with local atomics, or, built with
+ *   -DONE_ITEM_PER_GROUP for a local size of 1, with plain increments (CPUs, where local
+ *   memory is ordinary memory and an atomic is a locked instruction).
  * histogram_reduce reads the `groups` sub-histograms and writes hist[256]
  *   (one work-item per bin, global size >= 256).
  */
 
 #define PIXELS_PER_ITEM 16
 #define BINS 256
+
+#ifdef ONE_ITEM_PER_GROUP
+#define COUNT(v) (bins[v]++)
+#else
+#define COUNT(v) atomic_inc(&bins[v])
+#endif
 
 __kernel void histogram_partial(__global const uchar *src, uint src_stride, uint width,
                                 uint height, __global uint *partial)
@@ -31,17 +39,17 @@ __kernel void histogram_partial(__global const uchar *src, uint src_stride, uint
         __global const uchar *row = src + (size_t)y * src_stride;
         if (x0 + PIXELS_PER_ITEM <= width) {
             uchar16 v = vload16(0, row + x0);
-            atomic_inc(&bins[v.s0]); atomic_inc(&bins[v.s1]);
-            atomic_inc(&bins[v.s2]); atomic_inc(&bins[v.s3]);
-            atomic_inc(&bins[v.s4]); atomic_inc(&bins[v.s5]);
-            atomic_inc(&bins[v.s6]); atomic_inc(&bins[v.s7]);
-            atomic_inc(&bins[v.s8]); atomic_inc(&bins[v.s9]);
-            atomic_inc(&bins[v.sa]); atomic_inc(&bins[v.sb]);
-            atomic_inc(&bins[v.sc]); atomic_inc(&bins[v.sd]);
-            atomic_inc(&bins[v.se]); atomic_inc(&bins[v.sf]);
+            COUNT(v.s0); COUNT(v.s1);
+            COUNT(v.s2); COUNT(v.s3);
+            COUNT(v.s4); COUNT(v.s5);
+            COUNT(v.s6); COUNT(v.s7);
+            COUNT(v.s8); COUNT(v.s9);
+            COUNT(v.sa); COUNT(v.sb);
+            COUNT(v.sc); COUNT(v.sd);
+            COUNT(v.se); COUNT(v.sf);
         } else {
             for (uint x = x0; x < width; x++)
-                atomic_inc(&bins[row[x]]);
+                COUNT(row[x]);
         }
     }
     barrier(CLK_LOCAL_MEM_FENCE);

@@ -7,9 +7,7 @@ mod common;
 use common::{assert_image_eq, gpu, Rng};
 use edgesight::cl::Gpu;
 use edgesight::frame::{FrameLayout, PixelFormat};
-use edgesight::pipeline::{
-    Border, ColsPerItem, Magnitude, Pipeline, PipelineOptions, Region, Tuning,
-};
+use edgesight::pipeline::{Border, Magnitude, Pipeline, PipelineOptions, Region, Tuning};
 use edgesight::reference;
 use proptest::prelude::*;
 
@@ -22,10 +20,7 @@ fn check_frame(
     frame: &[u8],
     regions: &[Region],
 ) {
-    for cols in [ColsPerItem::One, ColsPerItem::Sixteen] {
-        let tuning = Tuning {
-            integral_cols_per_item: cols,
-        };
+    for tuning in [Tuning::FOR_GPU, Tuning::FOR_CPU] {
         check_frame_with(gpu, layout, options, tuning, frame, regions);
     }
 }

@@ -1,18 +1,20 @@
 //! Histogram stage: `histogram_partial` then `histogram_reduce` from `kernels/histogram.cl`.
-//! A fixed number of work-groups (a few per compute unit) each fill a local sub-histogram;
+//! A fixed number of work-groups (a few per compute unit) each fill a local sub-histogram,
+//! with local atomics or, one work-item per group, plain increments ([`HistogramCounting`]);
 //! the reduce kernel adds them. The group count does not depend on the frame size.
 
 use opencl3::event::Event;
 use opencl3::kernel::{ExecuteKernel, Kernel};
 use opencl3::memory::Buffer;
 
-use super::{device_buffer, Launch};
+use super::{device_buffer, HistogramCounting, Launch, Tuning};
 use crate::cl::{CallContext, ClError, Gpu, HISTOGRAM_CL};
 use crate::frame::FrameLayout;
 
 /// Work-groups per compute unit: enough to keep every unit busy.
 const GROUPS_PER_COMPUTE_UNIT: usize = 4;
-/// Work-items per group we ask for (fewer where the device allows fewer).
+/// Work-items per group we ask for when they share local atomics (fewer where the device
+/// allows fewer).
 const GROUP_SIZE: usize = 256;
 
 pub(super) struct HistogramStage {
@@ -25,12 +27,16 @@ pub(super) struct HistogramStage {
 }
 
 impl HistogramStage {
-    pub(super) fn new(gpu: &Gpu) -> Result<HistogramStage, ClError> {
-        let program = gpu.build(HISTOGRAM_CL)?;
+    pub(super) fn new(gpu: &Gpu, tuning: &Tuning) -> Result<HistogramStage, ClError> {
+        let (defines, group_size) = match tuning.histogram_counting {
+            HistogramCounting::LocalAtomics => ("", GROUP_SIZE),
+            HistogramCounting::OneItemPerGroup => ("-DONE_ITEM_PER_GROUP", 1),
+        };
+        let program = gpu.build_with(HISTOGRAM_CL, defines)?;
         let partial_kernel =
             Kernel::create(&program, "histogram_partial").call("clCreateKernel")?;
         let reduce_kernel = Kernel::create(&program, "histogram_reduce").call("clCreateKernel")?;
-        let partial_launch = Launch::one_d(gpu, &partial_kernel, GROUP_SIZE)?;
+        let partial_launch = Launch::one_d(gpu, &partial_kernel, group_size)?;
         let reduce_launch = Launch::one_d(gpu, &reduce_kernel, 64)?;
         let groups = (gpu.info.compute_units as usize * GROUPS_PER_COMPUTE_UNIT).clamp(1, 1024);
         let partial = device_buffer(gpu, groups * 256)?;
