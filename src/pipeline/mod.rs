@@ -286,26 +286,6 @@ pub struct Images {
     pub integral_foreground: Vec<u32>,
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn median_per_stage() {
-        let runs = [
-            StageTimings([5, 1, 9, 0, 0, 0, 2]),
-            StageTimings([1, 2, 8, 0, 0, 0, 2]),
-            StageTimings([3, 3, 7, 0, 0, 4, 2]),
-        ];
-        assert_eq!(
-            StageTimings::median(&runs),
-            StageTimings([3, 2, 8, 0, 0, 0, 2])
-        );
-        assert_eq!(StageTimings::median(&runs[..2]).0[0], 5);
-        assert_eq!(StageTimings::median(&[]), StageTimings::default());
-    }
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum PipelineError {
     #[error(transparent)]
@@ -687,5 +667,25 @@ impl Pipeline {
             integral_edges: edges,
             integral_foreground: foreground,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_per_stage() {
+        let runs = [
+            StageTimings([5, 1, 9, 0, 0, 0, 2]),
+            StageTimings([1, 2, 8, 0, 0, 0, 2]),
+            StageTimings([3, 3, 7, 0, 0, 4, 2]),
+        ];
+        assert_eq!(
+            StageTimings::median(&runs),
+            StageTimings([3, 2, 8, 0, 0, 0, 2])
+        );
+        assert_eq!(StageTimings::median(&runs[..2]).0[0], 5);
+        assert_eq!(StageTimings::median(&[]), StageTimings::default());
     }
 }
