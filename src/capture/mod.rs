@@ -1,0 +1,483 @@
+//! Frame sources: where frames come from before the pipeline sees them.
+//!
+//! Every source hands out frames that already lie in a [`FrameSlot`] (a host-mapped
+//! OpenCL buffer), so the pipeline's first kernel reads them where they landed. A source
+//! owns its slots: a camera keeps several queued with the driver while the caller works
+//! on the one it was given, which is what overlaps capture with processing.
+//!
+//! The contract every source keeps:
+//! - [`FrameSource::next_frame`] waits at most about the `wait` it is given, so a caller can
+//!   check for shutdown between calls; [`Next::Idle`] means "nothing yet, call again".
+//! - The frame it returns stays valid until the next call; that call gives its slot back.
+//! - Transient trouble (a camera gone, a bad buffer) is handled inside the source: it is
+//!   counted in [`CaptureStats`], reflected in [`FrameSource::is_up`], and never an `Err`.
+//!   An `Err` means the source cannot go on at all (an OpenCL failure, say).
+
+pub mod pattern;
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use crate::cl::{ClError, FrameSlot, Gpu};
+use crate::frame::{FrameLayout, PixelFormat, Size};
+
+pub use pattern::PatternSource;
+
+/// How frames reach the slots; exported as a metric label and logged when chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IoMode {
+    /// V4L2 exports its buffers as dma-bufs and OpenCL imports them: no copy at all.
+    Dmabuf,
+    /// V4L2 writes straight into the mapped OpenCL buffers.
+    Userptr,
+    /// V4L2's own buffers, mapped, copied once into a slot.
+    Mmap,
+    /// Frames written by the program itself (test pattern, replay).
+    Generated,
+}
+
+impl IoMode {
+    /// The camera modes, in the order they are tried.
+    pub const CAMERA_ORDER: [IoMode; 3] = [IoMode::Dmabuf, IoMode::Userptr, IoMode::Mmap];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            IoMode::Dmabuf => "dmabuf",
+            IoMode::Userptr => "userptr",
+            IoMode::Mmap => "mmap",
+            IoMode::Generated => "generated",
+        }
+    }
+}
+
+impl fmt::Display for IoMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("unknown I/O mode '{0}' (expected dmabuf, userptr or mmap)")]
+pub struct UnknownIoMode(pub String);
+
+impl FromStr for IoMode {
+    type Err = UnknownIoMode;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        IoMode::CAMERA_ORDER
+            .into_iter()
+            .find(|m| m.name() == s.to_ascii_lowercase())
+            .ok_or_else(|| UnknownIoMode(s.to_string()))
+    }
+}
+
+/// One captured frame, in a slot that is ready for kernels on the source's queue.
+pub struct Frame<'a> {
+    pub slot: &'a FrameSlot,
+    pub layout: FrameLayout,
+    /// The source's frame counter (V4L2's `sequence` for a camera).
+    pub sequence: u64,
+    /// When the frame was complete, on the monotonic clock (the driver's timestamp for a
+    /// camera): the start of the frame's latency.
+    pub captured: Instant,
+}
+
+/// What [`FrameSource::next_frame`] found.
+pub enum Next<'a> {
+    Frame(Frame<'a>),
+    /// No frame within the wait (pacing, a camera reconnecting); call again.
+    Idle,
+}
+
+/// Why a frame was lost before the pipeline saw it; a metric label.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DropReason {
+    /// A gap in the sequence numbers: the source moved on before it was asked again.
+    SequenceGap,
+    /// The driver flagged the buffer as damaged (`V4L2_BUF_FLAG_ERROR`).
+    BufferError,
+    /// The buffer held fewer bytes than the frame needs.
+    ShortFrame,
+}
+
+impl DropReason {
+    pub const ALL: [DropReason; 3] = [
+        DropReason::SequenceGap,
+        DropReason::BufferError,
+        DropReason::ShortFrame,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            DropReason::SequenceGap => "sequence_gap",
+            DropReason::BufferError => "buffer_error",
+            DropReason::ShortFrame => "short_frame",
+        }
+    }
+}
+
+/// Counters a source keeps from its start (they survive reconnects).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CaptureStats {
+    /// Frames handed out.
+    pub frames: u64,
+    /// Frames lost, by [`DropReason`] (indexed by `reason as usize`).
+    pub dropped: [u64; DropReason::ALL.len()],
+    /// Times the device was lost and opened again.
+    pub reconnects: u64,
+}
+
+impl CaptureStats {
+    pub fn dropped(&self, reason: DropReason) -> u64 {
+        self.dropped[reason as usize]
+    }
+
+    pub fn dropped_total(&self) -> u64 {
+        self.dropped.iter().sum()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CaptureError {
+    #[error("{source_name}: {message}")]
+    Source {
+        source_name: String,
+        message: String,
+    },
+    #[error("{source_name}: OpenCL")]
+    Cl {
+        source_name: String,
+        #[source]
+        source: ClError,
+    },
+}
+
+/// A producer of frames. See the module documentation for the contract.
+pub trait FrameSource: Send {
+    /// What the source is, for logs and errors ("test pattern 1280x720 grey at 30 fps").
+    fn describe(&self) -> String;
+    /// The layout of the frames it produces now (after negotiation with a camera).
+    fn layout(&self) -> FrameLayout;
+    fn io_mode(&self) -> IoMode;
+    /// Whether frames can currently arrive (false while a camera is gone).
+    fn is_up(&self) -> bool;
+    fn stats(&self) -> CaptureStats;
+    /// Waits up to about `wait` for the next frame.
+    fn next_frame(&mut self, gpu: &Gpu, wait: Duration) -> Result<Next<'_>, CaptureError>;
+}
+
+/// Where frames come from, as the command line and the config spell it:
+/// `pattern:1280x720@30` (optionally `pattern:1280x720:yuyv@30`), `v4l2:/dev/video0`,
+/// `replay:FILE:WxH:FORMAT@FPS`, `replay:DIR@FPS` (a directory of PNG/PGM images).
+#[derive(Clone, Debug, PartialEq)]
+pub enum SourceSpec {
+    Pattern {
+        size: Size,
+        format: PixelFormat,
+        fps: f64,
+    },
+    V4l2 {
+        device: PathBuf,
+        format: Option<PixelFormat>,
+        size: Option<Size>,
+        fps: Option<f64>,
+        io: Option<IoMode>,
+    },
+    Replay {
+        path: PathBuf,
+        /// Size and format of a raw file; `None` for a directory of images.
+        raw: Option<(Size, PixelFormat)>,
+        fps: f64,
+    },
+}
+
+impl SourceSpec {
+    /// The built-in default: a 1280x720 grey test pattern at 30 fps.
+    pub fn default_pattern() -> SourceSpec {
+        SourceSpec::Pattern {
+            size: Size {
+                width: 1280,
+                height: 720,
+            },
+            format: PixelFormat::Grey,
+            fps: 30.0,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("invalid source '{spec}': {reason} (expected pattern:WxH[:FORMAT]@FPS, v4l2:DEVICE or replay:FILE:WxH:FORMAT@FPS or replay:DIR@FPS)")]
+pub struct InvalidSource {
+    pub spec: String,
+    pub reason: String,
+}
+
+/// Parses a frame rate: finite, above 0, at most 1000.
+pub fn parse_fps(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(fps) if fps.is_finite() && fps > 0.0 && fps <= 1000.0 => Ok(fps),
+        _ => Err(format!(
+            "frame rate '{s}' is not a number above 0 and at most 1000"
+        )),
+    }
+}
+
+impl FromStr for SourceSpec {
+    type Err = InvalidSource;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = |reason: String| InvalidSource {
+            spec: s.to_string(),
+            reason,
+        };
+        let (kind, rest) = s
+            .split_once(':')
+            .ok_or_else(|| bad("no kind before ':'".into()))?;
+        match kind {
+            "pattern" => {
+                let (geometry, fps) = rest.rsplit_once('@').ok_or_else(|| bad("no @FPS".into()))?;
+                let fps = parse_fps(fps).map_err(bad)?;
+                let (size, format) = match geometry.split_once(':') {
+                    Some((size, format)) => {
+                        (size, format.parse().map_err(|e| bad(format!("{e}")))?)
+                    }
+                    None => (geometry, PixelFormat::Grey),
+                };
+                let size = size.parse().map_err(|e| bad(format!("{e}")))?;
+                Ok(SourceSpec::Pattern { size, format, fps })
+            }
+            "v4l2" if !rest.is_empty() => Ok(SourceSpec::V4l2 {
+                device: PathBuf::from(rest),
+                format: None,
+                size: None,
+                fps: None,
+                io: None,
+            }),
+            "v4l2" => Err(bad("no device path".into())),
+            "replay" => {
+                let (body, fps) = rest.rsplit_once('@').ok_or_else(|| bad("no @FPS".into()))?;
+                let fps = parse_fps(fps).map_err(bad)?;
+                // FILE may itself hold ':', so the size and format are taken from the right.
+                let mut parts = body.rsplitn(3, ':');
+                let last = parts.next().unwrap_or_default();
+                match (last.parse::<PixelFormat>(), parts.next(), parts.next()) {
+                    (Ok(format), Some(size), Some(path)) if !path.is_empty() => {
+                        let size = size.parse().map_err(|e| bad(format!("{e}")))?;
+                        Ok(SourceSpec::Replay {
+                            path: PathBuf::from(path),
+                            raw: Some((size, format)),
+                            fps,
+                        })
+                    }
+                    _ if !body.is_empty() => Ok(SourceSpec::Replay {
+                        path: PathBuf::from(body),
+                        raw: None,
+                        fps,
+                    }),
+                    _ => Err(bad("no file or directory".into())),
+                }
+            }
+            other => Err(bad(format!("unknown kind '{other}'"))),
+        }
+    }
+}
+
+impl fmt::Display for SourceSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SourceSpec::Pattern { size, format, fps } => write!(f, "pattern:{size}:{format}@{fps}"),
+            SourceSpec::V4l2 { device, .. } => write!(f, "v4l2:{}", device.display()),
+            SourceSpec::Replay {
+                path,
+                raw: Some((size, format)),
+                fps,
+            } => write!(f, "replay:{}:{size}:{format}@{fps}", path.display()),
+            SourceSpec::Replay {
+                path,
+                raw: None,
+                fps,
+            } => write!(f, "replay:{}@{fps}", path.display()),
+        }
+    }
+}
+
+/// Opens the source `spec` describes, with its slots on `gpu`.
+pub fn open(spec: &SourceSpec, gpu: &Gpu) -> Result<Box<dyn FrameSource>, CaptureError> {
+    match spec {
+        SourceSpec::Pattern { size, format, fps } => Ok(Box::new(PatternSource::new(
+            gpu,
+            FrameLayout::packed(*format, size.width, size.height),
+            *fps,
+        )?)),
+        SourceSpec::V4l2 { device, .. } => Err(CaptureError::Source {
+            source_name: device.display().to_string(),
+            message: "V4L2 capture is not available in this build yet".into(),
+        }),
+        SourceSpec::Replay { path, .. } => Err(CaptureError::Source {
+            source_name: path.display().to_string(),
+            message: "replay is not available in this build yet".into(),
+        }),
+    }
+}
+
+/// Paces a source at a frame rate on the monotonic clock, the way a camera's sensor does:
+/// frame `n` is due at `start + n / fps`, and a caller that falls behind skips frames
+/// (counted as sequence gaps) instead of slowing the clock down.
+#[derive(Clone, Debug)]
+pub struct Pacer {
+    /// Set by the first wait, as a camera's clock starts with streaming, not with opening.
+    start: Option<Instant>,
+    period: Duration,
+    /// The next sequence number to hand out.
+    next: u64,
+}
+
+impl Pacer {
+    pub fn new(fps: f64) -> Pacer {
+        Pacer {
+            start: None,
+            period: Duration::from_secs_f64(1.0 / fps),
+            next: 0,
+        }
+    }
+
+    fn due(&self, start: Instant, sequence: u64) -> Instant {
+        start + self.period.mul_f64(sequence as f64)
+    }
+
+    /// Waits up to `wait` for the next frame to be due. Returns its sequence number, its due
+    /// time and how many frames were skipped since the last one, or `None` if it is not due
+    /// within `wait`.
+    pub fn wait_next(&mut self, wait: Duration) -> Option<(u64, Instant, u64)> {
+        let now = Instant::now();
+        let start = *self.start.get_or_insert(now);
+        let mut sequence = self.next;
+        if self.due(start, sequence) > now + wait {
+            std::thread::sleep(wait);
+            return None;
+        }
+        if let Some(pause) = self.due(start, sequence).checked_duration_since(now) {
+            std::thread::sleep(pause);
+        } else {
+            // Late: take the newest frame already due, as a camera would deliver it.
+            let elapsed = now.duration_since(start).as_secs_f64();
+            let newest = (elapsed / self.period.as_secs_f64()).floor() as u64;
+            sequence = sequence.max(newest);
+        }
+        let skipped = sequence - self.next;
+        self.next = sequence + 1;
+        Some((sequence, self.due(start, sequence), skipped))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn size(width: u32, height: u32) -> Size {
+        Size { width, height }
+    }
+
+    #[test]
+    fn parses_source_specs() {
+        assert_eq!(
+            "pattern:1280x720@30".parse::<SourceSpec>().unwrap(),
+            SourceSpec::Pattern {
+                size: size(1280, 720),
+                format: PixelFormat::Grey,
+                fps: 30.0
+            }
+        );
+        assert_eq!(
+            "pattern:64x48:yuyv@7.5".parse::<SourceSpec>().unwrap(),
+            SourceSpec::Pattern {
+                size: size(64, 48),
+                format: PixelFormat::Yuyv,
+                fps: 7.5
+            }
+        );
+        assert_eq!(
+            "v4l2:/dev/video0".parse::<SourceSpec>().unwrap(),
+            SourceSpec::V4l2 {
+                device: "/dev/video0".into(),
+                format: None,
+                size: None,
+                fps: None,
+                io: None
+            }
+        );
+        assert_eq!(
+            "replay:/data/a:b.raw:640x480:nv12@15"
+                .parse::<SourceSpec>()
+                .unwrap(),
+            SourceSpec::Replay {
+                path: "/data/a:b.raw".into(),
+                raw: Some((size(640, 480), PixelFormat::Nv12)),
+                fps: 15.0
+            }
+        );
+        assert_eq!(
+            "replay:frames/@2".parse::<SourceSpec>().unwrap(),
+            SourceSpec::Replay {
+                path: "frames/".into(),
+                raw: None,
+                fps: 2.0
+            }
+        );
+    }
+
+    #[test]
+    fn rejects_bad_specs_with_the_reason() {
+        for (spec, reason) in [
+            ("pattern:1280x720", "no @FPS"),
+            ("pattern:1280x0@30", "invalid size"),
+            ("pattern:64x48:yuv@30", "unknown pixel format 'yuv'"),
+            ("pattern:64x48@0", "frame rate '0'"),
+            ("pattern:64x48@nan", "frame rate 'nan'"),
+            ("v4l2:", "no device path"),
+            ("camera:/dev/video0", "unknown kind 'camera'"),
+            ("replay:@30", "no file or directory"),
+            ("/dev/video0", "no kind"),
+        ] {
+            let err = spec.parse::<SourceSpec>().unwrap_err().to_string();
+            assert!(err.contains(reason), "{spec}: {err}");
+            assert!(err.contains(spec), "{spec}: {err}");
+        }
+    }
+
+    #[test]
+    fn specs_print_as_they_parse() {
+        for spec in [
+            "pattern:64x48:yuyv@7.5",
+            "v4l2:/dev/video2",
+            "replay:x.raw:8x8:grey@3",
+            "replay:dir@1",
+        ] {
+            let parsed: SourceSpec = spec.parse().unwrap();
+            assert_eq!(parsed.to_string().parse::<SourceSpec>().unwrap(), parsed);
+        }
+    }
+
+    #[test]
+    fn pacer_skips_frames_a_slow_caller_missed() {
+        let mut pacer = Pacer::new(1000.0);
+        let (first, _, skipped) = pacer.wait_next(Duration::from_millis(50)).unwrap();
+        assert_eq!((first, skipped), (0, 0));
+        std::thread::sleep(Duration::from_millis(20));
+        let (late, _, skipped) = pacer.wait_next(Duration::from_millis(50)).unwrap();
+        assert!(late >= 19, "late frame {late}");
+        assert_eq!(skipped, late - 1);
+        let (next, _, skipped) = pacer.wait_next(Duration::from_millis(50)).unwrap();
+        assert_eq!((next, skipped), (late + 1, 0));
+    }
+
+    #[test]
+    fn pacer_returns_none_before_a_frame_is_due() {
+        let mut pacer = Pacer::new(1.0);
+        assert!(pacer.wait_next(Duration::from_millis(10)).is_some());
+        let t = Instant::now();
+        assert!(pacer.wait_next(Duration::from_millis(30)).is_none());
+        assert!(t.elapsed() >= Duration::from_millis(30));
+    }
+}

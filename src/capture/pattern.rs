@@ -1,0 +1,288 @@
+//! The built-in test pattern: a scene that moves, so the daemon can run anywhere without a
+//! camera and every metric has something to measure.
+//!
+//! A tinted diagonal gradient drifts across the frame, a bright disk circles it, a dark bar
+//! slides along the bottom third, and mild noise keeps the histogram from being spiky. Each
+//! frame is a pure function of its sequence number ([`render`]), so tests can rebuild any
+//! frame the source handed out.
+
+use std::time::Duration;
+
+use super::{CaptureError, CaptureStats, DropReason, Frame, FrameSource, IoMode, Next, Pacer};
+use crate::cl::{FrameSlot, Gpu};
+use crate::frame::{FrameLayout, PixelFormat};
+use crate::reference;
+
+/// The colour of one pattern pixel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Rgb(u8, u8, u8);
+
+impl Rgb {
+    fn luma(self) -> u8 {
+        reference::rgb_to_luma(self.0, self.1, self.2)
+    }
+}
+
+/// The scene at frame `sequence`, as a colour per pixel, one row at a time.
+struct Scene {
+    width: u32,
+    height: u32,
+    /// Gradient drift in pixels.
+    shift: u32,
+    disk: (i64, i64, i64),
+    bar: (u32, u32, u32, u32),
+    seed: u32,
+}
+
+impl Scene {
+    fn at(width: u32, height: u32, sequence: u64) -> Scene {
+        let t = sequence as f64;
+        let (w, h) = (f64::from(width), f64::from(height));
+        let radius = (h.min(w) / 6.0).max(1.0);
+        let cx = w / 2.0 + (w / 3.0) * (t / 45.0).cos();
+        let cy = h / 2.0 + (h / 4.0) * (t / 31.0).sin();
+        let bar_w = (width / 5).max(1);
+        let travel = u64::from(width + bar_w);
+        let bar_x = (sequence * 7 % travel) as u32;
+        Scene {
+            width,
+            height,
+            shift: (sequence % 256) as u32,
+            disk: (cx as i64, cy as i64, radius as i64),
+            bar: (
+                bar_x.saturating_sub(bar_w),
+                bar_x.min(width),
+                height * 2 / 3,
+                (height * 2 / 3 + (height / 8).max(1)).min(height),
+            ),
+            seed: (sequence as u32).wrapping_mul(0x9E37_79B9) | 1,
+        }
+    }
+
+    /// Writes row `y`'s colours into `row` (`width` entries).
+    fn row(&self, y: u32, row: &mut [Rgb]) {
+        let (cx, cy, r) = self.disk;
+        let dy = i64::from(y) - cy;
+        let in_bar_rows = y >= self.bar.2 && y < self.bar.3;
+        let mut noise = self.seed ^ y.wrapping_mul(0x85EB_CA6B) ^ 0x2545_F491;
+        for (x, px) in row.iter_mut().enumerate() {
+            let x = x as u32;
+            // xorshift32: cheap noise of ±4 levels.
+            noise ^= noise << 13;
+            noise ^= noise >> 17;
+            noise ^= noise << 5;
+            let jitter = (noise >> 29) as i32 - 4;
+            let g = 24 + ((x * 160 / self.width + y * 48 / self.height + self.shift) % 200) as i32;
+            let dx = i64::from(x) - cx;
+            let colour = if dx * dx + dy * dy <= r * r {
+                (230, 190, 90)
+            } else if in_bar_rows && x >= self.bar.0 && x < self.bar.1 {
+                (30, 40, 70)
+            } else {
+                (g + 10, g, g - 12)
+            };
+            let c = |v: i32| (v + jitter).clamp(0, 255) as u8;
+            *px = Rgb(c(colour.0), c(colour.1), c(colour.2));
+        }
+    }
+}
+
+/// Writes frame `sequence` of the pattern into `out`, laid out as `layout` says (rows
+/// `layout.stride` apart; bytes between rows are left as they are).
+pub fn render(layout: &FrameLayout, sequence: u64, out: &mut [u8]) {
+    let scene = Scene::at(layout.width, layout.height, sequence);
+    let width = layout.width as usize;
+    let stride = layout.stride as usize;
+    let mut row = vec![Rgb(0, 0, 0); width];
+    for y in 0..layout.height {
+        scene.row(y, &mut row);
+        let start = y as usize * stride;
+        let line = &mut out[start..start + width * layout.format.bytes_per_pixel() as usize];
+        match layout.format {
+            PixelFormat::Grey | PixelFormat::Nv12 => {
+                for (o, p) in line.iter_mut().zip(&row) {
+                    *o = p.luma();
+                }
+            }
+            PixelFormat::Yuyv | PixelFormat::Uyvy => {
+                let luma_first = layout.format == PixelFormat::Yuyv;
+                for (i, (o, p)) in line.chunks_exact_mut(2).zip(&row).enumerate() {
+                    // Chroma alternates U, V; a mild constant tint is enough for a pattern.
+                    let chroma = if i % 2 == 0 { 120 } else { 136 };
+                    if luma_first {
+                        o.copy_from_slice(&[p.luma(), chroma]);
+                    } else {
+                        o.copy_from_slice(&[chroma, p.luma()]);
+                    }
+                }
+            }
+            PixelFormat::Rgb24 | PixelFormat::Bgr24 | PixelFormat::Rgbx | PixelFormat::Bgrx => {
+                let bpp = layout.format.bytes_per_pixel() as usize;
+                let bgr = matches!(layout.format, PixelFormat::Bgr24 | PixelFormat::Bgrx);
+                for (o, p) in line.chunks_exact_mut(bpp).zip(&row) {
+                    let (first, last) = if bgr { (p.2, p.0) } else { (p.0, p.2) };
+                    o[..3].copy_from_slice(&[first, p.1, last]);
+                    if bpp == 4 {
+                        o[3] = 255;
+                    }
+                }
+            }
+        }
+    }
+    if layout.format == PixelFormat::Nv12 {
+        // Interleaved UV at half height after the Y plane: neutral chroma.
+        let uv_start = stride * layout.height as usize;
+        for y in 0..layout.height.div_ceil(2) as usize {
+            let start = uv_start + y * stride;
+            // The luma stage reads only the Y plane; the row stays within the stride.
+            out[start..start + width].fill(128);
+        }
+    }
+}
+
+/// The test-pattern source: renders each frame straight into a mapped slot, paced at its
+/// frame rate.
+pub struct PatternSource {
+    layout: FrameLayout,
+    fps: f64,
+    slots: [FrameSlot; 2],
+    /// The slot the next frame goes into.
+    next_slot: usize,
+    pacer: Pacer,
+    stats: CaptureStats,
+}
+
+impl PatternSource {
+    pub fn new(gpu: &Gpu, layout: FrameLayout, fps: f64) -> Result<PatternSource, CaptureError> {
+        let describe = format!("test pattern {}x{}", layout.width, layout.height);
+        layout.validate().map_err(|e| CaptureError::Source {
+            source_name: describe.clone(),
+            message: e.to_string(),
+        })?;
+        let slot = || {
+            FrameSlot::new(gpu, layout.frame_bytes()).map_err(|source| CaptureError::Cl {
+                source_name: describe.clone(),
+                source,
+            })
+        };
+        Ok(PatternSource {
+            layout,
+            fps,
+            slots: [slot()?, slot()?],
+            next_slot: 0,
+            pacer: Pacer::new(fps),
+            stats: CaptureStats::default(),
+        })
+    }
+}
+
+impl FrameSource for PatternSource {
+    fn describe(&self) -> String {
+        format!(
+            "test pattern {}x{} {} at {} fps",
+            self.layout.width, self.layout.height, self.layout.format, self.fps
+        )
+    }
+
+    fn layout(&self) -> FrameLayout {
+        self.layout
+    }
+
+    fn io_mode(&self) -> IoMode {
+        IoMode::Generated
+    }
+
+    fn is_up(&self) -> bool {
+        true
+    }
+
+    fn stats(&self) -> CaptureStats {
+        self.stats
+    }
+
+    fn next_frame(&mut self, gpu: &Gpu, wait: Duration) -> Result<Next<'_>, CaptureError> {
+        let Some((sequence, due, skipped)) = self.pacer.wait_next(wait) else {
+            return Ok(Next::Idle);
+        };
+        self.stats.dropped[DropReason::SequenceGap as usize] += skipped;
+        let index = self.next_slot;
+        self.next_slot = (index + 1) % self.slots.len();
+        let layout = self.layout;
+        let slot = &mut self.slots[index];
+        slot.write(gpu, |bytes| render(&layout, sequence, bytes))
+            .map_err(|source| CaptureError::Cl {
+                source_name: "test pattern".into(),
+                source,
+            })?;
+        self.stats.frames += 1;
+        Ok(Next::Frame(Frame {
+            slot: &self.slots[index],
+            layout,
+            sequence,
+            captured: due,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rendered(format: PixelFormat, width: u32, height: u32, sequence: u64) -> Vec<u8> {
+        let layout = FrameLayout::packed(format, width, height);
+        let mut out = vec![0u8; layout.frame_bytes()];
+        render(&layout, sequence, &mut out);
+        out
+    }
+
+    #[test]
+    fn every_format_has_the_same_luma() {
+        let (w, h) = (37, 21);
+        let grey = rendered(PixelFormat::Grey, w, h, 5);
+        for format in PixelFormat::ALL {
+            let layout = FrameLayout::packed(format, w, h);
+            let frame = rendered(format, w, h, 5);
+            assert_eq!(reference::luma(&layout, &frame), grey, "{format}");
+        }
+    }
+
+    #[test]
+    fn frames_move_and_look_natural() {
+        let (w, h) = (160, 120);
+        let a = rendered(PixelFormat::Grey, w, h, 0);
+        let b = rendered(PixelFormat::Grey, w, h, 10);
+        let changed = a.iter().zip(&b).filter(|(x, y)| x != y).count();
+        assert!(changed > a.len() / 2, "only {changed} pixels changed");
+        // Many grey levels (not a few flat regions), and neither black nor saturated.
+        let mut seen = [false; 256];
+        a.iter().for_each(|&v| seen[v as usize] = true);
+        let levels = seen.iter().filter(|&&s| s).count();
+        assert!(levels > 150, "{levels} grey levels");
+        let mean = a.iter().map(|&v| u64::from(v)).sum::<u64>() / a.len() as u64;
+        assert!((60..200).contains(&mean), "mean {mean}");
+        assert_eq!(a, rendered(PixelFormat::Grey, w, h, 0), "not deterministic");
+    }
+
+    #[test]
+    fn padding_between_rows_is_left_alone() {
+        let layout = FrameLayout {
+            format: PixelFormat::Rgb24,
+            width: 5,
+            height: 3,
+            stride: 20,
+        };
+        let mut out = vec![0xEEu8; layout.frame_bytes()];
+        render(&layout, 1, &mut out);
+        for row in out.chunks(20) {
+            assert!(row[15..].iter().all(|&b| b == 0xEE));
+        }
+    }
+
+    #[test]
+    fn tiny_frames_render() {
+        for format in PixelFormat::ALL {
+            rendered(format, 1, 1, 3);
+            rendered(format, 3, 2, 1000);
+        }
+    }
+}
