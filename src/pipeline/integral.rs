@@ -8,10 +8,10 @@ use std::str::FromStr;
 use opencl3::event::Event;
 use opencl3::kernel::{ExecuteKernel, Kernel};
 use opencl3::memory::Buffer;
-use opencl3::types::CL_BLOCKING;
+use opencl3::types::{CL_BLOCKING, CL_NON_BLOCKING};
 use serde::Serialize;
 
-use super::{device_buffer, read_buffer, DeviceImage, Launch, PipelineError, Tuning};
+use super::{device_buffer, DeviceImage, Launch, PipelineError, Tuning};
 use crate::cl::{CallContext, ClError, Gpu, INTEGRAL_CL};
 use crate::frame::FrameLayout;
 
@@ -170,6 +170,8 @@ pub(super) struct IntegralStage {
     regions: Vec<Region>,
     rects: Buffer<u32>,
     sums: Buffer<u64>,
+    /// The region sums read back from `sums`, four per region.
+    sums_host: Vec<u64>,
 }
 
 impl IntegralStage {
@@ -214,6 +216,7 @@ impl IntegralStage {
             regions: Vec::new(),
             rects: device_buffer(gpu, 4)?,
             sums: device_buffer(gpu, 4)?,
+            sums_host: Vec::new(),
         };
         stage.set_regions(gpu, layout, regions)?;
         Ok(stage)
@@ -299,7 +302,8 @@ impl IntegralStage {
         .call("clEnqueueNDRangeKernel(integral columns)")
     }
 
-    /// Enqueues the integrals of luma, of the edge mask and of the foreground mask.
+    /// Enqueues the integrals of luma, of the edge mask and of the foreground mask, handing
+    /// each kernel's event to `event`.
     pub(super) fn enqueue_integrals(
         &self,
         gpu: &Gpu,
@@ -307,28 +311,28 @@ impl IntegralStage {
         luma: &Buffer<u8>,
         edge_mask: &Buffer<u8>,
         foreground_mask: &Buffer<u8>,
-    ) -> Result<Vec<Event>, ClError> {
-        Ok(vec![
-            self.rows(
-                gpu,
-                &self.rows_sum_sqsum,
-                luma,
-                layout,
-                &[&self.sum.buf, &self.sqsum.buf],
-            )?,
-            self.cols(gpu, &self.cols_uint, layout, &self.sum.buf)?,
-            self.cols(gpu, &self.cols_ulong, layout, &self.sqsum.buf)?,
-            self.rows(gpu, &self.rows_count, edge_mask, layout, &[&self.edges.buf])?,
-            self.cols(gpu, &self.cols_uint, layout, &self.edges.buf)?,
-            self.rows(
-                gpu,
-                &self.rows_count,
-                foreground_mask,
-                layout,
-                &[&self.foreground.buf],
-            )?,
-            self.cols(gpu, &self.cols_uint, layout, &self.foreground.buf)?,
-        ])
+        mut event: impl FnMut(Event),
+    ) -> Result<(), ClError> {
+        event(self.rows(
+            gpu,
+            &self.rows_sum_sqsum,
+            luma,
+            layout,
+            &[&self.sum.buf, &self.sqsum.buf],
+        )?);
+        event(self.cols(gpu, &self.cols_uint, layout, &self.sum.buf)?);
+        event(self.cols(gpu, &self.cols_ulong, layout, &self.sqsum.buf)?);
+        event(self.rows(gpu, &self.rows_count, edge_mask, layout, &[&self.edges.buf])?);
+        event(self.cols(gpu, &self.cols_uint, layout, &self.edges.buf)?);
+        event(self.rows(
+            gpu,
+            &self.rows_count,
+            foreground_mask,
+            layout,
+            &[&self.foreground.buf],
+        )?);
+        event(self.cols(gpu, &self.cols_uint, layout, &self.foreground.buf)?);
+        Ok(())
     }
 
     /// Enqueues the sums of every region (the whole frame first).
@@ -355,26 +359,57 @@ impl IntegralStage {
         .call("clEnqueueNDRangeKernel(region_sums)")
     }
 
-    /// Reads the region sums: the whole frame, then each configured region.
-    pub(super) fn read_regions(
+    /// Enqueues a non-blocking read of the region sums into a host buffer kept here.
+    ///
+    /// # Safety
+    /// The queue must be finished before [`IntegralStage::fill_regions`] or another call
+    /// of this touches the host buffer.
+    pub(super) unsafe fn enqueue_read_sums(&mut self, gpu: &Gpu) -> Result<(), ClError> {
+        let len = 4 * self.regions.len();
+        self.sums_host.resize(len, 0);
+        unsafe {
+            gpu.queue
+                .enqueue_read_buffer(&self.sums, CL_NON_BLOCKING, 0, &mut self.sums_host, &[])
+        }
+        .call("clEnqueueReadBuffer")?;
+        Ok(())
+    }
+
+    /// Fills the whole frame's and each configured region's statistics from the sums read
+    /// by [`IntegralStage::enqueue_read_sums`], reusing `regions`' allocations.
+    pub(super) fn fill_regions(
         &self,
-        gpu: &Gpu,
-    ) -> Result<(RegionStats, Vec<(Region, RegionStats)>), ClError> {
-        let raw = read_buffer(gpu, &self.sums, 4 * self.regions.len())?;
-        let mut stats = self.regions.iter().zip(raw.chunks_exact(4)).map(|(r, s)| {
-            let st = RegionStats {
-                area: u64::from(r.width) * u64::from(r.height),
-                sum: s[0],
-                sqsum: s[1],
-                edges: s[2],
-                foreground: s[3],
-            };
-            (r.clone(), st)
-        });
-        let (_, frame) = stats
+        frame: &mut RegionStats,
+        regions: &mut Vec<(Region, RegionStats)>,
+    ) {
+        let mut stats = self
+            .regions
+            .iter()
+            .zip(self.sums_host.chunks_exact(4))
+            .map(|(r, s)| {
+                let st = RegionStats {
+                    area: u64::from(r.width) * u64::from(r.height),
+                    sum: s[0],
+                    sqsum: s[1],
+                    edges: s[2],
+                    foreground: s[3],
+                };
+                (r, st)
+            });
+        let (_, whole) = stats
             .next()
             .expect("the whole frame is always the first region");
-        Ok((frame, stats.collect()))
+        *frame = whole;
+        regions.truncate(self.regions.len() - 1);
+        for (i, (r, st)) in stats.enumerate() {
+            match regions.get_mut(i) {
+                Some(slot) => {
+                    slot.0.clone_from(r);
+                    slot.1 = st;
+                }
+                None => regions.push((r.clone(), st)),
+            }
+        }
     }
 
     /// Whether each integral image's guard band is intact, by name.

@@ -23,10 +23,10 @@ use std::str::FromStr;
 use opencl3::event::Event;
 use opencl3::kernel::Kernel;
 use opencl3::memory::{Buffer, CL_MEM_READ_WRITE};
-use opencl3::types::CL_BLOCKING;
+use opencl3::types::{CL_BLOCKING, CL_NON_BLOCKING};
 use serde::Serialize;
 
-use crate::cl::{event_nanos, CallContext, ClError, FrameSlot, Gpu};
+use crate::cl::{CallContext, ClError, FrameSlot, Gpu};
 use crate::frame::{FrameLayout, LayoutError};
 
 pub use integral::{Region, RegionError, RegionStats};
@@ -270,6 +270,21 @@ pub struct FrameResult {
     pub timings: StageTimings,
 }
 
+impl FrameResult {
+    /// A result with nothing in it yet, to be filled by [`Pipeline::process_into`].
+    pub fn empty() -> FrameResult {
+        FrameResult {
+            width: 0,
+            height: 0,
+            histogram: [0; 256],
+            otsu_threshold: 0,
+            frame: RegionStats::default(),
+            regions: Vec::new(),
+            timings: StageTimings::default(),
+        }
+    }
+}
+
 /// The full per-pixel outputs of the last frame, dense, row-major.
 #[derive(Clone, Debug, Default)]
 pub struct Images {
@@ -460,6 +475,10 @@ pub struct Pipeline {
     otsu: otsu::OtsuStage,
     integral: integral::IntegralStage,
     bufs: DeviceImages,
+    /// The last frame's events, kept so that a frame allocates nothing once warm.
+    events: Vec<(Stage, Event)>,
+    /// First kernel start to last kernel end of the last frame, in nanoseconds.
+    last_span: u64,
 }
 
 /// The intermediate images, kept on the device.
@@ -515,6 +534,8 @@ impl Pipeline {
             otsu: otsu::OtsuStage::new(gpu).stage(Stage::Otsu)?,
             integral: integral::IntegralStage::new(gpu, &layout, regions, &tuning)?,
             bufs,
+            events: Vec::with_capacity(16),
+            last_span: 0,
         })
     }
 
@@ -543,6 +564,19 @@ impl Pipeline {
 
     /// Processes the frame in `slot` and waits for the results.
     pub fn process(&mut self, gpu: &Gpu, slot: &FrameSlot) -> Result<FrameResult, PipelineError> {
+        let mut result = FrameResult::empty();
+        self.process_into(gpu, slot, &mut result)?;
+        Ok(result)
+    }
+
+    /// As [`Pipeline::process`], into `result`, reusing what it holds: once `result` has
+    /// been filled for this pipeline's regions, a frame allocates no host memory.
+    pub fn process_into(
+        &mut self,
+        gpu: &Gpu,
+        slot: &FrameSlot,
+        result: &mut FrameResult,
+    ) -> Result<(), PipelineError> {
         let need = self.layout.frame_bytes();
         if slot.len() < need {
             return Err(PipelineError::SlotTooSmall {
@@ -556,7 +590,8 @@ impl Pipeline {
         }
         let l = self.layout;
         let b = &self.bufs;
-        let mut events: Vec<(Stage, Event)> = Vec::with_capacity(12);
+        let events = &mut self.events;
+        events.clear();
         events.push((
             Stage::Luma,
             self.luma
@@ -595,13 +630,11 @@ impl Pipeline {
                 .enqueue_binarize(gpu, &b.luma.buf, &l, &b.threshold, &b.mask.buf)
                 .stage(Stage::Binarize)?,
         ));
-        for e in self
-            .integral
-            .enqueue_integrals(gpu, &l, &b.luma.buf, &b.edges.buf, &b.mask.buf)
-            .stage(Stage::Integral)?
-        {
-            events.push((Stage::Integral, e));
-        }
+        self.integral
+            .enqueue_integrals(gpu, &l, &b.luma.buf, &b.edges.buf, &b.mask.buf, |e| {
+                events.push((Stage::Integral, e))
+            })
+            .stage(Stage::Integral)?;
         events.push((
             Stage::Regions,
             self.integral
@@ -609,26 +642,46 @@ impl Pipeline {
                 .stage(Stage::Regions)?,
         ));
 
-        let hist_vec = read_buffer(gpu, &b.hist, 256)?;
-        let threshold = read_buffer(gpu, &b.threshold, 1)?[0];
-        let (frame, regions) = self.integral.read_regions(gpu)?;
+        // Queue the small reads behind the kernels and wait once.
+        let mut threshold = [0u32; 1];
+        unsafe {
+            gpu.queue
+                .enqueue_read_buffer(&b.hist, CL_NON_BLOCKING, 0, &mut result.histogram, &[])
+                .call("clEnqueueReadBuffer")?;
+            gpu.queue
+                .enqueue_read_buffer(&b.threshold, CL_NON_BLOCKING, 0, &mut threshold, &[])
+                .call("clEnqueueReadBuffer")?;
+            self.integral.enqueue_read_sums(gpu)?;
+        }
         gpu.finish()?;
+        self.integral
+            .fill_regions(&mut result.frame, &mut result.regions);
 
         let mut timings = StageTimings::default();
-        for (stage, event) in &events {
-            timings.0[*stage as usize] += event_nanos(event)?;
+        let (mut first, mut last) = (u64::MAX, 0);
+        for (stage, event) in events.iter() {
+            let start = event
+                .profiling_command_start()
+                .call("clGetEventProfilingInfo")?;
+            let end = event
+                .profiling_command_end()
+                .call("clGetEventProfilingInfo")?;
+            timings.0[*stage as usize] += end.saturating_sub(start);
+            first = first.min(start);
+            last = last.max(end);
         }
-        let mut histogram = [0u32; 256];
-        histogram.copy_from_slice(&hist_vec);
-        Ok(FrameResult {
-            width: l.width,
-            height: l.height,
-            histogram,
-            otsu_threshold: threshold as u8,
-            frame,
-            regions,
-            timings,
-        })
+        self.last_span = last.saturating_sub(first);
+        result.width = l.width;
+        result.height = l.height;
+        result.otsu_threshold = threshold[0] as u8;
+        result.timings = timings;
+        Ok(())
+    }
+
+    /// Device time from the first kernel's start to the last one's end for the last frame
+    /// processed, in nanoseconds: the stages' times plus the gaps between kernels.
+    pub fn last_device_span_nanos(&self) -> u64 {
+        self.last_span
     }
 
     /// Names of the per-pixel buffers whose guard band a kernel overwrote (none, if every
