@@ -21,7 +21,7 @@ echo "== edgesight bench, NVIDIA OpenCL"
 "$kit/edgesight" bench --device nvidia --sizes "$sizes" --runs "$runs" --warmup 20 \
     --json "$out/opencl-nvidia.json" --save-frames /tmp/frames 2>/dev/null
 echo "== NPP"
-nvcc -O2 -o /tmp/npp_bench "$kit/npp_bench.cpp" -lnppif -lnppist -lnppidei -lnppicc -lnppc \
+nvcc -O2 -o /tmp/npp_bench "$kit/npp_bench.cpp" -lnppial -lnppicc -lnppidei -lnppif -lnppig -lnppim -lnppist -lnppisu -lnppitc -lnppc \
     && /tmp/npp_bench /tmp/frames "$sizes" "$runs" | tee "$out/npp.json"
 echo "== edgesight bench again (drift check), NVIDIA OpenCL"
 "$kit/edgesight" bench --device nvidia --sizes "$sizes" --runs "$runs" --warmup 20 \

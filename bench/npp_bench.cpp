@@ -1,7 +1,7 @@
 // NVIDIA NPP on the frames `edgesight bench --save-frames DIR` writes: the same work as
 // edgesight's stages, timed with CUDA events, medians of RUNS calls after a warm-up.
 //
-//   nvcc -O2 -o npp_bench bench/npp_bench.cpp -lnppif -lnppist -lnppidei -lnppicc -lnppc
+//   nvcc -O2 -o npp_bench bench/npp_bench.cpp -lnppial -lnppicc -lnppidei -lnppif -lnppig -lnppim -lnppist -lnppisu -lnppitc -lnppc
 //   ./npp_bench DIR 1280x720,1920x1080,3840x2160 RUNS > npp.json
 //
 // Stages (NPP has no Otsu; its nearest equivalents for the rest):
@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -76,8 +77,15 @@ int main(int argc, char **argv)
     cudaStream_t stream;
     CHECK_CUDA(cudaStreamCreate(&stream));
     NppStreamContext ctx;
-    CHECK_NPP(nppGetStreamContext(&ctx));
+    memset(&ctx, 0, sizeof ctx);
     ctx.hStream = stream;
+    ctx.nCudaDeviceId = 0;
+    ctx.nMultiProcessorCount = prop.multiProcessorCount;
+    ctx.nMaxThreadsPerMultiProcessor = prop.maxThreadsPerMultiProcessor;
+    ctx.nMaxThreadsPerBlock = prop.maxThreadsPerBlock;
+    ctx.nSharedMemPerBlock = prop.sharedMemPerBlock;
+    ctx.nCudaDevAttrComputeCapabilityMajor = prop.major;
+    ctx.nCudaDevAttrComputeCapabilityMinor = prop.minor;
     CHECK_CUDA(cudaStreamGetFlags(stream, &ctx.nStreamFlags));
 
     printf("{\"device\": \"%s (NPP %d.%d.%d)\", \"results\": [", prop.name,
