@@ -156,6 +156,26 @@ fn every_format_at_awkward_sizes() {
     }
 }
 
+/// The GPU integral scans rows in tiles of 4 x 256 pixels and columns in chunks of 32 rows:
+/// sizes on either side of those edges, for both tunings.
+#[test]
+fn integral_tiles_and_chunks_at_their_edges() {
+    let gpu = gpu();
+    let mut rng = Rng::new(1024);
+    for (w, h) in [
+        (1024, 32),
+        (1025, 33),
+        (1023, 31),
+        (2049, 65),
+        (3, 97),
+        (4100, 2),
+    ] {
+        let layout = FrameLayout::packed(PixelFormat::Grey, w, h);
+        let frame = rng.bytes(layout.frame_bytes());
+        check_frame(&gpu, layout, PipelineOptions::default(), &frame, &[]);
+    }
+}
+
 #[test]
 fn full_hd_grey_and_rgb() {
     let gpu = gpu();

@@ -11,7 +11,9 @@ use opencl3::memory::Buffer;
 use opencl3::types::{CL_BLOCKING, CL_NON_BLOCKING};
 use serde::Serialize;
 
-use super::{device_buffer, DeviceImage, Launch, PipelineError, Tuning};
+use super::{
+    arg, device_buffer, enqueue_kernel, ColsPerItem, DeviceImage, Launch, PipelineError, Tuning,
+};
 use crate::cl::{CallContext, ClError, Gpu, INTEGRAL_CL};
 use crate::frame::FrameLayout;
 
@@ -153,15 +155,44 @@ impl RegionStats {
 
 /// Work-items per group for the one-dimensional row and column passes.
 const LINE_GROUP_SIZE: usize = 64;
+/// Work-items per group scanning one row on a GPU (at most `SCAN_GROUP` in integral.cl).
+const ROW_GROUP_SIZE: usize = 256;
+/// Rows per chunk of the GPU column pass's two-level scan.
+const ROWS_PER_CHUNK: u32 = 32;
+
+/// The GPU column pass of one element type: chunk scans, chunk offsets, offset adds.
+struct ChunkedCols {
+    chunks: Kernel,
+    offsets: Kernel,
+    add: Kernel,
+}
+
+/// How the two passes are laid out on the device.
+enum Passes {
+    /// One work-item per row, then one per strip of `cols_per_item` columns (CPUs).
+    Lines {
+        rows_sum_sqsum: Kernel,
+        rows_count: Kernel,
+        cols_uint: Kernel,
+        cols_ulong: Kernel,
+        cols_per_item: usize,
+    },
+    /// A work-group per row, then a two-level column scan (GPUs).
+    Groups {
+        rows_sum_sqsum: Kernel,
+        rows_count: Kernel,
+        row_group: usize,
+        cols_uint: ChunkedCols,
+        cols_ulong: ChunkedCols,
+        totals_uint: Buffer<u32>,
+        totals_ulong: Buffer<u64>,
+    },
+}
 
 pub(super) struct IntegralStage {
-    rows_sum_sqsum: Kernel,
-    rows_count: Kernel,
-    cols_uint: Kernel,
-    cols_ulong: Kernel,
+    passes: Passes,
     region_sums: Kernel,
     launch: Launch,
-    cols_per_item: usize,
     sum: DeviceImage<u32>,
     sqsum: DeviceImage<u64>,
     edges: DeviceImage<u32>,
@@ -182,33 +213,65 @@ impl IntegralStage {
         tuning: &Tuning,
     ) -> Result<IntegralStage, PipelineError> {
         let cols_per_item = tuning.integral_cols_per_item.get();
+        let chunks = layout.height.div_ceil(ROWS_PER_CHUNK) as usize;
+        let totals_len = chunks * layout.width as usize;
         let built = || -> Result<_, ClError> {
             let defines = format!("-DCOLS_PER_ITEM={cols_per_item}");
             let program = gpu.build_with(INTEGRAL_CL, &defines)?;
             let k = |name| Kernel::create(&program, name).call("clCreateKernel");
-            Ok((
-                k("integral_rows_sum_sqsum")?,
-                k("integral_rows_count")?,
-                k("integral_cols_uint")?,
-                k("integral_cols_ulong")?,
-                k("region_sums")?,
-            ))
+            let chunked = |t: &str| -> Result<ChunkedCols, ClError> {
+                Ok(ChunkedCols {
+                    chunks: Kernel::create(&program, &format!("integral_cols_{t}_chunks"))
+                        .call("clCreateKernel")?,
+                    offsets: Kernel::create(&program, &format!("integral_cols_{t}_offsets"))
+                        .call("clCreateKernel")?,
+                    add: Kernel::create(&program, &format!("integral_cols_{t}_add"))
+                        .call("clCreateKernel")?,
+                })
+            };
+            let passes = match tuning.integral_cols_per_item {
+                ColsPerItem::Sixteen => Passes::Lines {
+                    rows_sum_sqsum: k("integral_rows_sum_sqsum")?,
+                    rows_count: k("integral_rows_count")?,
+                    cols_uint: k("integral_cols_uint")?,
+                    cols_ulong: k("integral_cols_ulong")?,
+                    cols_per_item,
+                },
+                ColsPerItem::One => {
+                    let rows_sum_sqsum = k("integral_rows_group_sum_sqsum")?;
+                    let rows_count = k("integral_rows_group_count")?;
+                    let max = |kernel: &Kernel| {
+                        kernel
+                            .get_work_group_size(gpu.device.id())
+                            .call("clGetKernelWorkGroupInfo")
+                    };
+                    let row_group = ROW_GROUP_SIZE
+                        .min(max(&rows_sum_sqsum)?)
+                        .min(max(&rows_count)?)
+                        .max(1);
+                    Passes::Groups {
+                        rows_sum_sqsum,
+                        rows_count,
+                        row_group,
+                        cols_uint: chunked("uint")?,
+                        cols_ulong: chunked("ulong")?,
+                        totals_uint: device_buffer(gpu, totals_len)?,
+                        totals_ulong: device_buffer(gpu, totals_len)?,
+                    }
+                }
+            };
+            Ok((passes, k("region_sums")?))
         };
-        let (rows_sum_sqsum, rows_count, cols_uint, cols_ulong, region_sums) =
-            built().map_err(|source| PipelineError::Stage {
-                stage: "integral",
-                source,
-            })?;
-        let launch = Launch::one_d(gpu, &rows_sum_sqsum, LINE_GROUP_SIZE)?;
+        let (passes, region_sums) = built().map_err(|source| PipelineError::Stage {
+            stage: "integral",
+            source,
+        })?;
+        let launch = Launch::one_d(gpu, &region_sums, LINE_GROUP_SIZE)?;
         let len = (layout.width as usize + 1) * (layout.height as usize + 1);
         let mut stage = IntegralStage {
-            rows_sum_sqsum,
-            rows_count,
-            cols_uint,
-            cols_ulong,
+            passes,
             region_sums,
             launch,
-            cols_per_item,
             sum: DeviceImage::new(gpu, len)?,
             sqsum: DeviceImage::new(gpu, len)?,
             edges: DeviceImage::new(gpu, len)?,
@@ -257,51 +320,6 @@ impl IntegralStage {
         Ok(())
     }
 
-    fn rows(
-        &self,
-        gpu: &Gpu,
-        kernel: &Kernel,
-        src: &Buffer<u8>,
-        layout: &FrameLayout,
-        outs: &[&dyn KernelArg],
-    ) -> Result<Event, ClError> {
-        let mut exec = ExecuteKernel::new(kernel);
-        unsafe {
-            exec.set_arg(src)
-                .set_arg(&layout.width)
-                .set_arg(&layout.width)
-                .set_arg(&layout.height);
-            for out in outs {
-                out.set_on(&mut exec);
-            }
-            exec.set_global_work_size(self.launch.global_1d(layout.height as usize))
-                .set_local_work_size(self.launch.local[0])
-                .enqueue_nd_range(&gpu.queue)
-        }
-        .call("clEnqueueNDRangeKernel(integral rows)")
-    }
-
-    fn cols(
-        &self,
-        gpu: &Gpu,
-        kernel: &Kernel,
-        layout: &FrameLayout,
-        out: &dyn KernelArg,
-    ) -> Result<Event, ClError> {
-        let mut exec = ExecuteKernel::new(kernel);
-        unsafe {
-            exec.set_arg(&layout.width).set_arg(&layout.height);
-            out.set_on(&mut exec);
-            exec.set_global_work_size(
-                self.launch
-                    .global_1d((layout.width as usize).div_ceil(self.cols_per_item)),
-            )
-            .set_local_work_size(self.launch.local[0])
-            .enqueue_nd_range(&gpu.queue)
-        }
-        .call("clEnqueueNDRangeKernel(integral columns)")
-    }
-
     /// Enqueues the integrals of luma, of the edge mask and of the foreground mask, handing
     /// each kernel's event to `event`.
     pub(super) fn enqueue_integrals(
@@ -313,25 +331,132 @@ impl IntegralStage {
         foreground_mask: &Buffer<u8>,
         mut event: impl FnMut(Event),
     ) -> Result<(), ClError> {
-        event(self.rows(
-            gpu,
-            &self.rows_sum_sqsum,
-            luma,
-            layout,
-            &[&self.sum.buf, &self.sqsum.buf],
-        )?);
-        event(self.cols(gpu, &self.cols_uint, layout, &self.sum.buf)?);
-        event(self.cols(gpu, &self.cols_ulong, layout, &self.sqsum.buf)?);
-        event(self.rows(gpu, &self.rows_count, edge_mask, layout, &[&self.edges.buf])?);
-        event(self.cols(gpu, &self.cols_uint, layout, &self.edges.buf)?);
-        event(self.rows(
-            gpu,
-            &self.rows_count,
-            foreground_mask,
-            layout,
-            &[&self.foreground.buf],
-        )?);
-        event(self.cols(gpu, &self.cols_uint, layout, &self.foreground.buf)?);
+        let (w, h) = (layout.width, layout.height);
+        // Every row kernel takes (src, src_stride, width, height, outputs...).
+        let rows = |kernel: &Kernel, src: &Buffer<u8>, global: usize, local: usize| unsafe {
+            arg(kernel, 0, src)?;
+            arg(kernel, 1, &w)?;
+            arg(kernel, 2, &w)?;
+            arg(kernel, 3, &h)?;
+            enqueue_kernel(
+                gpu,
+                kernel,
+                &[global],
+                &[local],
+                "clEnqueueNDRangeKernel(integral rows)",
+            )
+        };
+        match &self.passes {
+            Passes::Lines {
+                rows_sum_sqsum,
+                rows_count,
+                cols_uint,
+                cols_ulong,
+                cols_per_item,
+            } => {
+                let local = self.launch.local[0];
+                let rows_global = self.launch.global_1d(h as usize);
+                let cols_global = self.launch.global_1d((w as usize).div_ceil(*cols_per_item));
+                let cols = |kernel: &Kernel, image: &dyn KernelArg| unsafe {
+                    arg(kernel, 0, &w)?;
+                    arg(kernel, 1, &h)?;
+                    image.set(kernel, 2)?;
+                    enqueue_kernel(
+                        gpu,
+                        kernel,
+                        &[cols_global],
+                        &[local],
+                        "clEnqueueNDRangeKernel(integral columns)",
+                    )
+                };
+                unsafe {
+                    arg(rows_sum_sqsum, 4, &self.sum.buf)?;
+                    arg(rows_sum_sqsum, 5, &self.sqsum.buf)?;
+                }
+                event(rows(rows_sum_sqsum, luma, rows_global, local)?);
+                event(cols(cols_uint, &self.sum.buf)?);
+                event(cols(cols_ulong, &self.sqsum.buf)?);
+                unsafe { arg(rows_count, 4, &self.edges.buf)? };
+                event(rows(rows_count, edge_mask, rows_global, local)?);
+                event(cols(cols_uint, &self.edges.buf)?);
+                unsafe { arg(rows_count, 4, &self.foreground.buf)? };
+                event(rows(rows_count, foreground_mask, rows_global, local)?);
+                event(cols(cols_uint, &self.foreground.buf)?);
+            }
+            Passes::Groups {
+                rows_sum_sqsum,
+                rows_count,
+                row_group,
+                cols_uint,
+                cols_ulong,
+                totals_uint,
+                totals_ulong,
+            } => {
+                let rows_global = h as usize * row_group;
+                let chunks = h.div_ceil(ROWS_PER_CHUNK);
+                let local = self.launch.local[0];
+                let x_global = self.launch.global_1d(w as usize);
+                let cols = |k: &ChunkedCols,
+                            image: &dyn KernelArg,
+                            totals: &dyn KernelArg,
+                            event: &mut dyn FnMut(Event)|
+                 -> Result<(), ClError> {
+                    let what = "clEnqueueNDRangeKernel(integral columns)";
+                    unsafe {
+                        arg(&k.chunks, 0, &w)?;
+                        arg(&k.chunks, 1, &h)?;
+                        arg(&k.chunks, 2, &ROWS_PER_CHUNK)?;
+                        image.set(&k.chunks, 3)?;
+                        totals.set(&k.chunks, 4)?;
+                        arg(&k.offsets, 0, &w)?;
+                        arg(&k.offsets, 1, &chunks)?;
+                        totals.set(&k.offsets, 2)?;
+                        arg(&k.add, 0, &w)?;
+                        arg(&k.add, 1, &h)?;
+                        arg(&k.add, 2, &ROWS_PER_CHUNK)?;
+                        image.set(&k.add, 3)?;
+                        totals.set(&k.add, 4)?;
+                    }
+                    event(enqueue_kernel(
+                        gpu,
+                        &k.chunks,
+                        &[x_global, chunks as usize],
+                        &[local, 1],
+                        what,
+                    )?);
+                    if chunks > 1 {
+                        event(enqueue_kernel(
+                            gpu,
+                            &k.offsets,
+                            &[x_global],
+                            &[local],
+                            what,
+                        )?);
+                        event(enqueue_kernel(
+                            gpu,
+                            &k.add,
+                            &[x_global, h as usize],
+                            &[local, 1],
+                            what,
+                        )?);
+                    }
+                    Ok(())
+                };
+                unsafe {
+                    arg(rows_sum_sqsum, 4, &self.sum.buf)?;
+                    arg(rows_sum_sqsum, 5, &self.sqsum.buf)?;
+                }
+                event(rows(rows_sum_sqsum, luma, rows_global, *row_group)?);
+                cols(cols_uint, &self.sum.buf, totals_uint, &mut event)?;
+                cols(cols_ulong, &self.sqsum.buf, totals_ulong, &mut event)?;
+                unsafe { arg(rows_count, 4, &self.edges.buf)? };
+                event(rows(rows_count, edge_mask, rows_global, *row_group)?);
+                cols(cols_uint, &self.edges.buf, totals_uint, &mut event)?;
+                unsafe { arg(rows_count, 4, &self.foreground.buf)? };
+                event(rows(rows_count, foreground_mask, rows_global, *row_group)?);
+                cols(cols_uint, &self.foreground.buf, totals_uint, &mut event)?;
+            }
+        }
         Ok(())
     }
 
@@ -440,15 +565,13 @@ impl IntegralStage {
 /// A buffer of either element type, as a kernel argument.
 trait KernelArg {
     /// # Safety
-    /// The argument must match the kernel's parameter at this position.
-    unsafe fn set_on(&self, exec: &mut ExecuteKernel<'_>);
+    /// The argument must match the kernel's parameter at `index`.
+    unsafe fn set(&self, kernel: &Kernel, index: u32) -> Result<(), ClError>;
 }
 
 impl<T> KernelArg for Buffer<T> {
-    unsafe fn set_on(&self, exec: &mut ExecuteKernel<'_>) {
-        unsafe {
-            exec.set_arg(self);
-        }
+    unsafe fn set(&self, kernel: &Kernel, index: u32) -> Result<(), ClError> {
+        unsafe { arg(kernel, index, self) }
     }
 }
 

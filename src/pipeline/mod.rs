@@ -465,6 +465,37 @@ impl Launch {
     }
 }
 
+/// Sets kernel argument `index` (no allocation, unlike `ExecuteKernel`).
+///
+/// # Safety
+/// `value` must match the kernel's parameter at `index`.
+pub(crate) unsafe fn arg<T>(kernel: &Kernel, index: u32, value: &T) -> Result<(), ClError> {
+    unsafe { kernel.set_arg(index, value) }.call("clSetKernelArg")
+}
+
+/// Enqueues `kernel`, whose arguments are set, over `global` (1 or 2 dimensions, each a
+/// multiple of `local`'s), without allocating on the host.
+pub(crate) fn enqueue_kernel(
+    gpu: &Gpu,
+    kernel: &Kernel,
+    global: &[usize],
+    local: &[usize],
+    what: &'static str,
+) -> Result<Event, ClError> {
+    debug_assert_eq!(global.len(), local.len());
+    unsafe {
+        gpu.queue.enqueue_nd_range_kernel(
+            kernel.get(),
+            global.len() as u32,
+            std::ptr::null(),
+            global.as_ptr(),
+            local.as_ptr(),
+            &[],
+        )
+    }
+    .call(what)
+}
+
 /// Runs the stages for frames of one layout; buffers are allocated once, here.
 pub struct Pipeline {
     layout: FrameLayout,
