@@ -1,4 +1,4 @@
-//! Otsu stage: `otsu_threshold` (one work-item; the threshold never leaves the device) and
+//! Otsu stage: `otsu_threshold` (one work-group; the threshold never leaves the device) and
 //! `binarize` (16 pixels per work-item) from `kernels/otsu.cl`.
 
 use opencl3::event::Event;
@@ -14,9 +14,13 @@ pub const PIXELS_PER_ITEM: usize = 16;
 
 pub(super) struct OtsuStage {
     threshold_kernel: Kernel,
+    threshold_launch: Launch,
     binarize_kernel: Kernel,
     binarize_launch: Launch,
 }
+
+/// Work-items of the threshold's one work-group: one per histogram bin.
+const THRESHOLD_GROUP_SIZE: usize = 256;
 
 impl OtsuStage {
     pub(super) fn new(gpu: &Gpu) -> Result<OtsuStage, ClError> {
@@ -24,8 +28,10 @@ impl OtsuStage {
         let threshold_kernel = Kernel::create(&program, "otsu_threshold").call("clCreateKernel")?;
         let binarize_kernel = Kernel::create(&program, "binarize").call("clCreateKernel")?;
         let binarize_launch = Launch::two_d(gpu, &binarize_kernel)?;
+        let threshold_launch = Launch::one_d(gpu, &threshold_kernel, THRESHOLD_GROUP_SIZE)?;
         Ok(OtsuStage {
             threshold_kernel,
+            threshold_launch,
             binarize_kernel,
             binarize_launch,
         })
@@ -44,8 +50,8 @@ impl OtsuStage {
                 .set_arg(hist)
                 .set_arg(&total)
                 .set_arg(threshold)
-                .set_global_work_size(1)
-                .set_local_work_size(1)
+                .set_global_work_size(self.threshold_launch.local[0])
+                .set_local_work_size(self.threshold_launch.local[0])
                 .enqueue_nd_range(&gpu.queue)
         }
         .call("clEnqueueNDRangeKernel(otsu_threshold)")
