@@ -12,6 +12,8 @@
  *   Only the running sums q1 and mu1 are sequential: one work-item computes them step by
  *   step, then the work-items score the thresholds in parallel and the first maximum is
  *   found by a reduction that prefers the lower threshold on equal scores.
+ *   Built with -DOTSU_FP64 (devices with cl_khr_fp64) the same code runs on native
+ *   doubles, which round every operation as the emulation does.
  *
  *   The emulation covers what the algorithm can produce: zero and normal numbers with
  *   round-to-nearest-even add, subtract, multiply and divide. Operands are sums of at most
@@ -23,6 +25,22 @@
  *   Work size: 2-D, x = ceil(width / 16) work-items of 16 pixels, y = height.
  */
 
+#ifdef OTSU_FP64
+/* -DOTSU_FP64, on devices with cl_khr_fp64: the same code on the device's own doubles, whose
+ * add, subtract, multiply and divide are correctly rounded; contraction into fused
+ * multiply-adds is off, so every operation rounds as OpenCV's do. */
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#pragma OPENCL FP_CONTRACT OFF
+typedef double f64;
+#define F64_ONE 1.0
+#define F64_FLT_EPSILON 0x1p-23
+inline f64 f64_from_ulong(ulong n) { return (double)n; }
+inline f64 f64_add(f64 a, f64 b) { return a + b; }
+inline f64 f64_sub(f64 a, f64 b) { return a - b; }
+inline f64 f64_mul(f64 a, f64 b) { return a * b; }
+inline f64 f64_div(f64 a, f64 b) { return a / b; }
+inline int f64_lt(f64 a, f64 b) { return a < b; }
+#else
 typedef ulong f64;
 
 #define F64_SIGN (1UL << 63)
@@ -160,6 +178,8 @@ inline int f64_lt(f64 a, f64 b)
     return na ? a > b : a < b;
 }
 
+#endif /* OTSU_FP64 */
+
 #define BINS 256
 
 __kernel void otsu_threshold(__global const uint *hist, uint total, __global uint *threshold)
@@ -249,6 +269,7 @@ __kernel void otsu_threshold(__global const uint *hist, uint total, __global uin
     }
 }
 
+#ifndef OTSU_FP64
 /*
  * otsu_f64_selftest: for tests only. For each i < count writes a+b, a-b, a*b, a/b and a<b
  * of the binary64 bit patterns a[i], b[i] to out[5 * i ...], so the emulation can be
@@ -266,6 +287,7 @@ __kernel void otsu_f64_selftest(__global const ulong *a, __global const ulong *b
     out[5 * i + 3] = f64_div(a[i], b[i]);
     out[5 * i + 4] = f64_lt(a[i], b[i]);
 }
+#endif
 
 #define PIXELS_PER_ITEM 16
 

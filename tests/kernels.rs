@@ -284,12 +284,17 @@ fn otsu_where_rounding_decides_ties() {
     }
     for levels in cases {
         let (layout, frame) = levels_frame(&mut rng, &levels);
-        let mut pipeline = Pipeline::new(&gpu, layout, PipelineOptions::default(), &[]).unwrap();
-        let mut slot = pipeline.new_slot(&gpu).unwrap();
-        slot.write_bytes(&gpu, &frame).unwrap();
-        let result = pipeline.process(&gpu, &slot).unwrap();
         let want = reference::otsu_threshold(&reference::histogram(&frame));
-        assert_eq!(result.otsu_threshold, want, "levels {levels:?}");
+        // FOR_GPU uses the device's own doubles where it has them, FOR_CPU the emulation.
+        for tuning in [Tuning::FOR_GPU, Tuning::FOR_CPU] {
+            let mut pipeline =
+                Pipeline::with_tuning(&gpu, layout, PipelineOptions::default(), &[], tuning)
+                    .unwrap();
+            let mut slot = pipeline.new_slot(&gpu).unwrap();
+            slot.write_bytes(&gpu, &frame).unwrap();
+            let result = pipeline.process(&gpu, &slot).unwrap();
+            assert_eq!(result.otsu_threshold, want, "levels {levels:?}, {tuning:?}");
+        }
     }
 }
 
@@ -301,14 +306,18 @@ fn otsu_tie_pinned_values() {
     let mut rng = Rng::new(11);
     for (n, want) in [(5, 10), (1000, 10), (30, 128), (800, 128)] {
         let (layout, frame) = levels_frame(&mut rng, &[(10, n), (128, n), (246, n)]);
-        let mut pipeline = Pipeline::new(&gpu, layout, PipelineOptions::default(), &[]).unwrap();
-        let mut slot = pipeline.new_slot(&gpu).unwrap();
-        slot.write_bytes(&gpu, &frame).unwrap();
-        assert_eq!(
-            pipeline.process(&gpu, &slot).unwrap().otsu_threshold,
-            want,
-            "{n} per level"
-        );
+        for tuning in [Tuning::FOR_GPU, Tuning::FOR_CPU] {
+            let mut pipeline =
+                Pipeline::with_tuning(&gpu, layout, PipelineOptions::default(), &[], tuning)
+                    .unwrap();
+            let mut slot = pipeline.new_slot(&gpu).unwrap();
+            slot.write_bytes(&gpu, &frame).unwrap();
+            assert_eq!(
+                pipeline.process(&gpu, &slot).unwrap().otsu_threshold,
+                want,
+                "{n} per level, {tuning:?}"
+            );
+        }
     }
 }
 

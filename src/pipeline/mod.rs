@@ -136,6 +136,20 @@ pub struct Tuning {
     pub integral_cols_per_item: ColsPerItem,
     /// How the histogram's work-groups count into their local sub-histogram.
     pub histogram_counting: HistogramCounting,
+    /// How Otsu's threshold does OpenCV's double arithmetic.
+    pub otsu_arithmetic: OtsuArithmetic,
+}
+
+/// The two ways `kernels/otsu.cl` computes in binary64.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OtsuArithmetic {
+    /// The integer emulation of binary64: any OpenCL 1.2 device (Mali Bifrost and Valhall
+    /// have no fp64).
+    Emulated,
+    /// The device's own doubles where it offers `cl_khr_fp64` (correctly rounded add,
+    /// subtract, multiply and divide, contraction off), else the emulation. A GPU runs the
+    /// emulation's sequential part on one slow thread (0.5 ms on an NVIDIA H100).
+    NativeWhereAvailable,
 }
 
 /// The column-strip widths `kernels/integral.cl` is written for.
@@ -173,11 +187,13 @@ impl Tuning {
     pub const FOR_GPU: Tuning = Tuning {
         integral_cols_per_item: ColsPerItem::One,
         histogram_counting: HistogramCounting::LocalAtomics,
+        otsu_arithmetic: OtsuArithmetic::NativeWhereAvailable,
     };
     /// The choices for CPUs (POCL).
     pub const FOR_CPU: Tuning = Tuning {
         integral_cols_per_item: ColsPerItem::Sixteen,
         histogram_counting: HistogramCounting::OneItemPerGroup,
+        otsu_arithmetic: OtsuArithmetic::Emulated,
     };
 
     /// The choices for `gpu`'s kind of device.
@@ -562,7 +578,7 @@ impl Pipeline {
             luma: luma::LumaStage::new(gpu, layout.format).stage(Stage::Luma)?,
             sobel: sobel::SobelStage::new(gpu).stage(Stage::Sobel)?,
             histogram: histogram::HistogramStage::new(gpu, &tuning).stage(Stage::Histogram)?,
-            otsu: otsu::OtsuStage::new(gpu).stage(Stage::Otsu)?,
+            otsu: otsu::OtsuStage::new(gpu, &tuning).stage(Stage::Otsu)?,
             integral: integral::IntegralStage::new(gpu, &layout, regions, &tuning)?,
             bufs,
             events: Vec::with_capacity(16),

@@ -5,7 +5,7 @@ use opencl3::event::Event;
 use opencl3::kernel::{ExecuteKernel, Kernel};
 use opencl3::memory::Buffer;
 
-use super::Launch;
+use super::{Launch, OtsuArithmetic, Tuning};
 use crate::cl::{CallContext, ClError, Gpu, OTSU_CL};
 use crate::frame::FrameLayout;
 
@@ -23,8 +23,10 @@ pub(super) struct OtsuStage {
 const THRESHOLD_GROUP_SIZE: usize = 256;
 
 impl OtsuStage {
-    pub(super) fn new(gpu: &Gpu) -> Result<OtsuStage, ClError> {
-        let program = gpu.build(OTSU_CL)?;
+    pub(super) fn new(gpu: &Gpu, tuning: &Tuning) -> Result<OtsuStage, ClError> {
+        let native =
+            tuning.otsu_arithmetic == OtsuArithmetic::NativeWhereAvailable && gpu.info.fp64;
+        let program = gpu.build_with(OTSU_CL, if native { "-DOTSU_FP64" } else { "" })?;
         let threshold_kernel = Kernel::create(&program, "otsu_threshold").call("clCreateKernel")?;
         let binarize_kernel = Kernel::create(&program, "binarize").call("clCreateKernel")?;
         let binarize_launch = Launch::two_d(gpu, &binarize_kernel)?;
