@@ -157,6 +157,8 @@ impl RegionStats {
 const LINE_GROUP_SIZE: usize = 64;
 /// Work-items per group scanning one row on a GPU (at most `SCAN_GROUP` in integral.cl).
 const ROW_GROUP_SIZE: usize = 256;
+/// Bands of rows per compute unit in the CPU passes: a few, so a slow core holds up little.
+const BANDS_PER_COMPUTE_UNIT: u32 = 4;
 /// Rows per chunk of the GPU column pass's two-level scan.
 const ROWS_PER_CHUNK: u32 = 32;
 
@@ -169,13 +171,15 @@ struct ChunkedCols {
 
 /// How the two passes are laid out on the device.
 enum Passes {
-    /// One work-item per row, then one per strip of `cols_per_item` columns (CPUs).
-    Lines {
-        rows_sum_sqsum: Kernel,
-        rows_count: Kernel,
-        cols_uint: Kernel,
-        cols_ulong: Kernel,
-        cols_per_item: usize,
+    /// Bands of rows, a work-item each: the bands' column sums, then every band writes all
+    /// four images row by row (CPUs).
+    Bands {
+        columns_kernel: Kernel,
+        bands_kernel: Kernel,
+        bands: u32,
+        cols: Buffer<u32>,
+        tops: Buffer<u32>,
+        tops2: Buffer<u64>,
     },
     /// A work-group per row, then a two-level column scan (GPUs).
     Groups {
@@ -212,12 +216,10 @@ impl IntegralStage {
         regions: &[Region],
         tuning: &Tuning,
     ) -> Result<IntegralStage, PipelineError> {
-        let cols_per_item = tuning.integral_cols_per_item.get();
         let chunks = layout.height.div_ceil(ROWS_PER_CHUNK) as usize;
         let totals_len = chunks * layout.width as usize;
         let built = || -> Result<_, ClError> {
-            let defines = format!("-DCOLS_PER_ITEM={cols_per_item}");
-            let program = gpu.build_with(INTEGRAL_CL, &defines)?;
+            let program = gpu.build(INTEGRAL_CL)?;
             let k = |name| Kernel::create(&program, name).call("clCreateKernel");
             let chunked = |t: &str| -> Result<ChunkedCols, ClError> {
                 Ok(ChunkedCols {
@@ -230,13 +232,21 @@ impl IntegralStage {
                 })
             };
             let passes = match tuning.integral_cols_per_item {
-                ColsPerItem::Sixteen => Passes::Lines {
-                    rows_sum_sqsum: k("integral_rows_sum_sqsum")?,
-                    rows_count: k("integral_rows_count")?,
-                    cols_uint: k("integral_cols_uint")?,
-                    cols_ulong: k("integral_cols_ulong")?,
-                    cols_per_item,
-                },
+                ColsPerItem::Sixteen => {
+                    // A band's column sums of luma² are uint: at most 66051 rows a band.
+                    let bands = (gpu.info.compute_units * BANDS_PER_COMPUTE_UNIT)
+                        .max(layout.height.div_ceil(66_051))
+                        .clamp(1, layout.height);
+                    let (b, w) = (bands as usize, layout.width as usize);
+                    Passes::Bands {
+                        columns_kernel: k("integral_band_columns")?,
+                        bands_kernel: k("integral_bands")?,
+                        bands,
+                        cols: device_buffer(gpu, 4 * b * w)?,
+                        tops: device_buffer(gpu, 3 * b * (w + 1))?,
+                        tops2: device_buffer(gpu, b * (w + 1))?,
+                    }
+                }
                 ColsPerItem::One => {
                     let rows_sum_sqsum = k("integral_rows_group_sum_sqsum")?;
                     let rows_count = k("integral_rows_group_count")?;
@@ -347,41 +357,41 @@ impl IntegralStage {
             )
         };
         match &self.passes {
-            Passes::Lines {
-                rows_sum_sqsum,
-                rows_count,
-                cols_uint,
-                cols_ulong,
-                cols_per_item,
+            Passes::Bands {
+                columns_kernel,
+                bands_kernel,
+                bands,
+                cols,
+                tops,
+                tops2,
             } => {
-                let local = self.launch.local[0];
-                let rows_global = self.launch.global_1d(h as usize);
-                let cols_global = self.launch.global_1d((w as usize).div_ceil(*cols_per_item));
-                let cols = |kernel: &Kernel, image: &dyn KernelArg| unsafe {
-                    arg(kernel, 0, &w)?;
-                    arg(kernel, 1, &h)?;
-                    image.set(kernel, 2)?;
-                    enqueue_kernel(
-                        gpu,
-                        kernel,
-                        &[cols_global],
-                        &[local],
-                        "clEnqueueNDRangeKernel(integral columns)",
-                    )
-                };
+                let what = "clEnqueueNDRangeKernel(integral bands)";
                 unsafe {
-                    arg(rows_sum_sqsum, 4, &self.sum.buf)?;
-                    arg(rows_sum_sqsum, 5, &self.sqsum.buf)?;
+                    arg(columns_kernel, 0, &w)?;
+                    arg(columns_kernel, 1, &h)?;
+                    arg(columns_kernel, 2, bands)?;
+                    arg(columns_kernel, 3, luma)?;
+                    arg(columns_kernel, 4, edge_mask)?;
+                    arg(columns_kernel, 5, foreground_mask)?;
+                    arg(columns_kernel, 6, cols)?;
+                    arg(bands_kernel, 0, &w)?;
+                    arg(bands_kernel, 1, &h)?;
+                    arg(bands_kernel, 2, bands)?;
+                    arg(bands_kernel, 3, luma)?;
+                    arg(bands_kernel, 4, edge_mask)?;
+                    arg(bands_kernel, 5, foreground_mask)?;
+                    arg(bands_kernel, 6, cols)?;
+                    arg(bands_kernel, 7, tops)?;
+                    arg(bands_kernel, 8, tops2)?;
+                    arg(bands_kernel, 9, &self.sum.buf)?;
+                    arg(bands_kernel, 10, &self.sqsum.buf)?;
+                    arg(bands_kernel, 11, &self.edges.buf)?;
+                    arg(bands_kernel, 12, &self.foreground.buf)?;
                 }
-                event(rows(rows_sum_sqsum, luma, rows_global, local)?);
-                event(cols(cols_uint, &self.sum.buf)?);
-                event(cols(cols_ulong, &self.sqsum.buf)?);
-                unsafe { arg(rows_count, 4, &self.edges.buf)? };
-                event(rows(rows_count, edge_mask, rows_global, local)?);
-                event(cols(cols_uint, &self.edges.buf)?);
-                unsafe { arg(rows_count, 4, &self.foreground.buf)? };
-                event(rows(rows_count, foreground_mask, rows_global, local)?);
-                event(cols(cols_uint, &self.foreground.buf)?);
+                // One work-item per group: a band is a long sequential walk.
+                let global = [*bands as usize];
+                event(enqueue_kernel(gpu, columns_kernel, &global, &[1], what)?);
+                event(enqueue_kernel(gpu, bands_kernel, &global, &[1], what)?);
             }
             Passes::Groups {
                 rows_sum_sqsum,
