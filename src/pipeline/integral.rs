@@ -6,7 +6,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use opencl3::event::Event;
-use opencl3::kernel::{ExecuteKernel, Kernel};
+use opencl3::kernel::Kernel;
 use opencl3::memory::Buffer;
 use opencl3::types::{CL_BLOCKING, CL_NON_BLOCKING};
 use serde::Serialize;
@@ -477,21 +477,24 @@ impl IntegralStage {
         layout: &FrameLayout,
     ) -> Result<Event, ClError> {
         let count = self.regions.len() as u32;
+        let k = &self.region_sums;
         unsafe {
-            ExecuteKernel::new(&self.region_sums)
-                .set_arg(&layout.width)
-                .set_arg(&self.rects)
-                .set_arg(&count)
-                .set_arg(&self.sum.buf)
-                .set_arg(&self.sqsum.buf)
-                .set_arg(&self.edges.buf)
-                .set_arg(&self.foreground.buf)
-                .set_arg(&self.sums)
-                .set_global_work_size(self.launch.global_1d(self.regions.len()))
-                .set_local_work_size(self.launch.local[0])
-                .enqueue_nd_range(&gpu.queue)
+            arg(k, 0, &layout.width)?;
+            arg(k, 1, &self.rects)?;
+            arg(k, 2, &count)?;
+            arg(k, 3, &self.sum.buf)?;
+            arg(k, 4, &self.sqsum.buf)?;
+            arg(k, 5, &self.edges.buf)?;
+            arg(k, 6, &self.foreground.buf)?;
+            arg(k, 7, &self.sums)?;
         }
-        .call("clEnqueueNDRangeKernel(region_sums)")
+        enqueue_kernel(
+            gpu,
+            k,
+            &[self.launch.global_1d(self.regions.len())],
+            &[self.launch.local[0]],
+            "clEnqueueNDRangeKernel(region_sums)",
+        )
     }
 
     /// Enqueues a non-blocking read of the region sums into a host buffer kept here.
@@ -538,9 +541,13 @@ impl IntegralStage {
         regions.truncate(self.regions.len() - 1);
         for (i, (r, st)) in stats.enumerate() {
             match regions.get_mut(i) {
-                Some(slot) => {
-                    slot.0.clone_from(r);
-                    slot.1 = st;
+                Some((region, stats)) => {
+                    // Field by field: String::clone_from reuses the name's allocation (a
+                    // derived Clone::clone_from would not).
+                    region.name.clone_from(&r.name);
+                    (region.x, region.y) = (r.x, r.y);
+                    (region.width, region.height) = (r.width, r.height);
+                    *stats = st;
                 }
                 None => regions.push((r.clone(), st)),
             }

@@ -581,7 +581,7 @@ impl Pipeline {
             otsu: otsu::OtsuStage::new(gpu, &tuning).stage(Stage::Otsu)?,
             integral: integral::IntegralStage::new(gpu, &layout, regions, &tuning)?,
             bufs,
-            events: Vec::with_capacity(16),
+            events: Vec::with_capacity(32),
             last_span: 0,
         })
     }

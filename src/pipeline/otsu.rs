@@ -2,10 +2,10 @@
 //! `binarize` (16 pixels per work-item) from `kernels/otsu.cl`.
 
 use opencl3::event::Event;
-use opencl3::kernel::{ExecuteKernel, Kernel};
+use opencl3::kernel::Kernel;
 use opencl3::memory::Buffer;
 
-use super::{Launch, OtsuArithmetic, Tuning};
+use super::{arg, enqueue_kernel, Launch, OtsuArithmetic, Tuning};
 use crate::cl::{CallContext, ClError, Gpu, OTSU_CL};
 use crate::frame::FrameLayout;
 
@@ -47,16 +47,20 @@ impl OtsuStage {
         threshold: &Buffer<u32>,
     ) -> Result<Event, ClError> {
         let total = layout.width * layout.height;
+        let k = &self.threshold_kernel;
         unsafe {
-            ExecuteKernel::new(&self.threshold_kernel)
-                .set_arg(hist)
-                .set_arg(&total)
-                .set_arg(threshold)
-                .set_global_work_size(self.threshold_launch.local[0])
-                .set_local_work_size(self.threshold_launch.local[0])
-                .enqueue_nd_range(&gpu.queue)
+            arg(k, 0, hist)?;
+            arg(k, 1, &total)?;
+            arg(k, 2, threshold)?;
         }
-        .call("clEnqueueNDRangeKernel(otsu_threshold)")
+        let local = self.threshold_launch.local[0];
+        enqueue_kernel(
+            gpu,
+            k,
+            &[local],
+            &[local],
+            "clEnqueueNDRangeKernel(otsu_threshold)",
+        )
     }
 
     pub(super) fn enqueue_binarize(
@@ -71,19 +75,22 @@ impl OtsuStage {
             (layout.width as usize).div_ceil(PIXELS_PER_ITEM),
             layout.height as usize,
         );
+        let k = &self.binarize_kernel;
         unsafe {
-            ExecuteKernel::new(&self.binarize_kernel)
-                .set_arg(luma)
-                .set_arg(&layout.width)
-                .set_arg(&layout.width)
-                .set_arg(&layout.height)
-                .set_arg(threshold)
-                .set_arg(mask)
-                .set_arg(&layout.width)
-                .set_global_work_sizes(&global)
-                .set_local_work_sizes(&self.binarize_launch.local)
-                .enqueue_nd_range(&gpu.queue)
+            arg(k, 0, luma)?;
+            arg(k, 1, &layout.width)?;
+            arg(k, 2, &layout.width)?;
+            arg(k, 3, &layout.height)?;
+            arg(k, 4, threshold)?;
+            arg(k, 5, mask)?;
+            arg(k, 6, &layout.width)?;
         }
-        .call("clEnqueueNDRangeKernel(binarize)")
+        enqueue_kernel(
+            gpu,
+            k,
+            &global,
+            &self.binarize_launch.local,
+            "clEnqueueNDRangeKernel(binarize)",
+        )
     }
 }

@@ -2,10 +2,10 @@
 //! magnitude and the edge mask in one pass over luma, 16 pixels per work-item.
 
 use opencl3::event::Event;
-use opencl3::kernel::{ExecuteKernel, Kernel};
+use opencl3::kernel::Kernel;
 use opencl3::memory::Buffer;
 
-use super::{Launch, Magnitude, PipelineOptions};
+use super::{arg, enqueue_kernel, Launch, Magnitude, PipelineOptions};
 use crate::cl::{CallContext, ClError, Gpu, SOBEL_CL};
 use crate::frame::FrameLayout;
 
@@ -41,24 +41,27 @@ impl SobelStage {
         );
         let l2 = i32::from(options.magnitude == Magnitude::L2);
         let threshold = i32::from(options.edge_threshold);
+        let k = &self.kernel;
         unsafe {
-            ExecuteKernel::new(&self.kernel)
-                .set_arg(luma)
-                .set_arg(&layout.width)
-                .set_arg(&layout.width)
-                .set_arg(&layout.height)
-                .set_arg(&options.border.kernel_code())
-                .set_arg(&l2)
-                .set_arg(&threshold)
-                .set_arg(gradients[0])
-                .set_arg(gradients[1])
-                .set_arg(bytes[0])
-                .set_arg(bytes[1])
-                .set_arg(&layout.width)
-                .set_global_work_sizes(&global)
-                .set_local_work_sizes(&self.launch.local)
-                .enqueue_nd_range(&gpu.queue)
+            arg(k, 0, luma)?;
+            arg(k, 1, &layout.width)?;
+            arg(k, 2, &layout.width)?;
+            arg(k, 3, &layout.height)?;
+            arg(k, 4, &options.border.kernel_code())?;
+            arg(k, 5, &l2)?;
+            arg(k, 6, &threshold)?;
+            arg(k, 7, gradients[0])?;
+            arg(k, 8, gradients[1])?;
+            arg(k, 9, bytes[0])?;
+            arg(k, 10, bytes[1])?;
+            arg(k, 11, &layout.width)?;
         }
-        .call("clEnqueueNDRangeKernel(sobel3x3)")
+        enqueue_kernel(
+            gpu,
+            k,
+            &global,
+            &self.launch.local,
+            "clEnqueueNDRangeKernel(sobel3x3)",
+        )
     }
 }
