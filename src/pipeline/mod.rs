@@ -138,6 +138,17 @@ pub struct Tuning {
     pub histogram_counting: HistogramCounting,
     /// How Otsu's threshold does OpenCV's double arithmetic.
     pub otsu_arithmetic: OtsuArithmetic,
+    /// How many pixels a Sobel work-item computes.
+    pub sobel_layout: SobelLayout,
+}
+
+/// The two Sobel kernels of `kernels/sobel.cl`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SobelLayout {
+    /// 16 pixels per work-item with uchar16 vectors (CPUs: one SIMD register a row).
+    Vector16,
+    /// One pixel per work-item (GPUs: neighbouring work-items read neighbouring bytes).
+    PixelPerItem,
 }
 
 /// The two ways `kernels/otsu.cl` computes in binary64.
@@ -188,12 +199,14 @@ impl Tuning {
         integral_cols_per_item: ColsPerItem::One,
         histogram_counting: HistogramCounting::LocalAtomics,
         otsu_arithmetic: OtsuArithmetic::NativeWhereAvailable,
+        sobel_layout: SobelLayout::PixelPerItem,
     };
     /// The choices for CPUs (POCL).
     pub const FOR_CPU: Tuning = Tuning {
         integral_cols_per_item: ColsPerItem::Sixteen,
         histogram_counting: HistogramCounting::OneItemPerGroup,
         otsu_arithmetic: OtsuArithmetic::Emulated,
+        sobel_layout: SobelLayout::Vector16,
     };
 
     /// The choices for `gpu`'s kind of device.
@@ -576,7 +589,7 @@ impl Pipeline {
             layout,
             options,
             luma: luma::LumaStage::new(gpu, layout.format).stage(Stage::Luma)?,
-            sobel: sobel::SobelStage::new(gpu).stage(Stage::Sobel)?,
+            sobel: sobel::SobelStage::new(gpu, &tuning).stage(Stage::Sobel)?,
             histogram: histogram::HistogramStage::new(gpu, &tuning).stage(Stage::Histogram)?,
             otsu: otsu::OtsuStage::new(gpu, &tuning).stage(Stage::Otsu)?,
             integral: integral::IntegralStage::new(gpu, &layout, regions, &tuning)?,
