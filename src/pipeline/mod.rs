@@ -132,7 +132,7 @@ impl Default for PipelineOptions {
 /// gives the same results, so tests run each one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Tuning {
-    /// Columns one work-item of the integral column pass carries down the image.
+    /// How the integral passes are laid out.
     pub integral_cols_per_item: ColsPerItem,
     /// How the histogram's work-groups count into their local sub-histogram.
     pub histogram_counting: HistogramCounting,
@@ -163,12 +163,15 @@ pub enum OtsuArithmetic {
     NativeWhereAvailable,
 }
 
-/// The column-strip widths `kernels/integral.cl` is written for.
+/// The two layouts of the integral passes in `kernels/integral.cl` (the names date from
+/// when they were column strips of one and sixteen columns).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ColsPerItem {
-    /// One column per work-item: enough work-items and coalesced rows on a GPU.
+    /// GPUs: a work-group scans each row, then one work-item per column and chunk of 32
+    /// rows, in a two-level scan: many work-items, coalesced rows.
     One,
-    /// A 16-column strip per work-item: one contiguous vector per row on a CPU.
+    /// CPUs: a few bands of rows per compute unit, each band's column sums in 16-wide
+    /// vectors, then each band writes every image once, row by row.
     Sixteen,
 }
 
