@@ -2,12 +2,18 @@
  * otsu.cl: Otsu's threshold from the 256-bin histogram, on the device, and the 0/255 mask.
  *
  * otsu_threshold reads hist[256] and total (= width * height) and writes threshold[0].
- *   Work size: one work-item (global size 1). It runs OpenCV's own algorithm
+ *   Work size: one work-group of any size up to 256 (global size = local size). It runs
+ *   OpenCV's own algorithm
  *   (getThreshVal_Otsu_8u, the code cv2.threshold(THRESH_OTSU) runs without IPP) step for
  *   step, in the same order of operations, with every double operation done by the
  *   binary64 emulation below, so the result is the one OpenCV computes, rounding included:
  *   flat stretches of the histogram, where mu1 * q1 / q1 may drift by an ulp, and exact ties
  *   (the first maximum wins) come out as they do there. No cl_khr_fp64 is needed.
+ *   Only the running sums q1 and mu1 are sequential: one work-item computes them step by
+ *   step, then the work-items score the thresholds in parallel and the first maximum is
+ *   found by a reduction that prefers the lower threshold on equal scores.
+ *   Built with -DOTSU_FP64 (devices with cl_khr_fp64) the same code runs on native
+ *   doubles, which round every operation as the emulation does.
  *
  *   The emulation covers what the algorithm can produce: zero and normal numbers with
  *   round-to-nearest-even add, subtract, multiply and divide. Operands are sums of at most
@@ -19,6 +25,22 @@
  *   Work size: 2-D, x = ceil(width / 16) work-items of 16 pixels, y = height.
  */
 
+#ifdef OTSU_FP64
+/* -DOTSU_FP64, on devices with cl_khr_fp64: the same code on the device's own doubles, whose
+ * add, subtract, multiply and divide are correctly rounded; contraction into fused
+ * multiply-adds is off, so every operation rounds as OpenCV's do. */
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#pragma OPENCL FP_CONTRACT OFF
+typedef double f64;
+#define F64_ONE 1.0
+#define F64_FLT_EPSILON 0x1p-23
+inline f64 f64_from_ulong(ulong n) { return (double)n; }
+inline f64 f64_add(f64 a, f64 b) { return a + b; }
+inline f64 f64_sub(f64 a, f64 b) { return a - b; }
+inline f64 f64_mul(f64 a, f64 b) { return a * b; }
+inline f64 f64_div(f64 a, f64 b) { return a / b; }
+inline int f64_lt(f64 a, f64 b) { return a < b; }
+#else
 typedef ulong f64;
 
 #define F64_SIGN (1UL << 63)
@@ -128,16 +150,20 @@ inline f64 f64_div(f64 a, f64 b)
         ma <<= 1;
         exp--;
     }
-    /* Long division: 63 quotient bits, the first one set, then the remainder as sticky. */
-    ulong q = 0, rem = ma;
-    for (int i = 0; i < 63; i++) {
-        q <<= 1;
-        if (rem >= mb) {
-            rem -= mb;
-            q |= 1;
-        }
-        rem <<= 1;
+    /* Long division: 63 quotient bits, the first one set, then the remainder as sticky.
+     * mb <= ma < 2 mb gives the first bit; the integer divider then gives 10 bits a step
+     * (the remainder is below mb < 2^53, so shifted by 10 it still fits in 64 bits). */
+    ulong q = 1, rem = ma - mb;
+    for (int i = 0; i < 6; i++) {
+        ulong r = rem << 10;
+        ulong d = r / mb;
+        q = (q << 10) | d;
+        rem = r - d * mb;
     }
+    ulong r = rem << 2;
+    ulong d = r / mb;
+    q = (q << 2) | d;
+    rem = r - d * mb;
     return f64_round_pack(sign, exp, q | (rem != 0));
 }
 
@@ -152,42 +178,98 @@ inline int f64_lt(f64 a, f64 b)
     return na ? a > b : a < b;
 }
 
+#endif /* OTSU_FP64 */
+
+#define BINS 256
+
 __kernel void otsu_threshold(__global const uint *hist, uint total, __global uint *threshold)
 {
-    if (get_global_id(0) != 0)
-        return;
+    __local f64 p[BINS], ip[BINS], q1s[BINS], mu1s[BINS], lane_sigma[BINS];
+    __local uint lane_index[BINS];
+    __local uchar scored[BINS];
+    __local f64 shared[2]; /* scale, mu */
+    uint lid = get_local_id(0), n = get_local_size(0);
+
     /* mu = sum(i * h[i]) * scale. The sum is an integer below 2^53, so OpenCV's running
      * double sum is exact and equals this integer sum. */
-    ulong weighted = 0;
-    for (uint i = 0; i < 256; i++)
-        weighted += (ulong)i * hist[i];
-    f64 scale = f64_div(F64_ONE, f64_from_ulong(total));
-    f64 mu = f64_mul(f64_from_ulong(weighted), scale);
-    f64 one_minus_eps = f64_sub(F64_ONE, F64_FLT_EPSILON);
-
-    f64 mu1 = 0, q1 = 0, max_sigma = 0;
-    uint max_val = 0;
-    for (uint i = 0; i < 256; i++) {
+    if (lid == 0) {
+        ulong weighted = 0;
+        for (uint i = 0; i < BINS; i++)
+            weighted += (ulong)i * hist[i];
+        f64 scale = f64_div(F64_ONE, f64_from_ulong(total));
+        shared[0] = scale;
+        shared[1] = f64_mul(f64_from_ulong(weighted), scale);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    f64 scale = shared[0], mu = shared[1];
+    /* p_i = h[i] * scale and i * p_i depend on i alone. */
+    for (uint i = lid; i < BINS; i += n) {
         f64 p_i = f64_mul(f64_from_ulong(hist[i]), scale);
-        mu1 = f64_mul(mu1, q1);
-        q1 = f64_add(q1, p_i);
-        f64 q2 = f64_sub(F64_ONE, q1);
-        /* min(q1, q2) < FLT_EPSILON || max(q1, q2) > 1 - FLT_EPSILON */
-        if (f64_lt(q1, F64_FLT_EPSILON) || f64_lt(q2, F64_FLT_EPSILON) ||
-            f64_lt(one_minus_eps, q1) || f64_lt(one_minus_eps, q2))
+        p[i] = p_i;
+        ip[i] = f64_mul(f64_from_ulong(i), p_i);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    /* The recurrences of q1 and mu1 are sequential (each step rounds), so one work-item
+     * runs them in OpenCV's order and keeps every step's q1 and mu1. */
+    if (lid == 0) {
+        f64 one_minus_eps = f64_sub(F64_ONE, F64_FLT_EPSILON);
+        f64 mu1 = 0, q1 = 0;
+        for (uint i = 0; i < BINS; i++) {
+            mu1 = f64_mul(mu1, q1);
+            q1 = f64_add(q1, p[i]);
+            f64 q2 = f64_sub(F64_ONE, q1);
+            /* min(q1, q2) < FLT_EPSILON || max(q1, q2) > 1 - FLT_EPSILON: OpenCV skips i */
+            int skip = f64_lt(q1, F64_FLT_EPSILON) || f64_lt(q2, F64_FLT_EPSILON) ||
+                       f64_lt(one_minus_eps, q1) || f64_lt(one_minus_eps, q2);
+            if (!skip)
+                mu1 = f64_div(f64_add(mu1, ip[i]), q1);
+            q1s[i] = q1;
+            mu1s[i] = mu1;
+            scored[i] = !skip;
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    /* Each threshold's score depends only on that step's q1 and mu1: in parallel. Scores are
+     * >= +0 (q1, q2 > 0, times d twice), so their bit patterns order like their values. Each
+     * work-item keeps its first strict maximum above 0, as OpenCV's loop does. */
+    f64 best = 0;
+    uint best_i = 0;
+    for (uint i = lid; i < BINS; i += n) {
+        if (!scored[i])
             continue;
-        mu1 = f64_div(f64_add(mu1, f64_mul(f64_from_ulong(i), p_i)), q1);
+        f64 q1 = q1s[i], mu1 = mu1s[i];
+        f64 q2 = f64_sub(F64_ONE, q1);
         f64 mu2 = f64_div(f64_sub(mu, f64_mul(q1, mu1)), q2);
         f64 d = f64_sub(mu1, mu2);
         f64 sigma = f64_mul(f64_mul(f64_mul(q1, q2), d), d);
-        if (f64_lt(max_sigma, sigma)) {
-            max_sigma = sigma;
-            max_val = i;
+        if (f64_lt(best, sigma)) {
+            best = sigma;
+            best_i = i;
         }
     }
-    threshold[0] = max_val;
+    lane_sigma[lid] = best;
+    lane_index[lid] = best_i;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    /* The largest score, the lowest threshold among equal ones (OpenCV's first maximum);
+     * 0 when no score exceeds 0. */
+    if (lid == 0) {
+        f64 max_sigma = 0;
+        uint max_val = 0;
+        for (uint l = 0; l < n; l++) {
+            f64 s = lane_sigma[l];
+            uint i = lane_index[l];
+            if (f64_lt(max_sigma, s) || (s == max_sigma && s != 0 && i < max_val)) {
+                max_sigma = s;
+                max_val = i;
+            }
+        }
+        threshold[0] = max_val;
+    }
 }
 
+#ifndef OTSU_FP64
 /*
  * otsu_f64_selftest: for tests only. For each i < count writes a+b, a-b, a*b, a/b and a<b
  * of the binary64 bit patterns a[i], b[i] to out[5 * i ...], so the emulation can be
@@ -205,6 +287,7 @@ __kernel void otsu_f64_selftest(__global const ulong *a, __global const ulong *b
     out[5 * i + 3] = f64_div(a[i], b[i]);
     out[5 * i + 4] = f64_lt(a[i], b[i]);
 }
+#endif
 
 #define PIXELS_PER_ITEM 16
 

@@ -76,6 +76,27 @@ inline int pixel(__global const uchar *row, int x)
     return x < 0 ? 0 : row[x];
 }
 
+/* One pixel with every coordinate mapped through the border rule; rt, rm, rb are the rows
+ * above, at and below (weights kt, kb: 0 for a missing row in constant mode). */
+inline void sobel_border_pixel(__global const uchar *rt, __global const uchar *rm,
+                               __global const uchar *rb, int kt, int kb, int x, int w,
+                               int border, int l2, int edge_threshold, __global short *dx,
+                               __global short *dy, __global uchar *mag, __global uchar *edges,
+                               size_t o)
+{
+    int xl = border_map(x - 1, w, border), xr = border_map(x + 1, w, border);
+    int t0 = pixel(rt, xl) * kt, t1 = pixel(rt, x) * kt, t2 = pixel(rt, xr) * kt;
+    int m0 = pixel(rm, xl), m2 = pixel(rm, xr);
+    int b0 = pixel(rb, xl) * kb, b1 = pixel(rb, x) * kb, b2 = pixel(rb, xr) * kb;
+    int gx = (t2 - t0) + 2 * (m2 - m0) + (b2 - b0);
+    int gy = (b0 + 2 * b1 + b2) - (t0 + 2 * t1 + t2);
+    uchar m = magnitude_of(gx, gy, l2);
+    dx[o + x] = (short)gx;
+    dy[o + x] = (short)gy;
+    mag[o + x] = m;
+    edges[o + x] = m >= edge_threshold ? 255 : 0;
+}
+
 __kernel void sobel3x3(__global const uchar *src, uint src_stride, uint width, uint height,
                        int border, int l2, int edge_threshold,
                        __global short *dx, __global short *dy, __global uchar *mag,
@@ -116,11 +137,32 @@ __kernel void sobel3x3(__global const uchar *src, uint src_stride, uint width, u
     }
 
     int x_end = min(x0 + PIXELS_PER_ITEM, w);
-    for (int x = x0; x < x_end; x++) {
-        int xl = border_map(x - 1, w, border), xr = border_map(x + 1, w, border);
-        int t0 = pixel(rt, xl) * kt, t1 = pixel(rt, x) * kt, t2 = pixel(rt, xr) * kt;
-        int m0 = pixel(rm, xl), m2 = pixel(rm, xr);
-        int b0 = pixel(rb, xl) * kb, b1 = pixel(rb, x) * kb, b2 = pixel(rb, xr) * kb;
+    for (int x = x0; x < x_end; x++)
+        sobel_border_pixel(rt, rm, rb, kt, kb, x, w, border, l2, edge_threshold, dx, dy, mag,
+                           edges, o);
+}
+
+/*
+ * sobel3x3_pixel: the same outputs with one work-item per pixel (2-D, x = width, y =
+ * height): neighbouring work-items read neighbouring bytes, which a GPU coalesces, where
+ * the uchar16 path's unaligned vector loads are split into narrow ones.
+ */
+__kernel void sobel3x3_pixel(__global const uchar *src, uint src_stride, uint width,
+                             uint height, int border, int l2, int edge_threshold,
+                             __global short *dx, __global short *dy, __global uchar *mag,
+                             __global uchar *edges, uint dst_stride)
+{
+    int x = (int)get_global_id(0), y = (int)get_global_id(1);
+    int w = (int)width, h = (int)height;
+    if (x >= w || y >= h)
+        return;
+    size_t o = (size_t)y * dst_stride;
+    if (x >= 1 && x + 1 < w && y >= 1 && y + 1 < h) {
+        __global const uchar *rt = src + (size_t)(y - 1) * src_stride + x;
+        __global const uchar *rm = rt + src_stride, *rb = rm + src_stride;
+        int t0 = rt[-1], t1 = rt[0], t2 = rt[1];
+        int m0 = rm[-1], m2 = rm[1];
+        int b0 = rb[-1], b1 = rb[0], b2 = rb[1];
         int gx = (t2 - t0) + 2 * (m2 - m0) + (b2 - b0);
         int gy = (b0 + 2 * b1 + b2) - (t0 + 2 * t1 + t2);
         uchar m = magnitude_of(gx, gy, l2);
@@ -128,5 +170,13 @@ __kernel void sobel3x3(__global const uchar *src, uint src_stride, uint width, u
         dy[o + x] = (short)gy;
         mag[o + x] = m;
         edges[o + x] = m >= edge_threshold ? 255 : 0;
+        return;
     }
+    int yt = border_map(y - 1, h, border), yb = border_map(y + 1, h, border);
+    int kt = yt >= 0, kb = yb >= 0;
+    __global const uchar *rt = src + (size_t)(kt ? yt : y) * src_stride;
+    __global const uchar *rm = src + (size_t)y * src_stride;
+    __global const uchar *rb = src + (size_t)(kb ? yb : y) * src_stride;
+    sobel_border_pixel(rt, rm, rb, kt, kb, x, w, border, l2, edge_threshold, dx, dy, mag, edges,
+                       o);
 }

@@ -6,6 +6,7 @@
 //! are what the rest of the program publishes. [`reference`] holds the plain-Rust
 //! definition of every stage, the oracle the kernels are tested against.
 
+pub mod bench;
 pub mod capture;
 pub mod cl;
 pub mod frame;

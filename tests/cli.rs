@@ -264,3 +264,82 @@ fn devices_lists_the_opencl_devices() {
         assert!(stdout.contains(field), "missing {field}: {stdout}");
     }
 }
+
+#[test]
+fn bench_writes_json_with_positive_finite_medians() {
+    let out = out_dir("cli-bench");
+    std::fs::create_dir_all(&out).unwrap();
+    let json = out.join("bench.json");
+    let frames = out.join("frames");
+    let o = edgesight(&[
+        "bench",
+        "--sizes",
+        "33x17,16x1",
+        "--runs",
+        "3",
+        "--warmup",
+        "1",
+        "--json",
+        json.to_str().unwrap(),
+        "--save-frames",
+        frames.to_str().unwrap(),
+    ]);
+    assert!(
+        o.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.contains("33x17") && stdout.contains("pipeline"),
+        "{stdout}"
+    );
+
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert!(!report["device"].as_str().unwrap().is_empty());
+    let results = report["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2);
+    for (r, (w, h)) in results.iter().zip([(33u64, 17u64), (16, 1)]) {
+        assert_eq!(r["width"], w);
+        assert_eq!(r["height"], h);
+        for key in [
+            "pipeline_device_ms",
+            "pipeline_wall_ms",
+            "pipeline_floor_ms",
+        ] {
+            let v = r[key].as_f64().unwrap();
+            assert!(v.is_finite() && v > 0.0, "{key} = {v}");
+        }
+        // A frame's wall time includes its device work.
+        assert!(
+            r["pipeline_wall_ms"].as_f64().unwrap() >= r["pipeline_device_ms"].as_f64().unwrap()
+        );
+        let stages = r["stages"].as_object().unwrap();
+        let names: Vec<&str> = stages.keys().map(|k| k.as_str()).collect();
+        for stage in [
+            "luma",
+            "sobel",
+            "histogram",
+            "otsu",
+            "binarize",
+            "integral",
+            "regions",
+        ] {
+            assert!(names.contains(&stage), "{stage} missing from {names:?}");
+            let v = stages[stage].as_f64().unwrap();
+            assert!(v.is_finite() && v > 0.0, "{stage} = {v}");
+        }
+        // The synthetic frame was saved, and its threshold is what the reference computes.
+        let frame = std::fs::read(frames.join(format!("frame-{w}x{h}.gray"))).unwrap();
+        assert_eq!(frame.len() as u64, w * h);
+        let threshold = reference::otsu_threshold(&reference::histogram(&frame));
+        assert_eq!(r["otsu_threshold"], u64::from(threshold));
+    }
+}
+
+#[test]
+fn bench_rejects_a_bad_size() {
+    let o = edgesight(&["bench", "--sizes", "0x10", "--runs", "1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("0x10"));
+}

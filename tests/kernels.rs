@@ -156,6 +156,26 @@ fn every_format_at_awkward_sizes() {
     }
 }
 
+/// The GPU integral scans rows in tiles of 4 x 256 pixels and columns in chunks of 32 rows:
+/// sizes on either side of those edges, for both tunings.
+#[test]
+fn integral_tiles_and_chunks_at_their_edges() {
+    let gpu = gpu();
+    let mut rng = Rng::new(1024);
+    for (w, h) in [
+        (1024, 32),
+        (1025, 33),
+        (1023, 31),
+        (2049, 65),
+        (3, 97),
+        (4100, 2),
+    ] {
+        let layout = FrameLayout::packed(PixelFormat::Grey, w, h);
+        let frame = rng.bytes(layout.frame_bytes());
+        check_frame(&gpu, layout, PipelineOptions::default(), &frame, &[]);
+    }
+}
+
 #[test]
 fn full_hd_grey_and_rgb() {
     let gpu = gpu();
@@ -264,12 +284,17 @@ fn otsu_where_rounding_decides_ties() {
     }
     for levels in cases {
         let (layout, frame) = levels_frame(&mut rng, &levels);
-        let mut pipeline = Pipeline::new(&gpu, layout, PipelineOptions::default(), &[]).unwrap();
-        let mut slot = pipeline.new_slot(&gpu).unwrap();
-        slot.write_bytes(&gpu, &frame).unwrap();
-        let result = pipeline.process(&gpu, &slot).unwrap();
         let want = reference::otsu_threshold(&reference::histogram(&frame));
-        assert_eq!(result.otsu_threshold, want, "levels {levels:?}");
+        // FOR_GPU uses the device's own doubles where it has them, FOR_CPU the emulation.
+        for tuning in [Tuning::FOR_GPU, Tuning::FOR_CPU] {
+            let mut pipeline =
+                Pipeline::with_tuning(&gpu, layout, PipelineOptions::default(), &[], tuning)
+                    .unwrap();
+            let mut slot = pipeline.new_slot(&gpu).unwrap();
+            slot.write_bytes(&gpu, &frame).unwrap();
+            let result = pipeline.process(&gpu, &slot).unwrap();
+            assert_eq!(result.otsu_threshold, want, "levels {levels:?}, {tuning:?}");
+        }
     }
 }
 
@@ -281,14 +306,18 @@ fn otsu_tie_pinned_values() {
     let mut rng = Rng::new(11);
     for (n, want) in [(5, 10), (1000, 10), (30, 128), (800, 128)] {
         let (layout, frame) = levels_frame(&mut rng, &[(10, n), (128, n), (246, n)]);
-        let mut pipeline = Pipeline::new(&gpu, layout, PipelineOptions::default(), &[]).unwrap();
-        let mut slot = pipeline.new_slot(&gpu).unwrap();
-        slot.write_bytes(&gpu, &frame).unwrap();
-        assert_eq!(
-            pipeline.process(&gpu, &slot).unwrap().otsu_threshold,
-            want,
-            "{n} per level"
-        );
+        for tuning in [Tuning::FOR_GPU, Tuning::FOR_CPU] {
+            let mut pipeline =
+                Pipeline::with_tuning(&gpu, layout, PipelineOptions::default(), &[], tuning)
+                    .unwrap();
+            let mut slot = pipeline.new_slot(&gpu).unwrap();
+            slot.write_bytes(&gpu, &frame).unwrap();
+            assert_eq!(
+                pipeline.process(&gpu, &slot).unwrap().otsu_threshold,
+                want,
+                "{n} per level, {tuning:?}"
+            );
+        }
     }
 }
 

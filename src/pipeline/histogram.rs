@@ -4,10 +4,10 @@
 //! the reduce kernel adds them. The group count does not depend on the frame size.
 
 use opencl3::event::Event;
-use opencl3::kernel::{ExecuteKernel, Kernel};
+use opencl3::kernel::Kernel;
 use opencl3::memory::Buffer;
 
-use super::{device_buffer, HistogramCounting, Launch, Tuning};
+use super::{arg, device_buffer, enqueue_kernel, HistogramCounting, Launch, Tuning};
 use crate::cl::{CallContext, ClError, Gpu, HISTOGRAM_CL};
 use crate::frame::FrameLayout;
 
@@ -57,29 +57,33 @@ impl HistogramStage {
         layout: &FrameLayout,
         hist: &Buffer<u32>,
     ) -> Result<[Event; 2], ClError> {
-        let partial = unsafe {
-            ExecuteKernel::new(&self.partial_kernel)
-                .set_arg(luma)
-                .set_arg(&layout.width)
-                .set_arg(&layout.width)
-                .set_arg(&layout.height)
-                .set_arg(&self.partial)
-                .set_global_work_size(self.groups * self.partial_launch.local[0])
-                .set_local_work_size(self.partial_launch.local[0])
-                .enqueue_nd_range(&gpu.queue)
-        }
-        .call("clEnqueueNDRangeKernel(histogram_partial)")?;
+        let (pk, rk) = (&self.partial_kernel, &self.reduce_kernel);
         let groups = self.groups as u32;
-        let reduce = unsafe {
-            ExecuteKernel::new(&self.reduce_kernel)
-                .set_arg(&self.partial)
-                .set_arg(&groups)
-                .set_arg(hist)
-                .set_global_work_size(self.reduce_launch.global_1d(256))
-                .set_local_work_size(self.reduce_launch.local[0])
-                .enqueue_nd_range(&gpu.queue)
+        unsafe {
+            arg(pk, 0, luma)?;
+            arg(pk, 1, &layout.width)?;
+            arg(pk, 2, &layout.width)?;
+            arg(pk, 3, &layout.height)?;
+            arg(pk, 4, &self.partial)?;
+            arg(rk, 0, &self.partial)?;
+            arg(rk, 1, &groups)?;
+            arg(rk, 2, hist)?;
         }
-        .call("clEnqueueNDRangeKernel(histogram_reduce)")?;
+        let local = self.partial_launch.local[0];
+        let partial = enqueue_kernel(
+            gpu,
+            pk,
+            &[self.groups * local],
+            &[local],
+            "clEnqueueNDRangeKernel(histogram_partial)",
+        )?;
+        let reduce = enqueue_kernel(
+            gpu,
+            rk,
+            &[self.reduce_launch.global_1d(256)],
+            &[self.reduce_launch.local[0]],
+            "clEnqueueNDRangeKernel(histogram_reduce)",
+        )?;
         Ok([partial, reduce])
     }
 }

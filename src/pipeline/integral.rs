@@ -6,12 +6,14 @@ use std::fmt;
 use std::str::FromStr;
 
 use opencl3::event::Event;
-use opencl3::kernel::{ExecuteKernel, Kernel};
+use opencl3::kernel::Kernel;
 use opencl3::memory::Buffer;
-use opencl3::types::CL_BLOCKING;
+use opencl3::types::{CL_BLOCKING, CL_NON_BLOCKING};
 use serde::Serialize;
 
-use super::{device_buffer, read_buffer, DeviceImage, Launch, PipelineError, Tuning};
+use super::{
+    arg, device_buffer, enqueue_kernel, ColsPerItem, DeviceImage, Launch, PipelineError, Tuning,
+};
 use crate::cl::{CallContext, ClError, Gpu, INTEGRAL_CL};
 use crate::frame::FrameLayout;
 
@@ -153,15 +155,48 @@ impl RegionStats {
 
 /// Work-items per group for the one-dimensional row and column passes.
 const LINE_GROUP_SIZE: usize = 64;
+/// Work-items per group scanning one row on a GPU (at most `SCAN_GROUP` in integral.cl).
+const ROW_GROUP_SIZE: usize = 256;
+/// Bands of rows per compute unit in the CPU passes: a few, so a slow core holds up little.
+const BANDS_PER_COMPUTE_UNIT: u32 = 4;
+/// Rows per chunk of the GPU column pass's two-level scan.
+const ROWS_PER_CHUNK: u32 = 32;
+
+/// The GPU column pass of one element type: chunk scans, chunk offsets, offset adds.
+struct ChunkedCols {
+    chunks: Kernel,
+    offsets: Kernel,
+    add: Kernel,
+}
+
+/// How the two passes are laid out on the device.
+enum Passes {
+    /// Bands of rows, a work-item each: the bands' column sums, then every band writes all
+    /// four images row by row (CPUs).
+    Bands {
+        columns_kernel: Kernel,
+        bands_kernel: Kernel,
+        bands: u32,
+        cols: Buffer<u32>,
+        tops: Buffer<u32>,
+        tops2: Buffer<u64>,
+    },
+    /// A work-group per row, then a two-level column scan (GPUs).
+    Groups {
+        rows_sum_sqsum: Kernel,
+        rows_count: Kernel,
+        row_group: usize,
+        cols_uint: ChunkedCols,
+        cols_ulong: ChunkedCols,
+        totals_uint: Buffer<u32>,
+        totals_ulong: Buffer<u64>,
+    },
+}
 
 pub(super) struct IntegralStage {
-    rows_sum_sqsum: Kernel,
-    rows_count: Kernel,
-    cols_uint: Kernel,
-    cols_ulong: Kernel,
+    passes: Passes,
     region_sums: Kernel,
     launch: Launch,
-    cols_per_item: usize,
     sum: DeviceImage<u32>,
     sqsum: DeviceImage<u64>,
     edges: DeviceImage<u32>,
@@ -170,6 +205,8 @@ pub(super) struct IntegralStage {
     regions: Vec<Region>,
     rects: Buffer<u32>,
     sums: Buffer<u64>,
+    /// The region sums read back from `sums`, four per region.
+    sums_host: Vec<u64>,
 }
 
 impl IntegralStage {
@@ -179,34 +216,72 @@ impl IntegralStage {
         regions: &[Region],
         tuning: &Tuning,
     ) -> Result<IntegralStage, PipelineError> {
-        let cols_per_item = tuning.integral_cols_per_item.get();
+        let chunks = layout.height.div_ceil(ROWS_PER_CHUNK) as usize;
+        let totals_len = chunks * layout.width as usize;
         let built = || -> Result<_, ClError> {
-            let defines = format!("-DCOLS_PER_ITEM={cols_per_item}");
-            let program = gpu.build_with(INTEGRAL_CL, &defines)?;
+            let program = gpu.build(INTEGRAL_CL)?;
             let k = |name| Kernel::create(&program, name).call("clCreateKernel");
-            Ok((
-                k("integral_rows_sum_sqsum")?,
-                k("integral_rows_count")?,
-                k("integral_cols_uint")?,
-                k("integral_cols_ulong")?,
-                k("region_sums")?,
-            ))
+            let chunked = |t: &str| -> Result<ChunkedCols, ClError> {
+                Ok(ChunkedCols {
+                    chunks: Kernel::create(&program, &format!("integral_cols_{t}_chunks"))
+                        .call("clCreateKernel")?,
+                    offsets: Kernel::create(&program, &format!("integral_cols_{t}_offsets"))
+                        .call("clCreateKernel")?,
+                    add: Kernel::create(&program, &format!("integral_cols_{t}_add"))
+                        .call("clCreateKernel")?,
+                })
+            };
+            let passes = match tuning.integral_cols_per_item {
+                ColsPerItem::Sixteen => {
+                    // A band's column sums of luma² are uint: at most 66051 rows a band.
+                    let bands = (gpu.info.compute_units * BANDS_PER_COMPUTE_UNIT)
+                        .max(layout.height.div_ceil(66_051))
+                        .clamp(1, layout.height);
+                    let (b, w) = (bands as usize, layout.width as usize);
+                    Passes::Bands {
+                        columns_kernel: k("integral_band_columns")?,
+                        bands_kernel: k("integral_bands")?,
+                        bands,
+                        cols: device_buffer(gpu, 4 * b * w)?,
+                        tops: device_buffer(gpu, 3 * b * (w + 1))?,
+                        tops2: device_buffer(gpu, b * (w + 1))?,
+                    }
+                }
+                ColsPerItem::One => {
+                    let rows_sum_sqsum = k("integral_rows_group_sum_sqsum")?;
+                    let rows_count = k("integral_rows_group_count")?;
+                    let max = |kernel: &Kernel| {
+                        kernel
+                            .get_work_group_size(gpu.device.id())
+                            .call("clGetKernelWorkGroupInfo")
+                    };
+                    let row_group = ROW_GROUP_SIZE
+                        .min(max(&rows_sum_sqsum)?)
+                        .min(max(&rows_count)?)
+                        .max(1);
+                    Passes::Groups {
+                        rows_sum_sqsum,
+                        rows_count,
+                        row_group,
+                        cols_uint: chunked("uint")?,
+                        cols_ulong: chunked("ulong")?,
+                        totals_uint: device_buffer(gpu, totals_len)?,
+                        totals_ulong: device_buffer(gpu, totals_len)?,
+                    }
+                }
+            };
+            Ok((passes, k("region_sums")?))
         };
-        let (rows_sum_sqsum, rows_count, cols_uint, cols_ulong, region_sums) =
-            built().map_err(|source| PipelineError::Stage {
-                stage: "integral",
-                source,
-            })?;
-        let launch = Launch::one_d(gpu, &rows_sum_sqsum, LINE_GROUP_SIZE)?;
+        let (passes, region_sums) = built().map_err(|source| PipelineError::Stage {
+            stage: "integral",
+            source,
+        })?;
+        let launch = Launch::one_d(gpu, &region_sums, LINE_GROUP_SIZE)?;
         let len = (layout.width as usize + 1) * (layout.height as usize + 1);
         let mut stage = IntegralStage {
-            rows_sum_sqsum,
-            rows_count,
-            cols_uint,
-            cols_ulong,
+            passes,
             region_sums,
             launch,
-            cols_per_item,
             sum: DeviceImage::new(gpu, len)?,
             sqsum: DeviceImage::new(gpu, len)?,
             edges: DeviceImage::new(gpu, len)?,
@@ -214,6 +289,7 @@ impl IntegralStage {
             regions: Vec::new(),
             rects: device_buffer(gpu, 4)?,
             sums: device_buffer(gpu, 4)?,
+            sums_host: Vec::new(),
         };
         stage.set_regions(gpu, layout, regions)?;
         Ok(stage)
@@ -254,52 +330,8 @@ impl IntegralStage {
         Ok(())
     }
 
-    fn rows(
-        &self,
-        gpu: &Gpu,
-        kernel: &Kernel,
-        src: &Buffer<u8>,
-        layout: &FrameLayout,
-        outs: &[&dyn KernelArg],
-    ) -> Result<Event, ClError> {
-        let mut exec = ExecuteKernel::new(kernel);
-        unsafe {
-            exec.set_arg(src)
-                .set_arg(&layout.width)
-                .set_arg(&layout.width)
-                .set_arg(&layout.height);
-            for out in outs {
-                out.set_on(&mut exec);
-            }
-            exec.set_global_work_size(self.launch.global_1d(layout.height as usize))
-                .set_local_work_size(self.launch.local[0])
-                .enqueue_nd_range(&gpu.queue)
-        }
-        .call("clEnqueueNDRangeKernel(integral rows)")
-    }
-
-    fn cols(
-        &self,
-        gpu: &Gpu,
-        kernel: &Kernel,
-        layout: &FrameLayout,
-        out: &dyn KernelArg,
-    ) -> Result<Event, ClError> {
-        let mut exec = ExecuteKernel::new(kernel);
-        unsafe {
-            exec.set_arg(&layout.width).set_arg(&layout.height);
-            out.set_on(&mut exec);
-            exec.set_global_work_size(
-                self.launch
-                    .global_1d((layout.width as usize).div_ceil(self.cols_per_item)),
-            )
-            .set_local_work_size(self.launch.local[0])
-            .enqueue_nd_range(&gpu.queue)
-        }
-        .call("clEnqueueNDRangeKernel(integral columns)")
-    }
-
-    /// Enqueues the integrals of luma, of the edge mask and of the foreground mask.
+    /// Enqueues the integrals of luma, of the edge mask and of the foreground mask, handing
+    /// each kernel's event to `event`.
     pub(super) fn enqueue_integrals(
         &self,
         gpu: &Gpu,
@@ -307,28 +339,135 @@ impl IntegralStage {
         luma: &Buffer<u8>,
         edge_mask: &Buffer<u8>,
         foreground_mask: &Buffer<u8>,
-    ) -> Result<Vec<Event>, ClError> {
-        Ok(vec![
-            self.rows(
+        mut event: impl FnMut(Event),
+    ) -> Result<(), ClError> {
+        let (w, h) = (layout.width, layout.height);
+        // Every row kernel takes (src, src_stride, width, height, outputs...).
+        let rows = |kernel: &Kernel, src: &Buffer<u8>, global: usize, local: usize| unsafe {
+            arg(kernel, 0, src)?;
+            arg(kernel, 1, &w)?;
+            arg(kernel, 2, &w)?;
+            arg(kernel, 3, &h)?;
+            enqueue_kernel(
                 gpu,
-                &self.rows_sum_sqsum,
-                luma,
-                layout,
-                &[&self.sum.buf, &self.sqsum.buf],
-            )?,
-            self.cols(gpu, &self.cols_uint, layout, &self.sum.buf)?,
-            self.cols(gpu, &self.cols_ulong, layout, &self.sqsum.buf)?,
-            self.rows(gpu, &self.rows_count, edge_mask, layout, &[&self.edges.buf])?,
-            self.cols(gpu, &self.cols_uint, layout, &self.edges.buf)?,
-            self.rows(
-                gpu,
-                &self.rows_count,
-                foreground_mask,
-                layout,
-                &[&self.foreground.buf],
-            )?,
-            self.cols(gpu, &self.cols_uint, layout, &self.foreground.buf)?,
-        ])
+                kernel,
+                &[global],
+                &[local],
+                "clEnqueueNDRangeKernel(integral rows)",
+            )
+        };
+        match &self.passes {
+            Passes::Bands {
+                columns_kernel,
+                bands_kernel,
+                bands,
+                cols,
+                tops,
+                tops2,
+            } => {
+                let what = "clEnqueueNDRangeKernel(integral bands)";
+                unsafe {
+                    arg(columns_kernel, 0, &w)?;
+                    arg(columns_kernel, 1, &h)?;
+                    arg(columns_kernel, 2, bands)?;
+                    arg(columns_kernel, 3, luma)?;
+                    arg(columns_kernel, 4, edge_mask)?;
+                    arg(columns_kernel, 5, foreground_mask)?;
+                    arg(columns_kernel, 6, cols)?;
+                    arg(bands_kernel, 0, &w)?;
+                    arg(bands_kernel, 1, &h)?;
+                    arg(bands_kernel, 2, bands)?;
+                    arg(bands_kernel, 3, luma)?;
+                    arg(bands_kernel, 4, edge_mask)?;
+                    arg(bands_kernel, 5, foreground_mask)?;
+                    arg(bands_kernel, 6, cols)?;
+                    arg(bands_kernel, 7, tops)?;
+                    arg(bands_kernel, 8, tops2)?;
+                    arg(bands_kernel, 9, &self.sum.buf)?;
+                    arg(bands_kernel, 10, &self.sqsum.buf)?;
+                    arg(bands_kernel, 11, &self.edges.buf)?;
+                    arg(bands_kernel, 12, &self.foreground.buf)?;
+                }
+                // One work-item per group: a band is a long sequential walk.
+                let global = [*bands as usize];
+                event(enqueue_kernel(gpu, columns_kernel, &global, &[1], what)?);
+                event(enqueue_kernel(gpu, bands_kernel, &global, &[1], what)?);
+            }
+            Passes::Groups {
+                rows_sum_sqsum,
+                rows_count,
+                row_group,
+                cols_uint,
+                cols_ulong,
+                totals_uint,
+                totals_ulong,
+            } => {
+                let rows_global = h as usize * row_group;
+                let chunks = h.div_ceil(ROWS_PER_CHUNK);
+                let local = self.launch.local[0];
+                let x_global = self.launch.global_1d(w as usize);
+                let cols = |k: &ChunkedCols,
+                            image: &dyn KernelArg,
+                            totals: &dyn KernelArg,
+                            event: &mut dyn FnMut(Event)|
+                 -> Result<(), ClError> {
+                    let what = "clEnqueueNDRangeKernel(integral columns)";
+                    unsafe {
+                        arg(&k.chunks, 0, &w)?;
+                        arg(&k.chunks, 1, &h)?;
+                        arg(&k.chunks, 2, &ROWS_PER_CHUNK)?;
+                        image.set(&k.chunks, 3)?;
+                        totals.set(&k.chunks, 4)?;
+                        arg(&k.offsets, 0, &w)?;
+                        arg(&k.offsets, 1, &chunks)?;
+                        totals.set(&k.offsets, 2)?;
+                        arg(&k.add, 0, &w)?;
+                        arg(&k.add, 1, &h)?;
+                        arg(&k.add, 2, &ROWS_PER_CHUNK)?;
+                        image.set(&k.add, 3)?;
+                        totals.set(&k.add, 4)?;
+                    }
+                    event(enqueue_kernel(
+                        gpu,
+                        &k.chunks,
+                        &[x_global, chunks as usize],
+                        &[local, 1],
+                        what,
+                    )?);
+                    if chunks > 1 {
+                        event(enqueue_kernel(
+                            gpu,
+                            &k.offsets,
+                            &[x_global],
+                            &[local],
+                            what,
+                        )?);
+                        event(enqueue_kernel(
+                            gpu,
+                            &k.add,
+                            &[x_global, h as usize],
+                            &[local, 1],
+                            what,
+                        )?);
+                    }
+                    Ok(())
+                };
+                unsafe {
+                    arg(rows_sum_sqsum, 4, &self.sum.buf)?;
+                    arg(rows_sum_sqsum, 5, &self.sqsum.buf)?;
+                }
+                event(rows(rows_sum_sqsum, luma, rows_global, *row_group)?);
+                cols(cols_uint, &self.sum.buf, totals_uint, &mut event)?;
+                cols(cols_ulong, &self.sqsum.buf, totals_ulong, &mut event)?;
+                unsafe { arg(rows_count, 4, &self.edges.buf)? };
+                event(rows(rows_count, edge_mask, rows_global, *row_group)?);
+                cols(cols_uint, &self.edges.buf, totals_uint, &mut event)?;
+                unsafe { arg(rows_count, 4, &self.foreground.buf)? };
+                event(rows(rows_count, foreground_mask, rows_global, *row_group)?);
+                cols(cols_uint, &self.foreground.buf, totals_uint, &mut event)?;
+            }
+        }
+        Ok(())
     }
 
     /// Enqueues the sums of every region (the whole frame first).
@@ -338,43 +477,81 @@ impl IntegralStage {
         layout: &FrameLayout,
     ) -> Result<Event, ClError> {
         let count = self.regions.len() as u32;
+        let k = &self.region_sums;
         unsafe {
-            ExecuteKernel::new(&self.region_sums)
-                .set_arg(&layout.width)
-                .set_arg(&self.rects)
-                .set_arg(&count)
-                .set_arg(&self.sum.buf)
-                .set_arg(&self.sqsum.buf)
-                .set_arg(&self.edges.buf)
-                .set_arg(&self.foreground.buf)
-                .set_arg(&self.sums)
-                .set_global_work_size(self.launch.global_1d(self.regions.len()))
-                .set_local_work_size(self.launch.local[0])
-                .enqueue_nd_range(&gpu.queue)
+            arg(k, 0, &layout.width)?;
+            arg(k, 1, &self.rects)?;
+            arg(k, 2, &count)?;
+            arg(k, 3, &self.sum.buf)?;
+            arg(k, 4, &self.sqsum.buf)?;
+            arg(k, 5, &self.edges.buf)?;
+            arg(k, 6, &self.foreground.buf)?;
+            arg(k, 7, &self.sums)?;
         }
-        .call("clEnqueueNDRangeKernel(region_sums)")
+        enqueue_kernel(
+            gpu,
+            k,
+            &[self.launch.global_1d(self.regions.len())],
+            &[self.launch.local[0]],
+            "clEnqueueNDRangeKernel(region_sums)",
+        )
     }
 
-    /// Reads the region sums: the whole frame, then each configured region.
-    pub(super) fn read_regions(
+    /// Enqueues a non-blocking read of the region sums into a host buffer kept here.
+    ///
+    /// # Safety
+    /// The queue must be finished before [`IntegralStage::fill_regions`] or another call
+    /// of this touches the host buffer.
+    pub(super) unsafe fn enqueue_read_sums(&mut self, gpu: &Gpu) -> Result<(), ClError> {
+        let len = 4 * self.regions.len();
+        self.sums_host.resize(len, 0);
+        unsafe {
+            gpu.queue
+                .enqueue_read_buffer(&self.sums, CL_NON_BLOCKING, 0, &mut self.sums_host, &[])
+        }
+        .call("clEnqueueReadBuffer")?;
+        Ok(())
+    }
+
+    /// Fills the whole frame's and each configured region's statistics from the sums read
+    /// by [`IntegralStage::enqueue_read_sums`], reusing `regions`' allocations.
+    pub(super) fn fill_regions(
         &self,
-        gpu: &Gpu,
-    ) -> Result<(RegionStats, Vec<(Region, RegionStats)>), ClError> {
-        let raw = read_buffer(gpu, &self.sums, 4 * self.regions.len())?;
-        let mut stats = self.regions.iter().zip(raw.chunks_exact(4)).map(|(r, s)| {
-            let st = RegionStats {
-                area: u64::from(r.width) * u64::from(r.height),
-                sum: s[0],
-                sqsum: s[1],
-                edges: s[2],
-                foreground: s[3],
-            };
-            (r.clone(), st)
-        });
-        let (_, frame) = stats
+        frame: &mut RegionStats,
+        regions: &mut Vec<(Region, RegionStats)>,
+    ) {
+        let mut stats = self
+            .regions
+            .iter()
+            .zip(self.sums_host.chunks_exact(4))
+            .map(|(r, s)| {
+                let st = RegionStats {
+                    area: u64::from(r.width) * u64::from(r.height),
+                    sum: s[0],
+                    sqsum: s[1],
+                    edges: s[2],
+                    foreground: s[3],
+                };
+                (r, st)
+            });
+        let (_, whole) = stats
             .next()
             .expect("the whole frame is always the first region");
-        Ok((frame, stats.collect()))
+        *frame = whole;
+        regions.truncate(self.regions.len() - 1);
+        for (i, (r, st)) in stats.enumerate() {
+            match regions.get_mut(i) {
+                Some((region, stats)) => {
+                    // Field by field: String::clone_from reuses the name's allocation (a
+                    // derived Clone::clone_from would not).
+                    region.name.clone_from(&r.name);
+                    (region.x, region.y) = (r.x, r.y);
+                    (region.width, region.height) = (r.width, r.height);
+                    *stats = st;
+                }
+                None => regions.push((r.clone(), st)),
+            }
+        }
     }
 
     /// Whether each integral image's guard band is intact, by name.
@@ -405,15 +582,13 @@ impl IntegralStage {
 /// A buffer of either element type, as a kernel argument.
 trait KernelArg {
     /// # Safety
-    /// The argument must match the kernel's parameter at this position.
-    unsafe fn set_on(&self, exec: &mut ExecuteKernel<'_>);
+    /// The argument must match the kernel's parameter at `index`.
+    unsafe fn set(&self, kernel: &Kernel, index: u32) -> Result<(), ClError>;
 }
 
 impl<T> KernelArg for Buffer<T> {
-    unsafe fn set_on(&self, exec: &mut ExecuteKernel<'_>) {
-        unsafe {
-            exec.set_arg(self);
-        }
+    unsafe fn set(&self, kernel: &Kernel, index: u32) -> Result<(), ClError> {
+        unsafe { arg(kernel, index, self) }
     }
 }
 

@@ -2,10 +2,10 @@
 //! work-item, writing dense 8-bit luma (stride = width).
 
 use opencl3::event::Event;
-use opencl3::kernel::{ExecuteKernel, Kernel};
+use opencl3::kernel::Kernel;
 use opencl3::memory::Buffer;
 
-use super::Launch;
+use super::{arg, enqueue_kernel, Launch};
 use crate::cl::{CallContext, ClError, Gpu, LUMA_CL};
 use crate::frame::{FrameLayout, PixelFormat};
 
@@ -48,18 +48,21 @@ impl LumaStage {
             (layout.width as usize).div_ceil(PIXELS_PER_ITEM),
             layout.height as usize,
         );
+        let k = &self.kernel;
         unsafe {
-            ExecuteKernel::new(&self.kernel)
-                .set_arg(src)
-                .set_arg(&layout.stride)
-                .set_arg(&layout.width)
-                .set_arg(&layout.height)
-                .set_arg(luma)
-                .set_arg(&layout.width)
-                .set_global_work_sizes(&global)
-                .set_local_work_sizes(&self.launch.local)
-                .enqueue_nd_range(&gpu.queue)
+            arg(k, 0, src)?;
+            arg(k, 1, &layout.stride)?;
+            arg(k, 2, &layout.width)?;
+            arg(k, 3, &layout.height)?;
+            arg(k, 4, luma)?;
+            arg(k, 5, &layout.width)?;
         }
-        .call("clEnqueueNDRangeKernel(luma)")
+        enqueue_kernel(
+            gpu,
+            k,
+            &global,
+            &self.launch.local,
+            "clEnqueueNDRangeKernel(luma)",
+        )
     }
 }

@@ -23,10 +23,10 @@ use std::str::FromStr;
 use opencl3::event::Event;
 use opencl3::kernel::Kernel;
 use opencl3::memory::{Buffer, CL_MEM_READ_WRITE};
-use opencl3::types::CL_BLOCKING;
+use opencl3::types::{CL_BLOCKING, CL_NON_BLOCKING};
 use serde::Serialize;
 
-use crate::cl::{event_nanos, CallContext, ClError, FrameSlot, Gpu};
+use crate::cl::{CallContext, ClError, FrameSlot, Gpu};
 use crate::frame::{FrameLayout, LayoutError};
 
 pub use integral::{Region, RegionError, RegionStats};
@@ -132,18 +132,46 @@ impl Default for PipelineOptions {
 /// gives the same results, so tests run each one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Tuning {
-    /// Columns one work-item of the integral column pass carries down the image.
+    /// How the integral passes are laid out.
     pub integral_cols_per_item: ColsPerItem,
     /// How the histogram's work-groups count into their local sub-histogram.
     pub histogram_counting: HistogramCounting,
+    /// How Otsu's threshold does OpenCV's double arithmetic.
+    pub otsu_arithmetic: OtsuArithmetic,
+    /// How many pixels a Sobel work-item computes.
+    pub sobel_layout: SobelLayout,
 }
 
-/// The column-strip widths `kernels/integral.cl` is written for.
+/// The two Sobel kernels of `kernels/sobel.cl`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SobelLayout {
+    /// 16 pixels per work-item with uchar16 vectors (CPUs: one SIMD register a row).
+    Vector16,
+    /// One pixel per work-item (GPUs: neighbouring work-items read neighbouring bytes).
+    PixelPerItem,
+}
+
+/// The two ways `kernels/otsu.cl` computes in binary64.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OtsuArithmetic {
+    /// The integer emulation of binary64: any OpenCL 1.2 device (Mali Bifrost and Valhall
+    /// have no fp64).
+    Emulated,
+    /// The device's own doubles where it offers `cl_khr_fp64` (correctly rounded add,
+    /// subtract, multiply and divide, contraction off), else the emulation. A GPU runs the
+    /// emulation's sequential part on one slow thread (0.5 ms on an NVIDIA H100).
+    NativeWhereAvailable,
+}
+
+/// The two layouts of the integral passes in `kernels/integral.cl` (the names date from
+/// when they were column strips of one and sixteen columns).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ColsPerItem {
-    /// One column per work-item: enough work-items and coalesced rows on a GPU.
+    /// GPUs: a work-group scans each row, then one work-item per column and chunk of 32
+    /// rows, in a two-level scan: many work-items, coalesced rows.
     One,
-    /// A 16-column strip per work-item: one contiguous vector per row on a CPU.
+    /// CPUs: a few bands of rows per compute unit, each band's column sums in 16-wide
+    /// vectors, then each band writes every image once, row by row.
     Sixteen,
 }
 
@@ -173,11 +201,15 @@ impl Tuning {
     pub const FOR_GPU: Tuning = Tuning {
         integral_cols_per_item: ColsPerItem::One,
         histogram_counting: HistogramCounting::LocalAtomics,
+        otsu_arithmetic: OtsuArithmetic::NativeWhereAvailable,
+        sobel_layout: SobelLayout::PixelPerItem,
     };
     /// The choices for CPUs (POCL).
     pub const FOR_CPU: Tuning = Tuning {
         integral_cols_per_item: ColsPerItem::Sixteen,
         histogram_counting: HistogramCounting::OneItemPerGroup,
+        otsu_arithmetic: OtsuArithmetic::Emulated,
+        sobel_layout: SobelLayout::Vector16,
     };
 
     /// The choices for `gpu`'s kind of device.
@@ -268,6 +300,21 @@ pub struct FrameResult {
     /// The configured regions, in order.
     pub regions: Vec<(Region, RegionStats)>,
     pub timings: StageTimings,
+}
+
+impl FrameResult {
+    /// A result with nothing in it yet, to be filled by [`Pipeline::process_into`].
+    pub fn empty() -> FrameResult {
+        FrameResult {
+            width: 0,
+            height: 0,
+            histogram: [0; 256],
+            otsu_threshold: 0,
+            frame: RegionStats::default(),
+            regions: Vec::new(),
+            timings: StageTimings::default(),
+        }
+    }
 }
 
 /// The full per-pixel outputs of the last frame, dense, row-major.
@@ -450,6 +497,37 @@ impl Launch {
     }
 }
 
+/// Sets kernel argument `index` (no allocation, unlike `ExecuteKernel`).
+///
+/// # Safety
+/// `value` must match the kernel's parameter at `index`.
+pub(crate) unsafe fn arg<T>(kernel: &Kernel, index: u32, value: &T) -> Result<(), ClError> {
+    unsafe { kernel.set_arg(index, value) }.call("clSetKernelArg")
+}
+
+/// Enqueues `kernel`, whose arguments are set, over `global` (1 or 2 dimensions, each a
+/// multiple of `local`'s), without allocating on the host.
+pub(crate) fn enqueue_kernel(
+    gpu: &Gpu,
+    kernel: &Kernel,
+    global: &[usize],
+    local: &[usize],
+    what: &'static str,
+) -> Result<Event, ClError> {
+    debug_assert_eq!(global.len(), local.len());
+    unsafe {
+        gpu.queue.enqueue_nd_range_kernel(
+            kernel.get(),
+            global.len() as u32,
+            std::ptr::null(),
+            global.as_ptr(),
+            local.as_ptr(),
+            &[],
+        )
+    }
+    .call(what)
+}
+
 /// Runs the stages for frames of one layout; buffers are allocated once, here.
 pub struct Pipeline {
     layout: FrameLayout,
@@ -460,6 +538,10 @@ pub struct Pipeline {
     otsu: otsu::OtsuStage,
     integral: integral::IntegralStage,
     bufs: DeviceImages,
+    /// The last frame's events, kept so that a frame allocates nothing once warm.
+    events: Vec<(Stage, Event)>,
+    /// First kernel start to last kernel end of the last frame, in nanoseconds.
+    last_span: u64,
 }
 
 /// The intermediate images, kept on the device.
@@ -510,11 +592,13 @@ impl Pipeline {
             layout,
             options,
             luma: luma::LumaStage::new(gpu, layout.format).stage(Stage::Luma)?,
-            sobel: sobel::SobelStage::new(gpu).stage(Stage::Sobel)?,
+            sobel: sobel::SobelStage::new(gpu, &tuning).stage(Stage::Sobel)?,
             histogram: histogram::HistogramStage::new(gpu, &tuning).stage(Stage::Histogram)?,
-            otsu: otsu::OtsuStage::new(gpu).stage(Stage::Otsu)?,
+            otsu: otsu::OtsuStage::new(gpu, &tuning).stage(Stage::Otsu)?,
             integral: integral::IntegralStage::new(gpu, &layout, regions, &tuning)?,
             bufs,
+            events: Vec::with_capacity(32),
+            last_span: 0,
         })
     }
 
@@ -543,6 +627,19 @@ impl Pipeline {
 
     /// Processes the frame in `slot` and waits for the results.
     pub fn process(&mut self, gpu: &Gpu, slot: &FrameSlot) -> Result<FrameResult, PipelineError> {
+        let mut result = FrameResult::empty();
+        self.process_into(gpu, slot, &mut result)?;
+        Ok(result)
+    }
+
+    /// As [`Pipeline::process`], into `result`, reusing what it holds: once `result` has
+    /// been filled for this pipeline's regions, a frame allocates no host memory.
+    pub fn process_into(
+        &mut self,
+        gpu: &Gpu,
+        slot: &FrameSlot,
+        result: &mut FrameResult,
+    ) -> Result<(), PipelineError> {
         let need = self.layout.frame_bytes();
         if slot.len() < need {
             return Err(PipelineError::SlotTooSmall {
@@ -556,7 +653,8 @@ impl Pipeline {
         }
         let l = self.layout;
         let b = &self.bufs;
-        let mut events: Vec<(Stage, Event)> = Vec::with_capacity(12);
+        let events = &mut self.events;
+        events.clear();
         events.push((
             Stage::Luma,
             self.luma
@@ -595,13 +693,11 @@ impl Pipeline {
                 .enqueue_binarize(gpu, &b.luma.buf, &l, &b.threshold, &b.mask.buf)
                 .stage(Stage::Binarize)?,
         ));
-        for e in self
-            .integral
-            .enqueue_integrals(gpu, &l, &b.luma.buf, &b.edges.buf, &b.mask.buf)
-            .stage(Stage::Integral)?
-        {
-            events.push((Stage::Integral, e));
-        }
+        self.integral
+            .enqueue_integrals(gpu, &l, &b.luma.buf, &b.edges.buf, &b.mask.buf, |e| {
+                events.push((Stage::Integral, e))
+            })
+            .stage(Stage::Integral)?;
         events.push((
             Stage::Regions,
             self.integral
@@ -609,26 +705,46 @@ impl Pipeline {
                 .stage(Stage::Regions)?,
         ));
 
-        let hist_vec = read_buffer(gpu, &b.hist, 256)?;
-        let threshold = read_buffer(gpu, &b.threshold, 1)?[0];
-        let (frame, regions) = self.integral.read_regions(gpu)?;
+        // Queue the small reads behind the kernels and wait once.
+        let mut threshold = [0u32; 1];
+        unsafe {
+            gpu.queue
+                .enqueue_read_buffer(&b.hist, CL_NON_BLOCKING, 0, &mut result.histogram, &[])
+                .call("clEnqueueReadBuffer")?;
+            gpu.queue
+                .enqueue_read_buffer(&b.threshold, CL_NON_BLOCKING, 0, &mut threshold, &[])
+                .call("clEnqueueReadBuffer")?;
+            self.integral.enqueue_read_sums(gpu)?;
+        }
         gpu.finish()?;
+        self.integral
+            .fill_regions(&mut result.frame, &mut result.regions);
 
         let mut timings = StageTimings::default();
-        for (stage, event) in &events {
-            timings.0[*stage as usize] += event_nanos(event)?;
+        let (mut first, mut last) = (u64::MAX, 0);
+        for (stage, event) in events.iter() {
+            let start = event
+                .profiling_command_start()
+                .call("clGetEventProfilingInfo")?;
+            let end = event
+                .profiling_command_end()
+                .call("clGetEventProfilingInfo")?;
+            timings.0[*stage as usize] += end.saturating_sub(start);
+            first = first.min(start);
+            last = last.max(end);
         }
-        let mut histogram = [0u32; 256];
-        histogram.copy_from_slice(&hist_vec);
-        Ok(FrameResult {
-            width: l.width,
-            height: l.height,
-            histogram,
-            otsu_threshold: threshold as u8,
-            frame,
-            regions,
-            timings,
-        })
+        self.last_span = last.saturating_sub(first);
+        result.width = l.width;
+        result.height = l.height;
+        result.otsu_threshold = threshold[0] as u8;
+        result.timings = timings;
+        Ok(())
+    }
+
+    /// Device time from the first kernel's start to the last one's end for the last frame
+    /// processed, in nanoseconds: the stages' times plus the gaps between kernels.
+    pub fn last_device_span_nanos(&self) -> u64 {
+        self.last_span
     }
 
     /// Names of the per-pixel buffers whose guard band a kernel overwrote (none, if every

@@ -1,11 +1,11 @@
-//! Otsu stage: `otsu_threshold` (one work-item; the threshold never leaves the device) and
+//! Otsu stage: `otsu_threshold` (one work-group; the threshold never leaves the device) and
 //! `binarize` (16 pixels per work-item) from `kernels/otsu.cl`.
 
 use opencl3::event::Event;
-use opencl3::kernel::{ExecuteKernel, Kernel};
+use opencl3::kernel::Kernel;
 use opencl3::memory::Buffer;
 
-use super::Launch;
+use super::{arg, enqueue_kernel, Launch, OtsuArithmetic, Tuning};
 use crate::cl::{CallContext, ClError, Gpu, OTSU_CL};
 use crate::frame::FrameLayout;
 
@@ -14,18 +14,26 @@ pub const PIXELS_PER_ITEM: usize = 16;
 
 pub(super) struct OtsuStage {
     threshold_kernel: Kernel,
+    threshold_launch: Launch,
     binarize_kernel: Kernel,
     binarize_launch: Launch,
 }
 
+/// Work-items of the threshold's one work-group: one per histogram bin.
+const THRESHOLD_GROUP_SIZE: usize = 256;
+
 impl OtsuStage {
-    pub(super) fn new(gpu: &Gpu) -> Result<OtsuStage, ClError> {
-        let program = gpu.build(OTSU_CL)?;
+    pub(super) fn new(gpu: &Gpu, tuning: &Tuning) -> Result<OtsuStage, ClError> {
+        let native =
+            tuning.otsu_arithmetic == OtsuArithmetic::NativeWhereAvailable && gpu.info.fp64;
+        let program = gpu.build_with(OTSU_CL, if native { "-DOTSU_FP64" } else { "" })?;
         let threshold_kernel = Kernel::create(&program, "otsu_threshold").call("clCreateKernel")?;
         let binarize_kernel = Kernel::create(&program, "binarize").call("clCreateKernel")?;
         let binarize_launch = Launch::two_d(gpu, &binarize_kernel)?;
+        let threshold_launch = Launch::one_d(gpu, &threshold_kernel, THRESHOLD_GROUP_SIZE)?;
         Ok(OtsuStage {
             threshold_kernel,
+            threshold_launch,
             binarize_kernel,
             binarize_launch,
         })
@@ -39,16 +47,20 @@ impl OtsuStage {
         threshold: &Buffer<u32>,
     ) -> Result<Event, ClError> {
         let total = layout.width * layout.height;
+        let k = &self.threshold_kernel;
         unsafe {
-            ExecuteKernel::new(&self.threshold_kernel)
-                .set_arg(hist)
-                .set_arg(&total)
-                .set_arg(threshold)
-                .set_global_work_size(1)
-                .set_local_work_size(1)
-                .enqueue_nd_range(&gpu.queue)
+            arg(k, 0, hist)?;
+            arg(k, 1, &total)?;
+            arg(k, 2, threshold)?;
         }
-        .call("clEnqueueNDRangeKernel(otsu_threshold)")
+        let local = self.threshold_launch.local[0];
+        enqueue_kernel(
+            gpu,
+            k,
+            &[local],
+            &[local],
+            "clEnqueueNDRangeKernel(otsu_threshold)",
+        )
     }
 
     pub(super) fn enqueue_binarize(
@@ -63,19 +75,22 @@ impl OtsuStage {
             (layout.width as usize).div_ceil(PIXELS_PER_ITEM),
             layout.height as usize,
         );
+        let k = &self.binarize_kernel;
         unsafe {
-            ExecuteKernel::new(&self.binarize_kernel)
-                .set_arg(luma)
-                .set_arg(&layout.width)
-                .set_arg(&layout.width)
-                .set_arg(&layout.height)
-                .set_arg(threshold)
-                .set_arg(mask)
-                .set_arg(&layout.width)
-                .set_global_work_sizes(&global)
-                .set_local_work_sizes(&self.binarize_launch.local)
-                .enqueue_nd_range(&gpu.queue)
+            arg(k, 0, luma)?;
+            arg(k, 1, &layout.width)?;
+            arg(k, 2, &layout.width)?;
+            arg(k, 3, &layout.height)?;
+            arg(k, 4, threshold)?;
+            arg(k, 5, mask)?;
+            arg(k, 6, &layout.width)?;
         }
-        .call("clEnqueueNDRangeKernel(binarize)")
+        enqueue_kernel(
+            gpu,
+            k,
+            &global,
+            &self.binarize_launch.local,
+            "clEnqueueNDRangeKernel(binarize)",
+        )
     }
 }

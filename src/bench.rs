@@ -1,0 +1,373 @@
+//! `edgesight bench`: the pipeline's cost per frame size, beside the cost of a device copy
+//! of the same bytes (the floor no kernel can beat).
+//!
+//! For each size it makes a synthetic grey frame with natural-looking content
+//! ([`synthetic_frame`]), runs the pipeline a few times to warm up, then `runs` times, and
+//! takes from every run each stage's device time (profiling events), the pipeline's device
+//! time (the sum of its stages, and the span from the first kernel's start to the last
+//! one's end) and the host's wall time for the frame (map the slot, write the frame, unmap,
+//! enqueue every kernel, wait, read the results). Medians and the 10th/90th percentiles are
+//! reported.
+//!
+//! The floor of a stage is a `clEnqueueCopyBuffer` on the same device that reads and writes
+//! as many bytes as the stage must move (every input read once, every output written once),
+//! timed the same way.
+
+use std::time::Instant;
+
+use opencl3::memory::{Buffer, CL_MEM_READ_WRITE};
+use serde::Serialize;
+
+use crate::cl::{event_nanos, CallContext, ClError, Gpu};
+use crate::frame::{FrameLayout, PixelFormat};
+use crate::pipeline::{FrameResult, Pipeline, PipelineError, PipelineOptions, Stage};
+
+/// The sizes benchmarked when none are given: 720p, 1080p and 4K.
+pub const DEFAULT_SIZES: [(u32, u32); 3] = [(1280, 720), (1920, 1080), (3840, 2160)];
+
+/// Bytes each stage must move for a grey frame of `width` x `height` (inputs read once,
+/// outputs written once), in [`Stage::ALL`] order, and for the whole pipeline (the frame
+/// read once and every output the pipeline keeps written once).
+pub fn bytes_moved(width: u32, height: u32) -> ([u64; Stage::ALL.len()], u64) {
+    let n = u64::from(width) * u64::from(height);
+    let m = (u64::from(width) + 1) * (u64::from(height) + 1);
+    let stages = [
+        2 * n,             // luma: frame in, luma out
+        n + 6 * n,         // sobel: luma in; dx, dy (2 bytes each), magnitude, edge mask out
+        n + 256 * 4,       // histogram: luma in, 256 counts out
+        256 * 4 + 4,       // otsu: histogram in, threshold out
+        2 * n + 4,         // binarize: luma and threshold in, mask out
+        3 * n + 20 * m,    // integral: luma, edges, mask in; u32, u64, u32, u32 images out
+        4 * 4 * 4 + 4 * 8, // regions (the whole frame only): 16 corners of 4 images, 4 sums
+    ];
+    // Pipeline: frame in; luma, dx, dy, magnitude, edge mask, mask and the integrals out.
+    let pipeline = n + 8 * n + 20 * m;
+    (stages, pipeline)
+}
+
+/// A deterministic grey frame that looks like a scene: a lit sky gradient, a ground plane,
+/// filled shapes with soft and hard edges, stripes, and mild noise. Not zeros, not noise.
+pub fn synthetic_frame(width: u32, height: u32) -> Vec<u8> {
+    let (w, h) = (width as usize, height as usize);
+    let mut out = vec![0u8; w * h];
+    let mut state: u64 = 0x9E37_79B9_7F4A_7C15 ^ ((w as u64) << 32 | h as u64);
+    let mut noise = move || {
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        let r = state.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 61; // 0..7
+        r as i32 - 3
+    };
+    let (fw, fh) = (w as f32, h as f32);
+    // Shapes in relative coordinates: circles (cx, cy, r, level) and boxes (x0, y0, x1, y1, level).
+    let circles = [
+        (0.78f32, 0.22f32, 0.09f32, 250.0f32),
+        (0.30, 0.62, 0.14, 40.0),
+        (0.62, 0.70, 0.07, 200.0),
+    ];
+    let boxes = [
+        (0.05f32, 0.45f32, 0.22f32, 0.95f32, 90.0f32),
+        (0.45, 0.40, 0.58, 0.90, 160.0),
+        (0.85, 0.55, 0.97, 0.98, 20.0),
+    ];
+    for y in 0..h {
+        let v = (y as f32 + 0.5) / fh;
+        for x in 0..w {
+            let u = (x as f32 + 0.5) / fw;
+            // Sky above the horizon, a darker ground with a slow texture below.
+            let mut level = if v < 0.42 {
+                200.0 - 110.0 * v + 20.0 * u
+            } else {
+                70.0 + 30.0 * v + 12.0 * ((u * 37.0).sin() * (v * 23.0).cos())
+            };
+            for &(x0, y0, x1, y1, l) in &boxes {
+                if u >= x0 && u < x1 && v >= y0 && v < y1 {
+                    // Window-like stripes on the boxes.
+                    let stripe = if ((v - y0) * fh / 12.0) as i32 % 2 == 0 {
+                        0.0
+                    } else {
+                        25.0
+                    };
+                    level = l + stripe;
+                }
+            }
+            for &(cx, cy, r, l) in &circles {
+                let (dx, dy) = ((u - cx) * fw / fh, v - cy);
+                let d = (dx * dx + dy * dy).sqrt();
+                if d < r {
+                    // A soft, shaded disc.
+                    level = l - 60.0 * (d / r) * (d / r);
+                }
+            }
+            let value = level as i32 + noise();
+            out[y * w + x] = value.clamp(0, 255) as u8;
+        }
+    }
+    out
+}
+
+/// Median and spread of a series of measurements, in milliseconds.
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq)]
+pub struct Spread {
+    pub median: f64,
+    pub p10: f64,
+    pub p90: f64,
+}
+
+impl Spread {
+    /// From nanoseconds; the median is the upper middle for an even count.
+    pub fn of_nanos(values: &[u64]) -> Spread {
+        if values.is_empty() {
+            return Spread::default();
+        }
+        let mut v = values.to_vec();
+        v.sort_unstable();
+        let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize] as f64 / 1e6;
+        Spread {
+            median: v[v.len() / 2] as f64 / 1e6,
+            p10: at(0.1),
+            p90: at(0.9),
+        }
+    }
+}
+
+/// One stage's figures at one frame size.
+#[derive(Clone, Debug, Serialize)]
+pub struct StageFigures {
+    pub name: &'static str,
+    pub device: Spread,
+    pub bytes: u64,
+    /// Median time of a device copy moving `bytes` (reading half, writing half).
+    pub floor_ms: f64,
+}
+
+/// Everything measured at one frame size.
+#[derive(Clone, Debug)]
+pub struct SizeFigures {
+    pub width: u32,
+    pub height: u32,
+    pub runs: usize,
+    pub stages: Vec<StageFigures>,
+    /// Sum of the stages' device times.
+    pub pipeline_device: Spread,
+    /// First kernel's start to the last one's end, on the device.
+    pub pipeline_span: Spread,
+    /// Host wall time per frame: map, write, unmap, kernels, wait, read results.
+    pub pipeline_wall: Spread,
+    pub pipeline_bytes: u64,
+    pub pipeline_floor_ms: f64,
+    /// Otsu threshold of the frame (the same every run).
+    pub otsu_threshold: u8,
+}
+
+impl SizeFigures {
+    pub fn pixels(&self) -> u64 {
+        u64::from(self.width) * u64::from(self.height)
+    }
+}
+
+/// Reports progress while a size runs: `(width, height, done, total)`.
+pub type Progress<'a> = &'a mut dyn FnMut(u32, u32, usize, usize);
+
+/// Runs the pipeline `warmup` + `runs` times on `frame` (grey, `width` x `height`) and
+/// measures the copy floor for the bytes each stage moves.
+pub fn bench_size(
+    gpu: &Gpu,
+    width: u32,
+    height: u32,
+    frame: &[u8],
+    warmup: usize,
+    runs: usize,
+    progress: Progress<'_>,
+) -> Result<SizeFigures, PipelineError> {
+    let layout = FrameLayout::packed(PixelFormat::Grey, width, height);
+    let mut pipeline = Pipeline::new(gpu, layout, PipelineOptions::default(), &[])?;
+    let mut slot = pipeline.new_slot(gpu)?;
+    let mut result = FrameResult::empty();
+    let total = warmup + runs;
+    let mut stage_ns: Vec<Vec<u64>> = vec![Vec::with_capacity(runs); Stage::ALL.len()];
+    let (mut device_ns, mut span_ns, mut wall_ns) = (
+        Vec::with_capacity(runs),
+        Vec::with_capacity(runs),
+        Vec::with_capacity(runs),
+    );
+    for i in 0..total {
+        let start = Instant::now();
+        slot.write_bytes(gpu, frame)?;
+        pipeline.process_into(gpu, &slot, &mut result)?;
+        let wall = start.elapsed().as_nanos() as u64;
+        if i >= warmup {
+            for (s, ns) in result.timings.iter() {
+                stage_ns[s as usize].push(ns);
+            }
+            device_ns.push(result.timings.total());
+            span_ns.push(pipeline.last_device_span_nanos());
+            wall_ns.push(wall);
+        }
+        if i % 8 == 7 || i + 1 == total {
+            progress(width, height, i + 1, total);
+        }
+    }
+    let (stage_bytes, pipeline_bytes) = bytes_moved(width, height);
+    let most = stage_bytes.iter().copied().fold(pipeline_bytes, u64::max);
+    let mut floor = CopyFloor::new(gpu, most)?;
+    let copy_runs = runs.clamp(3, 30);
+    let mut stages = Vec::with_capacity(Stage::ALL.len());
+    for (i, stage) in Stage::ALL.into_iter().enumerate() {
+        stages.push(StageFigures {
+            name: stage.name(),
+            device: Spread::of_nanos(&stage_ns[i]),
+            bytes: stage_bytes[i],
+            floor_ms: floor.median_ms(gpu, stage_bytes[i], copy_runs)?,
+        });
+    }
+    Ok(SizeFigures {
+        width,
+        height,
+        runs,
+        stages,
+        pipeline_device: Spread::of_nanos(&device_ns),
+        pipeline_span: Spread::of_nanos(&span_ns),
+        pipeline_wall: Spread::of_nanos(&wall_ns),
+        pipeline_bytes,
+        pipeline_floor_ms: floor.median_ms(gpu, pipeline_bytes, copy_runs)?,
+        otsu_threshold: result.otsu_threshold,
+    })
+}
+
+/// Two device buffers to copy between.
+struct CopyFloor {
+    src: Buffer<u8>,
+    dst: Buffer<u8>,
+}
+
+impl CopyFloor {
+    /// Buffers for copies that move up to `max_bytes` (half read, half written).
+    fn new(gpu: &Gpu, max_bytes: u64) -> Result<CopyFloor, ClError> {
+        let len = (max_bytes as usize).div_ceil(2).max(1);
+        let make = || unsafe {
+            Buffer::<u8>::create(&gpu.context, CL_MEM_READ_WRITE, len, std::ptr::null_mut())
+                .call("clCreateBuffer")
+        };
+        let (src, mut dst) = (make()?, make()?);
+        // Touch both once so the first timed copy pays for no first use.
+        let e = unsafe {
+            gpu.queue
+                .enqueue_copy_buffer(&src, &mut dst, 0, 0, len, &[])
+        }
+        .call("clEnqueueCopyBuffer")?;
+        e.wait().call("clWaitForEvents")?;
+        Ok(CopyFloor { src, dst })
+    }
+
+    /// Median device time, in ms, of a copy that moves `bytes` (reads and writes half each).
+    fn median_ms(&mut self, gpu: &Gpu, bytes: u64, runs: usize) -> Result<f64, ClError> {
+        let len = (bytes as usize / 2).max(1);
+        let mut ns = Vec::with_capacity(runs);
+        for _ in 0..runs {
+            let e = unsafe {
+                gpu.queue
+                    .enqueue_copy_buffer(&self.src, &mut self.dst, 0, 0, len, &[])
+            }
+            .call("clEnqueueCopyBuffer")?;
+            e.wait().call("clWaitForEvents")?;
+            ns.push(event_nanos(&e)?);
+        }
+        Ok(Spread::of_nanos(&ns).median)
+    }
+}
+
+/// Achieved bandwidth in GB/s for `bytes` moved in `ms`.
+pub fn gb_per_s(bytes: u64, ms: f64) -> f64 {
+    if ms > 0.0 {
+        bytes as f64 / (ms * 1e6)
+    } else {
+        0.0
+    }
+}
+
+/// The JSON `--json` writes.
+#[derive(Serialize)]
+pub struct JsonReport<'a> {
+    pub device: String,
+    pub format: &'static str,
+    pub runs: usize,
+    pub warmup: usize,
+    pub results: Vec<JsonSize<'a>>,
+}
+
+#[derive(Serialize)]
+pub struct JsonSize<'a> {
+    pub width: u32,
+    pub height: u32,
+    pub pipeline_device_ms: f64,
+    pub pipeline_span_ms: f64,
+    pub pipeline_wall_ms: f64,
+    pub pipeline_device_spread_ms: Spread,
+    pub pipeline_wall_spread_ms: Spread,
+    pub pipeline_bytes: u64,
+    pub pipeline_floor_ms: f64,
+    pub ns_per_pixel: f64,
+    pub otsu_threshold: u8,
+    pub stages: std::collections::BTreeMap<&'a str, f64>,
+    pub stages_detail: &'a [StageFigures],
+}
+
+impl<'a> JsonSize<'a> {
+    pub fn new(f: &'a SizeFigures) -> JsonSize<'a> {
+        JsonSize {
+            width: f.width,
+            height: f.height,
+            pipeline_device_ms: f.pipeline_device.median,
+            pipeline_span_ms: f.pipeline_span.median,
+            pipeline_wall_ms: f.pipeline_wall.median,
+            pipeline_device_spread_ms: f.pipeline_device,
+            pipeline_wall_spread_ms: f.pipeline_wall,
+            pipeline_bytes: f.pipeline_bytes,
+            pipeline_floor_ms: f.pipeline_floor_ms,
+            ns_per_pixel: f.pipeline_device.median * 1e6 / f.pixels() as f64,
+            otsu_threshold: f.otsu_threshold,
+            stages: f.stages.iter().map(|s| (s.name, s.device.median)).collect(),
+            stages_detail: &f.stages,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spread_of_a_series() {
+        let s = Spread::of_nanos(&[5_000_000, 1_000_000, 3_000_000, 2_000_000, 4_000_000]);
+        assert_eq!(s.median, 3.0);
+        assert_eq!(s.p10, 1.0);
+        assert_eq!(s.p90, 5.0);
+        assert_eq!(Spread::of_nanos(&[]), Spread::default());
+    }
+
+    #[test]
+    fn synthetic_frames_look_like_scenes() {
+        let f = synthetic_frame(320, 180);
+        assert_eq!(f.len(), 320 * 180);
+        assert_eq!(f, synthetic_frame(320, 180), "deterministic");
+        let mut hist = [0usize; 256];
+        for &v in &f {
+            hist[v as usize] += 1;
+        }
+        // Many levels in use, none holding most pixels: neither flat nor binary.
+        assert!(hist.iter().filter(|&&c| c > 0).count() > 100);
+        assert!(hist.iter().all(|&c| c < f.len() / 4));
+        // Neighbours are close far more often than not: structure, not noise.
+        let close = f.windows(2).filter(|p| p[0].abs_diff(p[1]) <= 8).count();
+        assert!(close > f.len() * 9 / 10, "{close}");
+    }
+
+    #[test]
+    fn bytes_for_1080p() {
+        let (stages, pipeline) = bytes_moved(1920, 1080);
+        let n = 1920 * 1080;
+        assert_eq!(stages[Stage::Sobel as usize], 7 * n);
+        assert_eq!(pipeline, 9 * n + 20 * 1921 * 1081);
+    }
+}
