@@ -44,6 +44,7 @@ pub struct Metrics {
     stage: HistogramVec,
     latency: HistogramVec,
     frame_rate: GaugeVec,
+    target_rate: GaugeVec,
     otsu: IntGaugeVec,
     mean_luma: GaugeVec,
     luma_stddev: GaugeVec,
@@ -180,6 +181,12 @@ impl Metrics {
                 "Frames published per second, measured over the last two seconds.",
                 cam,
             ),
+            target_rate: gauges(
+                &r,
+                "edgesight_target_frame_rate",
+                "Frames per second the source is set to deliver (absent when the camera chooses).",
+                cam,
+            ),
             otsu: int_gauges(
                 &r,
                 "edgesight_otsu_threshold",
@@ -212,7 +219,7 @@ impl Metrics {
             ),
             histogram: gauges(
                 &r,
-                "edgesight_luma_histogram_ratio",
+                "edgesight_luma_bin_ratio",
                 "Fraction of the last frame's pixels in each luma bin; bin is the bin's lowest luma.",
                 &["camera", "bin"],
             ),
@@ -257,8 +264,17 @@ impl Metrics {
         }
     }
 
-    /// The handles one camera's threads update.
-    pub fn camera(&self, name: &str, device: &DeviceInfo) -> CameraMetrics {
+    /// The handles one camera's threads update; `target_fps` is the rate its source is set
+    /// to, when the config says it.
+    pub fn camera(
+        &self,
+        name: &str,
+        device: &DeviceInfo,
+        target_fps: Option<f64>,
+    ) -> CameraMetrics {
+        if let Some(fps) = target_fps {
+            self.target_rate.with_label_values(&[name]).set(fps);
+        }
         self.device_info
             .with_label_values(&[name, &device.platform, &device.name, &device.version])
             .set(1);

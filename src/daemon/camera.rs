@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Context, Result};
 use tokio::sync::{mpsc as tmpsc, oneshot};
 
-use crate::capture::{self, FrameSource, Next};
+use crate::capture::{self, FrameSource, Next, SourceSpec};
 use crate::cl::{DeviceInfo, Gpu};
 use crate::config::CameraSettings;
 use crate::frame::FrameLayout;
@@ -144,7 +144,11 @@ pub fn run(settings: CameraSettings, metrics: Arc<Metrics>, links: Links) -> Res
             return Err(anyhow!(message));
         }
     };
-    let m = Arc::new(metrics.camera(&settings.name, &cam.gpu.info));
+    let target_fps = match &settings.source {
+        SourceSpec::Pattern { fps, .. } | SourceSpec::Replay { fps, .. } => Some(*fps),
+        SourceSpec::V4l2 { fps, .. } => *fps,
+    };
+    let m = Arc::new(metrics.camera(&settings.name, &cam.gpu.info, target_fps));
     let _ = links.started.send(Ok(Started {
         device: cam.gpu.info.clone(),
         metrics: Arc::clone(&m),
@@ -159,6 +163,8 @@ pub fn run(settings: CameraSettings, metrics: Arc<Metrics>, links: Links) -> Res
         "camera started"
     );
     let mut failures_logged = 0u32;
+    // What the pipeline's images show now: snapshot requests between frames use it.
+    let mut shown: Option<Shown> = None;
     while !links.stop.load(Ordering::Relaxed) {
         links.beat.turn();
         while let Ok(reload) = links.reloads.try_recv() {
@@ -171,6 +177,9 @@ pub fn run(settings: CameraSettings, metrics: Arc<Metrics>, links: Links) -> Res
             .with_context(|| format!("camera '{}'", settings.name))?;
         let Next::Frame(frame) = next else {
             m.capture(cam.source.is_up(), &cam.source.stats());
+            if let Some(shown) = &shown {
+                answer_snapshots(&cam, &links.snapshots, shown, &settings.name);
+            }
             continue;
         };
         let (sequence, captured) = (frame.sequence, frame.captured);
@@ -188,7 +197,14 @@ pub fn run(settings: CameraSettings, metrics: Arc<Metrics>, links: Links) -> Res
                 continue;
             }
         };
-        answer_snapshots(&cam, &links.snapshots, &result, &settings.name);
+        let now_shown = Shown {
+            width: result.width,
+            height: result.height,
+            histogram: result.histogram,
+            otsu_threshold: result.otsu_threshold,
+        };
+        answer_snapshots(&cam, &links.snapshots, &now_shown, &settings.name);
+        shown = Some(now_shown);
         let published = Published {
             result,
             options: cam.options,
@@ -201,6 +217,14 @@ pub fn run(settings: CameraSettings, metrics: Arc<Metrics>, links: Links) -> Res
     }
     tracing::info!(camera = %settings.name, "camera stopped");
     Ok(())
+}
+
+/// The small results of the frame whose images the pipeline holds.
+struct Shown {
+    width: u32,
+    height: u32,
+    histogram: [u32; 256],
+    otsu_threshold: u8,
 }
 
 fn apply(cam: &mut Camera, options: &PipelineOptions, regions: &[Region]) -> Result<(), String> {
@@ -221,7 +245,7 @@ fn apply(cam: &mut Camera, options: &PipelineOptions, regions: &[Region]) -> Res
 fn answer_snapshots(
     cam: &Camera,
     requests: &mpsc::Receiver<SnapshotReply>,
-    result: &FrameResult,
+    shown: &Shown,
     name: &str,
 ) {
     let waiting: Vec<SnapshotReply> = requests.try_iter().collect();
@@ -236,13 +260,13 @@ fn answer_snapshots(
         }
     };
     let snapshot = Arc::new(Snapshot {
-        width: result.width,
-        height: result.height,
+        width: shown.width,
+        height: shown.height,
         luma: images.luma,
         edges: images.magnitude,
         mask: images.mask,
-        histogram: result.histogram,
-        otsu_threshold: result.otsu_threshold,
+        histogram: shown.histogram,
+        otsu_threshold: shown.otsu_threshold,
     });
     for reply in waiting {
         let _ = reply.send(Arc::clone(&snapshot));
