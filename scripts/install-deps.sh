@@ -4,7 +4,7 @@
 #   install-deps.sh test   the above, plus what `make test` uses: cross linkers and libcs,
 #                          qemu-user for a smoke run of the aarch64 binary, the Rust targets,
 #                          clippy and rustfmt, OpenCV + numpy for the conformance test, and
-#                          Prometheus (with promtool) and wrk for the daemon's tests
+#                          Prometheus (with promtool), wrk, openssl and curl for the daemon's tests
 set -euo pipefail
 
 mode=${1:-run}
@@ -14,7 +14,7 @@ apt_packages=(ocl-icd-libopencl1 pocl-opencl-icd clinfo)
 if [ "$mode" = test ]; then
     apt_packages+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross
                    gcc-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user-static
-                   prometheus wrk)
+                   prometheus wrk openssl curl)
 fi
 
 missing=()

@@ -618,6 +618,19 @@ fn wrk_on_metrics_neither_fails_nor_costs_frames() {
         )
         .expect("publish_backlog")
     };
+    // Clients that pipeline requests and never read their responses: their connections
+    // block on a full socket, and nothing else may.
+    let stuck: Vec<TcpStream> = (0..8)
+        .map(|_| {
+            let mut s = TcpStream::connect(("127.0.0.1", d.port)).expect("connect");
+            s.set_write_timeout(Some(Duration::from_millis(200)))
+                .expect("timeout");
+            let burst = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n".repeat(2000);
+            // The server stops reading once its replies back up: a short write is the aim.
+            let _ = s.write_all(burst.as_bytes());
+            s
+        })
+        .collect();
     // Loopback only, 8 connections for 3 seconds.
     let out = run_tool(
         Command::new("wrk").args([
@@ -656,6 +669,8 @@ fn wrk_on_metrics_neither_fails_nor_costs_frames() {
         frames(&after)
     );
     assert_eq!(backlog(&after), 0.0, "frames dropped for the publisher");
+    assert_eq!(get(d.port, "/healthz").status, 200);
+    drop(stuck);
     let served = sample(
         &after,
         r#"edgesight_http_requests_total{code="200",handler="metrics"}"#,
@@ -793,4 +808,91 @@ fn deploy_files_check() {
             );
         }
     }
+}
+
+#[test]
+fn tls_serves_https_only() {
+    let dir = tmp_dir("daemon-tls");
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let out = run_tool(
+        Command::new("openssl")
+            .args([
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+            ])
+            .args([
+                "-subj",
+                "/CN=127.0.0.1",
+                "-addext",
+                "subjectAltName=IP:127.0.0.1",
+            ])
+            .arg("-keyout")
+            .arg(&key)
+            .arg("-out")
+            .arg(&cert),
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "openssl: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tls = format!(
+        "[web]\ntls_cert_file = \"{}\"\ntls_key_file = \"{}\"\n",
+        cert.display(),
+        key.display()
+    );
+    // Pictures beyond loopback are allowed behind TLS (checked, not bound).
+    let public = dir.join("public.toml");
+    std::fs::write(
+        &public,
+        format!(
+            "{}listen_address = \"0.0.0.0:8947\"\nsnapshots = true\n",
+            tls
+        ),
+    )
+    .expect("write");
+    let (code, err) = edgesight(&["check-config", &public.display().to_string()]);
+    assert_eq!(code, Some(0), "{err}");
+
+    let port = free_port();
+    let path = dir.join("edgesight.toml");
+    std::fs::write(&path, format!("{tls}{}", camera("c", "64x48", &[], 64))).expect("config");
+    let log = dir.join("edgesight.log");
+    let child = Command::new(BIN)
+        .args(["run", "--config"])
+        .arg(&path)
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .env("POCL_CACHE_DIR", pocl_cache())
+        .stderr(std::fs::File::create(&log).expect("log"))
+        .spawn()
+        .expect("start");
+    let d = Daemon { child, port, log };
+    let curl = |url: &str| {
+        run_tool(
+            Command::new("curl")
+                .args([
+                    "-s",
+                    "-o",
+                    "/dev/null",
+                    "-w",
+                    "%{http_code}",
+                    "--max-time",
+                    "5",
+                    "--cacert",
+                ])
+                .arg(&cert)
+                .arg(url),
+            None,
+        )
+    };
+    let https = format!("https://127.0.0.1:{port}/healthz");
+    wait_until("healthz over https", Duration::from_secs(60), || {
+        (String::from_utf8_lossy(&curl(&https).stdout) == "200").then_some(())
+    });
+    let out = curl(&format!("https://127.0.0.1:{port}/metrics"));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "200");
+    // Plain HTTP gets no HTTP answer from a TLS port.
+    assert!(request(port, "GET", "/healthz").is_err());
+    let (status, _) = d.terminate();
+    assert_eq!(status.code(), Some(0));
 }

@@ -27,7 +27,7 @@ use signals::Signal;
 
 /// Results waiting for the publisher, per camera. Small on purpose: a publisher that
 /// falls this far behind loses frames (counted) rather than making the camera wait.
-const PUBLISH_QUEUE: usize = 4;
+const PUBLISH_QUEUE: usize = 8;
 
 /// The last published frame of a camera.
 pub struct Latest {
