@@ -146,8 +146,13 @@ impl Daemon {
     }
 
     /// SIGTERM, then the exit status and how long it took.
-    fn terminate(mut self) -> (std::process::ExitStatus, Duration) {
+    fn terminate(self) -> (std::process::ExitStatus, Duration) {
         self.signal(libc::SIGTERM);
+        self.terminate_after_signal()
+    }
+
+    /// The exit status once the process ends by itself, and how long that took.
+    fn terminate_after_signal(mut self) -> (std::process::ExitStatus, Duration) {
         let start = Instant::now();
         loop {
             if let Some(status) = self.child.try_wait().expect("wait") {
@@ -894,5 +899,66 @@ fn tls_serves_https_only() {
     // Plain HTTP gets no HTTP answer from a TLS port.
     assert!(request(port, "GET", "/healthz").is_err());
     let (status, _) = d.terminate();
+    assert_eq!(status.code(), Some(0));
+}
+
+#[test]
+fn systemd_hears_ready_watchdog_and_stopping() {
+    use std::os::unix::net::UnixDatagram;
+    let dir = tmp_dir("daemon-notify");
+    let socket_path = dir.join("notify.sock");
+    let socket = UnixDatagram::bind(&socket_path).expect("bind the notify socket");
+    socket
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("timeout");
+    let port = free_port();
+    let started = Instant::now();
+    let child = Command::new(BIN)
+        .args(["run", "--source", "pattern:64x48@30"])
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .env("POCL_CACHE_DIR", pocl_cache())
+        .env("NOTIFY_SOCKET", &socket_path)
+        // A 1 s watchdog: pings are due at least every 0.5 s.
+        .env("WATCHDOG_USEC", "1000000")
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start");
+    let d = Daemon {
+        child,
+        port,
+        log: dir.join("none"),
+    };
+    let mut buf = [0u8; 256];
+    let mut next = || -> String {
+        let n = socket.recv(&mut buf).expect("a notification");
+        String::from_utf8_lossy(&buf[..n]).trim().to_string()
+    };
+    assert_eq!(next(), "READY=1");
+    // READY comes only once a frame is out: /healthz agrees at once.
+    assert_eq!(get(port, "/healthz").status, 200);
+    let ready_at = started.elapsed();
+    let mut pings = 0;
+    let mut last_ping = Instant::now();
+    let watch_start = Instant::now();
+    while watch_start.elapsed() < Duration::from_secs(2) {
+        assert_eq!(next(), "WATCHDOG=1");
+        // systemd restarts the service when a whole period passes without one.
+        assert!(
+            last_ping.elapsed() < Duration::from_secs(1),
+            "{:?} between pings",
+            last_ping.elapsed()
+        );
+        last_ping = Instant::now();
+        pings += 1;
+    }
+    // About every 300 ms (a quarter period, on a 100 ms tick); no flood either.
+    assert!((4..=11).contains(&pings), "{pings} pings in 2 s");
+    d.signal(libc::SIGTERM);
+    let mut last = next();
+    while last == "WATCHDOG=1" {
+        last = next();
+    }
+    assert_eq!(last, "STOPPING=1", "after READY at {ready_at:?}");
+    let (status, _) = d.terminate_after_signal();
     assert_eq!(status.code(), Some(0));
 }
