@@ -63,7 +63,7 @@ pub fn init_logging(level: &str) {
 pub fn run(config_path: Option<PathBuf>, overrides: Overrides) -> Result<()> {
     let (_, settings) = config::load(config_path.as_deref(), &overrides)?;
     signals::block().context("blocking signals")?;
-    let signals = signals::forward().context("starting the signal thread")?;
+    let mut signals = signals::forward().context("starting the signal thread")?;
     init_logging(&settings.log_level);
     let listener = server::Listener::prepare(&settings.web)?;
     let metrics = Arc::new(Metrics::new(settings.histogram_bins));
@@ -107,12 +107,27 @@ pub fn run(config_path: Option<PathBuf>, overrides: Overrides) -> Result<()> {
     let mut started = Vec::new();
     let mut failure = None;
     for (i, (rx, publish_rx, snap_tx)) in pending.into_iter().enumerate() {
-        match rx.recv() {
-            Ok(Ok(s)) => started.push((s, publish_rx, snap_tx)),
-            Ok(Err(e)) => {
+        // Kernel builds can take seconds on a cold cache: a stop request meanwhile is
+        // honoured at once, leaving the builds to die with the process.
+        let answer = loop {
+            match rx.recv_timeout(Duration::from_millis(100)) {
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    if let Ok(Signal::Terminate | Signal::Interrupt) = signals.try_recv() {
+                        tracing::info!("stopping while cameras start");
+                        stop.store(true, Ordering::Relaxed);
+                        return Ok(());
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => break None,
+                Ok(answer) => break Some(answer),
+            }
+        };
+        match answer {
+            Some(Ok(s)) => started.push((s, publish_rx, snap_tx)),
+            Some(Err(e)) => {
                 failure.get_or_insert(e);
             }
-            Err(_) => {
+            None => {
                 failure.get_or_insert(anyhow!(
                     "camera '{}' ended while starting",
                     threads[i].settings.name
