@@ -40,7 +40,7 @@ pub struct FileConfig {
 #[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LogConfig {
-    /// error, warn, info, debug or trace; `RUST_LOG` overrides it.
+    /// error, warn, info, debug or trace; `RUST_LOG` naming a level overrides it.
     pub level: Spanned<String>,
 }
 

@@ -46,13 +46,19 @@ struct CameraThread {
     thread: Option<JoinHandle<()>>,
 }
 
-/// Installs the `tracing` subscriber: `level` unless `RUST_LOG` says otherwise.
+/// Installs the `tracing` subscriber at `level`, or at `RUST_LOG` when that names a level
+/// (error, warn, info, debug, trace). Per-module filters are left out to keep the binary
+/// small.
 pub fn init_logging(level: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let parse = |s: &str| s.trim().parse::<tracing::Level>().ok();
+    let level = std::env::var("RUST_LOG")
+        .ok()
+        .and_then(|s| parse(&s))
+        .or_else(|| parse(level))
+        .unwrap_or(tracing::Level::INFO);
     // A second call (tests) keeps the first subscriber.
     let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+        .with_max_level(level)
         .with_writer(std::io::stderr)
         .with_target(false)
         .try_init();
