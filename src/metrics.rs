@@ -27,9 +27,10 @@ pub const DROP_PUBLISH_BACKLOG: &str = "publish_backlog";
 const STAGE_BUCKETS: [f64; 12] = [
     0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
 ];
-/// Capture-to-published buckets: 1 ms to 2.5 s.
-const LATENCY_BUCKETS: [f64; 12] = [
-    0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56,
+/// Capture-to-published buckets: 2.5 ms to 2.5 s, finest around a 30 fps frame period
+/// where latency matters most.
+const LATENCY_BUCKETS: [f64; 16] = [
+    0.0025, 0.005, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.065, 0.08, 0.1, 0.15, 0.2, 0.35, 0.6, 2.5,
 ];
 
 /// The process-wide families; one [`CameraMetrics`] per camera hangs off them.
