@@ -19,6 +19,7 @@ use anyhow::{anyhow, Context, Result};
 use tokio::sync::{mpsc as tmpsc, oneshot, watch};
 
 use crate::config::{self, CameraSettings, Overrides, Settings};
+use crate::frame::FrameLayout;
 use crate::metrics::{CameraMetrics, Metrics};
 use crate::pipeline::{FrameResult, PipelineOptions};
 use crate::server::{self, CameraView};
@@ -200,6 +201,7 @@ async fn serve(
     mut signals: tmpsc::UnboundedReceiver<Signal>,
 ) -> Result<()> {
     let mut views = Vec::new();
+    let layouts: Vec<FrameLayout> = started.iter().map(|(s, _, _)| s.layout).collect();
     for (t, (s, publish_rx, snap_tx)) in threads.iter().zip(started) {
         let (latest_tx, latest_rx) = watch::channel(None);
         let format = s.layout.format.name().to_string();
@@ -228,7 +230,8 @@ async fn serve(
                     break Ok(());
                 }
                 Signal::Hangup => {
-                    reload(config_path.as_deref(), &overrides, settings, threads, metrics).await
+                    let running = Running { settings, threads, layouts: &layouts };
+                    reload(config_path.as_deref(), &overrides, &running, metrics).await
                 }
             },
             Some((name, outcome)) = exits.recv() => {
@@ -327,14 +330,20 @@ async fn supervise(
 /// SIGHUP: reads the config again and hands each running camera its new ROIs and
 /// options. Anything that would need the camera or socket reopened is logged and left
 /// as it is; a config that does not check is refused whole.
+/// What a reload changes: the running settings and each camera's negotiated layout.
+struct Running<'a> {
+    settings: &'a Settings,
+    threads: &'a [CameraThread],
+    layouts: &'a [FrameLayout],
+}
+
 async fn reload(
     path: Option<&std::path::Path>,
     overrides: &Overrides,
-    current: &Settings,
-    threads: &[CameraThread],
+    running: &Running<'_>,
     metrics: &Metrics,
 ) {
-    let outcome = reload_inner(path, overrides, current, threads).await;
+    let outcome = reload_inner(path, overrides, running).await;
     let result = if outcome.is_ok() {
         "success"
     } else {
@@ -352,9 +361,9 @@ async fn reload(
 async fn reload_inner(
     path: Option<&std::path::Path>,
     overrides: &Overrides,
-    current: &Settings,
-    threads: &[CameraThread],
+    running: &Running<'_>,
 ) -> Result<()> {
+    let (current, threads) = (running.settings, running.threads);
     let path = path.ok_or_else(|| anyhow!("no --config file to read again"))?;
     let path_owned = path.to_path_buf();
     let overrides_owned = overrides.clone();
@@ -368,6 +377,16 @@ async fn reload_inner(
     for c in &new.cameras {
         if !threads.iter().any(|t| t.settings.name == c.name) {
             tracing::warn!(camera = %c.name, "SIGHUP: new cameras take a restart");
+        }
+    }
+    // Regions are checked against the sizes the cameras really deliver before any camera
+    // is told, so that a reload is taken by all cameras or by none.
+    for (t, layout) in threads.iter().zip(running.layouts) {
+        if let Some(c) = new.cameras.iter().find(|c| c.name == t.settings.name) {
+            for r in &c.regions {
+                r.validate(layout)
+                    .with_context(|| format!("camera '{}'", c.name))?;
+            }
         }
     }
     let mut replies = Vec::new();
