@@ -37,7 +37,7 @@ fn a_publisher_that_never_reads_costs_frames_not_the_camera() {
     };
     let metrics = Arc::new(Metrics::new(16));
     let stop = Arc::new(AtomicBool::new(false));
-    let (publish_tx, mut publish_rx) = tokio::sync::mpsc::channel(2);
+    let (publish_tx, publish_rx) = mpsc::sync_channel(2);
     let (_reloads_tx, reloads) = mpsc::channel();
     let (_snapshots_tx, snapshots) = mpsc::channel();
     let (started_tx, started_rx) = mpsc::sync_channel(1);

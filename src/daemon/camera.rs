@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context, Result};
-use tokio::sync::{mpsc as tmpsc, oneshot};
+use tokio::sync::oneshot;
 
 use crate::capture::{self, FrameSource, Next, SourceSpec};
 use crate::cl::{DeviceInfo, Gpu};
@@ -98,7 +98,7 @@ impl Default for Beat {
 pub struct Links {
     pub stop: Arc<AtomicBool>,
     pub beat: Arc<Beat>,
-    pub publish: tmpsc::Sender<Published>,
+    pub publish: mpsc::SyncSender<Published>,
     pub reloads: mpsc::Receiver<Reload>,
     pub snapshots: mpsc::Receiver<SnapshotReply>,
     /// Told once whether the camera started, with what it runs on.
@@ -211,7 +211,7 @@ pub fn run(settings: CameraSettings, metrics: Arc<Metrics>, links: Links) -> Res
             sequence,
             captured,
         };
-        if let Err(tmpsc::error::TrySendError::Full(_)) = links.publish.try_send(published) {
+        if let Err(mpsc::TrySendError::Full(_)) = links.publish.try_send(published) {
             m.backlog_dropped.inc();
         }
     }

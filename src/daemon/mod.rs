@@ -1,6 +1,7 @@
 //! `edgesight run`: the config is checked and the socket bound before anything starts,
-//! then one capture/GPU thread per camera (`es-cam-NAME`), and on a small tokio runtime
-//! the publishers, the HTTP server, systemd notification and the signal handlers.
+//! then one capture/GPU thread per camera (`es-cam-NAME`) and one publisher thread per
+//! camera (`es-pub-NAME`), and on a small tokio runtime the HTTP server, systemd
+//! notification and the signal handling.
 //!
 //! Shutdown has one switch, the `stop` flag: SIGTERM/SIGINT set it, camera loops see it
 //! within their poll interval, the server stops accepting, and the threads are joined.
@@ -80,7 +81,7 @@ pub fn run(config_path: Option<PathBuf>, overrides: Overrides) -> Result<()> {
     let mut threads = Vec::new();
     let mut pending = Vec::new();
     for c in &settings.cameras {
-        let (publish_tx, publish_rx) = tmpsc::channel(PUBLISH_QUEUE);
+        let (publish_tx, publish_rx) = mpsc::sync_channel(PUBLISH_QUEUE);
         let (reload_tx, reload_rx) = mpsc::channel();
         let (snap_tx, snap_rx) = mpsc::channel();
         let (started_tx, started_rx) = mpsc::sync_channel(1);
@@ -193,7 +194,7 @@ async fn serve(
     threads: &[CameraThread],
     started: Vec<(
         Started,
-        tmpsc::Receiver<Published>,
+        mpsc::Receiver<Published>,
         mpsc::Sender<camera::SnapshotReply>,
     )>,
     listener: server::Listener,
@@ -206,7 +207,14 @@ async fn serve(
         let (latest_tx, latest_rx) = watch::channel(None);
         let format = s.layout.format.name().to_string();
         let device = s.device.to_string();
-        tokio::spawn(publish(publish_rx, s.metrics, latest_tx, format, device));
+        // Its own thread, not a tokio task: a camera thread's wake-ups reach tokio through
+        // its shared queue, which busy workers poll late; under HTTP load (wrk on
+        // /metrics) that held a tokio publisher back long enough to drop frames.
+        let name = t.settings.name.clone();
+        std::thread::Builder::new()
+            .name(format!("es-pub-{name}"))
+            .spawn(move || publish(publish_rx, s.metrics, latest_tx, format, device))
+            .with_context(|| format!("starting the publisher of camera '{name}'"))?;
         views.push(CameraView::new(t.settings.name.clone(), latest_rx, snap_tx));
     }
     let views = Arc::new(views);
@@ -248,9 +256,10 @@ async fn serve(
     outcome
 }
 
-/// Copies each frame's results into the metrics and the latest-frame slot.
-async fn publish(
-    mut rx: tmpsc::Receiver<Published>,
+/// Copies each frame's results into the metrics and the latest-frame slot; ends when the
+/// camera thread does.
+fn publish(
+    rx: mpsc::Receiver<Published>,
     m: Arc<CameraMetrics>,
     latest: watch::Sender<Option<Arc<Latest>>>,
     format: String,
@@ -258,11 +267,9 @@ async fn publish(
 ) {
     const WINDOW: Duration = Duration::from_secs(2);
     let mut times: VecDeque<Instant> = VecDeque::new();
-    let mut tick = tokio::time::interval(Duration::from_millis(500));
     loop {
-        tokio::select! {
-            frame = rx.recv() => {
-                let Some(p) = frame else { break };
+        match rx.recv_timeout(Duration::from_millis(500)) {
+            Ok(p) => {
                 let now = Instant::now();
                 m.frame(&p.result, now.saturating_duration_since(p.captured));
                 times.push_back(now);
@@ -275,7 +282,9 @@ async fn publish(
                     device: device.clone(),
                 })));
             }
-            _ = tick.tick() => {}
+            // No frame for a while: the rate below still has to fall.
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => return,
         }
         let now = Instant::now();
         while times
