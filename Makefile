@@ -1,4 +1,5 @@
-# make demo: run edgesight on the bundled sample and say where the results are.
+# make demo: run the daemon on the test pattern on loopback (status page on) until Ctrl-C.
+# make demo-process: run the pipeline once on the bundled sample and say where the results are.
 # make test: every test: format, lints, unit and OpenCL tests, OpenCV conformance, cross builds.
 # make bench: the pipeline's cost at 720p, 1080p and 4K beside a device copy of the same bytes
 #             (BENCH_ARGS adds flags, e.g. BENCH_ARGS="--runs 50 --device portable").
@@ -10,10 +11,21 @@ CARGO ?= cargo
 export POCL_CACHE_DIR ?= $(CURDIR)/target/pocl-cache
 CROSS_TARGETS := aarch64-unknown-linux-gnu armv7-unknown-linux-gnueabihf
 DEMO_OUT := target/demo
+DEMO_LISTEN ?= 127.0.0.1:8947
 
-.PHONY: demo test bench deps-run deps-test build lint unit conformance cross clean
+.PHONY: demo demo-process test bench deps-run deps-test build lint unit conformance cross clean
 
 demo: deps-run build
+	@mkdir -p $(POCL_CACHE_DIR)
+	@echo
+	@echo "edgesight on the test pattern (1280x720 at 30 fps), Ctrl-C to stop:"
+	@echo "  status page  http://$(DEMO_LISTEN)/"
+	@echo "  metrics      http://$(DEMO_LISTEN)/metrics"
+	@echo "  latest frame http://$(DEMO_LISTEN)/api/v1/latest"
+	@echo
+	./target/release/edgesight run --config deploy/demo.toml --listen $(DEMO_LISTEN)
+
+demo-process: deps-run build
 	@mkdir -p $(POCL_CACHE_DIR)
 	./target/release/edgesight process samples/scene.png --out $(DEMO_OUT) \
 		--roi sky:0,0,640,140 --roi street:0,360,640,120

@@ -3,7 +3,8 @@
 #   install-deps.sh run    OpenCL at run time: the ICD loader and POCL (a CPU OpenCL driver)
 #   install-deps.sh test   the above, plus what `make test` uses: cross linkers and libcs,
 #                          qemu-user for a smoke run of the aarch64 binary, the Rust targets,
-#                          clippy and rustfmt, and OpenCV + numpy for the conformance test
+#                          clippy and rustfmt, OpenCV + numpy for the conformance test, and
+#                          Prometheus (with promtool), wrk, openssl and curl for the daemon's tests
 set -euo pipefail
 
 mode=${1:-run}
@@ -12,7 +13,8 @@ as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 apt_packages=(ocl-icd-libopencl1 pocl-opencl-icd clinfo)
 if [ "$mode" = test ]; then
     apt_packages+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross
-                   gcc-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user-static)
+                   gcc-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user-static
+                   prometheus wrk openssl curl)
 fi
 
 missing=()

@@ -9,8 +9,12 @@
 pub mod bench;
 pub mod capture;
 pub mod cl;
+pub mod config;
+pub mod daemon;
 pub mod frame;
 pub mod input;
+pub mod metrics;
 pub mod pipeline;
 pub mod reference;
 pub mod report;
+pub mod server;

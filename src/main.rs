@@ -1,6 +1,7 @@
 //! The `edgesight` command line: `devices` lists what OpenCL offers, `process` runs the
 //! pipeline on one image or raw frame and writes a report, pictures and raw outputs,
-//! `bench` measures the pipeline per frame size beside a device copy of the same bytes.
+//! `bench` measures the pipeline per frame size beside a device copy of the same bytes;
+//! `run` is the daemon and `check-config` checks its config file.
 //!
 //! Exit codes: 0 success, 2 bad input or usage (the message names the file, flag or
 //! device), 1 anything else (an OpenCL failure).
@@ -13,7 +14,9 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 
 use edgesight::bench::{self, JsonReport, JsonSize, SizeFigures};
+use edgesight::capture::{InvalidSource, SourceSpec};
 use edgesight::cl::{self, ClError, DeviceSpec, Gpu};
+use edgesight::config::{self, ConfigError, Overrides};
 use edgesight::frame::{LayoutError, PixelFormat, Size};
 use edgesight::input::{self, InputError};
 use edgesight::pipeline::{
@@ -41,6 +44,10 @@ enum Command {
     /// Measure the pipeline on synthetic frames: per-stage and pipeline device time, host
     /// wall time per frame, bandwidth against a device copy of the same bytes, ns per pixel.
     Bench(BenchArgs),
+    /// Run the daemon: capture, process and export metrics over HTTP until SIGTERM.
+    Run(RunArgs),
+    /// Check a config file and print the effective configuration (defaults filled in).
+    CheckConfig(CheckConfigArgs),
 }
 
 #[derive(clap::Args)]
@@ -68,6 +75,27 @@ struct BenchArgs {
     /// OpenCL device, as for `process`.
     #[arg(long, default_value = "default")]
     device: DeviceSpec,
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// The TOML config file (see deploy/edgesight.toml); built-in defaults without it.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Frame source, replacing the config's (which must have at most one camera):
+    /// pattern:1280x720@30, pattern:WxH:FORMAT@FPS, v4l2:/dev/video0,
+    /// replay:FILE:WxH:FORMAT@FPS or replay:DIR@FPS.
+    #[arg(long, value_name = "SPEC")]
+    source: Option<SourceSpec>,
+    /// Address to serve HTTP on, IP:PORT, replacing [web] listen_address.
+    #[arg(long, alias = "web.listen-address", value_name = "IP:PORT")]
+    listen: Option<String>,
+}
+
+#[derive(clap::Args)]
+struct CheckConfigArgs {
+    /// The TOML config file.
+    file: PathBuf,
 }
 
 #[derive(clap::Args)]
@@ -115,6 +143,14 @@ fn main() -> ExitCode {
         Command::Devices => devices(),
         Command::Process(args) => process(&args),
         Command::Bench(args) => bench(&args),
+        Command::Run(args) => edgesight::daemon::run(
+            args.config,
+            Overrides {
+                source: args.source,
+                listen: args.listen,
+            },
+        ),
+        Command::CheckConfig(args) => check_config(&args.file),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -132,6 +168,8 @@ fn exit_code(err: &anyhow::Error) -> u8 {
             || e.is::<RegionError>()
             || e.is::<LayoutError>()
             || e.is::<BadOutDir>()
+            || e.is::<ConfigError>()
+            || e.is::<InvalidSource>()
             || matches!(e.downcast_ref::<ClError>(), Some(ClError::NoDevice { .. }))
     });
     if input {
@@ -147,6 +185,13 @@ fn yes_no(b: bool) -> &'static str {
     } else {
         "no"
     }
+}
+
+fn check_config(file: &Path) -> Result<()> {
+    let (_, settings) = config::load(Some(file), &Overrides::default())?;
+    print!("{}", settings.to_toml());
+    eprintln!("{}: ok", file.display());
+    Ok(())
 }
 
 fn devices() -> Result<()> {

@@ -1,0 +1,1105 @@
+//! The daemon's TOML configuration: the schema, its defaults, and the checks that turn a
+//! file (plus command-line overrides) into [`Settings`] the daemon can run on.
+//!
+//! Every error names the file, line and column, and the key it is about, so a bad
+//! config is refused before a thread starts. Nothing here opens devices or sockets;
+//! it only checks that the paths the config names exist.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
+
+use crate::capture::{parse_fps, IoMode, SourceSpec};
+use crate::cl::DeviceSpec;
+use crate::frame::{FrameLayout, PixelFormat, Size};
+use crate::pipeline::{Border, Magnitude, PipelineOptions, Region};
+
+/// The port `edgesight run` listens on by default. Prometheus' list of default exporter
+/// ports has filled 9100-9999, so this sits outside that range and away from the
+/// Prometheus server's own 9090-9094.
+pub const DEFAULT_PORT: u16 = 8947;
+
+/// The file as written (defaults filled in by serde). `check-config` prints it back.
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FileConfig {
+    pub log: LogConfig,
+    pub opencl: OpenclConfig,
+    pub web: WebConfig,
+    pub metrics: MetricsConfig,
+    #[serde(rename = "camera")]
+    pub cameras: Vec<Spanned<CameraConfig>>,
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    /// error, warn, info, debug or trace; `RUST_LOG` naming a level overrides it.
+    pub level: Spanned<String>,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            level: Spanned::new(0..0, "info".into()),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OpenclConfig {
+    /// As `edgesight devices` numbers them, or a name; cameras may override it.
+    pub device: String,
+}
+
+impl Default for OpenclConfig {
+    fn default() -> Self {
+        OpenclConfig {
+            device: "default".into(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WebConfig {
+    pub listen_address: Spanned<String>,
+    /// Serve `/snapshot/*.png` and the status page `/` with pictures.
+    pub snapshots: Spanned<bool>,
+    /// `/healthz` answers 503 once the newest frame is older than this.
+    pub stale_after_seconds: Spanned<f64>,
+    /// Connections served at once; more wait in the kernel's backlog.
+    pub max_connections: Spanned<u32>,
+    pub tls_cert_file: Option<Spanned<PathBuf>>,
+    pub tls_key_file: Option<Spanned<PathBuf>>,
+    /// User name → bcrypt hash, as Prometheus' own web config takes them.
+    pub basic_auth_users: Spanned<BTreeMap<String, String>>,
+}
+
+impl Default for WebConfig {
+    fn default() -> Self {
+        WebConfig {
+            listen_address: Spanned::new(0..0, format!("127.0.0.1:{DEFAULT_PORT}")),
+            snapshots: Spanned::new(0..0, false),
+            stale_after_seconds: Spanned::new(0..0, 5.0),
+            max_connections: Spanned::new(0..0, 64),
+            tls_cert_file: None,
+            tls_key_file: None,
+            basic_auth_users: Spanned::new(0..0, BTreeMap::new()),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// Buckets of the exported luma histogram: 256 or a power of two below it.
+    pub histogram_bins: Spanned<u32>,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        MetricsConfig {
+            histogram_bins: Spanned::new(0..0, 32),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct CameraConfig {
+    /// The `camera` label on this camera's metrics.
+    pub name: Spanned<String>,
+    /// OpenCL device for this camera's pipeline; `[opencl] device` when absent.
+    pub opencl_device: Option<String>,
+    pub source: Spanned<SourceConfig>,
+    #[serde(default)]
+    pub pipeline: PipelineConfig,
+    #[serde(default, rename = "roi")]
+    pub rois: Vec<Spanned<RoiConfig>>,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum SourceKind {
+    Pattern,
+    V4l2,
+    Replay,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceConfig {
+    pub kind: Option<Spanned<SourceKind>>,
+    /// v4l2: the video device node.
+    pub device: Option<Spanned<PathBuf>>,
+    /// replay: a raw file (with size and format) or a directory of images.
+    pub path: Option<Spanned<PathBuf>>,
+    pub format: Option<Spanned<String>>,
+    /// WIDTHxHEIGHT.
+    pub size: Option<Spanned<String>>,
+    pub fps: Option<Spanned<f64>>,
+    /// v4l2: dmabuf, userptr or mmap; tried in that order when absent.
+    pub io: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PipelineConfig {
+    pub border: Spanned<String>,
+    pub magnitude: Spanned<String>,
+    pub edge_threshold: Spanned<i64>,
+}
+
+impl Default for PipelineConfig {
+    fn default() -> Self {
+        let d = PipelineOptions::default();
+        PipelineConfig {
+            border: Spanned::new(0..0, d.border.name().into()),
+            magnitude: Spanned::new(0..0, "l1".into()),
+            edge_threshold: Spanned::new(0..0, i64::from(d.edge_threshold)),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoiConfig {
+    pub name: String,
+    pub x: u32,
+    pub y: u32,
+    pub w: u32,
+    pub h: u32,
+}
+
+/// What the daemon runs on, checked.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Settings {
+    pub log_level: String,
+    pub web: WebSettings,
+    pub histogram_bins: u32,
+    pub cameras: Vec<CameraSettings>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct WebSettings {
+    pub listen: SocketAddr,
+    pub snapshots: bool,
+    pub stale_after: Duration,
+    pub max_connections: u32,
+    pub tls: Option<(PathBuf, PathBuf)>,
+    pub users: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct CameraSettings {
+    pub name: String,
+    pub device: DeviceSpec,
+    pub source: SourceSpec,
+    pub options: PipelineOptions,
+    pub regions: Vec<Region>,
+}
+
+/// Where a config error is: a file position, or a command-line flag.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Origin {
+    File {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+    },
+    Flag(&'static str),
+    /// Built-in defaults (no file given).
+    Defaults,
+}
+
+/// A config that cannot be run: where, which key, and why.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("{origin}: {key}: {message}")]
+pub struct ConfigError {
+    pub origin: Origin,
+    pub key: String,
+    pub message: String,
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::File { path, line, column } => {
+                write!(f, "{}:{line}:{column}", path.display())
+            }
+            Origin::Flag(flag) => write!(f, "command line {flag}"),
+            Origin::Defaults => f.write_str("built-in defaults"),
+        }
+    }
+}
+
+/// 1-based line and column (in characters) of byte `offset` in `text`.
+pub fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(text.len());
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    (line, before[line_start..].chars().count() + 1)
+}
+
+/// The dotted key a TOML parse error is about, read back from the text around its span:
+/// the innermost table header above it plus the key on its line.
+fn key_at(text: &str, offset: usize) -> String {
+    let offset = offset.min(text.len());
+    let line_start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
+    let line_end = text[offset..].find('\n').map_or(text.len(), |i| offset + i);
+    let line = &text[line_start..line_end];
+    let key = line
+        .split_once('=')
+        .map(|(k, _)| k.trim().to_string())
+        .filter(|k| !k.is_empty() && !k.starts_with('['))
+        .unwrap_or_default();
+    let table = text[..line_start]
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| l.starts_with('['))
+        .map(|l| l.trim_matches(|c| c == '[' || c == ']').trim().to_string());
+    match (table, key.is_empty()) {
+        (Some(t), false) => format!("{t}.{key}"),
+        (Some(t), true) => t,
+        (None, false) => key,
+        (None, true) => "(top level)".into(),
+    }
+}
+
+/// Overrides from the command line, applied before checking.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    pub source: Option<SourceSpec>,
+    pub listen: Option<String>,
+}
+
+/// The text of a config and where it came from, to place errors.
+struct Doc<'a> {
+    path: Option<&'a Path>,
+    text: &'a str,
+}
+
+impl Doc<'_> {
+    fn at(
+        &self,
+        span: Range<usize>,
+        key: impl Into<String>,
+        message: impl Into<String>,
+    ) -> ConfigError {
+        let origin = match self.path {
+            Some(path) if span.end > 0 => {
+                let (line, column) = line_column(self.text, span.start);
+                Origin::File {
+                    path: path.to_path_buf(),
+                    line,
+                    column,
+                }
+            }
+            _ => Origin::Defaults,
+        };
+        ConfigError {
+            origin,
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+}
+
+fn flag(flag: &'static str, key: &str, message: impl Into<String>) -> ConfigError {
+    ConfigError {
+        origin: Origin::Flag(flag),
+        key: key.into(),
+        message: message.into(),
+    }
+}
+
+/// Parses a config file's text; `path` only names it in errors.
+pub fn parse(path: &Path, text: &str) -> Result<FileConfig, ConfigError> {
+    toml::from_str::<FileConfig>(text).map_err(|e| {
+        let span = e.span().unwrap_or(0..0);
+        let (line, column) = line_column(text, span.start);
+        ConfigError {
+            origin: Origin::File {
+                path: path.to_path_buf(),
+                line,
+                column,
+            },
+            key: key_at(text, span.start),
+            message: e.message().trim().to_string(),
+        }
+    })
+}
+
+/// Reads, parses and checks `path` (or the defaults when `None`) with `overrides` applied.
+pub fn load(
+    path: Option<&Path>,
+    overrides: &Overrides,
+) -> Result<(FileConfig, Settings), ConfigError> {
+    let text = match path {
+        Some(p) => std::fs::read_to_string(p).map_err(|e| ConfigError {
+            origin: Origin::File {
+                path: p.to_path_buf(),
+                line: 0,
+                column: 0,
+            },
+            key: "(file)".into(),
+            message: format!("cannot read: {e}"),
+        })?,
+        None => String::new(),
+    };
+    let file = match path {
+        Some(p) => parse(p, &text)?,
+        None => FileConfig::default(),
+    };
+    let doc = Doc { path, text: &text };
+    let settings = check(&doc, &file, overrides)?;
+    Ok((file, settings))
+}
+
+fn check(doc: &Doc, file: &FileConfig, overrides: &Overrides) -> Result<Settings, ConfigError> {
+    let level = file.log.level.get_ref().to_ascii_lowercase();
+    if !["error", "warn", "info", "debug", "trace"].contains(&level.as_str()) {
+        return Err(doc.at(
+            file.log.level.span(),
+            "log.level",
+            format!("unknown level '{level}' (expected error, warn, info, debug or trace)"),
+        ));
+    }
+    let bins = *file.metrics.histogram_bins.get_ref();
+    if !(1..=256).contains(&bins) || !bins.is_power_of_two() {
+        return Err(doc.at(
+            file.metrics.histogram_bins.span(),
+            "metrics.histogram_bins",
+            format!("{bins} is not a power of two from 1 to 256"),
+        ));
+    }
+    let web = check_web(doc, &file.web, overrides)?;
+    let default_device: DeviceSpec = file.opencl.device.parse().unwrap_or_default();
+
+    let mut cameras = Vec::new();
+    let mut names = HashSet::new();
+    for camera in &file.cameras {
+        let c = check_camera(doc, camera, &default_device)?;
+        if !names.insert(c.name.clone()) {
+            return Err(doc.at(
+                camera.get_ref().name.span(),
+                "camera.name",
+                format!("camera '{}' is named twice", c.name),
+            ));
+        }
+        cameras.push(c);
+    }
+    if let Some(source) = &overrides.source {
+        match cameras.len() {
+            0 => cameras.push(CameraSettings {
+                name: "default".into(),
+                device: default_device.clone(),
+                source: source.clone(),
+                options: PipelineOptions::default(),
+                regions: Vec::new(),
+            }),
+            1 => {
+                let camera = &mut cameras[0];
+                camera.source = source.clone();
+                for r in &camera.regions {
+                    if let Some(layout) = known_layout(source) {
+                        r.validate(&layout)
+                            .map_err(|e| flag("--source", "camera.roi", e.to_string()))?;
+                    }
+                }
+            }
+            n => {
+                return Err(flag(
+                    "--source",
+                    "camera",
+                    format!("the config has {n} cameras; --source replaces the source of one"),
+                ))
+            }
+        }
+        check_source_exists(source).map_err(|m| flag("--source", "source", m))?;
+    }
+    if cameras.is_empty() {
+        cameras.push(CameraSettings {
+            name: "default".into(),
+            device: default_device,
+            source: SourceSpec::default_pattern(),
+            options: PipelineOptions::default(),
+            regions: Vec::new(),
+        });
+    }
+    Ok(Settings {
+        log_level: level,
+        web,
+        histogram_bins: bins,
+        cameras,
+    })
+}
+
+fn check_web(
+    doc: &Doc,
+    web: &WebConfig,
+    overrides: &Overrides,
+) -> Result<WebSettings, ConfigError> {
+    let listen = match &overrides.listen {
+        Some(addr) => addr.parse::<SocketAddr>().map_err(|e| {
+            flag(
+                "--listen",
+                "web.listen_address",
+                format!("'{addr}': {e} (expected IP:PORT)"),
+            )
+        })?,
+        None => web.listen_address.get_ref().parse().map_err(|e| {
+            doc.at(
+                web.listen_address.span(),
+                "web.listen_address",
+                format!("'{}': {e} (expected IP:PORT)", web.listen_address.get_ref()),
+            )
+        })?,
+    };
+    let stale = *web.stale_after_seconds.get_ref();
+    if !(stale.is_finite() && stale > 0.0 && stale <= 3600.0) {
+        return Err(doc.at(
+            web.stale_after_seconds.span(),
+            "web.stale_after_seconds",
+            format!("{stale} is not a time above 0 and at most 3600 seconds"),
+        ));
+    }
+    let max_connections = *web.max_connections.get_ref();
+    if !(1..=4096).contains(&max_connections) {
+        return Err(doc.at(
+            web.max_connections.span(),
+            "web.max_connections",
+            format!("{max_connections} is not between 1 and 4096"),
+        ));
+    }
+    let tls = match (&web.tls_cert_file, &web.tls_key_file) {
+        (None, None) => None,
+        (Some(cert), Some(key)) => {
+            for (file, name) in [(cert, "web.tls_cert_file"), (key, "web.tls_key_file")] {
+                if !file.get_ref().is_file() {
+                    return Err(doc.at(
+                        file.span(),
+                        name,
+                        format!("{}: no such file", file.get_ref().display()),
+                    ));
+                }
+            }
+            Some((cert.get_ref().clone(), key.get_ref().clone()))
+        }
+        (Some(one), None) | (None, Some(one)) => {
+            return Err(doc.at(
+                one.span(),
+                "web.tls_cert_file",
+                "TLS needs both tls_cert_file and tls_key_file",
+            ))
+        }
+    };
+    for (user, hash) in web.basic_auth_users.get_ref() {
+        if !(hash.starts_with("$2") && hash.len() == 60) || user.contains(':') || user.is_empty() {
+            return Err(doc.at(
+                web.basic_auth_users.span(),
+                "web.basic_auth_users",
+                format!("user '{user}': expected a name without ':' and a bcrypt hash ($2y$...)"),
+            ));
+        }
+    }
+    let snapshots = *web.snapshots.get_ref();
+    let private = web.basic_auth_users.get_ref().is_empty() && tls.is_none();
+    if snapshots && private && !listen.ip().is_loopback() {
+        let message = format!(
+            "snapshots and the status page show camera pictures: listening on {listen}, \
+             beyond loopback, they need basic_auth_users or TLS"
+        );
+        return Err(match &overrides.listen {
+            Some(_) => flag("--listen", "web.snapshots", message),
+            None => doc.at(web.snapshots.span(), "web.snapshots", message),
+        });
+    }
+    Ok(WebSettings {
+        listen,
+        snapshots,
+        stale_after: Duration::from_secs_f64(stale),
+        max_connections,
+        tls,
+        users: web.basic_auth_users.get_ref().clone(),
+    })
+}
+
+/// The frame layout a source will produce, where the config alone says it.
+fn known_layout(spec: &SourceSpec) -> Option<FrameLayout> {
+    let (size, format) = match spec {
+        SourceSpec::Pattern { size, format, .. } => (*size, *format),
+        SourceSpec::V4l2 {
+            size: Some(size),
+            format,
+            ..
+        } => (*size, format.unwrap_or(PixelFormat::Grey)),
+        SourceSpec::Replay {
+            raw: Some((size, format)),
+            ..
+        } => (*size, *format),
+        _ => return None,
+    };
+    Some(FrameLayout::packed(format, size.width, size.height))
+}
+
+fn check_source_exists(spec: &SourceSpec) -> Result<(), String> {
+    match spec {
+        SourceSpec::Pattern { .. } => Ok(()),
+        SourceSpec::V4l2 { device, .. } if !device.exists() => {
+            Err(format!("{}: no such device", device.display()))
+        }
+        SourceSpec::Replay { path, .. } if !path.exists() => {
+            Err(format!("{}: no such file or directory", path.display()))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn check_camera(
+    doc: &Doc,
+    camera: &Spanned<CameraConfig>,
+    default_device: &DeviceSpec,
+) -> Result<CameraSettings, ConfigError> {
+    let c = camera.get_ref();
+    let name = c.name.get_ref();
+    let label_safe = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|ch| ch.is_ascii_alphanumeric() || "_-.".contains(ch));
+    if !label_safe {
+        return Err(doc.at(
+            c.name.span(),
+            "camera.name",
+            format!("'{name}': use 1-64 letters, digits, '_', '-' or '.'"),
+        ));
+    }
+    let source = check_source(doc, &c.source)?;
+    let p = &c.pipeline;
+    let border: Border =
+        p.border
+            .get_ref()
+            .parse()
+            .map_err(|e: crate::pipeline::UnknownBorder| {
+                doc.at(p.border.span(), "camera.pipeline.border", e.to_string())
+            })?;
+    let magnitude: Magnitude = p
+        .magnitude
+        .get_ref()
+        .parse()
+        .map_err(|e: String| doc.at(p.magnitude.span(), "camera.pipeline.magnitude", e))?;
+    let threshold = *p.edge_threshold.get_ref();
+    let edge_threshold = u8::try_from(threshold)
+        .ok()
+        .filter(|t| *t >= 1)
+        .ok_or_else(|| {
+            doc.at(
+                p.edge_threshold.span(),
+                "camera.pipeline.edge_threshold",
+                format!("{threshold} is not between 1 and 255"),
+            )
+        })?;
+    let layout = known_layout(&source);
+    let mut regions = Vec::new();
+    let mut roi_names = HashSet::new();
+    for roi in &c.rois {
+        let r = roi.get_ref();
+        let region = Region {
+            name: r.name.clone(),
+            x: r.x,
+            y: r.y,
+            width: r.w,
+            height: r.h,
+        };
+        let label_safe =
+            !r.name.is_empty() && r.name.len() <= 64 && !r.name.contains(['"', '\\', '\n']);
+        if !label_safe {
+            return Err(doc.at(
+                roi.span(),
+                "camera.roi.name",
+                format!(
+                    "'{}': use 1-64 characters without quotes or backslashes",
+                    r.name
+                ),
+            ));
+        }
+        if !roi_names.insert(r.name.clone()) {
+            return Err(doc.at(
+                roi.span(),
+                "camera.roi.name",
+                format!("ROI '{}' is named twice in camera '{name}'", r.name),
+            ));
+        }
+        if let Some(layout) = &layout {
+            region
+                .validate(layout)
+                .map_err(|e| doc.at(roi.span(), "camera.roi", e.to_string()))?;
+        }
+        regions.push(region);
+    }
+    Ok(CameraSettings {
+        name: name.clone(),
+        device: c
+            .opencl_device
+            .as_deref()
+            .map(|d| d.parse().unwrap_or_default())
+            .unwrap_or_else(|| default_device.clone()),
+        source,
+        options: PipelineOptions {
+            border,
+            magnitude,
+            edge_threshold,
+        },
+        regions,
+    })
+}
+
+fn check_source(doc: &Doc, source: &Spanned<SourceConfig>) -> Result<SourceSpec, ConfigError> {
+    let s = source.get_ref();
+    let kind = s.kind.as_ref().ok_or_else(|| {
+        doc.at(
+            source.span(),
+            "camera.source.kind",
+            "missing: pattern, v4l2 or replay",
+        )
+    })?;
+    let kind_name = match kind.get_ref() {
+        SourceKind::Pattern => "pattern",
+        SourceKind::V4l2 => "v4l2",
+        SourceKind::Replay => "replay",
+    };
+    let not_for = |span: Range<usize>, key: &str| {
+        doc.at(
+            span,
+            format!("camera.source.{key}"),
+            format!("does not apply to a {kind_name} source"),
+        )
+    };
+    let format = match &s.format {
+        Some(f) => Some(
+            f.get_ref()
+                .parse::<PixelFormat>()
+                .map_err(|e| doc.at(f.span(), "camera.source.format", e.to_string()))?,
+        ),
+        None => None,
+    };
+    let size = match &s.size {
+        Some(z) => Some(
+            z.get_ref()
+                .parse::<Size>()
+                .map_err(|e| doc.at(z.span(), "camera.source.size", e.to_string()))?,
+        ),
+        None => None,
+    };
+    let fps = match &s.fps {
+        Some(f) => Some(
+            parse_fps(&f.get_ref().to_string())
+                .map_err(|e| doc.at(f.span(), "camera.source.fps", e))?,
+        ),
+        None => None,
+    };
+    let spec = match kind.get_ref() {
+        SourceKind::Pattern => {
+            for (field, key) in [
+                (s.device.as_ref().map(Spanned::span), "device"),
+                (s.path.as_ref().map(Spanned::span), "path"),
+                (s.io.as_ref().map(Spanned::span), "io"),
+            ] {
+                if let Some(span) = field {
+                    return Err(not_for(span, key));
+                }
+            }
+            SourceSpec::Pattern {
+                size: size.unwrap_or(Size {
+                    width: 1280,
+                    height: 720,
+                }),
+                format: format.unwrap_or(PixelFormat::Grey),
+                fps: fps.unwrap_or(30.0),
+            }
+        }
+        SourceKind::V4l2 => {
+            if let Some(p) = &s.path {
+                return Err(not_for(p.span(), "path"));
+            }
+            let device = s.device.as_ref().ok_or_else(|| {
+                doc.at(
+                    source.span(),
+                    "camera.source.device",
+                    "missing: a v4l2 source needs its device node, e.g. device = \"/dev/video0\"",
+                )
+            })?;
+            if !device.get_ref().exists() {
+                return Err(doc.at(
+                    device.span(),
+                    "camera.source.device",
+                    format!("{}: no such device", device.get_ref().display()),
+                ));
+            }
+            let io = match &s.io {
+                Some(io) => Some(
+                    io.get_ref()
+                        .parse::<IoMode>()
+                        .map_err(|e| doc.at(io.span(), "camera.source.io", e.to_string()))?,
+                ),
+                None => None,
+            };
+            SourceSpec::V4l2 {
+                device: device.get_ref().clone(),
+                format,
+                size,
+                fps,
+                io,
+            }
+        }
+        SourceKind::Replay => {
+            for (field, key) in [
+                (s.device.as_ref().map(Spanned::span), "device"),
+                (s.io.as_ref().map(Spanned::span), "io"),
+            ] {
+                if let Some(span) = field {
+                    return Err(not_for(span, key));
+                }
+            }
+            let path = s.path.as_ref().ok_or_else(|| {
+                doc.at(
+                    source.span(),
+                    "camera.source.path",
+                    "missing: a replay source needs a file or directory",
+                )
+            })?;
+            if !path.get_ref().exists() {
+                return Err(doc.at(
+                    path.span(),
+                    "camera.source.path",
+                    format!("{}: no such file or directory", path.get_ref().display()),
+                ));
+            }
+            let raw = match (size, format) {
+                (Some(size), Some(format)) => Some((size, format)),
+                (None, None) => None,
+                _ => return Err(doc.at(
+                    source.span(),
+                    "camera.source",
+                    "a raw replay file needs both size and format; a directory of images neither",
+                )),
+            };
+            SourceSpec::Replay {
+                path: path.get_ref().clone(),
+                raw,
+                fps: fps.unwrap_or(30.0),
+            }
+        }
+    };
+    Ok(spec)
+}
+
+impl Settings {
+    /// The effective settings as TOML, in the file's schema (what `check-config` prints).
+    pub fn to_toml(&self) -> String {
+        let mut out = String::new();
+        let q = |s: &str| toml::Value::String(s.to_string()).to_string();
+        out.push_str(&format!("[log]\nlevel = {}\n\n", q(&self.log_level)));
+        let w = &self.web;
+        out.push_str(&format!(
+            "[web]\nlisten_address = {}\nsnapshots = {}\nstale_after_seconds = {}\nmax_connections = {}\n",
+            q(&w.listen.to_string()),
+            w.snapshots,
+            w.stale_after.as_secs_f64(),
+            w.max_connections
+        ));
+        if let Some((cert, key)) = &w.tls {
+            out.push_str(&format!(
+                "tls_cert_file = {}\ntls_key_file = {}\n",
+                q(&cert.display().to_string()),
+                q(&key.display().to_string())
+            ));
+        }
+        if !w.users.is_empty() {
+            out.push_str("[web.basic_auth_users]\n");
+            for user in w.users.keys() {
+                out.push_str(&format!("{} = \"(bcrypt hash)\"\n", q(user)));
+            }
+        }
+        out.push_str(&format!(
+            "\n[metrics]\nhistogram_bins = {}\n",
+            self.histogram_bins
+        ));
+        for c in &self.cameras {
+            out.push_str(&format!(
+                "\n[[camera]]\nname = {}\nopencl_device = {}\n",
+                q(&c.name),
+                q(&c.device.to_string())
+            ));
+            out.push_str("[camera.source]\n");
+            match &c.source {
+                SourceSpec::Pattern { size, format, fps } => out.push_str(&format!(
+                    "kind = \"pattern\"\nsize = \"{size}\"\nformat = \"{format}\"\nfps = {fps:?}\n"
+                )),
+                SourceSpec::V4l2 {
+                    device,
+                    format,
+                    size,
+                    fps,
+                    io,
+                } => {
+                    out.push_str(&format!(
+                        "kind = \"v4l2\"\ndevice = {}\n",
+                        q(&device.display().to_string())
+                    ));
+                    if let Some(f) = format {
+                        out.push_str(&format!("format = \"{f}\"\n"));
+                    }
+                    if let Some(s) = size {
+                        out.push_str(&format!("size = \"{s}\"\n"));
+                    }
+                    if let Some(f) = fps {
+                        out.push_str(&format!("fps = {f:?}\n"));
+                    }
+                    if let Some(io) = io {
+                        out.push_str(&format!("io = \"{io}\"\n"));
+                    }
+                }
+                SourceSpec::Replay { path, raw, fps } => {
+                    out.push_str(&format!(
+                        "kind = \"replay\"\npath = {}\n",
+                        q(&path.display().to_string())
+                    ));
+                    if let Some((size, format)) = raw {
+                        out.push_str(&format!("size = \"{size}\"\nformat = \"{format}\"\n"));
+                    }
+                    out.push_str(&format!("fps = {fps:?}\n"));
+                }
+            }
+            let o = &c.options;
+            out.push_str(&format!(
+                "[camera.pipeline]\nborder = \"{}\"\nmagnitude = \"{}\"\nedge_threshold = {}\n",
+                o.border,
+                match o.magnitude {
+                    Magnitude::L1 => "l1",
+                    Magnitude::L2 => "l2",
+                },
+                o.edge_threshold
+            ));
+            for r in &c.regions {
+                out.push_str(&format!(
+                    "[[camera.roi]]\nname = {}\nx = {}\ny = {}\nw = {}\nh = {}\n",
+                    q(&r.name),
+                    r.x,
+                    r.y,
+                    r.width,
+                    r.height
+                ));
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load_text(text: &str) -> Result<Settings, ConfigError> {
+        let file = parse(Path::new("t.toml"), text)?;
+        let doc = Doc {
+            path: Some(Path::new("t.toml")),
+            text,
+        };
+        check(&doc, &file, &Overrides::default())
+    }
+
+    fn at(err: &ConfigError) -> (usize, usize) {
+        match err.origin {
+            Origin::File { line, column, .. } => (line, column),
+            ref o => panic!("no file position: {o:?}"),
+        }
+    }
+
+    #[test]
+    fn defaults_run_one_pattern_camera_on_loopback() {
+        let s = load_text("").unwrap();
+        assert_eq!(
+            s.web.listen,
+            format!("127.0.0.1:{DEFAULT_PORT}").parse().unwrap()
+        );
+        assert!(!s.web.snapshots);
+        assert_eq!(s.cameras.len(), 1);
+        assert_eq!(s.cameras[0].name, "default");
+        assert_eq!(s.cameras[0].source, SourceSpec::default_pattern());
+        assert_eq!(s.histogram_bins, 32);
+    }
+
+    #[test]
+    fn line_and_column_count_from_one() {
+        assert_eq!(line_column("ab\ncd", 0), (1, 1));
+        assert_eq!(line_column("ab\ncd", 4), (2, 2));
+        assert_eq!(line_column("é\nx", 3), (2, 1));
+    }
+
+    const GOOD: &str = r#"
+[web]
+listen_address = "127.0.0.1:9000"
+
+[[camera]]
+name = "front"
+[camera.source]
+kind = "pattern"
+size = "320x240"
+fps = 10
+[camera.pipeline]
+edge_threshold = 40
+[[camera.roi]]
+name = "door"
+x = 0
+y = 0
+w = 320
+h = 240
+"#;
+
+    #[test]
+    fn a_full_camera_section() {
+        let s = load_text(GOOD).unwrap();
+        let c = &s.cameras[0];
+        assert_eq!(c.name, "front");
+        assert_eq!(
+            c.source,
+            SourceSpec::Pattern {
+                size: Size {
+                    width: 320,
+                    height: 240
+                },
+                format: PixelFormat::Grey,
+                fps: 10.0
+            }
+        );
+        assert_eq!(c.options.edge_threshold, 40);
+        assert_eq!(c.regions[0].width, 320);
+        // What check-config prints reads back as the same settings.
+        assert_eq!(load_text(&s.to_toml()).unwrap(), s);
+    }
+
+    #[test]
+    fn unknown_key_is_placed_and_named() {
+        let text = GOOD.replace("h = 240", "heigth = 240");
+        let err = load_text(&text).unwrap_err();
+        assert_eq!(at(&err), (18, 1));
+        assert_eq!(err.key, "camera.roi.heigth");
+        assert!(err.message.contains("unknown field `heigth`"), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("t.toml:18:1: camera.roi.heigth: "),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn wrong_type_is_placed_and_named() {
+        let err = load_text(&GOOD.replace("x = 0", "x = \"left\"")).unwrap_err();
+        assert_eq!(at(&err), (15, 5));
+        assert_eq!(err.key, "camera.roi.x");
+        assert!(
+            err.message.contains("invalid type: string \"left\""),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn roi_outside_the_frame() {
+        let err = load_text(&GOOD.replace("w = 320", "w = 321")).unwrap_err();
+        assert_eq!(at(&err), (13, 1));
+        assert_eq!(err.key, "camera.roi");
+        assert!(err.message.contains("outside the 320x240 frame"), "{err}");
+    }
+
+    #[test]
+    fn v4l2_without_or_with_a_missing_device() {
+        let text = "[[camera]]\nname = \"c\"\n[camera.source]\nkind = \"v4l2\"\n";
+        let err = load_text(text).unwrap_err();
+        assert_eq!(
+            (at(&err), err.key.as_str()),
+            ((3, 1), "camera.source.device")
+        );
+        let err = load_text(&format!("{text}device = \"/dev/video-none\"\n")).unwrap_err();
+        assert_eq!(at(&err), (5, 10));
+        assert!(
+            err.message.contains("/dev/video-none: no such device"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn snapshots_beyond_loopback_need_auth_or_tls() {
+        let text = "[web]\nlisten_address = \"0.0.0.0:9000\"\nsnapshots = true\n";
+        let err = load_text(text).unwrap_err();
+        assert_eq!((at(&err), err.key.as_str()), ((3, 13), "web.snapshots"));
+        let hash = bcrypt::hash("pw", 4).unwrap();
+        let users = format!("[web.basic_auth_users]\nprom = \"{hash}\"\n");
+        assert!(load_text(&format!("{text}{users}")).unwrap().web.snapshots);
+        assert!(
+            load_text("[web]\nsnapshots = true\n")
+                .unwrap()
+                .web
+                .snapshots
+        );
+    }
+
+    #[test]
+    fn source_override_replaces_the_one_camera_and_rechecks_rois() {
+        let file = parse(Path::new("t.toml"), GOOD).unwrap();
+        let doc = Doc {
+            path: Some(Path::new("t.toml")),
+            text: GOOD,
+        };
+        let small = Overrides {
+            source: Some("pattern:160x120@5".parse().unwrap()),
+            listen: None,
+        };
+        let err = check(&doc, &file, &small).unwrap_err();
+        assert_eq!(err.origin, Origin::Flag("--source"));
+        assert!(err.message.contains("outside the 160x120 frame"), "{err}");
+        let listen = Overrides {
+            source: None,
+            listen: Some("127.0.0.1:1234".into()),
+        };
+        assert_eq!(check(&doc, &file, &listen).unwrap().web.listen.port(), 1234);
+    }
+
+    #[test]
+    fn bad_values_name_their_key() {
+        for (text, key, pos) in [
+            ("[log]\nlevel = \"loud\"\n", "log.level", (2, 9)),
+            ("[metrics]\nhistogram_bins = 24\n", "metrics.histogram_bins", (2, 18)),
+            ("[web]\nlisten_address = \"localhost\"\n", "web.listen_address", (2, 18)),
+            (
+                "[[camera]]\nname = \"a b\"\n[camera.source]\nkind = \"pattern\"\n",
+                "camera.name",
+                (2, 8),
+            ),
+            (
+                "[[camera]]\nname = \"a\"\n[camera.source]\nkind = \"pattern\"\n[camera.pipeline]\nedge_threshold = 0\n",
+                "camera.pipeline.edge_threshold",
+                (6, 18),
+            ),
+            (
+                "[[camera]]\nname = \"a\"\n[camera.source]\nkind = \"pattern\"\ndevice = \"/dev/video0\"\n",
+                "camera.source.device",
+                (5, 10),
+            ),
+        ] {
+            let err = load_text(text).unwrap_err();
+            assert_eq!((err.key.as_str(), at(&err)), (key, pos), "{err}");
+        }
+    }
+}

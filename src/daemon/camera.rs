@@ -1,0 +1,274 @@
+//! One camera's capture/GPU thread: it owns the OpenCL device, the frame source and the
+//! pipeline, so every OpenCL call of that camera happens on this thread.
+//!
+//! The thread never waits for anyone downstream: results go to the publisher through a
+//! bounded channel, and a full channel drops the frame and counts it. Reloads and
+//! snapshot requests arrive on channels it polls between frames.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Context, Result};
+use tokio::sync::oneshot;
+
+use crate::capture::{self, FrameSource, Next, SourceSpec};
+use crate::cl::{DeviceInfo, Gpu};
+use crate::config::CameraSettings;
+use crate::frame::FrameLayout;
+use crate::metrics::{CameraMetrics, Metrics};
+use crate::pipeline::{FrameResult, Pipeline, PipelineOptions, Region};
+
+/// How long a source may wait for a frame before the loop looks at its channels and the
+/// stop flag again; bounds the time to shut down.
+const POLL: Duration = Duration::from_millis(100);
+
+/// Results of one frame on their way to the publisher.
+pub struct Published {
+    pub result: FrameResult,
+    pub options: PipelineOptions,
+    pub sequence: u64,
+    pub captured: Instant,
+}
+
+/// The pictures of the last processed frame, for `/snapshot/*.png`.
+pub struct Snapshot {
+    pub width: u32,
+    pub height: u32,
+    pub luma: Vec<u8>,
+    pub edges: Vec<u8>,
+    pub mask: Vec<u8>,
+    pub histogram: [u32; 256],
+    pub otsu_threshold: u8,
+}
+
+pub type SnapshotReply = oneshot::Sender<Arc<Snapshot>>;
+
+/// New ROIs and options from a SIGHUP; the reply says whether they were taken.
+pub struct Reload {
+    pub options: PipelineOptions,
+    pub regions: Vec<Region>,
+    pub reply: oneshot::Sender<Result<(), String>>,
+}
+
+/// What the rest of the daemon knows of a started camera.
+pub struct Started {
+    pub device: DeviceInfo,
+    pub metrics: Arc<CameraMetrics>,
+    pub layout: FrameLayout,
+    pub describe: String,
+}
+
+/// State shared between a camera thread and the supervisor.
+pub struct Beat {
+    /// Milliseconds since `epoch` at the loop's last turn: the watchdog's evidence that
+    /// the loop (and so the GPU) is not stuck.
+    last_turn_ms: AtomicU64,
+    epoch: Instant,
+}
+
+impl Beat {
+    pub fn new() -> Beat {
+        Beat {
+            last_turn_ms: AtomicU64::new(0),
+            epoch: Instant::now(),
+        }
+    }
+
+    fn turn(&self) {
+        let ms = self.epoch.elapsed().as_millis() as u64;
+        self.last_turn_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// Time since the loop last turned.
+    pub fn since_last_turn(&self) -> Duration {
+        let last = Duration::from_millis(self.last_turn_ms.load(Ordering::Relaxed));
+        self.epoch.elapsed().saturating_sub(last)
+    }
+}
+
+impl Default for Beat {
+    fn default() -> Self {
+        Beat::new()
+    }
+}
+
+/// The channels a camera thread is given.
+pub struct Links {
+    pub stop: Arc<AtomicBool>,
+    pub beat: Arc<Beat>,
+    pub publish: mpsc::SyncSender<Published>,
+    pub reloads: mpsc::Receiver<Reload>,
+    pub snapshots: mpsc::Receiver<SnapshotReply>,
+    /// Told once whether the camera started, with what it runs on.
+    pub started: mpsc::SyncSender<Result<Started>>,
+}
+
+struct Camera {
+    gpu: Gpu,
+    source: Box<dyn FrameSource>,
+    pipeline: Pipeline,
+    options: PipelineOptions,
+}
+
+fn open(settings: &CameraSettings) -> Result<Camera> {
+    let gpu = Gpu::open(&settings.device)
+        .with_context(|| format!("camera '{}': OpenCL device", settings.name))?;
+    let source = capture::open(&settings.source, &gpu)
+        .with_context(|| format!("camera '{}': source {}", settings.name, settings.source))?;
+    let layout = source.layout();
+    for r in &settings.regions {
+        r.validate(&layout)
+            .with_context(|| format!("camera '{}'", settings.name))?;
+    }
+    let pipeline = Pipeline::new(&gpu, layout, settings.options, &settings.regions)
+        .with_context(|| format!("camera '{}': setting up the pipeline", settings.name))?;
+    Ok(Camera {
+        gpu,
+        source,
+        pipeline,
+        options: settings.options,
+    })
+}
+
+/// The thread's body: opens everything, says so on `links.started`, then runs until the
+/// stop flag is set. An `Err` return is an OpenCL failure the camera cannot go on after.
+pub fn run(settings: CameraSettings, metrics: Arc<Metrics>, links: Links) -> Result<()> {
+    let mut cam = match open(&settings) {
+        Ok(cam) => cam,
+        Err(e) => {
+            let message = format!("{e:#}");
+            // The receiver only goes away when the daemon is already stopping.
+            let _ = links.started.send(Err(e));
+            return Err(anyhow!(message));
+        }
+    };
+    let target_fps = match &settings.source {
+        SourceSpec::Pattern { fps, .. } | SourceSpec::Replay { fps, .. } => Some(*fps),
+        SourceSpec::V4l2 { fps, .. } => *fps,
+    };
+    let m = Arc::new(metrics.camera(&settings.name, &cam.gpu.info, target_fps));
+    let _ = links.started.send(Ok(Started {
+        device: cam.gpu.info.clone(),
+        metrics: Arc::clone(&m),
+        layout: cam.source.layout(),
+        describe: cam.source.describe(),
+    }));
+    tracing::info!(
+        camera = %settings.name,
+        source = %cam.source.describe(),
+        io = %cam.source.io_mode(),
+        device = %cam.gpu.info,
+        "camera started"
+    );
+    let mut failures_logged = 0u32;
+    // What the pipeline's images show now: snapshot requests between frames use it.
+    let mut shown: Option<Shown> = None;
+    while !links.stop.load(Ordering::Relaxed) {
+        links.beat.turn();
+        while let Ok(reload) = links.reloads.try_recv() {
+            let outcome = apply(&mut cam, &reload.options, &reload.regions);
+            let _ = reload.reply.send(outcome);
+        }
+        let next = cam
+            .source
+            .next_frame(&cam.gpu, POLL)
+            .with_context(|| format!("camera '{}'", settings.name))?;
+        let Next::Frame(frame) = next else {
+            m.capture(cam.source.is_up(), &cam.source.stats());
+            if let Some(shown) = &shown {
+                answer_snapshots(&cam, &links.snapshots, shown, &settings.name);
+            }
+            continue;
+        };
+        let (sequence, captured) = (frame.sequence, frame.captured);
+        let processed = cam.pipeline.process(&cam.gpu, frame.slot);
+        m.capture(cam.source.is_up(), &cam.source.stats());
+        let result = match processed {
+            Ok(result) => result,
+            Err(e) => {
+                m.pipeline_errors.inc();
+                // A failing frame repeats every frame: log the first few, then count.
+                if failures_logged < 5 {
+                    failures_logged += 1;
+                    tracing::warn!(camera = %settings.name, "frame {sequence}: {e:#}");
+                }
+                continue;
+            }
+        };
+        let now_shown = Shown {
+            width: result.width,
+            height: result.height,
+            histogram: result.histogram,
+            otsu_threshold: result.otsu_threshold,
+        };
+        answer_snapshots(&cam, &links.snapshots, &now_shown, &settings.name);
+        shown = Some(now_shown);
+        let published = Published {
+            result,
+            options: cam.options,
+            sequence,
+            captured,
+        };
+        if let Err(mpsc::TrySendError::Full(_)) = links.publish.try_send(published) {
+            m.backlog_dropped.inc();
+        }
+    }
+    tracing::info!(camera = %settings.name, "camera stopped");
+    Ok(())
+}
+
+/// The small results of the frame whose images the pipeline holds.
+struct Shown {
+    width: u32,
+    height: u32,
+    histogram: [u32; 256],
+    otsu_threshold: u8,
+}
+
+fn apply(cam: &mut Camera, options: &PipelineOptions, regions: &[Region]) -> Result<(), String> {
+    let layout = *cam.pipeline.layout();
+    for r in regions {
+        r.validate(&layout).map_err(|e| e.to_string())?;
+    }
+    cam.pipeline
+        .set_regions(&cam.gpu, regions)
+        .map_err(|e| format!("{e:#}"))?;
+    cam.pipeline.set_options(*options);
+    cam.options = *options;
+    Ok(())
+}
+
+/// Reads the last frame's pictures back once for every request waiting; requests are
+/// rare (the server caches a snapshot for a second), so this costs the loop little.
+fn answer_snapshots(
+    cam: &Camera,
+    requests: &mpsc::Receiver<SnapshotReply>,
+    shown: &Shown,
+    name: &str,
+) {
+    let waiting: Vec<SnapshotReply> = requests.try_iter().collect();
+    if waiting.is_empty() {
+        return;
+    }
+    let images = match cam.pipeline.read_images(&cam.gpu) {
+        Ok(images) => images,
+        Err(e) => {
+            tracing::warn!(camera = %name, "reading a snapshot: {e:#}");
+            return;
+        }
+    };
+    let snapshot = Arc::new(Snapshot {
+        width: shown.width,
+        height: shown.height,
+        luma: images.luma,
+        edges: images.magnitude,
+        mask: images.mask,
+        histogram: shown.histogram,
+        otsu_threshold: shown.otsu_threshold,
+    });
+    for reply in waiting {
+        let _ = reply.send(Arc::clone(&snapshot));
+    }
+}

@@ -1,0 +1,333 @@
+//! The endpoints: `/metrics`, `/healthz`, `/api/v1/latest`, `/snapshot/*.png` and `/`.
+//! GET (and HEAD) only; a request that carries a body is refused.
+
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::header::{self, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+use serde::Serialize;
+use tokio::sync::{oneshot, watch, Mutex};
+
+use super::auth::Auth;
+use super::page;
+use crate::config::WebSettings;
+use crate::daemon::camera::{Snapshot, SnapshotReply};
+use crate::daemon::Latest;
+use crate::metrics::Metrics;
+use crate::report::{self, Report};
+
+/// A snapshot is served again for this long before the camera is asked for a new one,
+/// which bounds the read-backs a busy status page costs the pipeline.
+const SNAPSHOT_MAX_AGE: Duration = Duration::from_secs(1);
+/// How long a snapshot request waits for the camera's next frame.
+const SNAPSHOT_WAIT: Duration = Duration::from_secs(3);
+
+type Body = Full<Bytes>;
+
+/// What the server knows of one camera.
+pub struct CameraView {
+    pub name: String,
+    latest: watch::Receiver<Option<Arc<Latest>>>,
+    snapshots: std::sync::Mutex<mpsc::Sender<SnapshotReply>>,
+    cached: Mutex<Option<(Instant, Arc<Snapshot>)>>,
+}
+
+impl CameraView {
+    pub fn new(
+        name: String,
+        latest: watch::Receiver<Option<Arc<Latest>>>,
+        snapshots: mpsc::Sender<SnapshotReply>,
+    ) -> CameraView {
+        CameraView {
+            name,
+            latest,
+            snapshots: std::sync::Mutex::new(snapshots),
+            cached: Mutex::new(None),
+        }
+    }
+
+    pub fn latest(&self) -> Option<Arc<Latest>> {
+        self.latest.borrow().clone()
+    }
+
+    /// The pictures of a recent frame; `None` when the camera sends none in time.
+    async fn snapshot(&self) -> Option<Arc<Snapshot>> {
+        // Holding the lock across the wait makes concurrent requests share one read-back.
+        let mut cached = self.cached.lock().await;
+        if let Some((at, snap)) = cached.as_ref() {
+            if at.elapsed() < SNAPSHOT_MAX_AGE {
+                return Some(Arc::clone(snap));
+            }
+        }
+        let (tx, rx) = oneshot::channel();
+        self.snapshots.lock().ok()?.send(tx).ok()?;
+        let snap = tokio::time::timeout(SNAPSHOT_WAIT, rx).await.ok()?.ok()?;
+        *cached = Some((Instant::now(), Arc::clone(&snap)));
+        Some(snap)
+    }
+}
+
+pub struct State {
+    web: WebSettings,
+    metrics: Arc<Metrics>,
+    cameras: Arc<Vec<CameraView>>,
+    auth: Auth,
+}
+
+impl State {
+    pub fn new(web: WebSettings, metrics: Arc<Metrics>, cameras: Arc<Vec<CameraView>>) -> State {
+        let auth = Auth::new(web.users.clone());
+        State {
+            web,
+            metrics,
+            cameras,
+            auth,
+        }
+    }
+}
+
+fn response(
+    status: StatusCode,
+    content_type: &'static str,
+    body: impl Into<Bytes>,
+) -> Response<Body> {
+    let mut r = Response::new(Full::new(body.into()));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
+    response(status, "text/plain; charset=utf-8", body)
+}
+
+/// The `camera=NAME` query parameter, if any.
+fn camera_param(query: Option<&str>) -> Option<&str> {
+    query?.split('&').find_map(|kv| kv.strip_prefix("camera="))
+}
+
+pub async fn handle<B>(state: &State, req: Request<B>) -> Response<Body> {
+    let path = req.uri().path().to_string();
+    let handler = handler_label(&path);
+    let mut resp = route(state, &req, &path).await;
+    if req.method() == Method::HEAD {
+        *resp.body_mut() = Full::new(Bytes::new());
+    }
+    state
+        .metrics
+        .http_requests
+        .with_label_values(&[handler, resp.status().as_str()])
+        .inc();
+    resp
+}
+
+/// A fixed set of label values, whatever paths clients make up.
+fn handler_label(path: &str) -> &'static str {
+    match path {
+        "/metrics" => "metrics",
+        "/healthz" => "healthz",
+        "/api/v1/latest" => "latest",
+        "/" => "status",
+        p if p.starts_with("/snapshot/") => "snapshot",
+        _ => "other",
+    }
+}
+
+async fn route<B>(state: &State, req: &Request<B>, path: &str) -> Response<Body> {
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "only GET\n");
+        r.headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return r;
+    }
+    let has_body = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .is_some_and(|v| v.as_bytes() != b"0")
+        || req.headers().contains_key(header::TRANSFER_ENCODING);
+    if has_body {
+        return text(StatusCode::PAYLOAD_TOO_LARGE, "requests carry no body\n");
+    }
+    let authorization = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    if !state.auth.allows(authorization).await {
+        let mut r = text(StatusCode::UNAUTHORIZED, "unauthorized\n");
+        r.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Basic realm=\"edgesight\""),
+        );
+        return r;
+    }
+    let query = req.uri().query();
+    match path {
+        "/metrics" => response(
+            StatusCode::OK,
+            "text/plain; version=0.0.4; charset=utf-8",
+            state.metrics.encode(),
+        ),
+        "/healthz" => healthz(state),
+        "/api/v1/latest" => latest(state, query),
+        "/" if state.web.snapshots => response(
+            StatusCode::OK,
+            "text/html; charset=utf-8",
+            page::status(&state.cameras),
+        ),
+        "/" => response(StatusCode::OK, "text/html; charset=utf-8", page::landing()),
+        p if p.starts_with("/snapshot/") && state.web.snapshots => {
+            snapshot(state, &p["/snapshot/".len()..], query).await
+        }
+        _ => text(StatusCode::NOT_FOUND, "not found\n"),
+    }
+}
+
+/// The camera a `camera=NAME` parameter names, else the first; the error is a 404 text.
+fn find<'a>(state: &'a State, query: Option<&str>) -> Result<&'a CameraView, String> {
+    match camera_param(query) {
+        None => state
+            .cameras
+            .first()
+            .ok_or_else(|| "no cameras\n".to_string()),
+        Some(name) => state
+            .cameras
+            .iter()
+            .find(|c| c.name == name)
+            .ok_or_else(|| format!("no camera '{name}'\n")),
+    }
+}
+
+/// 200 while every camera published a frame within the configured staleness.
+fn healthz(state: &State) -> Response<Body> {
+    let stale: Vec<String> = state
+        .cameras
+        .iter()
+        .filter(|c| {
+            c.latest()
+                .is_none_or(|l| l.published.elapsed() > state.web.stale_after)
+        })
+        .map(|c| c.name.clone())
+        .collect();
+    if stale.is_empty() {
+        text(StatusCode::OK, "ok\n")
+    } else {
+        text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("no recent frames from: {}\n", stale.join(", ")),
+        )
+    }
+}
+
+/// `report.json`'s fields, plus which camera and frame they come from.
+#[derive(Serialize)]
+struct LatestJson<'a> {
+    camera: &'a str,
+    sequence: u64,
+    age_seconds: f64,
+    #[serde(flatten)]
+    report: Report,
+}
+
+fn latest(state: &State, query: Option<&str>) -> Response<Body> {
+    let camera = match find(state, query) {
+        Ok(c) => c,
+        Err(message) => return text(StatusCode::NOT_FOUND, message),
+    };
+    let Some(l) = camera.latest() else {
+        return text(StatusCode::SERVICE_UNAVAILABLE, "no frame yet\n");
+    };
+    let body = LatestJson {
+        camera: &camera.name,
+        sequence: l.sequence,
+        age_seconds: l.published.elapsed().as_secs_f64(),
+        report: Report::new(&l.result, &l.format, &l.device, l.options),
+    };
+    match serde_json::to_vec_pretty(&body) {
+        Ok(json) => response(StatusCode::OK, "application/json", json),
+        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")),
+    }
+}
+
+async fn snapshot(state: &State, name: &str, query: Option<&str>) -> Response<Body> {
+    let kind = match name {
+        "luma.png" => Picture::Luma,
+        "edges.png" => Picture::Edges,
+        "mask.png" => Picture::Mask,
+        "histogram.png" => Picture::Histogram,
+        _ => return text(StatusCode::NOT_FOUND, "not found\n"),
+    };
+    let camera = match find(state, query) {
+        Ok(c) => c,
+        Err(message) => return text(StatusCode::NOT_FOUND, message),
+    };
+    let Some(snap) = camera.snapshot().await else {
+        return text(StatusCode::SERVICE_UNAVAILABLE, "no frame to show\n");
+    };
+    // PNG encoding takes milliseconds per megapixel: off the async workers.
+    match tokio::task::spawn_blocking(move || encode(&snap, kind)).await {
+        Ok(Ok(png)) => response(StatusCode::OK, "image/png", png),
+        Ok(Err(e)) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")),
+        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")),
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Picture {
+    Luma,
+    Edges,
+    Mask,
+    Histogram,
+}
+
+fn encode(snap: &Snapshot, kind: Picture) -> image::ImageResult<Vec<u8>> {
+    use image::codecs::png::{CompressionType, FilterType, PngEncoder};
+    use image::{ExtendedColorType, ImageEncoder};
+    let mut out = Vec::new();
+    let encoder = PngEncoder::new_with_quality(&mut out, CompressionType::Fast, FilterType::Sub);
+    match kind {
+        Picture::Histogram => {
+            let chart = report::histogram_chart(&snap.histogram, snap.otsu_threshold);
+            encoder.write_image(
+                chart.as_raw(),
+                chart.width(),
+                chart.height(),
+                ExtendedColorType::Rgb8,
+            )?;
+        }
+        _ => {
+            let pixels = match kind {
+                Picture::Luma => &snap.luma,
+                Picture::Edges => &snap.edges,
+                _ => &snap.mask,
+            };
+            encoder.write_image(pixels, snap.width, snap.height, ExtendedColorType::L8)?;
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn camera_parameter() {
+        assert_eq!(camera_param(Some("camera=front")), Some("front"));
+        assert_eq!(camera_param(Some("x=1&camera=back")), Some("back"));
+        assert_eq!(camera_param(Some("x=1")), None);
+        assert_eq!(camera_param(None), None);
+    }
+
+    #[test]
+    fn handler_labels_are_a_fixed_set() {
+        assert_eq!(handler_label("/snapshot/luma.png"), "snapshot");
+        assert_eq!(handler_label("/../etc/passwd"), "other");
+        assert_eq!(handler_label("/metrics"), "metrics");
+    }
+}

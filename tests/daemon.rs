@@ -1,0 +1,964 @@
+//! `edgesight run` as a user runs it: the real binary on a temporary config and a free
+//! loopback port, scraped by `promtool`, a real Prometheus server and `wrk` (Debian's
+//! `prometheus` and `wrk` packages; `scripts/install-deps.sh test` installs them).
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_edgesight");
+
+fn tmp_dir(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create a test directory");
+    dir
+}
+
+fn pocl_cache() -> PathBuf {
+    std::env::var_os("POCL_CACHE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_TARGET_TMPDIR")).join("pocl-cache"))
+}
+
+/// A port nobody listens on now (the kernel's choice, released at once).
+fn free_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+    l.local_addr().expect("local address").port()
+}
+
+fn wait_until<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+struct Response {
+    status: u16,
+    headers: String,
+    body: Vec<u8>,
+}
+
+/// One HTTP/1.1 request on a fresh connection.
+fn request(port: u16, method: &str, path: &str) -> std::io::Result<Response> {
+    let mut s = TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)?;
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(|| std::io::Error::other("no end of headers"))?;
+    let headers = String::from_utf8_lossy(&raw[..split]).to_lowercase();
+    let status = headers
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| std::io::Error::other("no status"))?;
+    Ok(Response {
+        status,
+        headers,
+        body: raw[split + 4..].to_vec(),
+    })
+}
+
+fn get(port: u16, path: &str) -> Response {
+    request(port, "GET", path).unwrap_or_else(|e| panic!("GET {path}: {e}"))
+}
+
+fn get_text(port: u16, path: &str) -> String {
+    let r = get(port, path);
+    assert_eq!(
+        r.status,
+        200,
+        "GET {path}: {}",
+        String::from_utf8_lossy(&r.body)
+    );
+    String::from_utf8(r.body).expect("UTF-8 body")
+}
+
+/// The value of the series `name{labels}` exactly as written in a scrape.
+fn sample(metrics: &str, series: &str) -> Option<f64> {
+    metrics.lines().find_map(|l| {
+        let (s, v) = l.rsplit_once(' ')?;
+        (s == series).then(|| v.parse().ok())?
+    })
+}
+
+struct Daemon {
+    child: Child,
+    port: u16,
+    log: PathBuf,
+}
+
+impl Daemon {
+    fn start(dir: &Path, config: &str) -> Daemon {
+        let port = free_port();
+        let path = dir.join("edgesight.toml");
+        std::fs::write(&path, config).expect("write the config");
+        let log = dir.join("edgesight.log");
+        let child = Command::new(BIN)
+            .args(["run", "--config"])
+            .arg(&path)
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .env("POCL_CACHE_DIR", pocl_cache())
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log file"))
+            .spawn()
+            .expect("start edgesight");
+        let d = Daemon { child, port, log };
+        // Kernel builds on a cold cache take seconds on a small CPU.
+        wait_until("/healthz to answer 200", Duration::from_secs(60), || {
+            request(port, "GET", "/healthz")
+                .ok()
+                .filter(|r| r.status == 200)
+        });
+        d
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on our own child's pid.
+        let rc = unsafe { libc::kill(self.child.id() as i32, sig) };
+        assert_eq!(rc, 0, "kill({sig})");
+    }
+
+    fn metrics(&self) -> String {
+        get_text(self.port, "/metrics")
+    }
+
+    /// SIGTERM, then the exit status and how long it took.
+    fn terminate(self) -> (std::process::ExitStatus, Duration) {
+        self.signal(libc::SIGTERM);
+        self.terminate_after_signal()
+    }
+
+    /// The exit status once the process ends by itself, and how long that took.
+    fn terminate_after_signal(mut self) -> (std::process::ExitStatus, Duration) {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return (status, start.elapsed());
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "no exit 5 s after SIGTERM\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn camera(name: &str, size: &str, rois: &[(&str, u32, u32, u32, u32)], threshold: u8) -> String {
+    let mut s = format!(
+        "[[camera]]\nname = \"{name}\"\n[camera.source]\nkind = \"pattern\"\nsize = \"{size}\"\nfps = 30\n\
+         [camera.pipeline]\nedge_threshold = {threshold}\n"
+    );
+    for (roi, x, y, w, h) in rois {
+        s += &format!("[[camera.roi]]\nname = \"{roi}\"\nx = {x}\ny = {y}\nw = {w}\nh = {h}\n");
+    }
+    s
+}
+
+fn run_tool(cmd: &mut Command, input: Option<&[u8]>) -> Output {
+    let name = format!("{cmd:?}");
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!("{name}: {e} (scripts/install-deps.sh test installs prometheus and wrk)")
+        });
+    let mut stdin = child.stdin.take().expect("stdin");
+    if let Some(input) = input {
+        stdin.write_all(input).expect("write stdin");
+    }
+    drop(stdin);
+    child.wait_with_output().expect("tool output")
+}
+
+const FAMILIES: [&str; 22] = [
+    "edgesight_build_info",
+    "edgesight_opencl_device_info",
+    "edgesight_camera_up",
+    "edgesight_frames_total",
+    "edgesight_frames_dropped_total",
+    "edgesight_camera_reconnects_total",
+    "edgesight_pipeline_errors_total",
+    "edgesight_stage_duration_seconds",
+    "edgesight_frame_latency_seconds",
+    "edgesight_frame_rate",
+    "edgesight_target_frame_rate",
+    "edgesight_otsu_threshold",
+    "edgesight_mean_luma",
+    "edgesight_luma_stddev",
+    "edgesight_foreground_ratio",
+    "edgesight_edge_ratio",
+    "edgesight_luma_bin_ratio",
+    "edgesight_roi_mean_luma",
+    "edgesight_roi_luma_stddev",
+    "edgesight_roi_edge_ratio",
+    "edgesight_roi_foreground_ratio",
+    "process_resident_memory_bytes",
+];
+
+#[test]
+fn endpoints_snapshots_reload_and_sigterm() {
+    let dir = tmp_dir("daemon-e2e");
+    let web = "[web]\nsnapshots = true\nstale_after_seconds = 2\n[metrics]\nhistogram_bins = 16\n";
+    let config = format!(
+        "{web}{}",
+        camera(
+            "front",
+            "320x240",
+            &[("door", 10, 20, 100, 80), ("all", 0, 0, 320, 240)],
+            64
+        )
+    );
+    let d = Daemon::start(&dir, &config);
+    let port = d.port;
+
+    // Metrics: every family there, and promtool's linter has nothing to say.
+    let m = d.metrics();
+    for family in FAMILIES {
+        assert!(
+            m.contains(&format!("# TYPE {family} ")),
+            "{family} missing:\n{m}"
+        );
+    }
+    let check = run_tool(
+        Command::new("promtool").args(["check", "metrics"]),
+        Some(m.as_bytes()),
+    );
+    assert!(
+        check.status.success(),
+        "promtool check metrics: {}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+    assert_eq!(
+        sample(&m, r#"edgesight_camera_up{camera="front"}"#),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(&m, r#"edgesight_target_frame_rate{camera="front"}"#),
+        Some(30.0)
+    );
+    let bins = m
+        .lines()
+        .filter(|l| l.starts_with("edgesight_luma_bin_ratio{"))
+        .count();
+    assert_eq!(bins, 16);
+    let total: f64 = m
+        .lines()
+        .filter(|l| l.starts_with("edgesight_luma_bin_ratio{"))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum();
+    assert!((total - 1.0).abs() < 1e-9, "bins sum to {total}");
+
+    // The latest frame: report.json's fields for a 320x240 frame and its two regions.
+    let latest: serde_json::Value =
+        serde_json::from_str(&get_text(port, "/api/v1/latest")).expect("JSON");
+    assert_eq!(latest["camera"], "front");
+    assert_eq!(
+        (latest["width"].as_u64(), latest["height"].as_u64()),
+        (Some(320), Some(240))
+    );
+    assert_eq!(latest["format"], "grey");
+    let histogram: Vec<u64> = latest["histogram"]
+        .as_array()
+        .expect("histogram")
+        .iter()
+        .filter_map(|v| v.as_u64())
+        .collect();
+    assert_eq!(histogram.len(), 256);
+    assert_eq!(histogram.iter().sum::<u64>(), 320 * 240);
+    let rois: Vec<&str> = latest["rois"]
+        .as_array()
+        .expect("rois")
+        .iter()
+        .filter_map(|r| r["name"].as_str())
+        .collect();
+    assert_eq!(rois, ["door", "all"]);
+    // The whole-frame region agrees with the frame's own figures.
+    let all = &latest["rois"][1];
+    assert_eq!(all["mean"], latest["mean_luma"]);
+    assert_eq!(all["edge_ratio"], latest["edge_ratio"]);
+    assert_eq!(latest["options"]["edge_threshold"], 64);
+    for key in [
+        "otsu_threshold",
+        "luma_stddev",
+        "foreground_ratio",
+        "timings_ms",
+        "sequence",
+    ] {
+        assert!(!latest[key].is_null(), "{key} missing");
+    }
+    assert_eq!(get(port, "/api/v1/latest?camera=nope").status, 404);
+
+    // Snapshots decode as PNGs of the frame's size; the histogram chart has its own.
+    for (pic, size) in [
+        ("luma", (320, 240)),
+        ("edges", (320, 240)),
+        ("mask", (320, 240)),
+        ("histogram", (528, 216)),
+    ] {
+        let r = get(port, &format!("/snapshot/{pic}.png"));
+        assert_eq!(r.status, 200, "{pic}");
+        assert!(r.headers.contains("image/png"), "{}", r.headers);
+        let img = image::load_from_memory_with_format(&r.body, image::ImageFormat::Png)
+            .unwrap_or_else(|e| panic!("{pic}.png: {e}"));
+        assert_eq!((img.width(), img.height()), size, "{pic}.png");
+    }
+    let mask = image::load_from_memory(&get(port, "/snapshot/mask.png").body)
+        .expect("mask")
+        .into_luma8();
+    assert!(mask.pixels().all(|p| p.0[0] == 0 || p.0[0] == 255));
+    let page = get_text(port, "/");
+    assert!(page.contains("/snapshot/luma.png?camera=front"), "{page}");
+    assert!(page.contains("http-equiv=\"refresh\""));
+
+    // Only GET (and HEAD); unknown paths 404.
+    assert_eq!(request(port, "POST", "/metrics").expect("POST").status, 405);
+    assert_eq!(request(port, "DELETE", "/").expect("DELETE").status, 405);
+    assert_eq!(get(port, "/nope").status, 404);
+    let head = request(port, "HEAD", "/healthz").expect("HEAD");
+    assert_eq!((head.status, head.body.len()), (200, 0));
+
+    // SIGHUP: new regions and threshold, same camera (its frames keep counting).
+    let frames_before =
+        sample(&d.metrics(), r#"edgesight_frames_total{camera="front"}"#).expect("frames_total");
+    let reloaded = format!(
+        "{web}{}",
+        camera("front", "320x240", &[("gate", 0, 0, 32, 24)], 200)
+    );
+    std::fs::write(dir.join("edgesight.toml"), reloaded).expect("rewrite config");
+    d.signal(libc::SIGHUP);
+    let latest = wait_until("the reload to show", Duration::from_secs(10), || {
+        let l: serde_json::Value = serde_json::from_str(&get_text(port, "/api/v1/latest")).ok()?;
+        (l["options"]["edge_threshold"] == 200).then_some(l)
+    });
+    assert_eq!(latest["rois"][0]["name"], "gate");
+    assert_eq!(latest["rois"].as_array().map(Vec::len), Some(1));
+    let m = d.metrics();
+    assert!(m.contains(r#"edgesight_roi_mean_luma{camera="front",roi="gate"}"#));
+    assert!(!m.contains(r#"roi="door""#), "removed ROI still exported");
+    assert_eq!(
+        sample(&m, r#"edgesight_config_reloads_total{result="success"}"#),
+        Some(1.0)
+    );
+    let frames_after = sample(&m, r#"edgesight_frames_total{camera="front"}"#).expect("frames");
+    assert!(frames_after > frames_before);
+    assert_eq!(
+        sample(&m, r#"edgesight_camera_reconnects_total{camera="front"}"#),
+        Some(0.0)
+    );
+
+    // A reload that does not check is refused whole and the old settings stay.
+    let bad = format!(
+        "{web}{}",
+        camera("front", "320x240", &[("big", 0, 0, 321, 10)], 10)
+    );
+    std::fs::write(dir.join("edgesight.toml"), bad).expect("rewrite config");
+    d.signal(libc::SIGHUP);
+    wait_until(
+        "the refused reload to count",
+        Duration::from_secs(10),
+        || {
+            sample(
+                &d.metrics(),
+                r#"edgesight_config_reloads_total{result="failure"}"#,
+            )
+            .filter(|v| *v == 1.0)
+        },
+    );
+    let l: serde_json::Value =
+        serde_json::from_str(&get_text(port, "/api/v1/latest")).expect("JSON");
+    assert_eq!(l["options"]["edge_threshold"], 200);
+    assert!(d.log().contains("outside the 320x240 frame"), "{}", d.log());
+
+    let log_before = d.log();
+    let (status, took) = d.terminate();
+    assert_eq!(status.code(), Some(0), "{log_before}");
+    assert!(took < Duration::from_secs(1), "SIGTERM took {took:?}");
+}
+
+/// Status of a GET with basic auth as `user` (password `s3cret`); 0 when it fails.
+fn get_as(port: u16, path: &str, user: &str) -> u16 {
+    let token = base64::Engine::encode(
+        &base64::engine::general_purpose::STANDARD,
+        format!("{user}:s3cret"),
+    );
+    let attempt = || -> std::io::Result<u16> {
+        let mut s = TcpStream::connect(("127.0.0.1", port))?;
+        s.set_read_timeout(Some(Duration::from_secs(10)))?;
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Basic {token}\r\nConnection: close\r\n\r\n"
+        )?;
+        let mut raw = Vec::new();
+        s.read_to_end(&mut raw)?;
+        let head = String::from_utf8_lossy(&raw[..raw.len().min(64)]).to_string();
+        head.split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .ok_or_else(|| std::io::Error::other("no status"))
+    };
+    attempt().unwrap_or(0)
+}
+
+#[test]
+fn basic_auth_guards_everything_and_healthz_goes_stale() {
+    let dir = tmp_dir("daemon-auth");
+    let hash = bcrypt::hash("s3cret", 4).expect("bcrypt");
+    // One frame every 4 s and a 1 s staleness: /healthz must turn 503 between frames.
+    let config = format!(
+        "[web]\nsnapshots = true\nstale_after_seconds = 1\n[web.basic_auth_users]\nprom = \"{hash}\"\n\
+         [[camera]]\nname = \"solo\"\n[camera.source]\nkind = \"pattern\"\nsize = \"64x48\"\nfps = 0.25\n"
+    );
+    let port = free_port();
+    let path = dir.join("edgesight.toml");
+    std::fs::write(&path, config).expect("config");
+    let log = dir.join("edgesight.log");
+    let child = Command::new(BIN)
+        .args(["run", "--config"])
+        .arg(&path)
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .env("POCL_CACHE_DIR", pocl_cache())
+        .stderr(std::fs::File::create(&log).expect("log"))
+        .spawn()
+        .expect("start");
+    let d = Daemon { child, port, log };
+    wait_until(
+        "healthz 200 with the password",
+        Duration::from_secs(60),
+        || (get_as(port, "/healthz", "prom") == 200).then_some(()),
+    );
+    wait_until("healthz 503 between frames", Duration::from_secs(5), || {
+        let r = get(port, "/healthz");
+        assert_eq!(r.status, 401, "healthz without a password");
+        (get_as(port, "/healthz", "prom") == 503).then_some(())
+    });
+    for path in ["/metrics", "/api/v1/latest", "/snapshot/luma.png", "/"] {
+        let r = get(port, path);
+        assert_eq!(r.status, 401, "{path} without a password");
+        assert!(r.headers.contains("www-authenticate"), "{}", r.headers);
+        assert_eq!(
+            get_as(port, path, "mallory"),
+            401,
+            "{path} as an unknown user"
+        );
+        assert_eq!(get_as(port, path, "prom"), 200, "{path} with the password");
+    }
+    let (status, _) = d.terminate();
+    assert_eq!(status.code(), Some(0));
+}
+
+/// A Prometheus server on loopback scraping `target` every second.
+struct Prometheus {
+    child: Child,
+    port: u16,
+}
+
+impl Prometheus {
+    fn start(dir: &Path, target: u16) -> Prometheus {
+        let port = free_port();
+        let config = dir.join("prometheus.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  \
+                 - job_name: edgesight\n    static_configs:\n      - targets: ['127.0.0.1:{target}']\n"
+            ),
+        )
+        .expect("prometheus.yml");
+        let child = Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("tsdb").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join("prometheus.log")).expect("log"))
+            .spawn()
+            .expect("start prometheus (scripts/install-deps.sh test installs it)");
+        Prometheus { child, port }
+    }
+
+    /// The result vector of an instant query, or `None` while Prometheus is not up.
+    fn query(&self, q: &str) -> Option<Vec<serde_json::Value>> {
+        let encoded: String = q
+            .bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' | b'-' | b'.' => {
+                    (b as char).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect();
+        let r = request(self.port, "GET", &format!("/api/v1/query?query={encoded}")).ok()?;
+        let v: serde_json::Value = serde_json::from_slice(&r.body).ok()?;
+        (v["status"] == "success").then(|| v["data"]["result"].as_array().cloned())?
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn value(series: &serde_json::Value) -> f64 {
+    series["value"][1]
+        .as_str()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
+#[test]
+fn a_real_prometheus_scrapes_two_cameras() {
+    let dir = tmp_dir("daemon-prometheus");
+    let config = format!(
+        "{}{}",
+        camera("front", "160x120", &[("door", 0, 0, 80, 60)], 64),
+        camera(
+            "rear",
+            "96x64",
+            &[("sky", 0, 0, 96, 20), ("road", 0, 40, 96, 24)],
+            64
+        )
+    );
+    let d = Daemon::start(&dir, &config);
+    let prom = Prometheus::start(&dir, d.port);
+    // The first scrape lands about 5 s after Prometheus starts.
+    let first = wait_until("a first scrape", Duration::from_secs(30), || {
+        prom.query("edgesight_frames_total")
+            .filter(|r| r.len() == 2)
+    });
+    let front_first = first
+        .iter()
+        .find(|s| s["metric"]["camera"] == "front")
+        .map(value)
+        .expect("front camera");
+    wait_until(
+        "edgesight_frames_total to grow",
+        Duration::from_secs(20),
+        || {
+            let now = prom.query(r#"edgesight_frames_total{camera="front"}"#)?;
+            (now.len() == 1 && value(&now[0]) > front_first).then_some(())
+        },
+    );
+    let rois = prom.query("edgesight_roi_mean_luma").expect("ROI series");
+    let mut names: Vec<(String, String)> = rois
+        .iter()
+        .map(|s| {
+            (
+                s["metric"]["camera"].as_str().unwrap_or("").to_string(),
+                s["metric"]["roi"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            ("front".into(), "door".into()),
+            ("rear".into(), "road".into()),
+            ("rear".into(), "sky".into())
+        ]
+    );
+    for s in &rois {
+        let v = value(s);
+        assert!((0.0..=255.0).contains(&v), "mean luma {v}");
+    }
+    let up = prom.query(r#"up{job="edgesight"}"#).expect("up");
+    assert_eq!(up.len(), 1);
+    assert_eq!(value(&up[0]), 1.0);
+    let (status, _) = d.terminate();
+    assert_eq!(status.code(), Some(0));
+}
+
+#[test]
+fn wrk_on_metrics_neither_fails_nor_costs_frames() {
+    let dir = tmp_dir("daemon-wrk");
+    let d = Daemon::start(
+        &dir,
+        &camera("front", "320x240", &[("door", 0, 0, 64, 64)], 64),
+    );
+    let before = d.metrics();
+    let frames = |m: &str| sample(m, r#"edgesight_frames_total{camera="front"}"#).expect("frames");
+    let backlog = |m: &str| {
+        sample(
+            m,
+            r#"edgesight_frames_dropped_total{camera="front",reason="publish_backlog"}"#,
+        )
+        .expect("publish_backlog")
+    };
+    // Clients that pipeline requests and never read their responses: their connections
+    // block on a full socket, and nothing else may.
+    let stuck: Vec<TcpStream> = (0..8)
+        .map(|_| {
+            let mut s = TcpStream::connect(("127.0.0.1", d.port)).expect("connect");
+            s.set_write_timeout(Some(Duration::from_millis(200)))
+                .expect("timeout");
+            let burst = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n".repeat(2000);
+            // The server stops reading once its replies back up: a short write is the aim.
+            let _ = s.write_all(burst.as_bytes());
+            s
+        })
+        .collect();
+    // Loopback only, 8 connections for 3 seconds.
+    let out = run_tool(
+        Command::new("wrk").args([
+            "-t2",
+            "-c8",
+            "-d3s",
+            "--timeout",
+            "2s",
+            &format!("http://127.0.0.1:{}/metrics", d.port),
+        ]),
+        None,
+    );
+    let report = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "wrk: {report}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!report.contains("Socket errors"), "{report}");
+    assert!(!report.contains("Non-2xx"), "{report}");
+    let requests: u64 = report
+        .lines()
+        .find_map(|l| {
+            l.trim()
+                .split_once(" requests in ")
+                .map(|(n, _)| n.parse().ok())
+        })
+        .flatten()
+        .expect("wrk's request count");
+    assert!(requests >= 100, "only {requests} requests:\n{report}");
+    let after = d.metrics();
+    assert!(
+        frames(&after) >= frames(&before) + 30.0,
+        "frames stalled under load: {} -> {}",
+        frames(&before),
+        frames(&after)
+    );
+    assert_eq!(backlog(&after), 0.0, "frames dropped for the publisher");
+    assert_eq!(get(d.port, "/healthz").status, 200);
+    drop(stuck);
+    let served = sample(
+        &after,
+        r#"edgesight_http_requests_total{code="200",handler="metrics"}"#,
+    )
+    .expect("request counter");
+    assert!(served >= requests as f64, "{served} < {requests}");
+    let (status, _) = d.terminate();
+    assert_eq!(status.code(), Some(0));
+}
+
+/// Runs `edgesight ARGS` and returns its exit code and stderr.
+fn edgesight(args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(BIN)
+        .args(args)
+        .env("POCL_CACHE_DIR", pocl_cache())
+        .output()
+        .expect("run edgesight");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+#[test]
+fn bad_configs_are_refused_before_anything_starts() {
+    let dir = tmp_dir("daemon-bad-configs");
+    let good = camera("front", "320x240", &[("door", 0, 0, 320, 240)], 64);
+    let port = free_port().to_string();
+    for (name, text, expect) in [
+        (
+            "unknown-key",
+            good.replace("h = 240", "heigth = 240"),
+            ":14:1: camera.roi.heigth: unknown field `heigth`",
+        ),
+        (
+            "wrong-type",
+            good.replace("fps = 30", "fps = \"fast\""),
+            ":6:7: camera.source.fps: invalid type: string \"fast\", expected f64",
+        ),
+        (
+            "roi-outside",
+            good.replace("w = 320", "w = 400"),
+            ":9:1: camera.roi: ROI 'door' (0,0 400x240) lies outside the 320x240 frame",
+        ),
+        (
+            "missing-device",
+            "[[camera]]\nname = \"c\"\n[camera.source]\nkind = \"v4l2\"\ndevice = \"/dev/video-edgesight-none\"\n".into(),
+            ":5:10: camera.source.device: /dev/video-edgesight-none: no such device",
+        ),
+        (
+            "no-device",
+            "[[camera]]\nname = \"c\"\n[camera.source]\nkind = \"v4l2\"\n".into(),
+            ":3:1: camera.source.device: missing",
+        ),
+        (
+            "snapshots-public",
+            format!("[web]\nlisten_address = \"0.0.0.0:{port}\"\nsnapshots = true\n"),
+            ":3:13: web.snapshots: snapshots and the status page show camera pictures",
+        ),
+    ] {
+        let path = dir.join(format!("{name}.toml"));
+        std::fs::write(&path, text).expect("write");
+        let file = path.display().to_string();
+        let (code, err) = edgesight(&["check-config", &file]);
+        assert_eq!(code, Some(2), "{name}: {err}");
+        assert!(err.contains(&format!("{file}{expect}")), "{name}: {err}");
+        // `run` refuses the same way, before it listens.
+        let start = Instant::now();
+        let (code, err) = edgesight(&["run", "--config", &file]);
+        assert_eq!(code, Some(2), "{name}: {err}");
+        assert!(err.contains(&format!("{file}{expect}")), "{name}: {err}");
+        assert!(start.elapsed() < Duration::from_secs(2));
+    }
+    let (code, err) = edgesight(&[
+        "run",
+        "--listen",
+        "0.0.0.0:1",
+        "--source",
+        "pattern:64x48@1",
+        "--config",
+        "/nonexistent.toml",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("/nonexistent.toml"), "{err}");
+    let (code, err) = edgesight(&["run", "--source", "camera:/dev/video0"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("unknown kind 'camera'"), "{err}");
+}
+
+#[test]
+fn deploy_files_check() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let deploy = root.join("deploy");
+    let (code, err) = edgesight(&[
+        "check-config",
+        &deploy.join("edgesight.toml").display().to_string(),
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    for args in [
+        vec!["check", "rules", "alerts.yml"],
+        vec!["test", "rules", "alerts.test.yml"],
+        vec!["check", "config", "prometheus.yml"],
+    ] {
+        let out = run_tool(
+            Command::new("promtool").args(&args).current_dir(&deploy),
+            None,
+        );
+        assert!(
+            out.status.success(),
+            "promtool {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // Every edgesight metric the rules and dashboard use is one the daemon exports.
+    let exported = include_str!("../src/metrics.rs");
+    let dashboard =
+        std::fs::read_to_string(deploy.join("grafana-dashboard.json")).expect("dashboard");
+    let parsed: serde_json::Value = serde_json::from_str(&dashboard).expect("dashboard JSON");
+    assert!(parsed["panels"].as_array().is_some_and(|p| p.len() >= 8));
+    let alerts = std::fs::read_to_string(deploy.join("alerts.yml")).expect("alerts");
+    for text in [&dashboard, &alerts] {
+        for (i, _) in text.match_indices("edgesight_") {
+            let name: String = text[i..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            let base = ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|s| name.strip_suffix(s).filter(|b| b.ends_with("_seconds")))
+                .unwrap_or(&name);
+            assert!(
+                exported.contains(&format!("\"{base}\"")),
+                "{base} is not exported"
+            );
+        }
+    }
+}
+
+#[test]
+fn tls_serves_https_only() {
+    let dir = tmp_dir("daemon-tls");
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let out = run_tool(
+        Command::new("openssl")
+            .args([
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+            ])
+            .args([
+                "-subj",
+                "/CN=127.0.0.1",
+                "-addext",
+                "subjectAltName=IP:127.0.0.1",
+            ])
+            .arg("-keyout")
+            .arg(&key)
+            .arg("-out")
+            .arg(&cert),
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "openssl: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tls = format!(
+        "[web]\ntls_cert_file = \"{}\"\ntls_key_file = \"{}\"\n",
+        cert.display(),
+        key.display()
+    );
+    // Pictures beyond loopback are allowed behind TLS (checked, not bound).
+    let public = dir.join("public.toml");
+    std::fs::write(
+        &public,
+        format!(
+            "{}listen_address = \"0.0.0.0:8947\"\nsnapshots = true\n",
+            tls
+        ),
+    )
+    .expect("write");
+    let (code, err) = edgesight(&["check-config", &public.display().to_string()]);
+    assert_eq!(code, Some(0), "{err}");
+
+    let port = free_port();
+    let path = dir.join("edgesight.toml");
+    std::fs::write(&path, format!("{tls}{}", camera("c", "64x48", &[], 64))).expect("config");
+    let log = dir.join("edgesight.log");
+    let child = Command::new(BIN)
+        .args(["run", "--config"])
+        .arg(&path)
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .env("POCL_CACHE_DIR", pocl_cache())
+        .stderr(std::fs::File::create(&log).expect("log"))
+        .spawn()
+        .expect("start");
+    let d = Daemon { child, port, log };
+    let curl = |url: &str| {
+        run_tool(
+            Command::new("curl")
+                .args([
+                    "-s",
+                    "-o",
+                    "/dev/null",
+                    "-w",
+                    "%{http_code}",
+                    "--max-time",
+                    "5",
+                    "--cacert",
+                ])
+                .arg(&cert)
+                .arg(url),
+            None,
+        )
+    };
+    let https = format!("https://127.0.0.1:{port}/healthz");
+    wait_until("healthz over https", Duration::from_secs(60), || {
+        (String::from_utf8_lossy(&curl(&https).stdout) == "200").then_some(())
+    });
+    let out = curl(&format!("https://127.0.0.1:{port}/metrics"));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "200");
+    // Plain HTTP gets no HTTP answer from a TLS port.
+    assert!(request(port, "GET", "/healthz").is_err());
+    let (status, _) = d.terminate();
+    assert_eq!(status.code(), Some(0));
+}
+
+#[test]
+fn systemd_hears_ready_watchdog_and_stopping() {
+    use std::os::unix::net::UnixDatagram;
+    let dir = tmp_dir("daemon-notify");
+    let socket_path = dir.join("notify.sock");
+    let socket = UnixDatagram::bind(&socket_path).expect("bind the notify socket");
+    socket
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("timeout");
+    let port = free_port();
+    let started = Instant::now();
+    let child = Command::new(BIN)
+        .args(["run", "--source", "pattern:64x48@30"])
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .env("POCL_CACHE_DIR", pocl_cache())
+        .env("NOTIFY_SOCKET", &socket_path)
+        // A 1 s watchdog: pings are due at least every 0.5 s.
+        .env("WATCHDOG_USEC", "1000000")
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start");
+    let d = Daemon {
+        child,
+        port,
+        log: dir.join("none"),
+    };
+    let mut buf = [0u8; 256];
+    let mut next = || -> String {
+        let n = socket.recv(&mut buf).expect("a notification");
+        String::from_utf8_lossy(&buf[..n]).trim().to_string()
+    };
+    assert_eq!(next(), "READY=1");
+    // READY comes only once a frame is out: /healthz agrees at once.
+    assert_eq!(get(port, "/healthz").status, 200);
+    let ready_at = started.elapsed();
+    let mut pings = 0;
+    let mut last_ping = Instant::now();
+    let watch_start = Instant::now();
+    while watch_start.elapsed() < Duration::from_secs(2) {
+        assert_eq!(next(), "WATCHDOG=1");
+        // systemd restarts the service when a whole period passes without one.
+        assert!(
+            last_ping.elapsed() < Duration::from_secs(1),
+            "{:?} between pings",
+            last_ping.elapsed()
+        );
+        last_ping = Instant::now();
+        pings += 1;
+    }
+    // About every 300 ms (a quarter period, on a 100 ms tick); no flood either.
+    assert!((4..=11).contains(&pings), "{pings} pings in 2 s");
+    d.signal(libc::SIGTERM);
+    let mut last = next();
+    while last == "WATCHDOG=1" {
+        last = next();
+    }
+    assert_eq!(last, "STOPPING=1", "after READY at {ready_at:?}");
+    let (status, _) = d.terminate_after_signal();
+    assert_eq!(status.code(), Some(0));
+}
