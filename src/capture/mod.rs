@@ -13,7 +13,16 @@
 //!   counted in [`CaptureStats`], reflected in [`FrameSource::is_up`], and never an `Err`.
 //!   An `Err` means the source cannot go on at all (an OpenCL failure, say).
 
+/// Logs a line about a source to stderr. One place to switch to structured logging.
+#[macro_export]
+macro_rules! capture_log {
+    ($($arg:tt)*) => {
+        eprintln!("edgesight: capture: {}", format_args!($($arg)*))
+    };
+}
+
 pub mod pattern;
+pub mod replay;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -24,6 +33,7 @@ use crate::cl::{ClError, FrameSlot, Gpu};
 use crate::frame::{FrameLayout, PixelFormat, Size};
 
 pub use pattern::PatternSource;
+pub use replay::ReplaySource;
 
 /// How frames reach the slots; exported as a metric label and logged when chosen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -314,10 +324,9 @@ pub fn open(spec: &SourceSpec, gpu: &Gpu) -> Result<Box<dyn FrameSource>, Captur
             source_name: device.display().to_string(),
             message: "V4L2 capture is not available in this build yet".into(),
         }),
-        SourceSpec::Replay { path, .. } => Err(CaptureError::Source {
-            source_name: path.display().to_string(),
-            message: "replay is not available in this build yet".into(),
-        }),
+        SourceSpec::Replay { path, raw, fps } => {
+            Ok(Box::new(ReplaySource::open(gpu, path, *raw, *fps)?))
+        }
     }
 }
 
