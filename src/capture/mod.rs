@@ -23,6 +23,7 @@ macro_rules! capture_log {
 
 pub mod pattern;
 pub mod replay;
+pub mod v4l2;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -34,6 +35,7 @@ use crate::frame::{FrameLayout, PixelFormat, Size};
 
 pub use pattern::PatternSource;
 pub use replay::ReplaySource;
+pub use v4l2::V4l2Source;
 
 /// How frames reach the slots; exported as a metric label and logged when chosen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -320,10 +322,21 @@ pub fn open(spec: &SourceSpec, gpu: &Gpu) -> Result<Box<dyn FrameSource>, Captur
             FrameLayout::packed(*format, size.width, size.height),
             *fps,
         )?)),
-        SourceSpec::V4l2 { device, .. } => Err(CaptureError::Source {
-            source_name: device.display().to_string(),
-            message: "V4L2 capture is not available in this build yet".into(),
-        }),
+        SourceSpec::V4l2 {
+            device,
+            format,
+            size,
+            fps,
+            io,
+        } => {
+            let request = v4l2::Request {
+                format: *format,
+                size: *size,
+                fps: *fps,
+                io: *io,
+            };
+            Ok(Box::new(V4l2Source::open(gpu, device, request)?))
+        }
         SourceSpec::Replay { path, raw, fps } => {
             Ok(Box::new(ReplaySource::open(gpu, path, *raw, *fps)?))
         }
