@@ -383,7 +383,7 @@ impl Device {
         if capability & V4L2_CAP_TIMEPERFRAME == 0 {
             return Ok(None);
         }
-        let (numerator, denominator) = fraction(1.0 / fps);
+        let (numerator, denominator) = period_fraction(fps);
         unsafe {
             p.parm.capture.timeperframe = v4l2_fract {
                 numerator,
@@ -499,10 +499,9 @@ fn read_format(f: &v4l2_format, buf_type: BufType) -> DriverFormat {
     }
 }
 
-/// A period in seconds as a fraction `numerator / denominator` (exact for whole rates and
-/// for rates with up to three decimals).
-pub fn fraction(seconds: f64) -> (u32, u32) {
-    let fps = 1.0 / seconds;
+/// The frame period of `fps` as a reduced fraction of seconds `(numerator, denominator)`,
+/// as VIDIOC_S_PARM takes it (exact for rates with up to three decimals).
+pub fn period_fraction(fps: f64) -> (u32, u32) {
     let scaled = (fps * 1000.0).round().clamp(1.0, 4_000_000.0) as u32;
     let (mut n, mut d) = (1000u32, scaled);
     let (mut a, mut b) = (n, d);
@@ -532,10 +531,11 @@ mod tests {
 
     #[test]
     fn frame_periods_are_exact_fractions() {
-        assert_eq!(fraction(1.0 / 30.0), (1, 30));
-        assert_eq!(fraction(1.0 / 25.0), (1, 25));
-        assert_eq!(fraction(1.0 / 7.5), (2, 15));
-        assert_eq!(fraction(1.0 / 29.97), (1000, 29970));
+        assert_eq!(period_fraction(30.0), (1, 30));
+        assert_eq!(period_fraction(25.0), (1, 25));
+        assert_eq!(period_fraction(7.5), (2, 15));
+        assert_eq!(period_fraction(29.97), (100, 2997));
+        assert_eq!(period_fraction(0.5), (2, 1));
     }
 
     #[test]

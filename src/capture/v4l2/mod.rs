@@ -67,14 +67,28 @@ enum ConnectError {
     Cl(crate::cl::ClError),
 }
 
+/// An open device and its running stream. `dev` is `None` once closed.
 struct Connection {
-    dev: Device,
+    dev: Option<Device>,
     stream: Stream,
+}
+
+impl Connection {
+    /// Stops the stream, closes the device, and only then releases the frame slots: a
+    /// device that vanished ignores STREAMOFF and may write into USERPTR slots until its
+    /// fd is closed.
+    fn shut_down(&mut self, gpu: Option<&Gpu>) {
+        if let Some(dev) = self.dev.take() {
+            self.stream.stop(&dev);
+            drop(dev);
+        }
+        self.stream.release(gpu);
+    }
 }
 
 impl Drop for Connection {
     fn drop(&mut self) {
-        self.stream.teardown(&self.dev, None);
+        self.shut_down(None);
     }
 }
 
@@ -308,7 +322,10 @@ impl V4l2Source {
                         fps.map(|f| format!("{f:.3}")).unwrap_or_else(|| "unknown".into()),
                         stream.buffer_count()
                     );
-                    self.conn = Some(Connection { dev, stream });
+                    self.conn = Some(Connection {
+                        dev: Some(dev),
+                        stream,
+                    });
                     self.up(negotiated);
                     return Ok(());
                 }
@@ -355,7 +372,7 @@ impl V4l2Source {
     /// Tears the connection down after `reason` and schedules the first retry.
     fn lose(&mut self, gpu: &Gpu, reason: String) {
         if let Some(mut conn) = self.conn.take() {
-            conn.stream.teardown(&conn.dev, Some(gpu));
+            conn.shut_down(Some(gpu));
         }
         capture_log!("{}: lost ({reason}); reconnecting", self.path.display());
         self.problem = Some(reason);
@@ -476,7 +493,11 @@ impl FrameSource for V4l2Source {
                 }
                 continue;
             };
-            match conn.stream.next(gpu, &conn.dev, deadline) {
+            let Some(dev) = conn.dev.as_ref() else {
+                self.lose(gpu, "device closed".into());
+                continue;
+            };
+            match conn.stream.next(gpu, dev, deadline) {
                 Ok(Event::Frame {
                     index,
                     sequence,

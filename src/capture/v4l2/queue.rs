@@ -167,7 +167,10 @@ impl Stream {
         match stream.setup(gpu, dev, sizeimage.max(layout.frame_bytes()), importer) {
             Ok(()) => Ok(stream),
             Err(e) => {
-                stream.teardown(dev, Some(gpu));
+                // Not streaming, so the driver writes nowhere: the slots can go before
+                // the fd is closed.
+                stream.stop(dev);
+                stream.release(Some(gpu));
                 Err(e)
             }
         }
@@ -491,30 +494,23 @@ impl Stream {
         })
     }
 
-    /// Stops streaming and releases everything, in the order the driver needs: STREAMOFF
-    /// (the driver lets go of every buffer), unmap (V4L2 refuses to free mapped buffers,
-    /// and a later VIDIOC_S_FMT would fail with EBUSY), then VIDIOC_REQBUFS(0). With `gpu`,
-    /// USERPTR slots are unmapped from OpenCL too. Errors are ignored: a vanished device
-    /// fails every call, and closing its fd frees what is left. Safe to call twice.
-    pub fn teardown(&mut self, dev: &Device, gpu: Option<&Gpu>) {
+    /// Stops the driver using the buffers: STREAMOFF, unmap V4L2's buffers (V4L2 refuses
+    /// to free mapped buffers, and a later VIDIOC_S_FMT would fail with EBUSY), then
+    /// VIDIOC_REQBUFS(0). Errors are ignored: a vanished device fails every call.
+    ///
+    /// The frame slots are *not* released here: when STREAMOFF failed (the device is gone)
+    /// the driver may still be writing into USERPTR memory until its fd is closed, so the
+    /// caller closes the fd first and then calls [`Stream::release`]. Safe to call twice.
+    pub fn stop(&mut self, dev: &Device) {
         if self.streaming {
             let mut kind = self.buf_type.raw() as i32;
             let _ = unsafe { dev.ioctl(vidioc::VIDIOC_STREAMOFF, &mut kind) };
             self.streaming = false;
         }
         self.lent = None;
-        if let (Buffers::Userptr(slots), Some(gpu)) = (&mut self.buffers, gpu) {
-            for slot in slots.iter_mut() {
-                let _ = slot.unmap(gpu);
-            }
-            let _ = gpu.finish();
+        if let Buffers::Mmap { maps, .. } = &mut self.buffers {
+            maps.clear();
         }
-        if let Buffers::Dmabuf { .. } = self.buffers {
-            if let Some(gpu) = gpu {
-                let _ = gpu.finish();
-            }
-        }
-        self.buffers = Buffers::None;
         if self.requested {
             // SAFETY: a plain C struct, all zero is valid.
             let mut req: v4l2_requestbuffers = unsafe { mem::zeroed() };
@@ -524,6 +520,21 @@ impl Stream {
             let _ = unsafe { dev.ioctl(vidioc::VIDIOC_REQBUFS, &mut req) };
             self.requested = false;
         }
+    }
+
+    /// Releases the frame slots (unmapping USERPTR slots from OpenCL where `gpu` is
+    /// given). Only after [`Stream::stop`] and after the device's fd is closed.
+    pub fn release(&mut self, gpu: Option<&Gpu>) {
+        if let Some(gpu) = gpu {
+            if let Buffers::Userptr(slots) = &mut self.buffers {
+                for slot in slots.iter_mut() {
+                    let _ = slot.unmap(gpu);
+                }
+            }
+            // Kernels still reading a slot finish before it goes.
+            let _ = gpu.finish();
+        }
+        self.buffers = Buffers::None;
     }
 }
 
