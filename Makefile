@@ -1,5 +1,6 @@
 # make demo: run edgesight on the bundled sample and say where the results are.
-# make test: every test: format, lints, unit and OpenCL tests, OpenCV conformance, cross builds.
+# make test: every test: format, lints, unit and OpenCL tests, OpenCV conformance, cross builds,
+#            and the V4L2 capture tests against the vivid virtual camera in a QEMU VM.
 # Both install what they need first (Debian packages, Rust targets, pip packages).
 
 SHELL := /bin/bash
@@ -9,7 +10,7 @@ export POCL_CACHE_DIR ?= $(CURDIR)/target/pocl-cache
 CROSS_TARGETS := aarch64-unknown-linux-gnu armv7-unknown-linux-gnueabihf
 DEMO_OUT := target/demo
 
-.PHONY: demo test deps-run deps-test build lint unit conformance cross clean
+.PHONY: demo test deps-run deps-test build lint unit conformance cross vm-test clean
 
 demo: deps-run build
 	@mkdir -p $(POCL_CACHE_DIR)
@@ -19,7 +20,7 @@ demo: deps-run build
 	@echo "Results of the demo are in $(DEMO_OUT)/: report.json (histogram, Otsu threshold,"
 	@echo "region features, per-stage device times), luma.png, edges.png, mask.png, histogram.png."
 
-test: deps-test lint unit build conformance cross
+test: deps-test lint unit build conformance cross vm-test
 	@echo "make test: all passed"
 
 deps-run:
@@ -49,6 +50,11 @@ cross:
 	! OPENCL_DYLIB_PATH=/nonexistent/libOpenCL.so qemu-aarch64-static -L /usr/aarch64-linux-gnu \
 		target/aarch64-unknown-linux-gnu/release/edgesight devices 2> target/cross-devices.err
 	grep -q "OpenCL library not found" target/cross-devices.err
+
+# Boots Debian's kernel in QEMU (TCG) with vivid and runs tests/vm_capture.rs there; the
+# kernel and initramfs are cached under target/vm/.
+vm-test:
+	tests/vm/run.sh
 
 clean:
 	$(CARGO) clean
