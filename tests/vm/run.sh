@@ -21,9 +21,15 @@ log() { echo "vm-test: $*"; }
 
 # 1. The kernel: the package linux-image-amd64 points to, unpacked once.
 if [ ! -f "$vm/kernel/.done" ]; then
+    find_kernel() {
+        apt-cache depends linux-image-amd64 2>/dev/null |
+            sed -n 's/^ *Depends: \(linux-image-[0-9].*-amd64\)$/\1/p' | head -1
+    }
+    [ -n "$kernel_pkg" ] || kernel_pkg=$(find_kernel)
     if [ -z "$kernel_pkg" ]; then
-        kernel_pkg=$(apt-cache depends linux-image-amd64 2>/dev/null |
-            sed -n 's/^ *Depends: \(linux-image-[0-9].*-amd64\)$/\1/p' | head -1)
+        # A machine whose package lists were never fetched (or were cleaned).
+        if [ "$(id -u)" -eq 0 ]; then apt-get update -qq; else sudo apt-get update -qq; fi
+        kernel_pkg=$(find_kernel)
     fi
     [ -n "$kernel_pkg" ] || { echo "vm-test: cannot find Debian's amd64 kernel package (apt-get update?)" >&2; exit 1; }
     log "downloading $kernel_pkg"
