@@ -239,8 +239,12 @@ impl FrameSource for ReplaySource {
                 source,
             })?;
         self.stats.frames += 1;
+        let slot = self
+            .slots
+            .get(slot_index)
+            .ok_or_else(|| source_error(&self.path, "no frame slot"))?;
         Ok(Next::Frame(Frame {
-            slot: &self.slots[slot_index],
+            slot,
             layout: self.layout,
             sequence,
             captured: due,
