@@ -1,6 +1,7 @@
 # make demo: run the daemon on the test pattern on loopback (status page on) until Ctrl-C.
 # make demo-process: run the pipeline once on the bundled sample and say where the results are.
-# make test: every test: format, lints, unit and OpenCL tests, OpenCV conformance, cross builds.
+# make test: every test: format, lints, unit and OpenCL tests, OpenCV conformance, cross builds,
+#            and the V4L2 capture tests against the vivid virtual camera in a QEMU VM.
 # make bench: the pipeline's cost at 720p, 1080p and 4K beside a device copy of the same bytes
 #             (BENCH_ARGS adds flags, e.g. BENCH_ARGS="--runs 50 --device portable").
 # Both install what they need first (Debian packages, Rust targets, pip packages).
@@ -13,7 +14,7 @@ CROSS_TARGETS := aarch64-unknown-linux-gnu armv7-unknown-linux-gnueabihf
 DEMO_OUT := target/demo
 DEMO_LISTEN ?= 127.0.0.1:8947
 
-.PHONY: demo demo-process test bench deps-run deps-test build lint unit conformance cross clean
+.PHONY: demo demo-process test bench deps-run deps-test build lint unit conformance cross vm-test clean
 
 demo: deps-run build
 	@mkdir -p $(POCL_CACHE_DIR)
@@ -37,7 +38,7 @@ bench: deps-run build
 	@mkdir -p $(POCL_CACHE_DIR) target/bench
 	./target/release/edgesight bench --json target/bench/bench.json $(BENCH_ARGS)
 
-test: deps-test lint unit build conformance cross
+test: deps-test lint unit build conformance cross vm-test
 	@echo "make test: all passed"
 
 deps-run:
@@ -67,6 +68,11 @@ cross:
 	! OPENCL_DYLIB_PATH=/nonexistent/libOpenCL.so qemu-aarch64-static -L /usr/aarch64-linux-gnu \
 		target/aarch64-unknown-linux-gnu/release/edgesight devices 2> target/cross-devices.err
 	grep -q "OpenCL library not found" target/cross-devices.err
+
+# Boots Debian's kernel in QEMU (TCG) with vivid and runs tests/vm_capture.rs there; the
+# kernel and initramfs are cached under target/vm/.
+vm-test:
+	tests/vm/run.sh
 
 clean:
 	$(CARGO) clean

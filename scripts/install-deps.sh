@@ -1,20 +1,26 @@
 #!/usr/bin/env bash
 # Installs what edgesight needs on Debian 12, skipping whatever is already there.
-#   install-deps.sh run    OpenCL at run time: the ICD loader and POCL (a CPU OpenCL driver)
+#   install-deps.sh run    what building and running need: the OpenCL ICD loader and POCL
+#                          (a CPU OpenCL driver), libclang and the kernel's videodev2.h
+#                          (linux-libc-dev) for the V4L2 bindings bindgen generates
 #   install-deps.sh test   the above, plus what `make test` uses: cross linkers and libcs,
 #                          qemu-user for a smoke run of the aarch64 binary, the Rust targets,
 #                          clippy and rustfmt, OpenCV + numpy for the conformance test, and
-#                          Prometheus (with promtool), wrk, openssl and curl for the daemon's tests
+#                          Prometheus (with promtool), wrk, openssl and curl for the daemon's
+#                          tests, and for the V4L2 tests a QEMU VM (qemu-system-x86,
+#                          busybox-static, kmod, cpio) booting Debian's kernel with the vivid
+#                          camera. The cross packages carry the boards' copies of videodev2.h.
 set -euo pipefail
 
 mode=${1:-run}
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
-apt_packages=(ocl-icd-libopencl1 pocl-opencl-icd clinfo)
+apt_packages=(ocl-icd-libopencl1 pocl-opencl-icd clinfo libclang-dev linux-libc-dev)
 if [ "$mode" = test ]; then
     apt_packages+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross
                    gcc-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user-static
-                   prometheus wrk openssl curl)
+                   prometheus wrk openssl curl
+                   qemu-system-x86 busybox-static kmod cpio xz-utils zstd)
 fi
 
 missing=()

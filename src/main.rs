@@ -1,5 +1,6 @@
-//! The `edgesight` command line: `devices` lists what OpenCL offers, `process` runs the
-//! pipeline on one image or raw frame and writes a report, pictures and raw outputs,
+//! The `edgesight` command line: `devices` lists what OpenCL and V4L2 offer, `process` runs
+//! the pipeline on one image or raw frame and writes a report, pictures and raw outputs,
+//! `capture` does the same for the last of N frames from a camera (or any frame source),
 //! `bench` measures the pipeline per frame size beside a device copy of the same bytes;
 //! `run` is the daemon and `check-config` checks its config file.
 //!
@@ -9,18 +10,19 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 
 use edgesight::bench::{self, JsonReport, JsonSize, SizeFigures};
-use edgesight::capture::{InvalidSource, SourceSpec};
+use edgesight::capture::{self, v4l2, CaptureError, InvalidSource, IoMode, Next, SourceSpec};
 use edgesight::cl::{self, ClError, DeviceSpec, Gpu};
 use edgesight::config::{self, ConfigError, Overrides};
 use edgesight::frame::{LayoutError, PixelFormat, Size};
 use edgesight::input::{self, InputError};
 use edgesight::pipeline::{
-    Border, Magnitude, Pipeline, PipelineOptions, Region, RegionError, StageTimings,
+    Border, FrameResult, Magnitude, Pipeline, PipelineOptions, Region, RegionError, StageTimings,
 };
 use edgesight::report::{self, Report};
 
@@ -37,7 +39,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// List every OpenCL platform and device.
+    /// List every OpenCL platform and device, and the V4L2 capture devices.
     Devices,
     /// Run the pipeline on one image or raw frame and write the results into a directory.
     Process(ProcessArgs),
@@ -48,6 +50,9 @@ enum Command {
     Run(RunArgs),
     /// Check a config file and print the effective configuration (defaults filled in).
     CheckConfig(CheckConfigArgs),
+    /// Capture N frames from a camera, run the pipeline on each, and write the last one's
+    /// results (as `process` does) plus capture.json.
+    Capture(CaptureArgs),
 }
 
 #[derive(clap::Args)]
@@ -78,6 +83,60 @@ struct BenchArgs {
 }
 
 #[derive(clap::Args)]
+struct CaptureArgs {
+    /// A V4L2 device (/dev/video0), or any source: v4l2:DEVICE, pattern:WxH[:FORMAT]@FPS,
+    /// replay:FILE:WxH:FORMAT@FPS, replay:DIR@FPS.
+    source: String,
+    /// Frames to capture and process.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    frames: u64,
+    /// Directory for report.json, the pictures and capture.json (created if missing).
+    #[arg(long)]
+    out: PathBuf,
+    /// Also write the exact outputs of the last frame as raw files.
+    #[arg(long)]
+    raw: bool,
+    /// Pixel format to ask the camera for (default: the camera's current one).
+    #[arg(long)]
+    format: Option<PixelFormat>,
+    /// Frame size to ask the camera for, WIDTHxHEIGHT (default: the camera's current one).
+    #[arg(long)]
+    size: Option<Size>,
+    /// Frame rate to ask the camera for (default: the camera's current one).
+    #[arg(long, value_parser = capture::parse_fps)]
+    fps: Option<f64>,
+    /// I/O mode: dmabuf, userptr or mmap (default: the first of those that works).
+    #[arg(long)]
+    io: Option<IoMode>,
+    /// Give up when the frames have not all arrived after this many seconds.
+    #[arg(long, default_value_t = 60)]
+    timeout: u64,
+    #[command(flatten)]
+    pipeline: PipelineArgs,
+}
+
+#[derive(clap::Args)]
+struct PipelineArgs {
+    /// Sobel border mode: reflect101 (OpenCV's default), replicate or constant (zero).
+    #[arg(long, default_value = "reflect101")]
+    border: Border,
+    /// Gradient magnitude: l1 (|dx|+|dy|) or l2 (sqrt(dx²+dy²)), saturated to 255.
+    #[arg(long, default_value = "l1")]
+    magnitude: Magnitude,
+    /// A pixel is an edge where its magnitude is at least this (1-255).
+    #[arg(long, default_value_t = PipelineOptions::default().edge_threshold,
+          value_parser = clap::value_parser!(u8).range(1..))]
+    edge_threshold: u8,
+    /// A region to measure, NAME:X,Y,W,H (repeatable).
+    #[arg(long = "roi", value_name = "NAME:X,Y,W,H")]
+    rois: Vec<Region>,
+    /// OpenCL device: an index from `edgesight devices`, PLATFORM:DEVICE (indices or name
+    /// substrings), or a name substring. Default: the first GPU, else the first device.
+    #[arg(long, default_value = "default")]
+    device: DeviceSpec,
+}
+
+#[derive(clap::Args)]
 struct RunArgs {
     /// The TOML config file (see deploy/edgesight.toml); built-in defaults without it.
     #[arg(long, value_name = "FILE")]
@@ -98,6 +157,16 @@ struct CheckConfigArgs {
     file: PathBuf,
 }
 
+impl PipelineArgs {
+    fn options(&self) -> PipelineOptions {
+        PipelineOptions {
+            border: self.border,
+            magnitude: self.magnitude,
+            edge_threshold: self.edge_threshold,
+        }
+    }
+}
+
 #[derive(clap::Args)]
 struct ProcessArgs {
     /// A PNG, JPEG or PGM/PPM image, or a raw frame with --format and --size.
@@ -114,27 +183,12 @@ struct ProcessArgs {
     /// Size of a raw INPUT, WIDTHxHEIGHT.
     #[arg(long, requires = "format")]
     size: Option<Size>,
-    /// Sobel border mode: reflect101 (OpenCV's default), replicate or constant (zero).
-    #[arg(long, default_value = "reflect101")]
-    border: Border,
-    /// Gradient magnitude: l1 (|dx|+|dy|) or l2 (sqrt(dx²+dy²)), saturated to 255.
-    #[arg(long, default_value = "l1")]
-    magnitude: Magnitude,
-    /// A pixel is an edge where its magnitude is at least this (1-255).
-    #[arg(long, default_value_t = PipelineOptions::default().edge_threshold,
-          value_parser = clap::value_parser!(u8).range(1..))]
-    edge_threshold: u8,
-    /// A region to measure, NAME:X,Y,W,H (repeatable).
-    #[arg(long = "roi", value_name = "NAME:X,Y,W,H")]
-    rois: Vec<Region>,
     /// Run the pipeline this many times on the frame and report each stage's median
     /// device time (the first run includes one-off driver work such as loading kernels).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     repeat: u32,
-    /// OpenCL device: an index from `edgesight devices`, PLATFORM:DEVICE (indices or name
-    /// substrings), or a name substring. Default: the first GPU, else the first device.
-    #[arg(long, default_value = "default")]
-    device: DeviceSpec,
+    #[command(flatten)]
+    pipeline: PipelineArgs,
 }
 
 fn main() -> ExitCode {
@@ -151,6 +205,7 @@ fn main() -> ExitCode {
             },
         ),
         Command::CheckConfig(args) => check_config(&args.file),
+        Command::Capture(args) => capture(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -170,6 +225,11 @@ fn exit_code(err: &anyhow::Error) -> u8 {
             || e.is::<BadOutDir>()
             || e.is::<ConfigError>()
             || e.is::<InvalidSource>()
+            || e.is::<BadSource>()
+            || matches!(
+                e.downcast_ref::<CaptureError>(),
+                Some(CaptureError::Source { .. })
+            )
             || matches!(e.downcast_ref::<ClError>(), Some(ClError::NoDevice { .. }))
     });
     if input {
@@ -195,6 +255,31 @@ fn check_config(file: &Path) -> Result<()> {
 }
 
 fn devices() -> Result<()> {
+    let opencl = opencl_devices();
+    v4l2_devices();
+    opencl
+}
+
+fn v4l2_devices() {
+    println!("V4L2 capture devices:");
+    let mut any = false;
+    for node in v4l2::list::nodes() {
+        match v4l2::list::describe(&node) {
+            Ok(info) => {
+                any = true;
+                for line in v4l2::list::lines(&info) {
+                    println!("  {line}");
+                }
+            }
+            Err(why) => println!("  {}: {why}", node.display()),
+        }
+    }
+    if !any {
+        println!("  (none)");
+    }
+}
+
+fn opencl_devices() -> Result<()> {
     let platforms = cl::list_devices()?;
     let default = Gpu::open(&DeviceSpec::Default).ok().map(|g| g.info.name);
     for (pi, p) in platforms.iter().enumerate() {
@@ -247,21 +332,14 @@ struct BadOutDir {
 fn process(args: &ProcessArgs) -> Result<()> {
     let raw = args.format.zip(args.size);
     let frame = input::load(&args.input, raw)?;
-    for roi in &args.rois {
+    for roi in &args.pipeline.rois {
         roi.validate(&frame.layout)?;
     }
-    std::fs::create_dir_all(&args.out).map_err(|e| BadOutDir {
-        path: args.out.clone(),
-        reason: e.to_string(),
-    })?;
+    create_out_dir(&args.out)?;
 
-    let gpu = Gpu::open(&args.device)?;
-    let options = PipelineOptions {
-        border: args.border,
-        magnitude: args.magnitude,
-        edge_threshold: args.edge_threshold,
-    };
-    let mut pipeline = Pipeline::new(&gpu, frame.layout, options, &args.rois)
+    let gpu = Gpu::open(&args.pipeline.device)?;
+    let options = args.pipeline.options();
+    let mut pipeline = Pipeline::new(&gpu, frame.layout, options, &args.pipeline.rois)
         .context("setting up the pipeline")?;
     let mut slot = pipeline.new_slot(&gpu)?;
     let mut runs = Vec::with_capacity(args.repeat as usize);
@@ -272,20 +350,209 @@ fn process(args: &ProcessArgs) -> Result<()> {
     let timings = StageTimings::median(runs.iter().map(|r| &r.timings));
     let mut result = runs.pop().expect("at least one run");
     result.timings = timings;
-    let images = pipeline.read_images(&gpu)?;
-
-    let report = Report::new(
-        &result,
-        frame.layout.format.name(),
-        &gpu.info.to_string(),
-        options,
-    );
-    let mut written = report::write_outputs(&args.out, &report, &images)?;
-    if args.raw {
-        written.extend(report::write_raw(&args.out, &images)?);
-    }
+    let (report, written) = write_results(&args.out, &gpu, &pipeline, &result, args.raw)?;
     print_summary(&args.input, &report, &written);
     Ok(())
+}
+
+fn create_out_dir(out: &Path) -> Result<(), BadOutDir> {
+    std::fs::create_dir_all(out).map_err(|e| BadOutDir {
+        path: out.to_path_buf(),
+        reason: e.to_string(),
+    })
+}
+
+/// Writes what `process` writes for the pipeline's last frame: report.json, the pictures,
+/// and with `raw` the exact outputs.
+fn write_results(
+    out: &Path,
+    gpu: &Gpu,
+    pipeline: &Pipeline,
+    result: &FrameResult,
+    raw: bool,
+) -> Result<(Report, Vec<PathBuf>)> {
+    let images = pipeline.read_images(gpu)?;
+    let report = Report::new(
+        result,
+        pipeline.layout().format.name(),
+        &gpu.info.to_string(),
+        *pipeline.options(),
+    );
+    let mut written = report::write_outputs(out, &report, &images)?;
+    if raw {
+        written.extend(report::write_raw(out, &images)?);
+    }
+    Ok((report, written))
+}
+
+/// A capture source argument that is neither a source spec nor an existing device.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct BadSource(String);
+
+/// The source `capture` reads: a spec with a kind (`v4l2:`, `pattern:`, `replay:`), or a
+/// device path; the camera flags apply to V4L2 sources.
+fn capture_source(args: &CaptureArgs) -> Result<SourceSpec, BadSource> {
+    let kinds = ["v4l2:", "pattern:", "replay:"];
+    let spec = if kinds.iter().any(|k| args.source.starts_with(k)) {
+        args.source
+            .parse::<SourceSpec>()
+            .map_err(|e| BadSource(e.to_string()))?
+    } else {
+        let device = PathBuf::from(&args.source);
+        if !device.exists() {
+            return Err(BadSource(format!(
+                "{}: no such device (give a V4L2 device such as /dev/video0, or a source spec: pattern:WxH@FPS, replay:FILE:WxH:FORMAT@FPS, replay:DIR@FPS)",
+                device.display()
+            )));
+        }
+        SourceSpec::V4l2 {
+            device,
+            format: None,
+            size: None,
+            fps: None,
+            io: None,
+        }
+    };
+    match spec {
+        SourceSpec::V4l2 { device, .. } => Ok(SourceSpec::V4l2 {
+            device,
+            format: args.format,
+            size: args.size,
+            fps: args.fps,
+            io: args.io,
+        }),
+        other if args.format.is_some() || args.size.is_some() || args.fps.is_some() || args.io.is_some() => {
+            Err(BadSource(format!(
+                "{other}: --format, --size, --fps and --io apply to V4L2 devices; give them in the spec instead"
+            )))
+        }
+        other => Ok(other),
+    }
+}
+
+/// `capture.json`: what the source delivered.
+#[derive(serde::Serialize)]
+struct CaptureSummary {
+    source: String,
+    frames: u64,
+    dropped: u64,
+    dropped_by_reason: std::collections::BTreeMap<&'static str, u64>,
+    reconnects: u64,
+    io_mode: IoMode,
+    format: String,
+    width: u32,
+    height: u32,
+    bytesperline: u32,
+    fps_requested: Option<f64>,
+    fps_measured: f64,
+    /// Process CPU time (user + system) per frame over the run, pipeline included.
+    cpu_ms_per_frame: f64,
+}
+
+/// User plus system CPU time of the whole process so far.
+fn process_cpu_time() -> Duration {
+    // SAFETY: a valid rusage to fill.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return Duration::ZERO;
+    }
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+fn capture(args: &CaptureArgs) -> Result<()> {
+    let spec = capture_source(args)?;
+    create_out_dir(&args.out)?;
+    let gpu = Gpu::open(&args.pipeline.device)?;
+    let mut source = capture::open(&spec, &gpu)?;
+    let layout = source.layout();
+    for roi in &args.pipeline.rois {
+        roi.validate(&layout)?;
+    }
+    let options = args.pipeline.options();
+    let mut pipeline = Pipeline::new(&gpu, layout, options, &args.pipeline.rois)
+        .context("setting up the pipeline")?;
+    println!("{}", source.describe());
+
+    let give_up = Instant::now() + Duration::from_secs(args.timeout);
+    let cpu_start = process_cpu_time();
+    let mut first: Option<Instant> = None;
+    let mut last = Instant::now();
+    let mut last_result = None;
+    let mut frames = 0u64;
+    while frames < args.frames {
+        match source.next_frame(&gpu, Duration::from_millis(200))? {
+            Next::Frame(frame) => {
+                if frame.layout != layout {
+                    anyhow::bail!(
+                        "{}: the frame layout changed from {layout:?} to {:?}",
+                        source_name(&spec),
+                        frame.layout
+                    );
+                }
+                last_result = Some(pipeline.process(&gpu, frame.slot)?);
+                frames += 1;
+                last = Instant::now();
+                first.get_or_insert(last);
+            }
+            Next::Idle => {}
+        }
+        if frames < args.frames && Instant::now() > give_up {
+            anyhow::bail!(
+                "{}: only {frames} of {} frames within {} s (source {}, {:?})",
+                source_name(&spec),
+                args.frames,
+                args.timeout,
+                if source.is_up() { "up" } else { "down" },
+                source.stats()
+            );
+        }
+    }
+    let cpu = process_cpu_time().saturating_sub(cpu_start);
+    let Some(result) = last_result else {
+        anyhow::bail!("{}: no frame captured", source_name(&spec));
+    };
+    let (report, mut written) = write_results(&args.out, &gpu, &pipeline, &result, args.raw)?;
+
+    let stats = source.stats();
+    let span = first.map_or(0.0, |f| last.duration_since(f).as_secs_f64());
+    let summary = CaptureSummary {
+        source: source.describe(),
+        frames: stats.frames,
+        dropped: stats.dropped_total(),
+        dropped_by_reason: capture::DropReason::ALL
+            .iter()
+            .map(|&r| (r.name(), stats.dropped(r)))
+            .collect(),
+        reconnects: stats.reconnects,
+        io_mode: source.io_mode(),
+        format: layout.format.name().to_string(),
+        width: layout.width,
+        height: layout.height,
+        bytesperline: layout.stride,
+        fps_requested: args.fps,
+        fps_measured: if frames > 1 && span > 0.0 {
+            (frames - 1) as f64 / span
+        } else {
+            0.0
+        },
+        cpu_ms_per_frame: cpu.as_secs_f64() * 1000.0 / frames.max(1) as f64,
+    };
+    let path = args.out.join("capture.json");
+    let json = serde_json::to_vec_pretty(&summary)?;
+    std::fs::write(&path, json).with_context(|| format!("writing {}", path.display()))?;
+    written.push(path);
+    println!(
+        "  {} frames, {} dropped, {:.2} fps measured, io {}",
+        summary.frames, summary.dropped, summary.fps_measured, summary.io_mode
+    );
+    print_summary(Path::new(&args.source), &report, &written);
+    Ok(())
+}
+
+fn source_name(spec: &SourceSpec) -> String {
+    spec.to_string()
 }
 
 fn print_summary(input: &Path, report: &Report, written: &[PathBuf]) {

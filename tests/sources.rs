@@ -98,3 +98,142 @@ fn a_pattern_too_large_is_refused_naming_it() {
     assert!(err.contains("test pattern 70000x1"), "{err}");
     assert!(err.contains("too large"), "{err}");
 }
+
+fn tmp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Pulls frames until `count` arrived, returning each one's sequence and slot bytes, after
+/// checking the pipeline's histogram against the reference on those bytes.
+fn pull(gpu: &Gpu, source: &mut dyn FrameSource, count: usize) -> Vec<(u64, Vec<u8>)> {
+    let layout = source.layout();
+    let mut pipeline = Pipeline::new(gpu, layout, PipelineOptions::default(), &[]).unwrap();
+    let mut out = Vec::new();
+    while out.len() < count {
+        let Next::Frame(frame) = source.next_frame(gpu, Duration::from_millis(100)).unwrap() else {
+            continue;
+        };
+        let bytes = frame.slot.read(gpu).unwrap();
+        let result = pipeline.process(gpu, frame.slot).unwrap();
+        let luma = reference::luma(&layout, &bytes);
+        assert_eq!(result.histogram, reference::histogram(&luma));
+        out.push((frame.sequence, bytes));
+    }
+    out
+}
+
+#[test]
+fn replay_loops_a_raw_file_frame_by_frame() {
+    let gpu = common::gpu();
+    let layout = FrameLayout::packed(PixelFormat::Yuyv, 33, 17);
+    let frames: Vec<Vec<u8>> = (0..3)
+        .map(|i| {
+            let mut f = vec![0u8; layout.frame_bytes()];
+            pattern::render(&layout, i * 40, &mut f);
+            f
+        })
+        .collect();
+    let dir = tmp_dir("replay-raw");
+    let file = dir.join("clip.yuyv");
+    std::fs::write(&file, frames.concat()).unwrap();
+    let spec: SourceSpec = format!("replay:{}:33x17:yuyv@200", file.display())
+        .parse()
+        .unwrap();
+    let mut source = capture::open(&spec, &gpu).unwrap();
+    assert_eq!(source.layout(), layout);
+    assert_eq!(source.io_mode(), IoMode::Generated);
+    assert!(
+        source.describe().contains("3 frames"),
+        "{}",
+        source.describe()
+    );
+    let got = pull(&gpu, source.as_mut(), 7);
+    for (sequence, bytes) in &got {
+        assert_eq!(bytes, &frames[(*sequence % 3) as usize], "frame {sequence}");
+    }
+    let stats = source.stats();
+    assert_eq!(stats.frames, 7);
+    assert_eq!(stats.frames + stats.dropped_total(), got[6].0 + 1);
+}
+
+#[test]
+fn replay_plays_a_directory_of_images_in_name_order() {
+    let gpu = common::gpu();
+    let dir = tmp_dir("replay-dir");
+    let layout = FrameLayout::packed(PixelFormat::Grey, 40, 30);
+    let mut frames = Vec::new();
+    for (i, name) in ["b.png", "a.pgm"].iter().enumerate() {
+        let mut f = vec![0u8; layout.frame_bytes()];
+        pattern::render(&layout, i as u64 * 17, &mut f);
+        image::GrayImage::from_raw(40, 30, f.clone())
+            .unwrap()
+            .save(dir.join(name))
+            .unwrap();
+        frames.push(f);
+    }
+    std::fs::write(dir.join("notes.txt"), "not an image").unwrap();
+    let spec: SourceSpec = format!("replay:{}@100", dir.display()).parse().unwrap();
+    let mut source = capture::open(&spec, &gpu).unwrap();
+    assert_eq!(source.layout(), layout);
+    for (sequence, bytes) in pull(&gpu, source.as_mut(), 4) {
+        // a.pgm (frames[1]) sorts before b.png (frames[0]).
+        let want = if sequence % 2 == 0 {
+            &frames[1]
+        } else {
+            &frames[0]
+        };
+        assert_eq!(&bytes, want, "frame {sequence}");
+    }
+}
+
+#[test]
+fn replay_refuses_bad_recordings_naming_them() {
+    let gpu = common::gpu();
+    let dir = tmp_dir("replay-bad");
+    let file = dir.join("short.raw");
+    std::fs::write(&file, vec![0u8; 100]).unwrap();
+    let spec: SourceSpec = format!("replay:{}:8x8:grey@5", file.display())
+        .parse()
+        .unwrap();
+    let err = capture::open(&spec, &gpu)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(err.contains("short.raw"), "{err}");
+    assert!(
+        err.contains("100 bytes is not a whole number of grey 8x8 frames (64 bytes each)"),
+        "{err}"
+    );
+
+    let empty = tmp_dir("replay-empty");
+    let spec: SourceSpec = format!("replay:{}@5", empty.display()).parse().unwrap();
+    let err = capture::open(&spec, &gpu)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(err.contains("no PNG, JPEG or PGM/PPM images"), "{err}");
+
+    // An image whose size differs from the first is an error naming it, when it is due.
+    let mixed = tmp_dir("replay-mixed");
+    image::GrayImage::new(8, 8)
+        .save(mixed.join("1.png"))
+        .unwrap();
+    image::GrayImage::new(9, 8)
+        .save(mixed.join("2.png"))
+        .unwrap();
+    let spec: SourceSpec = format!("replay:{}@200", mixed.display()).parse().unwrap();
+    let mut source = capture::open(&spec, &gpu).unwrap();
+    let err = loop {
+        match source.next_frame(&gpu, Duration::from_millis(50)) {
+            Ok(_) => continue,
+            Err(e) => break e.to_string(),
+        }
+    };
+    assert!(
+        err.contains("2.png (frame 1) is grey 9x8, the first image is grey 8x8"),
+        "{err}"
+    );
+}

@@ -13,7 +13,17 @@
 //!   counted in [`CaptureStats`], reflected in [`FrameSource::is_up`], and never an `Err`.
 //!   An `Err` means the source cannot go on at all (an OpenCL failure, say).
 
+/// Logs a line about a source to stderr. One place to switch to structured logging.
+#[macro_export]
+macro_rules! capture_log {
+    ($($arg:tt)*) => {
+        eprintln!("edgesight: capture: {}", format_args!($($arg)*))
+    };
+}
+
 pub mod pattern;
+pub mod replay;
+pub mod v4l2;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -24,6 +34,8 @@ use crate::cl::{ClError, FrameSlot, Gpu};
 use crate::frame::{FrameLayout, PixelFormat, Size};
 
 pub use pattern::PatternSource;
+pub use replay::ReplaySource;
+pub use v4l2::V4l2Source;
 
 /// How frames reach the slots; exported as a metric label and logged when chosen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -310,14 +322,24 @@ pub fn open(spec: &SourceSpec, gpu: &Gpu) -> Result<Box<dyn FrameSource>, Captur
             FrameLayout::packed(*format, size.width, size.height),
             *fps,
         )?)),
-        SourceSpec::V4l2 { device, .. } => Err(CaptureError::Source {
-            source_name: device.display().to_string(),
-            message: "V4L2 capture is not available in this build yet".into(),
-        }),
-        SourceSpec::Replay { path, .. } => Err(CaptureError::Source {
-            source_name: path.display().to_string(),
-            message: "replay is not available in this build yet".into(),
-        }),
+        SourceSpec::V4l2 {
+            device,
+            format,
+            size,
+            fps,
+            io,
+        } => {
+            let request = v4l2::Request {
+                format: *format,
+                size: *size,
+                fps: *fps,
+                io: *io,
+            };
+            Ok(Box::new(V4l2Source::open(gpu, device, request)?))
+        }
+        SourceSpec::Replay { path, raw, fps } => {
+            Ok(Box::new(ReplaySource::open(gpu, path, *raw, *fps)?))
+        }
     }
 }
 

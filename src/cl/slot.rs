@@ -4,7 +4,7 @@
 //! pages are what the host writes through `clEnqueueMapBuffer`: no copy between capture and
 //! kernels. A slot is allocated once and reused for every frame.
 
-use std::ptr;
+use std::ptr::{self, NonNull};
 
 use opencl3::memory::{
     Buffer, ClMem, CL_MAP_WRITE_INVALIDATE_REGION, CL_MEM_ALLOC_HOST_PTR, CL_MEM_READ_ONLY,
@@ -16,7 +16,18 @@ use super::{CallContext, ClError, Gpu};
 pub struct FrameSlot {
     buffer: Buffer<u8>,
     len: usize,
+    /// The host pointer while the slot is left mapped ([`FrameSlot::map`]).
+    mapped: Option<HostPtr>,
 }
+
+/// A mapped slot's host address.
+#[derive(Clone, Copy, Debug)]
+struct HostPtr(NonNull<u8>);
+
+// SAFETY: the pointer is only an address handed to a driver (V4L2 USERPTR) or back to
+// clEnqueueUnmapMemObject; the slot never dereferences it, so moving it to another thread
+// with the slot is as safe as moving the buffer itself.
+unsafe impl Send for HostPtr {}
 
 impl FrameSlot {
     /// A slot of `len` bytes (at least one).
@@ -30,7 +41,20 @@ impl FrameSlot {
             )
             .call("clCreateBuffer(CL_MEM_ALLOC_HOST_PTR)")?
         };
-        Ok(FrameSlot { buffer, len })
+        Ok(FrameSlot {
+            buffer,
+            len,
+            mapped: None,
+        })
+    }
+
+    /// A slot around a buffer made elsewhere (an imported dma-buf), of `len` bytes.
+    pub fn from_buffer(buffer: Buffer<u8>, len: usize) -> FrameSlot {
+        FrameSlot {
+            buffer,
+            len,
+            mapped: None,
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -82,5 +106,64 @@ impl FrameSlot {
             "frame length must equal the slot length"
         );
         self.write(gpu, |bytes| bytes.copy_from_slice(frame))
+    }
+
+    /// Maps the whole slot for writing (old contents discarded) and leaves it mapped: the
+    /// returned address is where a device outside OpenCL (a camera's USERPTR buffer) may
+    /// write the next frame. Kernels must not read the slot until [`FrameSlot::unmap`].
+    /// Mapping a slot that is already mapped returns the same address.
+    pub fn map(&mut self, gpu: &Gpu) -> Result<NonNull<u8>, ClError> {
+        if let Some(HostPtr(ptr)) = self.mapped {
+            return Ok(ptr);
+        }
+        let mut mem: cl_mem = ptr::null_mut();
+        unsafe {
+            gpu.queue
+                .enqueue_map_buffer(
+                    &self.buffer,
+                    CL_BLOCKING,
+                    CL_MAP_WRITE_INVALIDATE_REGION,
+                    0,
+                    self.len,
+                    &mut mem,
+                    &[],
+                )
+                .call("clEnqueueMapBuffer")?;
+        }
+        let ptr = NonNull::new(mem as *mut u8).ok_or(ClError::Call {
+            call: "clEnqueueMapBuffer",
+            code: opencl3::error_codes::ClError(opencl3::error_codes::CL_MAP_FAILURE),
+        })?;
+        self.mapped = Some(HostPtr(ptr));
+        Ok(ptr)
+    }
+
+    /// Unmaps a slot left mapped by [`FrameSlot::map`], so kernels enqueued after this on
+    /// `gpu`'s queue see what was written there. Does nothing if the slot is not mapped.
+    pub fn unmap(&mut self, gpu: &Gpu) -> Result<(), ClError> {
+        if let Some(HostPtr(ptr)) = self.mapped.take() {
+            unsafe {
+                gpu.queue
+                    .enqueue_unmap_mem_object(self.buffer.get(), ptr.as_ptr().cast(), &[])
+                    .call("clEnqueueUnmapMemObject")?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the slot is left mapped for the host.
+    pub fn is_mapped(&self) -> bool {
+        self.mapped.is_some()
+    }
+
+    /// Reads the slot's bytes back (blocking): what the kernels see.
+    pub fn read(&self, gpu: &Gpu) -> Result<Vec<u8>, ClError> {
+        let mut out = vec![0u8; self.len];
+        unsafe {
+            gpu.queue
+                .enqueue_read_buffer(&self.buffer, CL_BLOCKING, 0, &mut out, &[])
+                .call("clEnqueueReadBuffer")?;
+        }
+        Ok(out)
     }
 }

@@ -1,0 +1,147 @@
+//! What V4L2 capture devices the machine has, for `edgesight devices`: each node's card,
+//! driver, capture type, and per pixel format its frame sizes and rates.
+
+use std::path::{Path, PathBuf};
+
+use super::device::{fourcc_name, pixel_format, Device, RateRange, SizeRange};
+use crate::frame::{PixelFormat, Size};
+
+/// One pixel format of a device.
+#[derive(Clone, Debug)]
+pub struct FormatInfo {
+    pub fourcc: String,
+    pub description: String,
+    /// The pipeline's name for it, where the pipeline reads it.
+    pub format: Option<PixelFormat>,
+    /// Sizes, each with the rates offered at it (rates only for discrete sizes).
+    pub sizes: Vec<(SizeRange, Vec<RateRange>)>,
+}
+
+/// One capture device node.
+#[derive(Clone, Debug)]
+pub struct DeviceInfo {
+    pub path: PathBuf,
+    pub card: String,
+    pub driver: String,
+    pub bus: String,
+    pub multiplanar: bool,
+    pub formats: Vec<FormatInfo>,
+}
+
+/// `/dev/video*` in numeric order.
+pub fn nodes() -> Vec<PathBuf> {
+    let mut nodes: Vec<(u32, PathBuf)> = std::fs::read_dir("/dev")
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok())
+                .filter_map(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    let n = name.strip_prefix("video")?.parse().ok()?;
+                    Some((n, e.path()))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    nodes.sort();
+    nodes.into_iter().map(|(_, p)| p).collect()
+}
+
+/// Describes the capture node at `path`; `Err` says why it is not one (or not readable).
+pub fn describe(path: &Path) -> Result<DeviceInfo, String> {
+    let dev = Device::open(path).map_err(|e| e.to_string())?;
+    let caps = dev
+        .query_caps()
+        .map_err(|e| format!("VIDIOC_QUERYCAP: {e}"))?;
+    let buf_type = caps
+        .capture_type()
+        .ok_or_else(|| format!("{} ({}): not a video capture node", caps.card, caps.driver))?;
+    let formats = dev
+        .formats(buf_type)
+        .into_iter()
+        .map(|(code, description)| {
+            let sizes = dev
+                .frame_sizes(code)
+                .into_iter()
+                .map(|range| {
+                    let rates = match range {
+                        SizeRange::Discrete(size) => dev.frame_rates(code, size),
+                        SizeRange::Stepwise { .. } => Vec::new(),
+                    };
+                    (range, rates)
+                })
+                .collect();
+            FormatInfo {
+                fourcc: fourcc_name(code),
+                description,
+                format: pixel_format(code),
+                sizes,
+            }
+        })
+        .collect();
+    Ok(DeviceInfo {
+        path: path.to_path_buf(),
+        card: caps.card,
+        driver: caps.driver,
+        bus: caps.bus,
+        multiplanar: buf_type == super::BufType::CaptureMplane,
+        formats,
+    })
+}
+
+fn rate_text(rates: &[RateRange]) -> String {
+    let text: Vec<String> = rates
+        .iter()
+        .map(|r| match r {
+            RateRange::Discrete(f) => format!("{}", (f * 1000.0).round() / 1000.0),
+            RateRange::Range { min, max } => format!("{min:.3}-{max:.3}"),
+        })
+        .collect();
+    text.join(", ")
+}
+
+fn size_text(s: Size) -> String {
+    format!("{}x{}", s.width, s.height)
+}
+
+/// The listing as lines of text.
+pub fn lines(info: &DeviceInfo) -> Vec<String> {
+    let mut out = vec![format!(
+        "{}: {} ({}, {}){}",
+        info.path.display(),
+        info.card,
+        info.driver,
+        info.bus,
+        if info.multiplanar {
+            ", multi-planar"
+        } else {
+            ""
+        }
+    )];
+    for f in &info.formats {
+        let name = f
+            .format
+            .map(|p| format!(" = {p}"))
+            .unwrap_or_else(|| " (not read by edgesight)".into());
+        out.push(format!("  {} {}{name}", f.fourcc, f.description));
+        for (range, rates) in &f.sizes {
+            match range {
+                SizeRange::Discrete(size) if rates.is_empty() => {
+                    out.push(format!("      {}", size_text(*size)))
+                }
+                SizeRange::Discrete(size) => out.push(format!(
+                    "      {} at {} fps",
+                    size_text(*size),
+                    rate_text(rates)
+                )),
+                SizeRange::Stepwise { min, max, step } => out.push(format!(
+                    "      {} to {} in steps of {}x{}",
+                    size_text(*min),
+                    size_text(*max),
+                    step.0,
+                    step.1
+                )),
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,568 @@
+//! Our own V4L2 streaming queue (not the `v4l` crate's streams, whose `Drop` panics on
+//! some errors and which allocate their own USERPTR memory): requests the buffers, queues
+//! and dequeues them, and hands out the [`FrameSlot`] each frame lies in.
+//!
+//! Three ways a frame reaches a slot, one per [`IoMode`]:
+//! - dmabuf: V4L2's buffers exported (VIDIOC_EXPBUF) and imported into OpenCL; the slot
+//!   *is* the camera buffer.
+//! - userptr: the slots are mapped and their host addresses queued as V4L2 USERPTR
+//!   buffers; a slot is unmapped when its frame is handed out (so kernels see it) and
+//!   mapped and queued again when the caller asks for the next frame.
+//! - mmap: V4L2's buffers mapped with `memmap2`, each frame copied once into one of two
+//!   slots and the buffer queued again at once.
+//!
+//! Nothing here panics: indices are checked, every failure is an error value.
+
+use std::io;
+use std::mem;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::ptr::NonNull;
+use std::time::{Duration, Instant};
+
+use memmap2::{Mmap, MmapOptions};
+use v4l::v4l2::vidioc;
+use v4l::v4l_sys::*;
+
+use super::device::{BufType, Device};
+use super::dmabuf::DmabufImporter;
+use crate::capture::{DropReason, IoMode};
+use crate::cl::{ClError, FrameSlot, Gpu};
+use crate::frame::FrameLayout;
+
+/// Buffers asked of the driver: one being filled, one with the caller, two spare.
+const BUFFERS: u32 = 4;
+/// Buffers accepted from a driver that gives more than asked.
+const MAX_BUFFERS: u32 = 32;
+
+/// Why a stream could not start.
+#[derive(Debug)]
+pub enum StartError {
+    /// The driver (or the OpenCL platform) does not do this I/O mode: try the next one.
+    Refused(String),
+    /// A failure that a later attempt may not meet (device gone or busy, an error the
+    /// driver injected).
+    Failed(String),
+    /// OpenCL failed; the source cannot go on.
+    Cl(ClError),
+}
+
+/// Why a running stream stopped.
+#[derive(Debug)]
+pub enum StreamError {
+    /// The device is gone or broken (ENODEV, EIO, ...): tear down and reconnect.
+    Lost(String),
+    Cl(ClError),
+}
+
+/// What one wait on the queue found.
+#[derive(Debug)]
+pub enum Event {
+    /// A good frame, in the slot [`Stream::slot`] returns for `index`.
+    Frame {
+        index: usize,
+        sequence: u32,
+        captured: Instant,
+    },
+    /// A buffer that must not be processed; it has been queued again.
+    Dropped { reason: DropReason, sequence: u32 },
+    /// Nothing before the deadline.
+    Timeout,
+}
+
+enum Buffers {
+    None,
+    Userptr(Vec<FrameSlot>),
+    Mmap {
+        maps: Vec<Mmap>,
+        slots: Vec<FrameSlot>,
+        next: usize,
+    },
+    Dmabuf {
+        slots: Vec<FrameSlot>,
+        // Kept open until the buffers are released: the import holds its own reference,
+        // the fds are what ties each slot to its V4L2 buffer for a reader of /proc.
+        _fds: Vec<OwnedFd>,
+    },
+}
+
+/// A V4L2 buffer queue in one I/O mode, streaming.
+pub struct Stream {
+    buf_type: BufType,
+    mode: IoMode,
+    memory: u32,
+    /// Bytes a frame needs: a buffer with fewer is short.
+    need: usize,
+    count: u32,
+    buffers: Buffers,
+    /// The buffer whose slot the caller holds (userptr, dmabuf).
+    lent: Option<usize>,
+    requested: bool,
+    streaming: bool,
+}
+
+fn errno(e: &io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(0)
+}
+
+/// A zeroed `v4l2_buffer` of `buf_type`, with room for one plane where multi-planar.
+struct RawBuffer {
+    buf: v4l2_buffer,
+    plane: Box<v4l2_plane>,
+}
+
+impl RawBuffer {
+    fn new(buf_type: BufType, memory: u32, index: u32) -> RawBuffer {
+        // SAFETY: plain C structs, all zero is valid.
+        let mut raw = RawBuffer {
+            buf: unsafe { mem::zeroed() },
+            plane: Box::new(unsafe { mem::zeroed() }),
+        };
+        raw.buf.type_ = buf_type.raw();
+        raw.buf.memory = memory;
+        raw.buf.index = index;
+        if buf_type == BufType::CaptureMplane {
+            raw.buf.m.planes = &mut *raw.plane;
+            raw.buf.length = 1;
+        }
+        raw
+    }
+
+    fn bytesused(&self, buf_type: BufType) -> u32 {
+        match buf_type {
+            BufType::Capture => self.buf.bytesused,
+            BufType::CaptureMplane => self.plane.bytesused,
+        }
+    }
+}
+
+impl Stream {
+    /// Requests buffers in `mode`, queues them all and starts streaming. On any error the
+    /// queue is released again before returning.
+    #[allow(clippy::too_many_arguments)]
+    pub fn start(
+        gpu: &Gpu,
+        dev: &Device,
+        buf_type: BufType,
+        mode: IoMode,
+        layout: FrameLayout,
+        sizeimage: usize,
+        importer: Option<&DmabufImporter>,
+    ) -> Result<Stream, StartError> {
+        let memory = match mode {
+            IoMode::Userptr => v4l2_memory_V4L2_MEMORY_USERPTR,
+            IoMode::Mmap | IoMode::Dmabuf => v4l2_memory_V4L2_MEMORY_MMAP,
+            IoMode::Generated => return Err(StartError::Refused("not a camera mode".into())),
+        };
+        let mut stream = Stream {
+            buf_type,
+            mode,
+            memory,
+            need: layout.frame_bytes(),
+            count: 0,
+            buffers: Buffers::None,
+            lent: None,
+            requested: false,
+            streaming: false,
+        };
+        match stream.setup(gpu, dev, sizeimage.max(layout.frame_bytes()), importer) {
+            Ok(()) => Ok(stream),
+            Err(e) => {
+                // Not streaming, so the driver writes nowhere: the slots can go before
+                // the fd is closed.
+                stream.stop(dev);
+                stream.release(Some(gpu));
+                Err(e)
+            }
+        }
+    }
+
+    fn setup(
+        &mut self,
+        gpu: &Gpu,
+        dev: &Device,
+        buffer_len: usize,
+        importer: Option<&DmabufImporter>,
+    ) -> Result<(), StartError> {
+        let mode = self.mode;
+        let importer = match (mode, importer) {
+            (IoMode::Dmabuf, None) => {
+                return Err(StartError::Refused("no dma-buf import in OpenCL".into()))
+            }
+            (_, importer) => importer,
+        };
+        // SAFETY: a plain C struct, all zero is valid.
+        let mut req: v4l2_requestbuffers = unsafe { mem::zeroed() };
+        req.count = BUFFERS;
+        req.type_ = self.buf_type.raw();
+        req.memory = self.memory;
+        let memory_name = if mode == IoMode::Userptr {
+            "USERPTR"
+        } else {
+            "MMAP"
+        };
+        if let Err(e) = unsafe { dev.ioctl(vidioc::VIDIOC_REQBUFS, &mut req) } {
+            let message = format!("VIDIOC_REQBUFS({memory_name}): {e}");
+            return Err(match errno(&e) {
+                libc::EINVAL | libc::ENOTTY | libc::EOPNOTSUPP => StartError::Refused(message),
+                _ => StartError::Failed(message),
+            });
+        }
+        self.requested = true;
+        if req.count == 0 {
+            return Err(StartError::Refused(format!(
+                "VIDIOC_REQBUFS({memory_name}) gave no buffers"
+            )));
+        }
+        self.count = req.count.min(MAX_BUFFERS);
+        let cl = StartError::Cl;
+        let failed = |what: &str, e: io::Error| StartError::Failed(format!("{what}: {e}"));
+        // Each buffer is recorded in `self.buffers` before it is queued, so a failure
+        // halfway is torn down completely.
+        match mode {
+            IoMode::Userptr => {
+                self.buffers = Buffers::Userptr(Vec::new());
+                for index in 0..self.count {
+                    let mut slot = FrameSlot::new(gpu, buffer_len).map_err(cl)?;
+                    let ptr = slot.map(gpu).map_err(cl)?;
+                    if let Buffers::Userptr(slots) = &mut self.buffers {
+                        slots.push(slot);
+                    }
+                    self.qbuf(dev, index, Some((ptr, buffer_len)))
+                        .map_err(|e| failed("VIDIOC_QBUF(USERPTR)", e))?;
+                }
+            }
+            IoMode::Mmap => {
+                let slots = (0..2)
+                    .map(|_| FrameSlot::new(gpu, self.need))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(cl)?;
+                self.buffers = Buffers::Mmap {
+                    maps: Vec::new(),
+                    slots,
+                    next: 0,
+                };
+                for index in 0..self.count {
+                    let (offset, length) = self
+                        .query(dev, index)
+                        .map_err(|e| failed("VIDIOC_QUERYBUF", e))?;
+                    // SAFETY: the driver's buffer, mapped shared and read-only; it is
+                    // unmapped before the buffers are released (see `teardown`).
+                    let map = unsafe {
+                        MmapOptions::new()
+                            .offset(u64::from(offset))
+                            .len(length as usize)
+                            .map(dev.raw_fd())
+                    }
+                    .map_err(|e| failed("mmap of a V4L2 buffer", e))?;
+                    if let Buffers::Mmap { maps, .. } = &mut self.buffers {
+                        maps.push(map);
+                    }
+                    self.qbuf(dev, index, None)
+                        .map_err(|e| failed("VIDIOC_QBUF(MMAP)", e))?;
+                }
+            }
+            IoMode::Dmabuf => {
+                let importer = importer.ok_or_else(|| StartError::Refused("no importer".into()))?;
+                self.buffers = Buffers::Dmabuf {
+                    slots: Vec::new(),
+                    _fds: Vec::new(),
+                };
+                for index in 0..self.count {
+                    let (_, length) = self
+                        .query(dev, index)
+                        .map_err(|e| failed("VIDIOC_QUERYBUF", e))?;
+                    // SAFETY: a plain C struct, all zero is valid.
+                    let mut exp: v4l2_exportbuffer = unsafe { mem::zeroed() };
+                    exp.type_ = self.buf_type.raw();
+                    exp.index = index;
+                    exp.flags = (libc::O_RDONLY | libc::O_CLOEXEC) as u32;
+                    if let Err(e) = unsafe { dev.ioctl(vidioc::VIDIOC_EXPBUF, &mut exp) } {
+                        return Err(match errno(&e) {
+                            libc::EINVAL | libc::ENOTTY => {
+                                StartError::Refused(format!("VIDIOC_EXPBUF: {e}"))
+                            }
+                            _ => StartError::Failed(format!("VIDIOC_EXPBUF: {e}")),
+                        });
+                    }
+                    // SAFETY: the driver just created this fd for us.
+                    let fd = unsafe { OwnedFd::from_raw_fd(exp.fd) };
+                    let buffer = importer
+                        .import(gpu, exp.fd, length as usize)
+                        .map_err(|e| StartError::Refused(e.to_string()))?;
+                    if let Buffers::Dmabuf { slots, _fds } = &mut self.buffers {
+                        slots.push(FrameSlot::from_buffer(buffer, length as usize));
+                        _fds.push(fd);
+                    }
+                    self.qbuf(dev, index, None)
+                        .map_err(|e| failed("VIDIOC_QBUF(MMAP)", e))?;
+                }
+            }
+            IoMode::Generated => {}
+        }
+        let mut kind = self.buf_type.raw() as i32;
+        unsafe { dev.ioctl(vidioc::VIDIOC_STREAMON, &mut kind) }
+            .map_err(|e| failed("VIDIOC_STREAMON", e))?;
+        self.streaming = true;
+        Ok(())
+    }
+}
+
+impl Stream {
+    /// Buffers the driver gave.
+    pub fn buffer_count(&self) -> u32 {
+        self.count
+    }
+
+    /// The slot of a frame [`Stream::next`] returned.
+    pub fn slot(&self, index: usize) -> Option<&FrameSlot> {
+        match &self.buffers {
+            Buffers::Userptr(slots)
+            | Buffers::Mmap { slots, .. }
+            | Buffers::Dmabuf { slots, .. } => slots.get(index),
+            Buffers::None => None,
+        }
+    }
+
+    /// The mmap offset and length of buffer `index` (VIDIOC_QUERYBUF).
+    fn query(&self, dev: &Device, index: u32) -> io::Result<(u32, u32)> {
+        let mut raw = RawBuffer::new(self.buf_type, self.memory, index);
+        unsafe { dev.ioctl(vidioc::VIDIOC_QUERYBUF, &mut raw.buf)? };
+        // SAFETY: for MMAP buffers the offset member is the one the driver filled.
+        Ok(unsafe {
+            match self.buf_type {
+                BufType::Capture => (raw.buf.m.offset, raw.buf.length),
+                BufType::CaptureMplane => (raw.plane.m.mem_offset, raw.plane.length),
+            }
+        })
+    }
+
+    /// Queues buffer `index`; `userptr` is the host address and length for USERPTR.
+    fn qbuf(
+        &self,
+        dev: &Device,
+        index: u32,
+        userptr: Option<(NonNull<u8>, usize)>,
+    ) -> io::Result<()> {
+        let mut raw = RawBuffer::new(self.buf_type, self.memory, index);
+        if let Some((ptr, len)) = userptr {
+            let len = u32::try_from(len)
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "buffer over 4 GiB"))?;
+            let address = ptr.as_ptr() as libc::c_ulong;
+            match self.buf_type {
+                BufType::Capture => {
+                    raw.buf.m.userptr = address;
+                    raw.buf.length = len;
+                }
+                BufType::CaptureMplane => {
+                    raw.plane.m.userptr = address;
+                    raw.plane.length = len;
+                }
+            }
+        }
+        unsafe { dev.ioctl(vidioc::VIDIOC_QBUF, &mut raw.buf) }
+    }
+
+    /// Gives buffer `index` back to the driver after the caller or a drop is done with it.
+    fn requeue(&mut self, gpu: &Gpu, dev: &Device, index: usize) -> Result<(), StreamError> {
+        let lost = |e: io::Error| StreamError::Lost(format!("VIDIOC_QBUF: {e}"));
+        let userptr = match &mut self.buffers {
+            Buffers::Userptr(slots) => {
+                let slot = slots
+                    .get_mut(index)
+                    .ok_or_else(|| StreamError::Lost(format!("no buffer {index}")))?;
+                // Mapping waits for the kernels still reading the previous frame.
+                let ptr = slot.map(gpu).map_err(StreamError::Cl)?;
+                Some((ptr, slot.len()))
+            }
+            Buffers::Dmabuf { .. } => {
+                // The camera may write into the buffer as soon as it is queued.
+                gpu.finish().map_err(StreamError::Cl)?;
+                None
+            }
+            Buffers::Mmap { .. } | Buffers::None => None,
+        };
+        self.qbuf(dev, index as u32, userptr).map_err(lost)
+    }
+
+    /// Gives back the frame the caller held, then waits until `deadline` for the next one.
+    pub fn next(
+        &mut self,
+        gpu: &Gpu,
+        dev: &Device,
+        deadline: Instant,
+    ) -> Result<Event, StreamError> {
+        if let Some(index) = self.lent.take() {
+            self.requeue(gpu, dev, index)?;
+        }
+        let raw = loop {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            let mut fds = libc::pollfd {
+                fd: dev.raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            let ms = remaining.as_millis().min(i32::MAX as u128) as i32
+                + i32::from(!remaining.subsec_micros().is_multiple_of(1000));
+            // SAFETY: one valid pollfd.
+            let ready = unsafe { libc::poll(&mut fds, 1, ms) };
+            if ready < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(StreamError::Lost(format!("poll: {e}")));
+            }
+            if ready == 0 {
+                return Ok(Event::Timeout);
+            }
+            let mut raw = RawBuffer::new(self.buf_type, self.memory, 0);
+            match unsafe { dev.ioctl(vidioc::VIDIOC_DQBUF, &mut raw.buf) } {
+                Ok(()) => break raw,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if Instant::now() >= deadline {
+                        return Ok(Event::Timeout);
+                    }
+                    // POLLIN without a buffer: do not spin on a driver that says so.
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err(e) => return Err(StreamError::Lost(format!("VIDIOC_DQBUF: {e}"))),
+            }
+        };
+        let index = raw.buf.index as usize;
+        if raw.buf.index >= self.count {
+            return Err(StreamError::Lost(format!(
+                "VIDIOC_DQBUF returned buffer {index} of {}",
+                self.count
+            )));
+        }
+        let sequence = raw.buf.sequence;
+        let bytesused = raw.bytesused(self.buf_type) as usize;
+        let reason = if raw.buf.flags & V4L2_BUF_FLAG_ERROR != 0 {
+            Some(DropReason::BufferError)
+        } else if bytesused < self.need {
+            Some(DropReason::ShortFrame)
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
+            self.requeue(gpu, dev, index)?;
+            return Ok(Event::Dropped { reason, sequence });
+        }
+        let captured = captured_at(&raw.buf);
+        let need = self.need;
+        // Userptr and dmabuf lend the buffer's own slot; mmap copies into the next of its
+        // two slots and gives the buffer back at once.
+        let (slot_index, copied) = match &mut self.buffers {
+            Buffers::Userptr(slots) => {
+                let unmapped = match slots.get_mut(index) {
+                    Some(slot) => slot.unmap(gpu).map_err(StreamError::Cl),
+                    None => Err(StreamError::Lost(format!("no buffer {index}"))),
+                };
+                (index, unmapped.map(|()| false))
+            }
+            Buffers::Dmabuf { .. } => (index, Ok(false)),
+            Buffers::Mmap { maps, slots, next } => {
+                let copy_to = *next;
+                *next = (copy_to + 1) % slots.len().max(1);
+                let bytes = maps.get(index).and_then(|m| m.get(..need));
+                let copied = match (bytes, slots.get_mut(copy_to)) {
+                    (Some(bytes), Some(slot)) => slot
+                        .write(gpu, |out| {
+                            if let Some(out) = out.get_mut(..need) {
+                                out.copy_from_slice(bytes);
+                            }
+                        })
+                        .map(|()| true)
+                        .map_err(StreamError::Cl),
+                    _ => Err(StreamError::Lost(format!(
+                        "buffer {index} is smaller than a frame ({need} bytes)"
+                    ))),
+                };
+                (copy_to, copied)
+            }
+            Buffers::None => return Err(StreamError::Lost("no buffers".into())),
+        };
+        match copied {
+            Ok(true) => self.requeue(gpu, dev, index)?,
+            Ok(false) => self.lent = Some(index),
+            Err(e) => return Err(e),
+        }
+        Ok(Event::Frame {
+            index: slot_index,
+            sequence,
+            captured,
+        })
+    }
+
+    /// Stops the driver using the buffers: STREAMOFF, unmap V4L2's buffers (V4L2 refuses
+    /// to free mapped buffers, and a later VIDIOC_S_FMT would fail with EBUSY), then
+    /// VIDIOC_REQBUFS(0). Errors are ignored: a vanished device fails every call.
+    ///
+    /// The frame slots are *not* released here: when STREAMOFF failed (the device is gone)
+    /// the driver may still be writing into USERPTR memory until its fd is closed, so the
+    /// caller closes the fd first and then calls [`Stream::release`]. Safe to call twice.
+    pub fn stop(&mut self, dev: &Device) {
+        if self.streaming {
+            let mut kind = self.buf_type.raw() as i32;
+            let _ = unsafe { dev.ioctl(vidioc::VIDIOC_STREAMOFF, &mut kind) };
+            self.streaming = false;
+        }
+        self.lent = None;
+        if let Buffers::Mmap { maps, .. } = &mut self.buffers {
+            maps.clear();
+        }
+        if self.requested {
+            // SAFETY: a plain C struct, all zero is valid.
+            let mut req: v4l2_requestbuffers = unsafe { mem::zeroed() };
+            req.count = 0;
+            req.type_ = self.buf_type.raw();
+            req.memory = self.memory;
+            let _ = unsafe { dev.ioctl(vidioc::VIDIOC_REQBUFS, &mut req) };
+            self.requested = false;
+        }
+    }
+
+    /// Releases the frame slots (unmapping USERPTR slots from OpenCL where `gpu` is
+    /// given). Only after [`Stream::stop`] and after the device's fd is closed.
+    pub fn release(&mut self, gpu: Option<&Gpu>) {
+        if let Some(gpu) = gpu {
+            if let Buffers::Userptr(slots) = &mut self.buffers {
+                for slot in slots.iter_mut() {
+                    let _ = slot.unmap(gpu);
+                }
+            }
+            // Kernels still reading a slot finish before it goes.
+            let _ = gpu.finish();
+        }
+        self.buffers = Buffers::None;
+    }
+}
+
+/// When the driver finished the buffer, on our monotonic clock: V4L2 stamps buffers with
+/// CLOCK_MONOTONIC (the flag says so), and `Instant` is that clock, so the stamp's age is
+/// taken from now. Other clocks (or a stamp from the future) give "now".
+fn captured_at(buf: &v4l2_buffer) -> Instant {
+    let now = Instant::now();
+    if buf.flags & V4L2_BUF_FLAG_TIMESTAMP_MASK != V4L2_BUF_FLAG_TIMESTAMP_MONOTONIC {
+        return now;
+    }
+    // SAFETY: a valid timespec to fill.
+    let mut ts: libc::timespec = unsafe { mem::zeroed() };
+    if unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) } != 0 {
+        return now;
+    }
+    // time_t and the microseconds are 32 bits on armv7, 64 on aarch64 and x86-64.
+    let to_nanos = |secs: i64, nanos: i64| i128::from(secs) * 1_000_000_000 + i128::from(nanos);
+    #[allow(clippy::useless_conversion)]
+    let (mono, stamp) = (
+        to_nanos(i64::from(ts.tv_sec), i64::from(ts.tv_nsec)),
+        to_nanos(
+            i64::from(buf.timestamp.tv_sec),
+            i64::from(buf.timestamp.tv_usec) * 1000,
+        ),
+    );
+    match u64::try_from(mono - stamp) {
+        Ok(age) => now.checked_sub(Duration::from_nanos(age)).unwrap_or(now),
+        Err(_) => now,
+    }
+}

@@ -1,0 +1,549 @@
+//! V4L2 capture against a real driver: the kernel's `vivid` virtual camera, inside the VM
+//! that `tests/vm/run.sh` boots (`make vm-test`). Every test here is ignored in a plain
+//! `cargo test`: it needs vivid loaded as the VM's init loads it (three instances:
+//! vmalloc buffers, dma-contig buffers that refuse USERPTR, multi-planar).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use edgesight::capture::v4l2::{list, Device, Request, V4l2Source};
+use edgesight::capture::{DropReason, FrameSource, IoMode, Next};
+use edgesight::cl::Gpu;
+use edgesight::frame::{FrameLayout, PixelFormat, Size};
+use edgesight::pipeline::{Pipeline, PipelineOptions};
+use edgesight::reference;
+
+const NEEDS_VIVID: &str = "needs the vivid camera: run through tests/vm/run.sh (make vm-test)";
+
+/// The capture node of vivid instance `n` (found by its bus, not its number).
+fn vivid(n: u32) -> PathBuf {
+    let bus = format!("platform:vivid-{n:03}");
+    for _ in 0..100 {
+        for node in list::nodes() {
+            if let Ok(info) = list::describe(&node) {
+                if info.bus == bus {
+                    return node;
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("no vivid instance {n} ({bus}) among {:?}", list::nodes());
+}
+
+fn size(width: u32, height: u32) -> Size {
+    Size { width, height }
+}
+
+/// Sets a vivid control by its v4l2-ctl name through a separate file descriptor.
+fn set_control(node: &Path, key: &str, value: i32) {
+    let dev = Device::open(node).unwrap();
+    let control = dev
+        .find_control(key)
+        .unwrap_or_else(|| panic!("{}: no control {key}", node.display()));
+    dev.set_control(control.id, value)
+        .unwrap_or_else(|e| panic!("{}: setting {key}={value}: {e}", node.display()));
+}
+
+/// Mappings and open files of this process, and how many mappings are of a V4L2 device.
+fn resources() -> (usize, usize, usize) {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let devices = maps.lines().filter(|l| l.contains("/dev/video")).count();
+    let fds = std::fs::read_dir("/proc/self/fd").unwrap().count();
+    (maps.lines().count(), fds, devices)
+}
+
+/// Runs `cycle` (which opens a source, streams and drops it) once to reach a steady state
+/// (allocator arenas, OpenCL's first use of a size), then three times more: a mapping or
+/// file descriptor left behind by any cycle shows as growth, and no V4L2 buffer may stay
+/// mapped.
+fn assert_no_leak(what: &str, mut cycle: impl FnMut()) {
+    cycle();
+    let before = resources();
+    for _ in 0..3 {
+        cycle();
+    }
+    let after = resources();
+    assert_eq!(after, before, "{what}: (mappings, fds, V4L2 mappings) grew");
+    assert_eq!(after.2, 0, "{what}: V4L2 buffers still mapped");
+}
+
+/// One OpenCL device for every test, so the pipelines below can be shared.
+fn shared_gpu() -> &'static Gpu {
+    static GPU: OnceLock<Gpu> = OnceLock::new();
+    GPU.get_or_init(common::gpu)
+}
+
+/// Pipelines by layout on [`shared_gpu`], built once: building is slow under emulation.
+fn pipeline(gpu: &Gpu, layout: FrameLayout) -> &'static Mutex<Pipeline> {
+    static PIPELINES: Mutex<Vec<(FrameLayout, &'static Mutex<Pipeline>)>> = Mutex::new(Vec::new());
+    let mut all = PIPELINES.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, p)) = all.iter().find(|(l, _)| *l == layout) {
+        return p;
+    }
+    let mut p = Pipeline::new(gpu, layout, PipelineOptions::default(), &[]).unwrap();
+    // POCL compiles kernels at their first launch, minutes under emulation when its cache
+    // is cold: do that here, not while a test is timing its frames.
+    let slot = p.new_slot(gpu).unwrap();
+    p.process(gpu, &slot).unwrap();
+    let p: &'static Mutex<Pipeline> = Box::leak(Box::new(Mutex::new(p)));
+    all.push((layout, p));
+    p
+}
+
+/// Opens a source, takes `frames` frames without the pipeline, and drops it.
+fn stream_briefly(gpu: &Gpu, node: &Path, request: Request, frames: u64) {
+    let mut source = open(gpu, node, request);
+    let give_up = Instant::now() + Duration::from_secs(60);
+    while source.stats().frames < frames {
+        assert!(Instant::now() < give_up, "{}: no frames", source.describe());
+        source.next_frame(gpu, Duration::from_millis(200)).unwrap();
+    }
+}
+
+fn cpu_time() -> Duration {
+    // SAFETY: a valid rusage to fill.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) }, 0);
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+fn open(gpu: &Gpu, node: &Path, request: Request) -> V4l2Source {
+    V4l2Source::open(gpu, node, request)
+        .unwrap_or_else(|e| panic!("opening {}: {e}", node.display()))
+}
+
+/// Takes frames until `count` good ones arrived (or `limit` passed), running the pipeline
+/// on each and checking its histogram against the reference computed on the very bytes
+/// the frame slot holds. Returns the last frame's sequence number.
+fn check_frames(gpu: &Gpu, source: &mut V4l2Source, count: usize, limit: Duration) -> u64 {
+    let layout = source.layout();
+    let name = source.describe();
+    // A test that failed while holding a pipeline does not fail the others.
+    let mut pipeline = pipeline(gpu, layout)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let give_up = Instant::now() + limit;
+    let mut got = 0;
+    let mut last = 0;
+    while got < count {
+        assert!(
+            Instant::now() < give_up,
+            "{}: {got} of {count} frames in {limit:?}, {:?}",
+            source.describe(),
+            source.stats()
+        );
+        let Next::Frame(frame) = source.next_frame(gpu, Duration::from_millis(200)).unwrap() else {
+            continue;
+        };
+        assert_eq!(frame.layout, layout);
+        let bytes = frame.slot.read(gpu).unwrap();
+        assert!(bytes.len() >= layout.frame_bytes());
+        let result = pipeline.process(gpu, frame.slot).unwrap();
+        let luma = reference::luma(&layout, &bytes);
+        let histogram = reference::histogram(&luma);
+        assert_eq!(
+            result.histogram, histogram,
+            "{name} frame {}",
+            frame.sequence
+        );
+        assert_eq!(result.otsu_threshold, reference::otsu_threshold(&histogram));
+        // vivid's colour bars: a real picture, not an untouched buffer.
+        let levels = histogram.iter().filter(|&&n| n > 0).count();
+        assert!(levels >= 6, "{name}: only {levels} grey levels");
+        last = frame.sequence;
+        got += 1;
+    }
+    last
+}
+
+/// Over `count` frames of capture alone: the rate the frames were captured at (from the
+/// driver's timestamps) and the process CPU time per frame.
+fn measure(gpu: &Gpu, source: &mut V4l2Source, count: u64) -> (f64, f64) {
+    let cpu = cpu_time();
+    let mut first = None;
+    let mut last = Instant::now();
+    let mut got = 0;
+    while got < count {
+        if let Next::Frame(frame) = source.next_frame(gpu, Duration::from_millis(200)).unwrap() {
+            first.get_or_insert(frame.captured);
+            last = frame.captured;
+            got += 1;
+        }
+    }
+    let cpu = (cpu_time() - cpu).as_secs_f64();
+    let span = first.map_or(0.0, |f| last.duration_since(f).as_secs_f64());
+    ((count - 1) as f64 / span, cpu * 1000.0 / count as f64)
+}
+
+fn capture_formats(gpu: &Gpu, node: &Path, io: IoMode, formats: &[PixelFormat], frame: Size) {
+    for &format in formats {
+        let request = Request {
+            format: Some(format),
+            size: Some(frame),
+            fps: Some(30.0),
+            io: Some(io),
+        };
+        let started = Instant::now();
+        let mut source = open(gpu, node, request);
+        assert!(source.is_up());
+        assert_eq!(source.io_mode(), io);
+        let layout = source.layout();
+        assert_eq!(
+            (layout.format, layout.width, layout.height),
+            (format, frame.width, frame.height)
+        );
+        assert!(layout.stride >= frame.width * format.bytes_per_pixel());
+        let last = check_frames(gpu, &mut source, 6, Duration::from_secs(120));
+        let stats = source.stats();
+        // Every sequence number up to the last frame is a frame or a counted drop.
+        assert_eq!(stats.frames + stats.dropped_total(), last + 1, "{stats:?}");
+        assert_eq!(stats.frames, 6);
+        let checked = started.elapsed();
+        let (fps, cpu_ms) = measure(gpu, &mut source, 30);
+        let n = source.negotiated().unwrap();
+        println!(
+            "RESULT {} io={io} format={format} size={}x{} stride={} buffers={} fps_set={} fps_measured={fps:.2} capture_cpu_ms_per_frame={cpu_ms:.3} (6 checked frames in {checked:.1?})",
+            n.buf_type.name(),
+            layout.width,
+            layout.height,
+            layout.stride,
+            n.buffers,
+            n.fps.map_or("none".into(), |f| format!("{f:.2}")),
+        );
+        drop(source);
+        assert_no_leak(&format!("{format} {io}"), || {
+            stream_briefly(gpu, node, request, 2)
+        });
+    }
+}
+
+const FORMATS: [PixelFormat; 6] = [
+    PixelFormat::Grey,
+    PixelFormat::Yuyv,
+    PixelFormat::Uyvy,
+    PixelFormat::Nv12,
+    PixelFormat::Rgb24,
+    PixelFormat::Bgr24,
+];
+
+#[test]
+#[ignore = "needs the vivid camera: run through tests/vm/run.sh (make vm-test)"]
+fn userptr_frames_match_the_reference_in_every_format() {
+    let gpu = shared_gpu();
+    capture_formats(gpu, &vivid(0), IoMode::Userptr, &FORMATS, size(320, 180));
+    capture_formats(
+        gpu,
+        &vivid(0),
+        IoMode::Userptr,
+        &[PixelFormat::Yuyv],
+        size(640, 480),
+    );
+}
+
+#[test]
+#[ignore = "needs the vivid camera: run through tests/vm/run.sh (make vm-test)"]
+fn mmap_frames_match_the_reference_in_every_format() {
+    let gpu = shared_gpu();
+    capture_formats(gpu, &vivid(0), IoMode::Mmap, &FORMATS, size(320, 180));
+    capture_formats(
+        gpu,
+        &vivid(0),
+        IoMode::Mmap,
+        &[PixelFormat::Yuyv],
+        size(640, 480),
+    );
+}
+
+#[test]
+#[ignore = "needs the vivid camera: run through tests/vm/run.sh (make vm-test)"]
+fn multiplanar_frames_match_the_reference() {
+    let gpu = shared_gpu();
+    let formats = [PixelFormat::Grey, PixelFormat::Nv12, PixelFormat::Rgb24];
+    for io in [IoMode::Userptr, IoMode::Mmap] {
+        capture_formats(gpu, &vivid(2), io, &formats, size(320, 180));
+    }
+}
+
+#[test]
+#[ignore = "needs the vivid camera: run through tests/vm/run.sh (make vm-test)"]
+fn refused_userptr_falls_back_to_mmap() {
+    let gpu = shared_gpu();
+    // vivid instance 1 uses dma-contig buffers: REQBUFS(USERPTR) fails with EINVAL. POCL
+    // has no dma-buf import either, so the first mode that works is mmap.
+    let node = vivid(1);
+    let request = Request {
+        format: Some(PixelFormat::Yuyv),
+        size: Some(size(320, 180)),
+        fps: Some(30.0),
+        io: None,
+    };
+    let mut source = open(gpu, &node, request);
+    assert_eq!(source.io_mode(), IoMode::Mmap);
+    check_frames(gpu, &mut source, 4, Duration::from_secs(120));
+    drop(source);
+    // Pinned to userptr, the refusal is an error naming the device and the call.
+    let pinned = Request {
+        io: Some(IoMode::Userptr),
+        ..request
+    };
+    let err = V4l2Source::open(gpu, &node, pinned)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(err.contains(&node.display().to_string()), "{err}");
+    assert!(
+        err.contains("userptr: VIDIOC_REQBUFS(USERPTR): Invalid argument"),
+        "{err}"
+    );
+}
+
+#[test]
+#[ignore = "needs the vivid camera: run through tests/vm/run.sh (make vm-test)"]
+fn dropped_and_damaged_buffers_are_counted() {
+    let gpu = shared_gpu();
+    let node = vivid(0);
+    let request = Request {
+        format: Some(PixelFormat::Grey),
+        size: Some(size(320, 180)),
+        fps: Some(30.0),
+        io: Some(IoMode::Userptr),
+    };
+    let mut source = open(gpu, &node, request);
+    check_frames(gpu, &mut source, 3, Duration::from_secs(120));
+    assert_eq!(source.stats().dropped(DropReason::BufferError), 0);
+
+    // vivid drops this share of its frames before they reach a buffer: sequence gaps.
+    set_control(&node, "percentage_of_dropped_buffers", 50);
+    let last = check_frames(gpu, &mut source, 20, Duration::from_secs(120));
+    set_control(&node, "percentage_of_dropped_buffers", 0);
+    let stats = source.stats();
+    println!("after 50% dropped: {stats:?}");
+    assert!(stats.dropped(DropReason::SequenceGap) >= 3, "{stats:?}");
+    assert_eq!(stats.frames + stats.dropped_total(), last + 1, "{stats:?}");
+
+    // One buffer flagged V4L2_BUF_FLAG_ERROR: counted, never processed.
+    set_control(&node, "inject_v4l2_buf_flag_error", 1);
+    let last = check_frames(gpu, &mut source, 5, Duration::from_secs(120));
+    let stats = source.stats();
+    assert_eq!(stats.dropped(DropReason::BufferError), 1, "{stats:?}");
+    assert_eq!(stats.dropped(DropReason::ShortFrame), 0, "{stats:?}");
+    assert_eq!(stats.frames, 28);
+    assert_eq!(stats.frames + stats.dropped_total(), last + 1, "{stats:?}");
+    assert_eq!(stats.reconnects, 0);
+}
+
+#[test]
+#[ignore = "needs the vivid camera: run through tests/vm/run.sh (make vm-test)"]
+fn a_disconnected_camera_is_reopened_when_it_comes_back() {
+    let gpu = shared_gpu();
+    let node = vivid(0);
+    let request = Request {
+        format: Some(PixelFormat::Yuyv),
+        size: Some(size(320, 180)),
+        fps: Some(30.0),
+        io: Some(IoMode::Userptr),
+    };
+    let disconnect_and_return = |source: &mut V4l2Source| {
+        // vivid's disconnect unregisters the device for every open file; it registers it
+        // again once the last file using it is closed. Holding our own file open keeps
+        // the camera gone for as long as we like.
+        let control = Device::open(&node).unwrap();
+        let id = control
+            .find_control("disconnect")
+            .expect("disconnect control")
+            .id;
+        control.set_control(id, 1).unwrap();
+        let give_up = Instant::now() + Duration::from_secs(20);
+        while source.is_up() {
+            assert!(Instant::now() < give_up, "still up after the disconnect");
+            let t = Instant::now();
+            let _ = source.next_frame(gpu, Duration::from_millis(200)).unwrap();
+            assert!(
+                t.elapsed() < Duration::from_secs(1),
+                "next_frame blocked {:?}",
+                t.elapsed()
+            );
+        }
+        // Down: every call comes back within about its wait, and retries keep failing.
+        let down = Instant::now();
+        while down.elapsed() < Duration::from_secs(3) {
+            let t = Instant::now();
+            assert!(matches!(
+                source.next_frame(gpu, Duration::from_millis(200)).unwrap(),
+                Next::Idle
+            ));
+            assert!(
+                t.elapsed() < Duration::from_millis(700),
+                "next_frame blocked {:?}",
+                t.elapsed()
+            );
+            assert!(!source.is_up());
+        }
+        drop(control);
+    };
+
+    let mut source = open(gpu, &node, request);
+    check_frames(gpu, &mut source, 3, Duration::from_secs(120));
+    disconnect_and_return(&mut source);
+    let last = check_frames(gpu, &mut source, 5, Duration::from_secs(120));
+    assert!(source.is_up());
+    let stats = source.stats();
+    assert_eq!(stats.reconnects, 1, "{stats:?}");
+    assert_eq!(stats.frames, 8);
+    // Sequence numbers go on across the reconnect.
+    assert!(last >= 7, "{last}");
+    assert_eq!(source.io_mode(), IoMode::Userptr);
+    drop(source);
+
+    assert_no_leak("disconnect", || {
+        let mut source = open(gpu, &node, request);
+        check_frames(gpu, &mut source, 1, Duration::from_secs(120));
+        disconnect_and_return(&mut source);
+        check_frames(gpu, &mut source, 1, Duration::from_secs(120));
+        assert_eq!(source.stats().reconnects, 1);
+    });
+}
+
+#[test]
+#[ignore = "needs the vivid camera: run through tests/vm/run.sh (make vm-test)"]
+fn injected_driver_errors_neither_panic_nor_leak() {
+    let gpu = shared_gpu();
+    let node = vivid(0);
+    let request = Request {
+        format: Some(PixelFormat::Nv12),
+        size: Some(size(320, 180)),
+        fps: Some(30.0),
+        io: None,
+    };
+
+    // REQBUFS fails once: userptr looks refused, mmap is next and works.
+    assert_no_leak("reqbufs error", || {
+        set_control(&node, "inject_vidioc_reqbufs_error", 1);
+        let mut source = open(gpu, &node, request);
+        assert_eq!(source.io_mode(), IoMode::Mmap);
+        check_frames(gpu, &mut source, 2, Duration::from_secs(120));
+    });
+
+    // QBUF and STREAMON fail once while starting: the source starts down, retries and
+    // streams (userptr); it was never up before, so no reconnect is counted.
+    for key in ["inject_vidioc_qbuf_error", "inject_vidioc_streamon_error"] {
+        assert_no_leak(key, || {
+            set_control(&node, key, 1);
+            let mut source = open(gpu, &node, request);
+            assert!(!source.is_up(), "{key}: up despite the error");
+            check_frames(gpu, &mut source, 2, Duration::from_secs(120));
+            assert_eq!(source.io_mode(), IoMode::Userptr, "{key}");
+            assert_eq!(source.stats().reconnects, 0, "{key}");
+        });
+    }
+
+    // A fatal streaming error while running: torn down, reopened, streaming again.
+    for io in [IoMode::Userptr, IoMode::Mmap] {
+        assert_no_leak(&format!("fatal error, {io}"), || {
+            let mut source = open(
+                gpu,
+                &node,
+                Request {
+                    io: Some(io),
+                    ..request
+                },
+            );
+            check_frames(gpu, &mut source, 2, Duration::from_secs(120));
+            set_control(&node, "inject_fatal_streaming_error", 1);
+            check_frames(gpu, &mut source, 2, Duration::from_secs(120));
+            let stats = source.stats();
+            assert_eq!(stats.reconnects, 1, "{io}: {stats:?}");
+            assert_eq!(stats.frames, 4);
+        });
+    }
+}
+
+#[test]
+#[ignore = "needs the vivid camera: run through tests/vm/run.sh (make vm-test)"]
+fn capture_command_writes_the_reports() {
+    shared_gpu();
+    let node = vivid(0);
+    let out = Path::new("/tmp/capture-cli");
+    let _ = std::fs::remove_dir_all(out);
+    let o = Command::new(env!("CARGO_BIN_EXE_edgesight"))
+        .args([
+            "capture",
+            node.to_str().unwrap(),
+            "--frames",
+            "5",
+            "--timeout",
+            "900",
+            "--out",
+        ])
+        .arg(out)
+        .args([
+            "--format", "rgb24", "--size", "320x180", "--fps", "30", "--io", "mmap", "--raw",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("capture.json")).unwrap()).unwrap();
+    assert_eq!(json["frames"], 5);
+    assert_eq!(json["io_mode"], "mmap");
+    assert_eq!(json["format"], "rgb24");
+    assert_eq!(json["width"], 320);
+    assert_eq!(json["height"], 180);
+    assert_eq!(json["bytesperline"], 960);
+    assert!(json["fps_measured"].as_f64().unwrap() > 1.0, "{json}");
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    let luma = std::fs::read(out.join("luma.u8")).unwrap();
+    assert_eq!(luma.len(), 320 * 180);
+    let hist: Vec<u32> = serde_json::from_value(report["histogram"].clone()).unwrap();
+    assert_eq!(hist, reference::histogram(&luma).to_vec());
+    for name in [
+        "luma.png",
+        "edges.png",
+        "mask.png",
+        "histogram.png",
+        "mask.u8",
+    ] {
+        assert!(out.join(name).is_file(), "{name}");
+    }
+
+    let o = Command::new(env!("CARGO_BIN_EXE_edgesight"))
+        .arg("devices")
+        .output()
+        .unwrap();
+    let listing = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        listing.contains(&format!("{}: vivid", node.display())),
+        "{listing}"
+    );
+    assert!(listing.contains("YUYV"), "{listing}");
+    assert!(listing.contains("320x180 at"), "{listing}");
+
+    // A path that is no device: exit code 2 and a message naming it.
+    let o = Command::new(env!("CARGO_BIN_EXE_edgesight"))
+        .args([
+            "capture",
+            "/dev/video99",
+            "--frames",
+            "1",
+            "--out",
+            "/tmp/x",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("/dev/video99: no such device"));
+}
+
+/// Shown in a plain `cargo test` run, so nobody mistakes the ignored tests for passing.
+#[test]
+fn vivid_tests_run_only_in_the_vm() {
+    eprintln!("vm_capture: the V4L2 tests are ignored unless asked for ({NEEDS_VIVID})");
+}
