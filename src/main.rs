@@ -462,6 +462,7 @@ fn process_cpu_time() -> Duration {
 }
 
 fn capture(args: &CaptureArgs) -> Result<()> {
+    edgesight::daemon::init_logging("info");
     let spec = capture_source(args)?;
     create_out_dir(&args.out)?;
     let gpu = Gpu::open(&args.pipeline.device)?;

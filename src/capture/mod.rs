@@ -13,11 +13,12 @@
 //!   counted in [`CaptureStats`], reflected in [`FrameSource::is_up`], and never an `Err`.
 //!   An `Err` means the source cannot go on at all (an OpenCL failure, say).
 
-/// Logs a line about a source to stderr. One place to switch to structured logging.
+/// Logs a state change of a source (a mode refused, a camera lost or back) through
+/// `tracing`, so the daemon's subscriber and `capture`'s stderr both show it.
 #[macro_export]
 macro_rules! capture_log {
     ($($arg:tt)*) => {
-        eprintln!("edgesight: capture: {}", format_args!($($arg)*))
+        tracing::info!(target: "edgesight::capture", "{}", format_args!($($arg)*))
     };
 }
 
