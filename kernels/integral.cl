@@ -244,6 +244,17 @@ INTEGRAL_COLS_CHUNKED(integral_cols_ulong, ulong)
  *                          first. Band 0 also writes row 0; every band writes column 0.
  * Inputs are read twice, each output is written once.
  */
+/* Inclusive prefix sum of 16 lanes in four log-step shifts (lanes shifted in are zero). */
+inline uint16 prefix16(uint16 v)
+{
+    const uint16 z = 0;
+    v += shuffle2(z, v, (uint16)(0, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30));
+    v += shuffle2(z, v, (uint16)(0, 0, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29));
+    v += shuffle2(z, v, (uint16)(0, 0, 0, 0, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27));
+    v += shuffle2(z, v, (uint16)(0, 0, 0, 0, 0, 0, 0, 0, 16, 17, 18, 19, 20, 21, 22, 23));
+    return v;
+}
+
 __kernel void integral_band_columns(uint width, uint height, uint bands,
                                     __global const uchar *luma, __global const uchar *edges,
                                     __global const uchar *mask, __global uint *cols)
@@ -340,7 +351,26 @@ __kernel void integral_bands(uint width, uint height, uint bands, __global const
         oe[0] = 0;
         of[0] = 0;
         uint r1 = 0, r2 = 0, re = 0, rf = 0;
-        for (uint x = 0; x < width; x++) {
+        uint x = 0;
+        /* 16 pixels at a time: the running sum is a carried dependency per pixel, which a
+         * scalar loop cannot vectorize; a prefix within the vector plus one carried add
+         * per 16 pixels can. */
+        for (; x + 16 <= width; x += 16) {
+            uint16 v = convert_uint16(vload16(0, luma + in + x));
+            uint16 p1 = prefix16(v) + r1;
+            uint16 p2 = prefix16(v * v) + r2;
+            uint16 pe = prefix16(convert_uint16(vload16(0, edges + in + x) != (uchar16)0) & 1) + re;
+            uint16 pf = prefix16(convert_uint16(vload16(0, mask + in + x) != (uchar16)0) & 1) + rf;
+            r1 = p1.sf;
+            r2 = p2.sf;
+            re = pe.sf;
+            rf = pf.sf;
+            vstore16(vload16(0, u1 + x + 1) + p1, 0, o1 + x + 1);
+            vstore16(vload16(0, u2 + x + 1) + convert_ulong16(p2), 0, o2 + x + 1);
+            vstore16(vload16(0, ue + x + 1) + pe, 0, oe + x + 1);
+            vstore16(vload16(0, uf + x + 1) + pf, 0, of + x + 1);
+        }
+        for (; x < width; x++) {
             uint v = luma[in + x];
             r1 += v;
             r2 += v * v;

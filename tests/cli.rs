@@ -327,7 +327,13 @@ fn bench_writes_json_with_positive_finite_medians() {
         ] {
             assert!(names.contains(&stage), "{stage} missing from {names:?}");
             let v = stages[stage].as_f64().unwrap();
-            assert!(v.is_finite() && v > 0.0, "{stage} = {v}");
+            // Grey frames on a unified-memory device (POCL) skip the luma copy: 0 ms.
+            let least = if stage == "luma" {
+                0.0
+            } else {
+                f64::MIN_POSITIVE
+            };
+            assert!(v.is_finite() && v >= least, "{stage} = {v}");
         }
         // The synthetic frame was saved, and its threshold is what the reference computes.
         let frame = std::fs::read(frames.join(format!("frame-{w}x{h}.gray"))).unwrap();

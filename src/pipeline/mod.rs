@@ -8,6 +8,9 @@
 //!               └─► integral (sum, sqsum) ◄─ integral (edges, mask) ◄───┘ ─► region sums
 //! ```
 //!
+//! Grey frames (and NV12's Y plane) packed at stride = width skip the luma copy on
+//! unified-memory devices: the stages read the slot itself.
+//!
 //! Each stage lives in its own file with the kernel file it launches. Stages never allocate
 //! capture buffers and never touch metrics or HTTP; they fill a [`FrameResult`].
 
@@ -22,12 +25,12 @@ use std::str::FromStr;
 
 use opencl3::event::Event;
 use opencl3::kernel::Kernel;
-use opencl3::memory::{Buffer, CL_MEM_READ_WRITE};
+use opencl3::memory::{Buffer, ClMem, CL_MEM_READ_WRITE};
 use opencl3::types::{CL_BLOCKING, CL_NON_BLOCKING};
 use serde::Serialize;
 
 use crate::cl::{CallContext, ClError, FrameSlot, Gpu};
-use crate::frame::{FrameLayout, LayoutError};
+use crate::frame::{FrameLayout, LayoutError, PixelFormat};
 
 pub use integral::{Region, RegionError, RegionStats};
 
@@ -542,6 +545,13 @@ pub struct Pipeline {
     events: Vec<(Stage, Event)>,
     /// First kernel start to last kernel end of the last frame, in nanoseconds.
     last_span: u64,
+    /// Whether the stages read luma straight from the slot: grey (or NV12's Y plane) rows
+    /// packed at stride = width already are the luma image, and on unified memory the
+    /// slot is as fast to read as a device buffer, so the copy would be pure cost.
+    luma_in_slot: bool,
+    /// The slot the last frame was read from when `luma_in_slot` (a retained handle), so
+    /// that `read_images` can return its luma.
+    last_slot: Option<Buffer<u8>>,
 }
 
 /// The intermediate images, kept on the device.
@@ -599,6 +609,10 @@ impl Pipeline {
             bufs,
             events: Vec::with_capacity(32),
             last_span: 0,
+            luma_in_slot: matches!(layout.format, PixelFormat::Grey | PixelFormat::Nv12)
+                && layout.stride == layout.width
+                && gpu.info.unified_memory == Some(true),
+            last_slot: None,
         })
     }
 
@@ -652,21 +666,37 @@ impl Pipeline {
             });
         }
         let l = self.layout;
+        if self.luma_in_slot {
+            let handle = slot.buffer().get();
+            if self.last_slot.as_ref().map(|s| s.get()) != Some(handle) {
+                // SAFETY: `handle` is a live buffer (borrowed through `slot`); the retain
+                // is balanced by the release when the `Buffer` made from it drops.
+                unsafe { opencl3::memory::retain_mem_object(handle) }
+                    .map_err(opencl3::error_codes::ClError)
+                    .call("clRetainMemObject")?;
+                self.last_slot = Some(Buffer::new(handle));
+            }
+        }
         let b = &self.bufs;
         let events = &mut self.events;
         events.clear();
-        events.push((
-            Stage::Luma,
-            self.luma
-                .enqueue(gpu, slot.buffer(), &l, &b.luma.buf)
-                .stage(Stage::Luma)?,
-        ));
+        let luma_src = if self.luma_in_slot {
+            slot.buffer()
+        } else {
+            events.push((
+                Stage::Luma,
+                self.luma
+                    .enqueue(gpu, slot.buffer(), &l, &b.luma.buf)
+                    .stage(Stage::Luma)?,
+            ));
+            &b.luma.buf
+        };
         events.push((
             Stage::Sobel,
             self.sobel
                 .enqueue(
                     gpu,
-                    &b.luma.buf,
+                    luma_src,
                     &l,
                     &self.options,
                     [&b.dx.buf, &b.dy.buf],
@@ -676,7 +706,7 @@ impl Pipeline {
         ));
         for e in self
             .histogram
-            .enqueue(gpu, &b.luma.buf, &l, &b.hist)
+            .enqueue(gpu, luma_src, &l, &b.hist)
             .stage(Stage::Histogram)?
         {
             events.push((Stage::Histogram, e));
@@ -690,11 +720,11 @@ impl Pipeline {
         events.push((
             Stage::Binarize,
             self.otsu
-                .enqueue_binarize(gpu, &b.luma.buf, &l, &b.threshold, &b.mask.buf)
+                .enqueue_binarize(gpu, luma_src, &l, &b.threshold, &b.mask.buf)
                 .stage(Stage::Binarize)?,
         ));
         self.integral
-            .enqueue_integrals(gpu, &l, &b.luma.buf, &b.edges.buf, &b.mask.buf, |e| {
+            .enqueue_integrals(gpu, &l, luma_src, &b.edges.buf, &b.mask.buf, |e| {
                 events.push((Stage::Integral, e))
             })
             .stage(Stage::Integral)?;
@@ -767,12 +797,18 @@ impl Pipeline {
             .collect())
     }
 
-    /// Reads back every per-pixel output of the last processed frame.
+    /// Reads back every per-pixel output of the last processed frame. Where the stages
+    /// read luma from the frame slot itself (grey frames at stride = width on unified
+    /// memory), luma is that slot's content now: call this before writing the next frame.
     pub fn read_images(&self, gpu: &Gpu) -> Result<Images, ClError> {
         let b = &self.bufs;
         let (sum, sqsum, edges, foreground) = self.integral.read_integrals(gpu)?;
+        let luma = match &self.last_slot {
+            Some(slot) if self.luma_in_slot => read_buffer(gpu, slot, b.luma.len)?,
+            _ => b.luma.read(gpu)?,
+        };
         Ok(Images {
-            luma: b.luma.read(gpu)?,
+            luma,
             dx: b.dx.read(gpu)?,
             dy: b.dy.read(gpu)?,
             magnitude: b.magnitude.read(gpu)?,
