@@ -83,6 +83,9 @@ for line in sys.stdin:
 share=$vm/share
 rm -rf "$share" && mkdir -p "$share/pocl-cache"
 cp "$bin" "$share/vm_capture"
+# The CLI the tests start: the VM's /tmp is its own, so a checkout under the host's /tmp
+# would not be reachable at the path cargo compiled into the tests.
+cp "$(dirname "$bin")/../edgesight" "$share/edgesight"
 printf '%q ' "$@" > "$share/args"
 # A warm POCL kernel cache from the last run saves minutes of compiling under emulation.
 [ -d "$vm/pocl-cache" ] && cp -r "$vm/pocl-cache/." "$share/pocl-cache/"
