@@ -58,18 +58,27 @@ fn resources() -> (usize, usize, usize) {
 }
 
 /// Runs `cycle` (which opens a source, streams and drops it) once to reach a steady state
-/// (allocator arenas, OpenCL's first use of a size), then three times more: a mapping or
-/// file descriptor left behind by any cycle shows as growth, and no V4L2 buffer may stay
-/// mapped.
+/// (allocator arenas, OpenCL's first use of a size), then `CYCLES` times more. No file
+/// descriptor may be left behind and no V4L2 buffer may stay mapped. The process's other
+/// mappings move by one or two now and then as malloc and POCL split or merge anonymous
+/// regions, so they are held to what a leak cannot stay under: a mapping left behind by
+/// every cycle grows the count by at least `CYCLES`.
 fn assert_no_leak(what: &str, mut cycle: impl FnMut()) {
+    const CYCLES: usize = 4;
     cycle();
     let before = resources();
-    for _ in 0..3 {
+    for _ in 0..CYCLES {
         cycle();
     }
     let after = resources();
-    assert_eq!(after, before, "{what}: (mappings, fds, V4L2 mappings) grew");
+    assert_eq!(after.1, before.1, "{what}: file descriptors grew");
     assert_eq!(after.2, 0, "{what}: V4L2 buffers still mapped");
+    assert!(
+        after.0 < before.0 + CYCLES,
+        "{what}: mappings grew from {} to {} over {CYCLES} cycles",
+        before.0,
+        after.0
+    );
 }
 
 /// One OpenCL device for every test, so the pipelines below can be shared.
