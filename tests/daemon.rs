@@ -106,7 +106,21 @@ struct Daemon {
 }
 
 impl Daemon {
+    /// Starts the daemon on `config` and waits until `/healthz` answers 200.
     fn start(dir: &Path, config: &str) -> Daemon {
+        let d = Daemon::spawn(dir, config);
+        // Kernel builds on a cold cache take seconds on a small CPU.
+        wait_until("/healthz to answer 200", Duration::from_secs(60), || {
+            request(d.port, "GET", "/healthz")
+                .ok()
+                .filter(|r| r.status == 200)
+        });
+        d
+    }
+
+    /// Starts the daemon on `config` without waiting for it (for configs whose endpoints
+    /// need a password or TLS).
+    fn spawn(dir: &Path, config: &str) -> Daemon {
         let port = free_port();
         let path = dir.join("edgesight.toml");
         std::fs::write(&path, config).expect("write the config");
@@ -121,14 +135,7 @@ impl Daemon {
             .stderr(std::fs::File::create(&log).expect("log file"))
             .spawn()
             .expect("start edgesight");
-        let d = Daemon { child, port, log };
-        // Kernel builds on a cold cache take seconds on a small CPU.
-        wait_until("/healthz to answer 200", Duration::from_secs(60), || {
-            request(port, "GET", "/healthz")
-                .ok()
-                .filter(|r| r.status == 200)
-        });
-        d
+        Daemon { child, port, log }
     }
 
     fn log(&self) -> String {
@@ -443,19 +450,8 @@ fn basic_auth_guards_everything_and_healthz_goes_stale() {
         "[web]\nsnapshots = true\nstale_after_seconds = 1\n[web.basic_auth_users]\nprom = \"{hash}\"\n\
          [[camera]]\nname = \"solo\"\n[camera.source]\nkind = \"pattern\"\nsize = \"64x48\"\nfps = 0.25\n"
     );
-    let port = free_port();
-    let path = dir.join("edgesight.toml");
-    std::fs::write(&path, config).expect("config");
-    let log = dir.join("edgesight.log");
-    let child = Command::new(BIN)
-        .args(["run", "--config"])
-        .arg(&path)
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .env("POCL_CACHE_DIR", pocl_cache())
-        .stderr(std::fs::File::create(&log).expect("log"))
-        .spawn()
-        .expect("start");
-    let d = Daemon { child, port, log };
+    let d = Daemon::spawn(&dir, &config);
+    let port = d.port;
     wait_until(
         "healthz 200 with the password",
         Duration::from_secs(60),
@@ -859,19 +855,8 @@ fn tls_serves_https_only() {
     let (code, err) = edgesight(&["check-config", &public.display().to_string()]);
     assert_eq!(code, Some(0), "{err}");
 
-    let port = free_port();
-    let path = dir.join("edgesight.toml");
-    std::fs::write(&path, format!("{tls}{}", camera("c", "64x48", &[], 64))).expect("config");
-    let log = dir.join("edgesight.log");
-    let child = Command::new(BIN)
-        .args(["run", "--config"])
-        .arg(&path)
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .env("POCL_CACHE_DIR", pocl_cache())
-        .stderr(std::fs::File::create(&log).expect("log"))
-        .spawn()
-        .expect("start");
-    let d = Daemon { child, port, log };
+    let d = Daemon::spawn(&dir, &format!("{tls}{}", camera("c", "64x48", &[], 64)));
+    let port = d.port;
     let curl = |url: &str| {
         run_tool(
             Command::new("curl")
