@@ -344,6 +344,76 @@ pub fn open(spec: &SourceSpec, gpu: &Gpu) -> Result<Box<dyn FrameSource>, Captur
     }
 }
 
+/// What the sources that write their own frames (test pattern, replay) share: two slots
+/// used in turn, the pacer, and the counters.
+pub(crate) struct PacedSlots {
+    layout: FrameLayout,
+    slots: [FrameSlot; 2],
+    next_slot: usize,
+    pacer: Pacer,
+    stats: CaptureStats,
+}
+
+impl PacedSlots {
+    /// Two slots for `layout` frames; `name` labels an OpenCL failure.
+    pub(crate) fn new(
+        gpu: &Gpu,
+        layout: FrameLayout,
+        fps: f64,
+        name: &str,
+    ) -> Result<PacedSlots, CaptureError> {
+        let slot = || {
+            FrameSlot::new(gpu, layout.frame_bytes()).map_err(|source| CaptureError::Cl {
+                source_name: name.to_string(),
+                source,
+            })
+        };
+        Ok(PacedSlots {
+            layout,
+            slots: [slot()?, slot()?],
+            next_slot: 0,
+            pacer: Pacer::new(fps),
+            stats: CaptureStats::default(),
+        })
+    }
+
+    pub(crate) fn stats(&self) -> CaptureStats {
+        self.stats
+    }
+
+    /// Waits for the next frame to be due, lets `fill` write frame `sequence` into the
+    /// next slot, and hands that slot out. Frames skipped while the caller was busy count
+    /// as sequence gaps.
+    pub(crate) fn next_frame(
+        &mut self,
+        gpu: &Gpu,
+        wait: Duration,
+        name: impl FnOnce() -> String,
+        fill: impl FnOnce(u64, &mut [u8]) -> Result<(), CaptureError>,
+    ) -> Result<Next<'_>, CaptureError> {
+        let Some((sequence, due, skipped)) = self.pacer.wait_next(wait) else {
+            return Ok(Next::Idle);
+        };
+        self.stats.dropped[DropReason::SequenceGap as usize] += skipped;
+        let index = self.next_slot;
+        self.next_slot = (index + 1) % self.slots.len();
+        let [first, second] = &mut self.slots;
+        let slot = if index == 0 { first } else { second };
+        slot.write(gpu, |bytes| fill(sequence, bytes))
+            .map_err(|source| CaptureError::Cl {
+                source_name: name(),
+                source,
+            })??;
+        self.stats.frames += 1;
+        Ok(Next::Frame(Frame {
+            slot,
+            layout: self.layout,
+            sequence,
+            captured: due,
+        }))
+    }
+}
+
 /// Paces a source at a frame rate on the monotonic clock, the way a camera's sensor does:
 /// frame `n` is due at `start + n / fps`, and a caller that falls behind skips frames
 /// (counted as sequence gaps) instead of slowing the clock down.

@@ -8,8 +8,8 @@
 
 use std::time::Duration;
 
-use super::{CaptureError, CaptureStats, DropReason, Frame, FrameSource, IoMode, Next, Pacer};
-use crate::cl::{FrameSlot, Gpu};
+use super::{CaptureError, CaptureStats, FrameSource, IoMode, Next, PacedSlots};
+use crate::cl::Gpu;
 use crate::frame::{FrameLayout, PixelFormat};
 use crate::reference;
 
@@ -145,11 +145,7 @@ pub fn render(layout: &FrameLayout, sequence: u64, out: &mut [u8]) {
 pub struct PatternSource {
     layout: FrameLayout,
     fps: f64,
-    slots: [FrameSlot; 2],
-    /// The slot the next frame goes into.
-    next_slot: usize,
-    pacer: Pacer,
-    stats: CaptureStats,
+    frames: PacedSlots,
 }
 
 impl PatternSource {
@@ -159,19 +155,10 @@ impl PatternSource {
             source_name: describe.clone(),
             message: e.to_string(),
         })?;
-        let slot = || {
-            FrameSlot::new(gpu, layout.frame_bytes()).map_err(|source| CaptureError::Cl {
-                source_name: describe.clone(),
-                source,
-            })
-        };
         Ok(PatternSource {
             layout,
             fps,
-            slots: [slot()?, slot()?],
-            next_slot: 0,
-            pacer: Pacer::new(fps),
-            stats: CaptureStats::default(),
+            frames: PacedSlots::new(gpu, layout, fps, &describe)?,
         })
     }
 }
@@ -197,30 +184,20 @@ impl FrameSource for PatternSource {
     }
 
     fn stats(&self) -> CaptureStats {
-        self.stats
+        self.frames.stats()
     }
 
     fn next_frame(&mut self, gpu: &Gpu, wait: Duration) -> Result<Next<'_>, CaptureError> {
-        let Some((sequence, due, skipped)) = self.pacer.wait_next(wait) else {
-            return Ok(Next::Idle);
-        };
-        self.stats.dropped[DropReason::SequenceGap as usize] += skipped;
-        let index = self.next_slot;
-        self.next_slot = (index + 1) % self.slots.len();
         let layout = self.layout;
-        let slot = &mut self.slots[index];
-        slot.write(gpu, |bytes| render(&layout, sequence, bytes))
-            .map_err(|source| CaptureError::Cl {
-                source_name: "test pattern".into(),
-                source,
-            })?;
-        self.stats.frames += 1;
-        Ok(Next::Frame(Frame {
-            slot: &self.slots[index],
-            layout,
-            sequence,
-            captured: due,
-        }))
+        self.frames.next_frame(
+            gpu,
+            wait,
+            || "test pattern".into(),
+            |sequence, bytes| {
+                render(&layout, sequence, bytes);
+                Ok(())
+            },
+        )
     }
 }
 

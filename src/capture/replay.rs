@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use memmap2::Mmap;
 
-use super::{CaptureError, CaptureStats, DropReason, Frame, FrameSource, IoMode, Next, Pacer};
-use crate::cl::{FrameSlot, Gpu};
+use super::{CaptureError, CaptureStats, FrameSource, IoMode, Next, PacedSlots};
+use crate::cl::Gpu;
 use crate::frame::{FrameLayout, PixelFormat, Size};
 use crate::input;
 
@@ -34,10 +34,7 @@ pub struct ReplaySource {
     layout: FrameLayout,
     fps: f64,
     frames: Frames,
-    slots: [FrameSlot; 2],
-    next_slot: usize,
-    pacer: Pacer,
-    stats: CaptureStats,
+    slots: PacedSlots,
 }
 
 fn source_error(path: &Path, message: impl Into<String>) -> CaptureError {
@@ -114,22 +111,12 @@ impl ReplaySource {
                 (layout, Frames::Images { files, cached })
             }
         };
-        let describe = format!("replay {}", path.display());
-        let slot = || {
-            FrameSlot::new(gpu, layout.frame_bytes()).map_err(|source| CaptureError::Cl {
-                source_name: describe.clone(),
-                source,
-            })
-        };
         Ok(ReplaySource {
             path: path.to_path_buf(),
             layout,
             fps,
             frames,
-            slots: [slot()?, slot()?],
-            next_slot: 0,
-            pacer: Pacer::new(fps),
-            stats: CaptureStats::default(),
+            slots: PacedSlots::new(gpu, layout, fps, &format!("replay {}", path.display()))?,
         })
     }
 
@@ -216,38 +203,21 @@ impl FrameSource for ReplaySource {
     }
 
     fn stats(&self) -> CaptureStats {
-        self.stats
+        self.slots.stats()
     }
 
     fn next_frame(&mut self, gpu: &Gpu, wait: Duration) -> Result<Next<'_>, CaptureError> {
-        let Some((sequence, due, skipped)) = self.pacer.wait_next(wait) else {
-            return Ok(Next::Idle);
-        };
-        self.stats.dropped[DropReason::SequenceGap as usize] += skipped;
         let count = self.frame_count().max(1) as u64;
-        let index = (sequence % count) as usize;
-        let slot_index = self.next_slot;
-        self.next_slot = (slot_index + 1) % self.slots.len();
-        let bytes = self.frames.get(&self.path, self.layout, index)?;
-        let slot = self
-            .slots
-            .get_mut(slot_index)
-            .ok_or_else(|| source_error(&self.path, "no frame slot"))?;
-        slot.write(gpu, |out| out.copy_from_slice(bytes))
-            .map_err(|source| CaptureError::Cl {
-                source_name: format!("replay {}", self.path.display()),
-                source,
-            })?;
-        self.stats.frames += 1;
-        let slot = self
-            .slots
-            .get(slot_index)
-            .ok_or_else(|| source_error(&self.path, "no frame slot"))?;
-        Ok(Next::Frame(Frame {
-            slot,
-            layout: self.layout,
-            sequence,
-            captured: due,
-        }))
+        let (path, layout, frames) = (&self.path, self.layout, &mut self.frames);
+        self.slots.next_frame(
+            gpu,
+            wait,
+            || format!("replay {}", path.display()),
+            |sequence, out| {
+                let bytes = frames.get(path, layout, (sequence % count) as usize)?;
+                out.copy_from_slice(bytes);
+                Ok(())
+            },
+        )
     }
 }
