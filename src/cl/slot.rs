@@ -72,7 +72,18 @@ impl FrameSlot {
     /// Maps the slot for writing (its old contents are discarded), lets `fill` write the
     /// frame, and unmaps it, so the next kernel on `gpu`'s queue sees the new frame.
     pub fn write<R>(&mut self, gpu: &Gpu, fill: impl FnOnce(&mut [u8]) -> R) -> Result<R, ClError> {
-        let mut mapped: cl_mem = ptr::null_mut();
+        let ptr = self.enqueue_map(gpu)?;
+        // SAFETY: a blocking map returns a pointer to `len` bytes that stay valid and
+        // unaliased by the device until the unmap below.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(ptr.as_ptr(), self.len) };
+        let result = fill(bytes);
+        self.enqueue_unmap(gpu, ptr)?;
+        Ok(result)
+    }
+
+    /// A blocking map of the whole slot for writing, old contents discarded.
+    fn enqueue_map(&self, gpu: &Gpu) -> Result<NonNull<u8>, ClError> {
+        let mut mem: cl_mem = ptr::null_mut();
         unsafe {
             gpu.queue
                 .enqueue_map_buffer(
@@ -81,21 +92,24 @@ impl FrameSlot {
                     CL_MAP_WRITE_INVALIDATE_REGION,
                     0,
                     self.len,
-                    &mut mapped,
+                    &mut mem,
                     &[],
                 )
                 .call("clEnqueueMapBuffer")?;
         }
-        // SAFETY: a blocking map returns a pointer to `len` bytes that stay valid and
-        // unaliased by the device until the unmap below.
-        let bytes = unsafe { std::slice::from_raw_parts_mut(mapped as *mut u8, self.len) };
-        let result = fill(bytes);
+        NonNull::new(mem as *mut u8).ok_or(ClError::Call {
+            call: "clEnqueueMapBuffer",
+            code: opencl3::error_codes::ClError(opencl3::error_codes::CL_MAP_FAILURE),
+        })
+    }
+
+    fn enqueue_unmap(&self, gpu: &Gpu, ptr: NonNull<u8>) -> Result<(), ClError> {
         unsafe {
             gpu.queue
-                .enqueue_unmap_mem_object(self.buffer.get(), mapped, &[])
+                .enqueue_unmap_mem_object(self.buffer.get(), ptr.as_ptr().cast(), &[])
                 .call("clEnqueueUnmapMemObject")?;
         }
-        Ok(result)
+        Ok(())
     }
 
     /// Copies `frame` into the slot; `frame` must be exactly as long as the slot.
@@ -116,24 +130,7 @@ impl FrameSlot {
         if let Some(HostPtr(ptr)) = self.mapped {
             return Ok(ptr);
         }
-        let mut mem: cl_mem = ptr::null_mut();
-        unsafe {
-            gpu.queue
-                .enqueue_map_buffer(
-                    &self.buffer,
-                    CL_BLOCKING,
-                    CL_MAP_WRITE_INVALIDATE_REGION,
-                    0,
-                    self.len,
-                    &mut mem,
-                    &[],
-                )
-                .call("clEnqueueMapBuffer")?;
-        }
-        let ptr = NonNull::new(mem as *mut u8).ok_or(ClError::Call {
-            call: "clEnqueueMapBuffer",
-            code: opencl3::error_codes::ClError(opencl3::error_codes::CL_MAP_FAILURE),
-        })?;
+        let ptr = self.enqueue_map(gpu)?;
         self.mapped = Some(HostPtr(ptr));
         Ok(ptr)
     }
@@ -141,14 +138,10 @@ impl FrameSlot {
     /// Unmaps a slot left mapped by [`FrameSlot::map`], so kernels enqueued after this on
     /// `gpu`'s queue see what was written there. Does nothing if the slot is not mapped.
     pub fn unmap(&mut self, gpu: &Gpu) -> Result<(), ClError> {
-        if let Some(HostPtr(ptr)) = self.mapped.take() {
-            unsafe {
-                gpu.queue
-                    .enqueue_unmap_mem_object(self.buffer.get(), ptr.as_ptr().cast(), &[])
-                    .call("clEnqueueUnmapMemObject")?;
-            }
+        match self.mapped.take() {
+            Some(HostPtr(ptr)) => self.enqueue_unmap(gpu, ptr),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// Whether the slot is left mapped for the host.
