@@ -1,16 +1,17 @@
 /*
  * histogram.cl: exact 256-bin histogram of 8-bit luma (OpenCV's calcHist with 256 bins over
- * [0, 256)), in two kernels and with no global atomics.
+ * [0, 256)).
  *
- * histogram_partial reads src (uchar, row stride src_stride bytes), width x height, and
- *   writes partial[group * 256 + bin]: one sub-histogram per work-group.
+ * histogram_count reads count bytes of src (dense luma: one flat run of bytes) and adds its
+ *   counts to hist[256], which the host zeroes first.
  *   Work size: 1-D, any number of work-groups of any local size; the work-items stride over
- *   the image in units of 16 pixels of one row (uchar16 load, scalar tail at a row's end)
- *   and count into a local-memory sub-histogram with local atomics, or, built with
+ *   the image in aligned units of 16 bytes (the buffer starts aligned; the last unit may be
+ *   partial) and count into a local-memory sub-histogram with local atomics, or, built with
  *   -DONE_ITEM_PER_GROUP for a local size of 1, with plain increments (CPUs, where local
- *   memory is ordinary memory and an atomic is a locked instruction).
- * histogram_reduce reads the `groups` sub-histograms and writes hist[256]
- *   (one work-item per bin, global size >= 256).
+ *   memory is ordinary memory and an atomic is a locked instruction). Each group then adds
+ *   its non-zero bins to hist with global atomics: at most 256 per group, a handful beside
+ *   the frame's pixels, and no second kernel to sum sub-histograms (which, one bin per
+ *   work-item over hundreds of groups, waits on memory at every step).
  */
 
 #define PIXELS_PER_ITEM 16
@@ -22,8 +23,7 @@
 #define COUNT(v) atomic_inc(&bins[v])
 #endif
 
-__kernel void histogram_partial(__global const uchar *src, uint src_stride, uint width,
-                                uint height, __global uint *partial)
+__kernel void histogram_count(__global const uchar *src, uint count, __global uint *hist)
 {
     __local uint bins[BINS];
     uint lid = get_local_id(0), lsize = get_local_size(0);
@@ -31,14 +31,11 @@ __kernel void histogram_partial(__global const uchar *src, uint src_stride, uint
         bins[i] = 0;
     barrier(CLK_LOCAL_MEM_FENCE);
 
-    uint per_row = (width + PIXELS_PER_ITEM - 1) / PIXELS_PER_ITEM;
-    uint items = per_row * height;
-    for (uint c = get_global_id(0); c < items; c += get_global_size(0)) {
-        uint y = c / per_row;
-        uint x0 = (c - y * per_row) * PIXELS_PER_ITEM;
-        __global const uchar *row = src + (size_t)y * src_stride;
-        if (x0 + PIXELS_PER_ITEM <= width) {
-            uchar16 v = vload16(0, row + x0);
+    uint units = (count + PIXELS_PER_ITEM - 1) / PIXELS_PER_ITEM;
+    for (uint c = get_global_id(0); c < units; c += get_global_size(0)) {
+        uint x0 = c * PIXELS_PER_ITEM;
+        if (x0 + PIXELS_PER_ITEM <= count) {
+            uchar16 v = ((__global const uchar16 *)src)[c];
             COUNT(v.s0); COUNT(v.s1);
             COUNT(v.s2); COUNT(v.s3);
             COUNT(v.s4); COUNT(v.s5);
@@ -48,24 +45,15 @@ __kernel void histogram_partial(__global const uchar *src, uint src_stride, uint
             COUNT(v.sc); COUNT(v.sd);
             COUNT(v.se); COUNT(v.sf);
         } else {
-            for (uint x = x0; x < width; x++)
-                COUNT(row[x]);
+            for (uint x = x0; x < count; x++)
+                COUNT(src[x]);
         }
     }
     barrier(CLK_LOCAL_MEM_FENCE);
 
-    __global uint *out = partial + (size_t)get_group_id(0) * BINS;
-    for (uint i = lid; i < BINS; i += lsize)
-        out[i] = bins[i];
-}
-
-__kernel void histogram_reduce(__global const uint *partial, uint groups, __global uint *hist)
-{
-    uint bin = get_global_id(0);
-    if (bin >= BINS)
-        return;
-    uint sum = 0;
-    for (uint g = 0; g < groups; g++)
-        sum += partial[(size_t)g * BINS + bin];
-    hist[bin] = sum;
+    for (uint i = lid; i < BINS; i += lsize) {
+        uint c = bins[i];
+        if (c)
+            atomic_add(&hist[i], c);
+    }
 }

@@ -9,17 +9,14 @@
  * CPUs (integral_band_columns, integral_bands, at the end of this file): bands of rows,
  * column sums per band first, then each band writes all four images row by row.
  *
- * GPUs: a row pass, a work-group per row scanning it in tiles of 4 x local-size pixels
- * (coalesced loads, a scan in local memory), then a two-level column scan: every
- * work-item scans one column over a chunk of rows and leaves the chunk's total, one
- * work-item per column turns the totals into offsets, and a fully parallel pass adds each
- * chunk's offset to its elements.
- *   integral_rows_group_sum_sqsum  reads uchar src; writes the row sums of sum (uint) and
- *                                  sqsum (ulong); with the column pass equal to
- *                                  cv2.integral2(src, sdepth=CV_32S, sqdepth=CV_64F).
- *                                  uint holds the sum for frames of up to 16843009 pixels.
- *   integral_rows_group_count      reads a uchar mask; the row sums of (mask != 0) (uint)
- *   integral_cols_{uint,ulong}_{chunks,offsets,add}   the column pass
+ * GPUs (integral_band_sums, integral_band_carries, integral_band_images): bands of rows,
+ * a work-group per band that scans each row in chunks and keeps the column totals in
+ * registers; described below.
+ *
+ * The images equal cv2.integral2(src, sdepth=CV_32S, sqdepth=CV_64F) (sum and squared
+ * sum; uint holds the sum for frames of up to 16843009 pixels) and cv2.integral of the
+ * edge and foreground masks divided by 255 (counts).
+ *
  * region_sums              reads rects (uint4: x, y, w, h; inside the image) and writes, per
  *                          rect, 4 ulongs: pixel sum, squared sum, edge count, foreground
  *                          count (one work-item per rect).
@@ -47,188 +44,242 @@ __kernel void region_sums(uint width, __global const uint4 *rects, uint count,
 }
 
 /*
- * GPU row pass: one work-group per row (global size = height x local size, local size at
- * most SCAN_GROUP). Each work-item takes 4 neighbouring pixels of a tile of 4 x local-size
- * pixels, the group scans the work-items' totals in local memory, and a running carry
- * links the tiles.
+ * GPU passes: bands of `band_rows` rows, about one band per compute unit, three kernels.
+ *   integral_band_sums     2-D: x = a work-item per 4 columns, y = band. Writes each band's
+ *                          column sums (luma, luma^2, edge and foreground pixels, uint each)
+ *                          as one uint4 per column: cols[band * width + x].
+ *   integral_band_carries  1-D: a work-item per column. Turns the bands' column sums into
+ *                          exclusive prefix sums down the bands: what lies above each band.
+ *   integral_band_images   a work-group per band (global = bands x local). Walks the row in
+ *                          chunks of 4 x local-size columns, 4 neighbouring columns per
+ *                          work-item: scans the sums above the band along the chunk (the
+ *                          integral row at the band's top), then for each of the band's rows
+ *                          scans the row's four values along the chunk (one group scan of a
+ *                          uint4 per work-item), adds them to the column totals it keeps in
+ *                          registers, and writes all four images through local memory, so
+ *                          that neighbouring work-items store neighbouring elements.
+ * Inputs are read twice, each output is written once, and the images are never read back
+ * (a column pass over written images would read and write them again). On an NVIDIA H100 at
+ * 4K, storing each work-item's four elements straight from registers (addresses 16 or 32
+ * bytes apart across a warp) took 260 us, twice the time of the staged stores.
  */
-#define SCAN_GROUP 256
+#define BAND_GROUP_MAX 256
+#define BAND_ROWS_MAX 64
 
-/* Inclusive scan over the work-group of a (and b), Hillis-Steele in local memory; on return
- * ta/tb hold the inclusive scans, so ta[n - 1] is the total. Every work-item must call it. */
-#define GROUP_SCAN(ta, a)                                                                      \
-    ta[lid] = a;                                                                               \
-    barrier(CLK_LOCAL_MEM_FENCE);                                                              \
-    for (uint off = 1; off < n; off <<= 1) {                                                   \
-        uint add = lid >= off ? ta[lid - off] : 0;                                             \
-        barrier(CLK_LOCAL_MEM_FENCE);                                                          \
-        ta[lid] += add;                                                                        \
-        barrier(CLK_LOCAL_MEM_FENCE);                                                          \
-    }
-#define GROUP_SCAN2(ta, a, tb, b)                                                              \
-    ta[lid] = a;                                                                               \
-    tb[lid] = b;                                                                               \
-    barrier(CLK_LOCAL_MEM_FENCE);                                                              \
-    for (uint off = 1; off < n; off <<= 1) {                                                   \
-        uint add = lid >= off ? ta[lid - off] : 0;                                             \
-        uint add2 = lid >= off ? tb[lid - off] : 0;                                            \
-        barrier(CLK_LOCAL_MEM_FENCE);                                                          \
-        ta[lid] += add;                                                                        \
-        tb[lid] += add2;                                                                       \
-        barrier(CLK_LOCAL_MEM_FENCE);                                                          \
-    }
-
-/* The 4 pixels of this work-item (zeros past the row's end). */
-inline uint4 load4(__global const uchar *row, uint x0, uint width)
+/* Four pixels of a row from x on (zeros past the end), as uint; `aligned` when every row
+ * starts on a 4-byte boundary (the width is a multiple of 4), for one 4-byte load. */
+inline uint4 load4(__global const uchar *row, uint x, uint width, int aligned)
 {
-    if (x0 + 4 <= width)
-        return convert_uint4(vload4(0, row + x0));
+    if (x + 4 <= width)
+        return convert_uint4(aligned ? *(__global const uchar4 *)(row + x) : vload4(0, row + x));
     uint4 v = 0;
-    if (x0 < width)
-        v.s0 = row[x0];
-    if (x0 + 1 < width)
-        v.s1 = row[x0 + 1];
-    if (x0 + 2 < width)
-        v.s2 = row[x0 + 2];
+    if (x < width)
+        v.s0 = row[x];
+    if (x + 1 < width)
+        v.s1 = row[x + 1];
+    if (x + 2 < width)
+        v.s2 = row[x + 2];
     return v;
 }
 
-__kernel void integral_rows_group_sum_sqsum(__global const uchar *src, uint src_stride,
-                                            uint width, uint height, __global uint *sum,
-                                            __global ulong *sqsum)
+inline uint4 nonzero4(uint4 v)
 {
-    __local uint ta[SCAN_GROUP], tb[SCAN_GROUP];
-    uint y = get_group_id(0), lid = get_local_id(0), n = get_local_size(0);
-    if (y >= height)
+    return select((uint4)0, (uint4)1, v != 0);
+}
+
+/* Inclusive prefix along the 4 lanes. */
+inline uint4 prefix4(uint4 v)
+{
+    return (uint4)(v.s0, v.s0 + v.s1, v.s0 + v.s1 + v.s2, v.s0 + v.s1 + v.s2 + v.s3);
+}
+
+/* Exclusive scan of v over the work-group (Hillis-Steele, ping-pong buffers of 2 x
+ * BAND_GROUP_MAX: one barrier a step). Sets *total to the group's sum. Every work-item of
+ * the group must call it. */
+inline uint4 group_exclusive_scan(uint4 v, __local uint4 *buf, uint lid, uint n, uint4 *total)
+{
+    __local uint4 *src = buf, *dst = buf + BAND_GROUP_MAX;
+    src[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint off = 1; off < n; off <<= 1) {
+        uint4 t = src[lid];
+        if (lid >= off)
+            t += src[lid - off];
+        dst[lid] = t;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        __local uint4 *swap = src;
+        src = dst;
+        dst = swap;
+    }
+    uint4 inclusive = src[lid];
+    *total = src[n - 1];
+    /* The next call writes buf again: everyone must have read it first. */
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return inclusive - v;
+}
+
+__kernel void integral_band_sums(uint width, uint height, uint band_rows,
+                                 __global const uchar *luma, __global const uchar *edges,
+                                 __global const uchar *mask, __global uint4 *cols)
+{
+    uint x = 4 * get_global_id(0), b = get_global_id(1);
+    uint y0 = b * band_rows;
+    if (x >= width || y0 >= height)
         return;
-    size_t stride = (size_t)width + 1;
-    if (y == 0) {
-        for (size_t x = lid; x < stride; x += n) {
-            sum[x] = 0;
-            sqsum[x] = 0;
+    uint y1 = min(y0 + band_rows, height);
+    int aligned = (width & 3) == 0;
+    uint4 s = 0, q = 0, e = 0, f = 0;
+    for (uint y = y0; y < y1; y++) {
+        size_t row = (size_t)y * width;
+        uint4 v = load4(luma + row, x, width, aligned);
+        s += v;
+        q += v * v;
+        e += nonzero4(load4(edges + row, x, width, aligned));
+        f += nonzero4(load4(mask + row, x, width, aligned));
+    }
+    __global uint4 *out = cols + (size_t)b * width + x;
+    out[0] = (uint4)(s.s0, q.s0, e.s0, f.s0);
+    if (x + 1 < width)
+        out[1] = (uint4)(s.s1, q.s1, e.s1, f.s1);
+    if (x + 2 < width)
+        out[2] = (uint4)(s.s2, q.s2, e.s2, f.s2);
+    if (x + 3 < width)
+        out[3] = (uint4)(s.s3, q.s3, e.s3, f.s3);
+}
+
+__kernel void integral_band_carries(uint width, uint bands, __global uint4 *cols)
+{
+    uint x = get_global_id(0);
+    if (x >= width)
+        return;
+    __global uint4 *c = cols + x;
+    uint4 run = 0;
+    uint b = 0;
+    /* Eight loads issued before their sums are needed: the running sum is the only
+     * dependency, and a load each iteration would wait out the memory latency every time. */
+    for (; b + 8 <= bands; b += 8) {
+        uint4 t[8];
+        for (uint k = 0; k < 8; k++)
+            t[k] = c[(size_t)(b + k) * width];
+        for (uint k = 0; k < 8; k++) {
+            c[(size_t)(b + k) * width] = run;
+            run += t[k];
         }
     }
-    __global const uchar *row = src + (size_t)y * src_stride;
-    __global uint *s = sum + (y + 1) * stride;
-    __global ulong *q = sqsum + (y + 1) * stride;
-    if (lid == 0) {
-        s[0] = 0;
-        q[0] = 0;
-    }
-    uint carry = 0, carry2 = 0; /* a row's squared sum fits in uint: 65535 * 65025 < 2^32 */
-    for (uint base = 0; base < width; base += 4 * n) {
-        uint x0 = base + 4 * lid;
-        uint4 v = load4(row, x0, width);
-        uint4 v2 = v * v;
-        uint4 p = (uint4)(v.s0, v.s0 + v.s1, v.s0 + v.s1 + v.s2, v.s0 + v.s1 + v.s2 + v.s3);
-        uint4 p2 = (uint4)(v2.s0, v2.s0 + v2.s1, v2.s0 + v2.s1 + v2.s2,
-                           v2.s0 + v2.s1 + v2.s2 + v2.s3);
-        GROUP_SCAN2(ta, p.s3, tb, p2.s3)
-        uint before = carry + ta[lid] - p.s3, before2 = carry2 + tb[lid] - p2.s3;
-        carry += ta[n - 1];
-        carry2 += tb[n - 1];
-        p += before;
-        p2 += before2;
-        if (x0 + 4 <= width) {
-            vstore4(p, 0, s + x0 + 1);
-            vstore4(convert_ulong4(p2), 0, q + x0 + 1);
-        } else {
-            for (uint k = 0; k < 3 && x0 + k < width; k++) {
-                s[x0 + k + 1] = k == 0 ? p.s0 : k == 1 ? p.s1 : p.s2;
-                q[x0 + k + 1] = k == 0 ? p2.s0 : k == 1 ? p2.s1 : p2.s2;
-            }
-        }
-        barrier(CLK_LOCAL_MEM_FENCE); /* ta, tb are read above before the next tile's scan */
+    for (; b < bands; b++) {
+        uint4 t = c[(size_t)b * width];
+        c[(size_t)b * width] = run;
+        run += t;
     }
 }
 
-__kernel void integral_rows_group_count(__global const uchar *src, uint src_stride,
-                                        uint width, uint height, __global uint *count)
+__kernel void integral_band_images(uint width, uint height, uint band_rows,
+                                   __global const uchar *luma, __global const uchar *edges,
+                                   __global const uchar *mask, __global const uint4 *cols,
+                                   __global uint *sum, __global ulong *sqsum,
+                                   __global uint *ecount, __global uint *fcount)
 {
-    __local uint ta[SCAN_GROUP];
-    uint y = get_group_id(0), lid = get_local_id(0), n = get_local_size(0);
-    if (y >= height)
+    __local uint4 buf[2 * BAND_GROUP_MAX];
+    /* A row's values for the chunk, 4 per work-item, on their way to global memory. */
+    __local uint stage1[4 * BAND_GROUP_MAX], stagee[4 * BAND_GROUP_MAX],
+        stagef[4 * BAND_GROUP_MAX];
+    __local ulong stage2[4 * BAND_GROUP_MAX];
+    /* Each row's sums over the chunks to the left (sum, sum of squares, edges, foreground:
+     * a row's squared sum fits uint for widths up to 66051). */
+    __local uint4 row_carry[BAND_ROWS_MAX];
+    uint b = get_group_id(0), lid = get_local_id(0), n = get_local_size(0);
+    uint y0 = b * band_rows;
+    if (y0 >= height)
         return;
+    uint y1 = min(y0 + band_rows, height);
     size_t stride = (size_t)width + 1;
-    if (y == 0) {
-        for (size_t x = lid; x < stride; x += n)
-            count[x] = 0;
+    int aligned = (width & 3) == 0;
+    for (uint r = lid; r < y1 - y0; r += n)
+        row_carry[r] = 0;
+    for (uint y = y0 + lid; y < y1; y += n) {
+        sum[(y + 1) * stride] = 0;
+        sqsum[(y + 1) * stride] = 0;
+        ecount[(y + 1) * stride] = 0;
+        fcount[(y + 1) * stride] = 0;
     }
-    __global const uchar *row = src + (size_t)y * src_stride;
-    __global uint *c = count + (y + 1) * stride;
-    if (lid == 0)
-        c[0] = 0;
-    uint carry = 0;
+    if (b == 0) {
+        for (size_t x = lid; x < stride; x += n) {
+            sum[x] = 0;
+            sqsum[x] = 0;
+            ecount[x] = 0;
+            fcount[x] = 0;
+        }
+    }
+    /* The integral row y0 at the column left of the chunk. */
+    uint top1 = 0, tope = 0, topf = 0;
+    ulong top2 = 0;
     for (uint base = 0; base < width; base += 4 * n) {
-        uint x0 = base + 4 * lid;
-        uint4 v = select((uint4)0, (uint4)1, load4(row, x0, width) != 0);
-        uint4 p = (uint4)(v.s0, v.s0 + v.s1, v.s0 + v.s1 + v.s2, v.s0 + v.s1 + v.s2 + v.s3);
-        GROUP_SCAN(ta, p.s3)
-        uint before = carry + ta[lid] - p.s3;
-        carry += ta[n - 1];
-        p += before;
-        if (x0 + 4 <= width) {
-            vstore4(p, 0, c + x0 + 1);
-        } else {
-            for (uint k = 0; k < 3 && x0 + k < width; k++)
-                c[x0 + k + 1] = k == 0 ? p.s0 : k == 1 ? p.s1 : p.s2;
+        uint x = base + 4 * lid;
+        uint chunk = min(4 * n, width - base);
+        /* Column sums above the band for this work-item's 4 columns (zeros past the end). */
+        __global const uint4 *above = cols + (size_t)b * width + x;
+        uint4 k0 = x < width ? above[0] : 0, k1 = x + 1 < width ? above[1] : 0,
+              k2 = x + 2 < width ? above[2] : 0, k3 = x + 3 < width ? above[3] : 0;
+        uint4 c1 = (uint4)(k0.s0, k1.s0, k2.s0, k3.s0), c2 = (uint4)(k0.s1, k1.s1, k2.s1, k3.s1),
+              ce = (uint4)(k0.s2, k1.s2, k2.s2, k3.s2), cf = (uint4)(k0.s3, k1.s3, k2.s3, k3.s3);
+        /* Scan them along the chunk: the integral row y0. The squared sums (up to 2^32
+         * each) are scanned as 16-bit halves so that the scan stays in uint. */
+        uint4 p1 = prefix4(c1), pe = prefix4(ce), pf = prefix4(cf);
+        uint4 p2lo = prefix4(c2 & 0xFFFF), p2hi = prefix4(c2 >> 16);
+        uint4 tot_a, tot_b;
+        uint4 ex_a = group_exclusive_scan((uint4)(p1.s3, pe.s3, pf.s3, 0), buf, lid, n, &tot_a);
+        uint4 ex_b = group_exclusive_scan((uint4)(p2lo.s3, p2hi.s3, 0, 0), buf, lid, n, &tot_b);
+        uint4 a1 = top1 + ex_a.s0 + p1;
+        uint4 ae = tope + ex_a.s1 + pe;
+        uint4 af = topf + ex_a.s2 + pf;
+        ulong4 a2 = top2 + (convert_ulong4(ex_b.s1 + p2hi) << 16) + convert_ulong(ex_b.s0) +
+                    convert_ulong4(p2lo);
+        top1 += tot_a.s0;
+        tope += tot_a.s1;
+        topf += tot_a.s2;
+        top2 += ((ulong)tot_b.s1 << 16) + tot_b.s0;
+        /* The next row's pixels are loaded before this row's scan, so the memory latency
+         * overlaps the scan's barriers instead of adding to them. */
+        size_t in = (size_t)y0 * width;
+        uint4 v = load4(luma + in, x, width, aligned);
+        uint4 ve = load4(edges + in, x, width, aligned), vf = load4(mask + in, x, width, aligned);
+        for (uint y = y0; y < y1; y++) {
+            uint4 r1 = prefix4(v), r2 = prefix4(v * v);
+            uint4 re = prefix4(nonzero4(ve)), rf = prefix4(nonzero4(vf));
+            if (y + 1 < y1) {
+                in += width;
+                v = load4(luma + in, x, width, aligned);
+                ve = load4(edges + in, x, width, aligned);
+                vf = load4(mask + in, x, width, aligned);
+            }
+            /* Read before the scan, whose barriers order it before work-item 0's update
+             * and after the staging reads of the row before. */
+            uint4 left = row_carry[y - y0];
+            uint4 tot;
+            uint4 ex = group_exclusive_scan((uint4)(r1.s3, r2.s3, re.s3, rf.s3), buf, lid, n,
+                                            &tot);
+            a1 += left.s0 + ex.s0 + r1;
+            a2 += convert_ulong4(left.s1 + ex.s1 + r2);
+            ae += left.s2 + ex.s2 + re;
+            af += left.s3 + ex.s3 + rf;
+            if (lid == 0)
+                row_carry[y - y0] = left + tot;
+            vstore4(a1, lid, stage1);
+            vstore4(a2, lid, stage2);
+            vstore4(ae, lid, stagee);
+            vstore4(af, lid, stagef);
+            barrier(CLK_LOCAL_MEM_FENCE);
+            size_t o = (y + 1) * stride + base + 1;
+            for (uint i = lid; i < chunk; i += n) {
+                sum[o + i] = stage1[i];
+                sqsum[o + i] = stage2[i];
+                ecount[o + i] = stagee[i];
+                fcount[o + i] = stagef[i];
+            }
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
 }
-
-/*
- * GPU column pass, a two-level scan over chunks of rows_per_chunk rows (rows 1..height):
- *   NAME_chunks   2-D: x = column - 1 (< width), y = chunk; scans its column within the
- *                 chunk in place and writes the chunk's total to totals[chunk * width + x]
- *   NAME_offsets  1-D: x = column - 1; turns the column's totals into exclusive prefix sums
- *   NAME_add      2-D: x = column - 1, y = row - 1 (< height); adds the offset of its
- *                 row's chunk (chunk 0 has none)
- */
-#define INTEGRAL_COLS_CHUNKED(NAME, T)                                                         \
-__kernel void NAME##_chunks(uint width, uint height, uint rows_per_chunk,                      \
-                            __global T *integral, __global T *totals)                          \
-{                                                                                              \
-    size_t x = get_global_id(0) + 1;                                                           \
-    size_t chunk = get_global_id(1);                                                           \
-    size_t y0 = 1 + chunk * rows_per_chunk;                                                    \
-    if (x > width || y0 > height)                                                              \
-        return;                                                                                \
-    size_t stride = (size_t)width + 1;                                                         \
-    size_t y1 = min(y0 + rows_per_chunk, (size_t)height + 1);                                  \
-    T acc = 0;                                                                                 \
-    for (size_t y = y0; y < y1; y++) {                                                         \
-        acc += integral[y * stride + x];                                                       \
-        integral[y * stride + x] = acc;                                                        \
-    }                                                                                          \
-    totals[chunk * width + x - 1] = acc;                                                       \
-}                                                                                              \
-__kernel void NAME##_offsets(uint width, uint chunks, __global T *totals)                      \
-{                                                                                              \
-    size_t x = get_global_id(0);                                                               \
-    if (x >= width)                                                                            \
-        return;                                                                                \
-    T run = 0;                                                                                 \
-    for (size_t c = 0; c < chunks; c++) {                                                      \
-        T t = totals[c * width + x];                                                           \
-        totals[c * width + x] = run;                                                           \
-        run += t;                                                                              \
-    }                                                                                          \
-}                                                                                              \
-__kernel void NAME##_add(uint width, uint height, uint rows_per_chunk,                         \
-                         __global T *integral, __global const T *totals)                       \
-{                                                                                              \
-    size_t x = get_global_id(0);                                                               \
-    size_t y = get_global_id(1);                                                               \
-    if (x >= width || y >= height)                                                             \
-        return;                                                                                \
-    size_t chunk = y / rows_per_chunk;                                                         \
-    if (chunk == 0)                                                                            \
-        return;                                                                                \
-    integral[(y + 1) * ((size_t)width + 1) + x + 1] += totals[chunk * width + x];              \
-}
-INTEGRAL_COLS_CHUNKED(integral_cols_uint, uint)
-INTEGRAL_COLS_CHUNKED(integral_cols_ulong, ulong)
 
 /*
  * CPU passes: all four integrals, the image cut into `bands` bands of rows, one work-item

@@ -20,9 +20,11 @@
  *   2^32 pixels and values below 256, quotients by probabilities >= FLT_EPSILON, so no result
  *   leaves the normal range (no infinity, NaN or subnormal arises).
  *
- * binarize reads src (uchar, row stride src_stride bytes) and threshold[0], writes dst
- *   (uchar, row stride dst_stride): 255 where src > threshold, else 0 (THRESH_BINARY).
- *   Work size: 2-D, x = ceil(width / 16) work-items of 16 pixels, y = height.
+ * binarize reads count bytes of src and threshold[0], writes count bytes of dst: 255 where
+ *   src > threshold, else 0 (THRESH_BINARY). Both images are dense (stride = width), so the
+ *   kernel treats them as one flat run of bytes. Work size: 1-D, ceil(count / 16)
+ *   work-items of 16 bytes (aligned 16-byte loads and stores; the buffers start aligned),
+ *   the last one finishing a partial run byte by byte.
  */
 
 #ifdef OTSU_FP64
@@ -186,19 +188,27 @@ __kernel void otsu_threshold(__global const uint *hist, uint total, __global uin
 {
     __local f64 p[BINS], ip[BINS], q1s[BINS], mu1s[BINS], lane_sigma[BINS];
     __local uint lane_index[BINS];
+    __local ulong weights[BINS];
     __local uchar scored[BINS];
     __local f64 shared[2]; /* scale, mu */
     uint lid = get_local_id(0), n = get_local_size(0);
 
     /* mu = sum(i * h[i]) * scale. The sum is an integer below 2^53, so OpenCV's running
-     * double sum is exact and equals this integer sum. */
+     * double sum is exact and equals this integer sum, which a tree adds in parallel. */
+    ulong weighted = 0;
+    for (uint i = lid; i < BINS; i += n)
+        weighted += (ulong)i * hist[i];
+    weights[lid] = weighted;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint s = 1; s < n; s <<= 1) {
+        if (lid % (2 * s) == 0 && lid + s < n)
+            weights[lid] += weights[lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
     if (lid == 0) {
-        ulong weighted = 0;
-        for (uint i = 0; i < BINS; i++)
-            weighted += (ulong)i * hist[i];
         f64 scale = f64_div(F64_ONE, f64_from_ulong(total));
         shared[0] = scale;
-        shared[1] = f64_mul(f64_from_ulong(weighted), scale);
+        shared[1] = f64_mul(f64_from_ulong(weights[0]), scale);
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     f64 scale = shared[0], mu = shared[1];
@@ -252,21 +262,22 @@ __kernel void otsu_threshold(__global const uint *hist, uint total, __global uin
     lane_sigma[lid] = best;
     lane_index[lid] = best_i;
     barrier(CLK_LOCAL_MEM_FENCE);
-    /* The largest score, the lowest threshold among equal ones (OpenCV's first maximum);
-     * 0 when no score exceeds 0. */
-    if (lid == 0) {
-        f64 max_sigma = 0;
-        uint max_val = 0;
-        for (uint l = 0; l < n; l++) {
-            f64 s = lane_sigma[l];
-            uint i = lane_index[l];
-            if (f64_lt(max_sigma, s) || (s == max_sigma && s != 0 && i < max_val)) {
-                max_sigma = s;
-                max_val = i;
+    /* The largest score, the lowest threshold among equal ones (OpenCV's first maximum),
+     * by a tree over the lanes; a lane without a score above 0 holds (0, 0), so the
+     * result is 0 when no score exceeds 0. */
+    for (uint s = 1; s < n; s <<= 1) {
+        if (lid % (2 * s) == 0 && lid + s < n) {
+            f64 a = lane_sigma[lid], b = lane_sigma[lid + s];
+            uint ia = lane_index[lid], ib = lane_index[lid + s];
+            if (f64_lt(a, b) || (b == a && b != 0 && ib < ia)) {
+                lane_sigma[lid] = b;
+                lane_index[lid] = ib;
             }
         }
-        threshold[0] = max_val;
+        barrier(CLK_LOCAL_MEM_FENCE);
     }
+    if (lid == 0)
+        threshold[0] = lane_index[0];
 }
 
 #ifndef OTSU_FP64
@@ -291,21 +302,20 @@ __kernel void otsu_f64_selftest(__global const ulong *a, __global const ulong *b
 
 #define PIXELS_PER_ITEM 16
 
-__kernel void binarize(__global const uchar *src, uint src_stride, uint width, uint height,
-                       __global const uint *threshold, __global uchar *dst, uint dst_stride)
+__kernel void binarize(__global const uchar *src, uint count, __global const uint *threshold,
+                       __global uchar *dst)
 {
-    uint x0 = get_global_id(0) * PIXELS_PER_ITEM;
-    uint y = get_global_id(1);
-    if (x0 >= width || y >= height)
+    uint i = get_global_id(0);
+    uint x0 = i * 16;
+    if (x0 >= count)
         return;
-    uint t = threshold[0];
-    __global const uchar *s = src + (size_t)y * src_stride;
-    __global uchar *d = dst + (size_t)y * dst_stride;
-    if (x0 + PIXELS_PER_ITEM <= width) {
-        uchar16 v = vload16(0, s + x0);
-        vstore16(select((uchar16)0, (uchar16)255, convert_char16(convert_uint16(v) > t)), 0, d + x0);
+    uchar t = (uchar)threshold[0];
+    if (x0 + 16 <= count) {
+        uchar16 v = ((__global const uchar16 *)src)[i];
+        /* A vector comparison gives all ones (255) where true. */
+        ((__global uchar16 *)dst)[i] = as_uchar16(v > (uchar16)t);
     } else {
-        for (uint x = x0; x < width; x++)
-            d[x] = s[x] > t ? 255 : 0;
+        for (uint x = x0; x < count; x++)
+            dst[x] = src[x] > t ? 255 : 0;
     }
 }

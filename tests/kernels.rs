@@ -156,19 +156,22 @@ fn every_format_at_awkward_sizes() {
     }
 }
 
-/// The GPU integral scans rows in tiles of 4 x 256 pixels and columns in chunks of 32 rows:
-/// sizes on either side of those edges, for both tunings.
+/// The GPU integral scans rows in chunks of 4 x group-size pixels (1024 on POCL) in bands
+/// of ceil(height / compute units) rows, at most 64: sizes on either side of those edges,
+/// for both tunings.
 #[test]
-fn integral_tiles_and_chunks_at_their_edges() {
+fn integral_chunks_and_bands_at_their_edges() {
     let gpu = gpu();
     let mut rng = Rng::new(1024);
     for (w, h) in [
-        (1024, 32),
-        (1025, 33),
-        (1023, 31),
-        (2049, 65),
+        (1024, 3),
+        (1025, 5),
+        (1023, 2),
+        (2049, 2),
+        (4100, 33),
         (3, 97),
-        (4100, 2),
+        (5, 200),
+        (2, 129),
     ] {
         let layout = FrameLayout::packed(PixelFormat::Grey, w, h);
         let frame = rng.bytes(layout.frame_bytes());

@@ -1,13 +1,14 @@
-//! Histogram stage: `histogram_partial` then `histogram_reduce` from `kernels/histogram.cl`.
-//! A fixed number of work-groups (a few per compute unit) each fill a local sub-histogram,
-//! with local atomics or, one work-item per group, plain increments ([`HistogramCounting`]);
-//! the reduce kernel adds them. The group count does not depend on the frame size.
+//! Histogram stage: zeroes the histogram, then `histogram_count` from
+//! `kernels/histogram.cl`: a fixed number of work-groups (a few per compute unit) each fill
+//! a local sub-histogram, with local atomics or, one work-item per group, plain increments
+//! ([`HistogramCounting`]), and add it to the histogram. The group count does not depend on
+//! the frame size.
 
 use opencl3::event::Event;
 use opencl3::kernel::Kernel;
-use opencl3::memory::Buffer;
+use opencl3::memory::{Buffer, ClMem};
 
-use super::{arg, device_buffer, enqueue_kernel, HistogramCounting, Launch, Tuning};
+use super::{arg, enqueue_kernel, HistogramCounting, Launch, Tuning};
 use crate::cl::{CallContext, ClError, Gpu, HISTOGRAM_CL};
 use crate::frame::FrameLayout;
 
@@ -18,12 +19,9 @@ const GROUPS_PER_COMPUTE_UNIT: usize = 4;
 const GROUP_SIZE: usize = 256;
 
 pub(super) struct HistogramStage {
-    partial_kernel: Kernel,
-    reduce_kernel: Kernel,
-    partial_launch: Launch,
-    reduce_launch: Launch,
+    kernel: Kernel,
+    launch: Launch,
     groups: usize,
-    partial: Buffer<u32>,
 }
 
 impl HistogramStage {
@@ -33,23 +31,17 @@ impl HistogramStage {
             HistogramCounting::OneItemPerGroup => ("-DONE_ITEM_PER_GROUP", 1),
         };
         let program = gpu.build_with(HISTOGRAM_CL, defines)?;
-        let partial_kernel =
-            Kernel::create(&program, "histogram_partial").call("clCreateKernel")?;
-        let reduce_kernel = Kernel::create(&program, "histogram_reduce").call("clCreateKernel")?;
-        let partial_launch = Launch::one_d(gpu, &partial_kernel, group_size)?;
-        let reduce_launch = Launch::one_d(gpu, &reduce_kernel, 64)?;
+        let kernel = Kernel::create(&program, "histogram_count").call("clCreateKernel")?;
+        let launch = Launch::one_d(gpu, &kernel, group_size)?;
         let groups = (gpu.info.compute_units as usize * GROUPS_PER_COMPUTE_UNIT).clamp(1, 1024);
-        let partial = device_buffer(gpu, groups * 256)?;
         Ok(HistogramStage {
-            partial_kernel,
-            reduce_kernel,
-            partial_launch,
-            reduce_launch,
+            kernel,
+            launch,
             groups,
-            partial,
         })
     }
 
+    /// Enqueues the zeroing of `hist` and the counting into it.
     pub(super) fn enqueue(
         &self,
         gpu: &Gpu,
@@ -57,33 +49,38 @@ impl HistogramStage {
         layout: &FrameLayout,
         hist: &Buffer<u32>,
     ) -> Result<[Event; 2], ClError> {
-        let (pk, rk) = (&self.partial_kernel, &self.reduce_kernel);
-        let groups = self.groups as u32;
-        unsafe {
-            arg(pk, 0, luma)?;
-            arg(pk, 1, &layout.width)?;
-            arg(pk, 2, &layout.width)?;
-            arg(pk, 3, &layout.height)?;
-            arg(pk, 4, &self.partial)?;
-            arg(rk, 0, &self.partial)?;
-            arg(rk, 1, &groups)?;
-            arg(rk, 2, hist)?;
+        let zero = 0u32;
+        // SAFETY: `hist` holds 256 counts; the pattern outlives the call (OpenCL copies it).
+        let zeroed = unsafe {
+            opencl3::command_queue::enqueue_fill_buffer(
+                gpu.queue.get(),
+                hist.get(),
+                (&zero as *const u32).cast(),
+                std::mem::size_of::<u32>(),
+                0,
+                256 * std::mem::size_of::<u32>(),
+                0,
+                std::ptr::null(),
+            )
         }
-        let local = self.partial_launch.local[0];
-        let partial = enqueue_kernel(
+        .map_err(opencl3::error_codes::ClError)
+        .call("clEnqueueFillBuffer(histogram)")?;
+        let zeroed = Event::new(zeroed);
+        let count = layout.width * layout.height;
+        let k = &self.kernel;
+        unsafe {
+            arg(k, 0, luma)?;
+            arg(k, 1, &count)?;
+            arg(k, 2, hist)?;
+        }
+        let local = self.launch.local[0];
+        let counted = enqueue_kernel(
             gpu,
-            pk,
+            k,
             &[self.groups * local],
             &[local],
-            "clEnqueueNDRangeKernel(histogram_partial)",
+            "clEnqueueNDRangeKernel(histogram_count)",
         )?;
-        let reduce = enqueue_kernel(
-            gpu,
-            rk,
-            &[self.reduce_launch.global_1d(256)],
-            &[self.reduce_launch.local[0]],
-            "clEnqueueNDRangeKernel(histogram_reduce)",
-        )?;
-        Ok([partial, reduce])
+        Ok([zeroed, counted])
     }
 }

@@ -1,5 +1,5 @@
 //! Integral stage: integral sum and squared sum of luma and the integrals of the edge and
-//! foreground masks (`kernels/integral.cl`, a row pass then a column pass each), and the
+//! foreground masks (`kernels/integral.cl`, all four in bands of rows), and the
 //! region stage that reads any rectangle's sums from them in O(1) (`region_sums`).
 
 use std::fmt;
@@ -12,7 +12,7 @@ use opencl3::types::{CL_BLOCKING, CL_NON_BLOCKING};
 use serde::Serialize;
 
 use super::{
-    arg, device_buffer, enqueue_kernel, ColsPerItem, DeviceImage, Launch, PipelineError, Tuning,
+    arg, device_buffer, enqueue_kernel, DeviceImage, IntegralLayout, Launch, PipelineError, Tuning,
 };
 use crate::cl::{CallContext, ClError, Gpu, INTEGRAL_CL};
 use crate::frame::FrameLayout;
@@ -153,27 +153,26 @@ impl RegionStats {
     }
 }
 
-/// Work-items per group for the one-dimensional row and column passes.
+/// Work-items per group of the region sums.
 const LINE_GROUP_SIZE: usize = 64;
-/// Work-items per group scanning one row on a GPU (at most `SCAN_GROUP` in integral.cl).
-const ROW_GROUP_SIZE: usize = 256;
 /// Bands of rows per compute unit in the CPU passes: a few, so a slow core holds up little.
 const BANDS_PER_COMPUTE_UNIT: u32 = 4;
-/// Rows per chunk of the GPU column pass's two-level scan.
-const ROWS_PER_CHUNK: u32 = 32;
+/// Most work-items in a GPU band's group (`BAND_GROUP_MAX` in integral.cl).
+const BAND_GROUP_MAX: usize = 256;
+/// Most rows in a GPU band (`BAND_ROWS_MAX` in integral.cl).
+const BAND_ROWS_MAX: u32 = 64;
+/// Fewest rows in a GPU band: below that, the bands' column sums cost more than the
+/// parallelism gains (8 rows at 4K on an NVIDIA H100: 146 us for the images, 27 + 20 us
+/// for the column sums and their scan; 17 rows: 217 + 24 + 11 us).
+const MIN_BAND_ROWS: u32 = 4;
+/// GPU bands per compute unit.
+const BANDS_PER_GPU_COMPUTE_UNIT: u32 = 2;
 
-/// The GPU column pass of one element type: chunk scans, chunk offsets, offset adds.
-struct ChunkedCols {
-    chunks: Kernel,
-    offsets: Kernel,
-    add: Kernel,
-}
-
-/// How the two passes are laid out on the device.
+/// How the passes are laid out on the device.
 enum Passes {
     /// Bands of rows, a work-item each: the bands' column sums, then every band writes all
     /// four images row by row (CPUs).
-    Bands {
+    ItemBands {
         columns_kernel: Kernel,
         bands_kernel: Kernel,
         bands: u32,
@@ -181,15 +180,18 @@ enum Passes {
         tops: Buffer<u32>,
         tops2: Buffer<u64>,
     },
-    /// A work-group per row, then a two-level column scan (GPUs).
-    Groups {
-        rows_sum_sqsum: Kernel,
-        rows_count: Kernel,
-        row_group: usize,
-        cols_uint: ChunkedCols,
-        cols_ulong: ChunkedCols,
-        totals_uint: Buffer<u32>,
-        totals_ulong: Buffer<u64>,
+    /// Bands of rows, a work-group each, about one band per compute unit: the bands' column
+    /// sums, their prefix down the bands, then every band's group scans its rows in chunks
+    /// and writes all four images (GPUs).
+    GroupBands {
+        sums_kernel: Kernel,
+        carries_kernel: Kernel,
+        images_kernel: Kernel,
+        band_rows: u32,
+        bands: u32,
+        group: usize,
+        /// A uint4 per band and column: the column sums, then what lies above the band.
+        cols: Buffer<u32>,
     },
 }
 
@@ -216,29 +218,18 @@ impl IntegralStage {
         regions: &[Region],
         tuning: &Tuning,
     ) -> Result<IntegralStage, PipelineError> {
-        let chunks = layout.height.div_ceil(ROWS_PER_CHUNK) as usize;
-        let totals_len = chunks * layout.width as usize;
         let built = || -> Result<_, ClError> {
             let program = gpu.build(INTEGRAL_CL)?;
             let k = |name| Kernel::create(&program, name).call("clCreateKernel");
-            let chunked = |t: &str| -> Result<ChunkedCols, ClError> {
-                Ok(ChunkedCols {
-                    chunks: Kernel::create(&program, &format!("integral_cols_{t}_chunks"))
-                        .call("clCreateKernel")?,
-                    offsets: Kernel::create(&program, &format!("integral_cols_{t}_offsets"))
-                        .call("clCreateKernel")?,
-                    add: Kernel::create(&program, &format!("integral_cols_{t}_add"))
-                        .call("clCreateKernel")?,
-                })
-            };
-            let passes = match tuning.integral_cols_per_item {
-                ColsPerItem::Sixteen => {
+            let w = layout.width as usize;
+            let passes = match tuning.integral_layout {
+                IntegralLayout::ItemBands => {
                     // A band's column sums of luma² are uint: at most 66051 rows a band.
                     let bands = (gpu.info.compute_units * BANDS_PER_COMPUTE_UNIT)
                         .max(layout.height.div_ceil(66_051))
                         .clamp(1, layout.height);
-                    let (b, w) = (bands as usize, layout.width as usize);
-                    Passes::Bands {
+                    let b = bands as usize;
+                    Passes::ItemBands {
                         columns_kernel: k("integral_band_columns")?,
                         bands_kernel: k("integral_bands")?,
                         bands,
@@ -247,26 +238,32 @@ impl IntegralStage {
                         tops2: device_buffer(gpu, b * (w + 1))?,
                     }
                 }
-                ColsPerItem::One => {
-                    let rows_sum_sqsum = k("integral_rows_group_sum_sqsum")?;
-                    let rows_count = k("integral_rows_group_count")?;
-                    let max = |kernel: &Kernel| {
-                        kernel
-                            .get_work_group_size(gpu.device.id())
-                            .call("clGetKernelWorkGroupInfo")
-                    };
-                    let row_group = ROW_GROUP_SIZE
-                        .min(max(&rows_sum_sqsum)?)
-                        .min(max(&rows_count)?)
+                IntegralLayout::GroupBands => {
+                    let images_kernel = k("integral_band_images")?;
+                    let group = BAND_GROUP_MAX
+                        .min(
+                            images_kernel
+                                .get_work_group_size(gpu.device.id())
+                                .call("clGetKernelWorkGroupInfo")?,
+                        )
                         .max(1);
-                    Passes::Groups {
-                        rows_sum_sqsum,
-                        rows_count,
-                        row_group,
-                        cols_uint: chunked("uint")?,
-                        cols_ulong: chunked("ulong")?,
-                        totals_uint: device_buffer(gpu, totals_len)?,
-                        totals_ulong: device_buffer(gpu, totals_len)?,
+                    // About two bands per compute unit: a band's rows are scanned one
+                    // after another, so the device needs many bands at once to hide the
+                    // latency, while every band adds column sums to write and scan.
+                    let band_rows = layout
+                        .height
+                        .div_ceil(BANDS_PER_GPU_COMPUTE_UNIT * gpu.info.compute_units.max(1))
+                        .clamp(MIN_BAND_ROWS, BAND_ROWS_MAX)
+                        .min(layout.height);
+                    let bands = layout.height.div_ceil(band_rows);
+                    Passes::GroupBands {
+                        sums_kernel: k("integral_band_sums")?,
+                        carries_kernel: k("integral_band_carries")?,
+                        images_kernel,
+                        band_rows,
+                        bands,
+                        group,
+                        cols: device_buffer(gpu, 4 * bands as usize * w)?,
                     }
                 }
             };
@@ -342,22 +339,8 @@ impl IntegralStage {
         mut event: impl FnMut(Event),
     ) -> Result<(), ClError> {
         let (w, h) = (layout.width, layout.height);
-        // Every row kernel takes (src, src_stride, width, height, outputs...).
-        let rows = |kernel: &Kernel, src: &Buffer<u8>, global: usize, local: usize| unsafe {
-            arg(kernel, 0, src)?;
-            arg(kernel, 1, &w)?;
-            arg(kernel, 2, &w)?;
-            arg(kernel, 3, &h)?;
-            enqueue_kernel(
-                gpu,
-                kernel,
-                &[global],
-                &[local],
-                "clEnqueueNDRangeKernel(integral rows)",
-            )
-        };
         match &self.passes {
-            Passes::Bands {
+            Passes::ItemBands {
                 columns_kernel,
                 bands_kernel,
                 bands,
@@ -393,78 +376,62 @@ impl IntegralStage {
                 event(enqueue_kernel(gpu, columns_kernel, &global, &[1], what)?);
                 event(enqueue_kernel(gpu, bands_kernel, &global, &[1], what)?);
             }
-            Passes::Groups {
-                rows_sum_sqsum,
-                rows_count,
-                row_group,
-                cols_uint,
-                cols_ulong,
-                totals_uint,
-                totals_ulong,
+            Passes::GroupBands {
+                sums_kernel,
+                carries_kernel,
+                images_kernel,
+                band_rows,
+                bands,
+                group,
+                cols,
             } => {
-                let rows_global = h as usize * row_group;
-                let chunks = h.div_ceil(ROWS_PER_CHUNK);
-                let local = self.launch.local[0];
-                let x_global = self.launch.global_1d(w as usize);
-                let cols = |k: &ChunkedCols,
-                            image: &dyn KernelArg,
-                            totals: &dyn KernelArg,
-                            event: &mut dyn FnMut(Event)|
-                 -> Result<(), ClError> {
-                    let what = "clEnqueueNDRangeKernel(integral columns)";
-                    unsafe {
-                        arg(&k.chunks, 0, &w)?;
-                        arg(&k.chunks, 1, &h)?;
-                        arg(&k.chunks, 2, &ROWS_PER_CHUNK)?;
-                        image.set(&k.chunks, 3)?;
-                        totals.set(&k.chunks, 4)?;
-                        arg(&k.offsets, 0, &w)?;
-                        arg(&k.offsets, 1, &chunks)?;
-                        totals.set(&k.offsets, 2)?;
-                        arg(&k.add, 0, &w)?;
-                        arg(&k.add, 1, &h)?;
-                        arg(&k.add, 2, &ROWS_PER_CHUNK)?;
-                        image.set(&k.add, 3)?;
-                        totals.set(&k.add, 4)?;
-                    }
-                    event(enqueue_kernel(
-                        gpu,
-                        &k.chunks,
-                        &[x_global, chunks as usize],
-                        &[local, 1],
-                        what,
-                    )?);
-                    if chunks > 1 {
-                        event(enqueue_kernel(
-                            gpu,
-                            &k.offsets,
-                            &[x_global],
-                            &[local],
-                            what,
-                        )?);
-                        event(enqueue_kernel(
-                            gpu,
-                            &k.add,
-                            &[x_global, h as usize],
-                            &[local, 1],
-                            what,
-                        )?);
-                    }
-                    Ok(())
-                };
+                let what = "clEnqueueNDRangeKernel(integral bands)";
                 unsafe {
-                    arg(rows_sum_sqsum, 4, &self.sum.buf)?;
-                    arg(rows_sum_sqsum, 5, &self.sqsum.buf)?;
+                    arg(sums_kernel, 0, &w)?;
+                    arg(sums_kernel, 1, &h)?;
+                    arg(sums_kernel, 2, band_rows)?;
+                    arg(sums_kernel, 3, luma)?;
+                    arg(sums_kernel, 4, edge_mask)?;
+                    arg(sums_kernel, 5, foreground_mask)?;
+                    arg(sums_kernel, 6, cols)?;
+                    arg(carries_kernel, 0, &w)?;
+                    arg(carries_kernel, 1, bands)?;
+                    arg(carries_kernel, 2, cols)?;
+                    arg(images_kernel, 0, &w)?;
+                    arg(images_kernel, 1, &h)?;
+                    arg(images_kernel, 2, band_rows)?;
+                    arg(images_kernel, 3, luma)?;
+                    arg(images_kernel, 4, edge_mask)?;
+                    arg(images_kernel, 5, foreground_mask)?;
+                    arg(images_kernel, 6, cols)?;
+                    arg(images_kernel, 7, &self.sum.buf)?;
+                    arg(images_kernel, 8, &self.sqsum.buf)?;
+                    arg(images_kernel, 9, &self.edges.buf)?;
+                    arg(images_kernel, 10, &self.foreground.buf)?;
                 }
-                event(rows(rows_sum_sqsum, luma, rows_global, *row_group)?);
-                cols(cols_uint, &self.sum.buf, totals_uint, &mut event)?;
-                cols(cols_ulong, &self.sqsum.buf, totals_ulong, &mut event)?;
-                unsafe { arg(rows_count, 4, &self.edges.buf)? };
-                event(rows(rows_count, edge_mask, rows_global, *row_group)?);
-                cols(cols_uint, &self.edges.buf, totals_uint, &mut event)?;
-                unsafe { arg(rows_count, 4, &self.foreground.buf)? };
-                event(rows(rows_count, foreground_mask, rows_global, *row_group)?);
-                cols(cols_uint, &self.foreground.buf, totals_uint, &mut event)?;
+                let local = self.launch.local[0];
+                let quads = self.launch.global_1d((w as usize).div_ceil(4));
+                event(enqueue_kernel(
+                    gpu,
+                    sums_kernel,
+                    &[quads, *bands as usize],
+                    &[local, 1],
+                    what,
+                )?);
+                event(enqueue_kernel(
+                    gpu,
+                    carries_kernel,
+                    &[self.launch.global_1d(w as usize)],
+                    &[local],
+                    what,
+                )?);
+                event(enqueue_kernel(
+                    gpu,
+                    images_kernel,
+                    &[*bands as usize * group],
+                    &[*group],
+                    what,
+                )?);
             }
         }
         Ok(())
@@ -576,19 +543,6 @@ impl IntegralStage {
             self.edges.read(gpu)?,
             self.foreground.read(gpu)?,
         ))
-    }
-}
-
-/// A buffer of either element type, as a kernel argument.
-trait KernelArg {
-    /// # Safety
-    /// The argument must match the kernel's parameter at `index`.
-    unsafe fn set(&self, kernel: &Kernel, index: u32) -> Result<(), ClError>;
-}
-
-impl<T> KernelArg for Buffer<T> {
-    unsafe fn set(&self, kernel: &Kernel, index: u32) -> Result<(), ClError> {
-        unsafe { arg(kernel, index, self) }
     }
 }
 

@@ -1,5 +1,6 @@
 //! Otsu stage: `otsu_threshold` (one work-group; the threshold never leaves the device) and
-//! `binarize` (16 pixels per work-item) from `kernels/otsu.cl`.
+//! `binarize` (16 bytes per work-item over the dense image as one flat run) from
+//! `kernels/otsu.cl`.
 
 use opencl3::event::Event;
 use opencl3::kernel::Kernel;
@@ -11,6 +12,8 @@ use crate::frame::FrameLayout;
 
 /// Pixels one binarize work-item writes.
 pub const PIXELS_PER_ITEM: usize = 16;
+/// Work-items per binarize group.
+const BINARIZE_GROUP_SIZE: usize = 256;
 
 pub(super) struct OtsuStage {
     threshold_kernel: Kernel,
@@ -29,7 +32,7 @@ impl OtsuStage {
         let program = gpu.build_with(OTSU_CL, if native { "-DOTSU_FP64" } else { "" })?;
         let threshold_kernel = Kernel::create(&program, "otsu_threshold").call("clCreateKernel")?;
         let binarize_kernel = Kernel::create(&program, "binarize").call("clCreateKernel")?;
-        let binarize_launch = Launch::two_d(gpu, &binarize_kernel)?;
+        let binarize_launch = Launch::one_d(gpu, &binarize_kernel, BINARIZE_GROUP_SIZE)?;
         let threshold_launch = Launch::one_d(gpu, &threshold_kernel, THRESHOLD_GROUP_SIZE)?;
         Ok(OtsuStage {
             threshold_kernel,
@@ -71,25 +74,21 @@ impl OtsuStage {
         threshold: &Buffer<u32>,
         mask: &Buffer<u8>,
     ) -> Result<Event, ClError> {
-        let global = self.binarize_launch.global_2d(
-            (layout.width as usize).div_ceil(PIXELS_PER_ITEM),
-            layout.height as usize,
-        );
+        let count = layout.width * layout.height;
         let k = &self.binarize_kernel;
         unsafe {
             arg(k, 0, luma)?;
-            arg(k, 1, &layout.width)?;
-            arg(k, 2, &layout.width)?;
-            arg(k, 3, &layout.height)?;
-            arg(k, 4, threshold)?;
-            arg(k, 5, mask)?;
-            arg(k, 6, &layout.width)?;
+            arg(k, 1, &count)?;
+            arg(k, 2, threshold)?;
+            arg(k, 3, mask)?;
         }
         enqueue_kernel(
             gpu,
             k,
-            &global,
-            &self.binarize_launch.local,
+            &[self
+                .binarize_launch
+                .global_1d((count as usize).div_ceil(PIXELS_PER_ITEM))],
+            &[self.binarize_launch.local[0]],
             "clEnqueueNDRangeKernel(binarize)",
         )
     }

@@ -1,6 +1,7 @@
-//! Sobel stage: launches `sobel3x3` (16 pixels per work-item) or `sobel3x3_pixel` (one, for
-//! GPUs) from `kernels/sobel.cl`, which write dx, dy, the 8-bit magnitude and the edge mask
-//! in one pass over luma.
+//! Sobel stage: launches `sobel3x3` (16 pixels per work-item, CPUs), or on GPUs
+//! `sobel3x3_quad` (four, for widths that are a multiple of 4) or `sobel3x3_pixel` (one, any
+//! width), from `kernels/sobel.cl`; each writes dx, dy, the 8-bit magnitude and the edge
+//! mask in one pass over luma.
 
 use opencl3::event::Event;
 use opencl3::kernel::Kernel;
@@ -17,6 +18,8 @@ pub(super) struct SobelStage {
     kernel: Kernel,
     launch: Launch,
     pixels_per_item: usize,
+    /// The one-pixel kernel for widths the four-pixel one cannot take.
+    fallback: Option<(Kernel, Launch)>,
 }
 
 impl SobelStage {
@@ -24,14 +27,23 @@ impl SobelStage {
         let program = gpu.build(SOBEL_CL)?;
         let (name, pixels_per_item) = match tuning.sobel_layout {
             SobelLayout::Vector16 => ("sobel3x3", PIXELS_PER_ITEM),
-            SobelLayout::PixelPerItem => ("sobel3x3_pixel", 1),
+            SobelLayout::FourPixelsPerItem => ("sobel3x3_quad", 4),
         };
         let kernel = Kernel::create(&program, name).call("clCreateKernel")?;
         let launch = Launch::two_d(gpu, &kernel)?;
+        let fallback = match tuning.sobel_layout {
+            SobelLayout::Vector16 => None,
+            SobelLayout::FourPixelsPerItem => {
+                let k = Kernel::create(&program, "sobel3x3_pixel").call("clCreateKernel")?;
+                let launch = Launch::two_d(gpu, &k)?;
+                Some((k, launch))
+            }
+        };
         Ok(SobelStage {
             kernel,
             launch,
             pixels_per_item,
+            fallback,
         })
     }
 
@@ -45,13 +57,17 @@ impl SobelStage {
         gradients: [&Buffer<i16>; 2],
         bytes: [&Buffer<u8>; 2],
     ) -> Result<Event, ClError> {
-        let global = self.launch.global_2d(
-            (layout.width as usize).div_ceil(self.pixels_per_item),
+        // The four-pixel kernel needs rows that start 4-byte aligned.
+        let (k, launch, per_item) = match &self.fallback {
+            Some((k, launch)) if !layout.width.is_multiple_of(4) => (k, launch, 1),
+            _ => (&self.kernel, &self.launch, self.pixels_per_item),
+        };
+        let global = launch.global_2d(
+            (layout.width as usize).div_ceil(per_item),
             layout.height as usize,
         );
         let l2 = i32::from(options.magnitude == Magnitude::L2);
         let threshold = i32::from(options.edge_threshold);
-        let k = &self.kernel;
         unsafe {
             arg(k, 0, luma)?;
             arg(k, 1, &layout.width)?;
@@ -70,7 +86,7 @@ impl SobelStage {
             gpu,
             k,
             &global,
-            &self.launch.local,
+            &launch.local,
             "clEnqueueNDRangeKernel(sobel3x3)",
         )
     }
