@@ -105,6 +105,44 @@ pub struct Links {
     pub started: mpsc::SyncSender<Result<Started>>,
 }
 
+/// The far ends of a camera thread's [`Links`], kept by whoever runs the thread.
+pub struct LinkEnds {
+    pub beat: Arc<Beat>,
+    /// Results, at most `publish_queue` of them waiting.
+    pub published: mpsc::Receiver<Published>,
+    pub reloads: mpsc::Sender<Reload>,
+    pub snapshots: mpsc::Sender<SnapshotReply>,
+    pub started: mpsc::Receiver<Result<Started>>,
+}
+
+impl Links {
+    /// A camera thread's channels, stopped by `stop`, with room for `publish_queue`
+    /// results before frames are dropped.
+    pub fn new(stop: Arc<AtomicBool>, publish_queue: usize) -> (Links, LinkEnds) {
+        let (publish, published) = mpsc::sync_channel(publish_queue);
+        let (reloads_tx, reloads) = mpsc::channel();
+        let (snapshots_tx, snapshots) = mpsc::channel();
+        let (started, started_rx) = mpsc::sync_channel(1);
+        let beat = Arc::new(Beat::new());
+        let links = Links {
+            stop,
+            beat: Arc::clone(&beat),
+            publish,
+            reloads,
+            snapshots,
+            started,
+        };
+        let ends = LinkEnds {
+            beat,
+            published,
+            reloads: reloads_tx,
+            snapshots: snapshots_tx,
+            started: started_rx,
+        };
+        (links, ends)
+    }
+}
+
 struct Camera {
     gpu: Gpu,
     source: Box<dyn FrameSource>,
