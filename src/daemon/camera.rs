@@ -449,8 +449,17 @@ mod tests {
         let stop = Arc::new(AtomicBool::new(false));
         let (links, ends) = Links::new(Arc::clone(&stop), 4);
         let metrics = Metrics::new(16);
+        /// Stops the camera however the test ends: a failed assertion must not leave
+        /// the scope waiting for the camera thread forever.
+        struct StopOnDrop(Arc<AtomicBool>);
+        impl Drop for StopOnDrop {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
         std::thread::scope(|s| {
             let camera = s.spawn(move || run_opened(open_camera(), &settings, &metrics, &links));
+            let stopper = StopOnDrop(Arc::clone(&stop));
             for i in 0..30 {
                 let (tx, mut rx) = oneshot::channel();
                 ends.snapshots.send(tx).expect("the camera runs");
@@ -481,7 +490,7 @@ mod tests {
                 }
                 std::thread::sleep(Duration::from_millis(i % 5));
             }
-            stop.store(true, Ordering::Relaxed);
+            drop(stopper);
             camera.join().expect("no panic").expect("a clean stop");
         });
     }
