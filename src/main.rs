@@ -22,7 +22,8 @@ use edgesight::config::{self, ConfigError, Overrides};
 use edgesight::frame::{LayoutError, PixelFormat, Size};
 use edgesight::input::{self, InputError};
 use edgesight::pipeline::{
-    Border, FrameResult, Magnitude, Pipeline, PipelineOptions, Region, RegionError, StageTimings,
+    Border, FrameResult, Images, Magnitude, Pipeline, PipelineOptions, Region, RegionError,
+    StageTimings,
 };
 use edgesight::report::{self, Report};
 
@@ -350,7 +351,8 @@ fn process(args: &ProcessArgs) -> Result<()> {
     let timings = StageTimings::median(runs.iter().map(|r| &r.timings));
     let mut result = runs.pop().expect("at least one run");
     result.timings = timings;
-    let (report, written) = write_results(&args.out, &gpu, &pipeline, &result, args.raw)?;
+    let images = pipeline.read_images(&gpu, Some(&slot))?;
+    let (report, written) = write_results(&args.out, &gpu, &pipeline, &result, &images, args.raw)?;
     print_summary(&args.input, &report, &written);
     Ok(())
 }
@@ -369,18 +371,18 @@ fn write_results(
     gpu: &Gpu,
     pipeline: &Pipeline,
     result: &FrameResult,
+    images: &Images,
     raw: bool,
 ) -> Result<(Report, Vec<PathBuf>)> {
-    let images = pipeline.read_images(gpu)?;
     let report = Report::new(
         result,
         pipeline.layout().format.name(),
         &gpu.info.to_string(),
         *pipeline.options(),
     );
-    let mut written = report::write_outputs(out, &report, &images)?;
+    let mut written = report::write_outputs(out, &report, images)?;
     if raw {
-        written.extend(report::write_raw(out, &images)?);
+        written.extend(report::write_raw(out, images)?);
     }
     Ok((report, written))
 }
@@ -480,7 +482,8 @@ fn capture(args: &CaptureArgs) -> Result<()> {
     let cpu_start = process_cpu_time();
     let mut first: Option<Instant> = None;
     let mut last = Instant::now();
-    let mut last_result = None;
+    let mut last_frame = None;
+    let mut cpu_end = cpu_start;
     let mut frames = 0u64;
     while frames < args.frames {
         match source.next_frame(&gpu, Duration::from_millis(200))? {
@@ -492,10 +495,16 @@ fn capture(args: &CaptureArgs) -> Result<()> {
                         frame.layout
                     );
                 }
-                last_result = Some(pipeline.process(&gpu, frame.slot)?);
+                let result = pipeline.process(&gpu, frame.slot)?;
                 frames += 1;
                 last = Instant::now();
                 first.get_or_insert(last);
+                if frames == args.frames {
+                    cpu_end = process_cpu_time();
+                    // Now, while the frame's slot is held: the next `next_frame` may
+                    // requeue it, and luma may be read from it.
+                    last_frame = Some((result, pipeline.read_images(&gpu, Some(frame.slot))?));
+                }
             }
             Next::Idle => {}
         }
@@ -510,11 +519,12 @@ fn capture(args: &CaptureArgs) -> Result<()> {
             );
         }
     }
-    let cpu = process_cpu_time().saturating_sub(cpu_start);
-    let Some(result) = last_result else {
+    let cpu = cpu_end.saturating_sub(cpu_start);
+    let Some((result, images)) = last_frame else {
         anyhow::bail!("{}: no frame captured", source_name(&spec));
     };
-    let (report, mut written) = write_results(&args.out, &gpu, &pipeline, &result, args.raw)?;
+    let (report, mut written) =
+        write_results(&args.out, &gpu, &pipeline, &result, &images, args.raw)?;
 
     let stats = source.stats();
     let span = first.map_or(0.0, |f| last.duration_since(f).as_secs_f64());

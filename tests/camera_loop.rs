@@ -4,11 +4,11 @@
 mod common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use edgesight::config::CameraSettings;
-use edgesight::daemon::camera::{self, Beat, Links};
+use edgesight::daemon::camera::{self, Links};
 use edgesight::metrics::Metrics;
 use edgesight::pipeline::PipelineOptions;
 
@@ -37,22 +37,11 @@ fn a_publisher_that_never_reads_costs_frames_not_the_camera() {
     };
     let metrics = Arc::new(Metrics::new(16));
     let stop = Arc::new(AtomicBool::new(false));
-    let (publish_tx, publish_rx) = mpsc::sync_channel(2);
-    let (_reloads_tx, reloads) = mpsc::channel();
-    let (_snapshots_tx, snapshots) = mpsc::channel();
-    let (started_tx, started_rx) = mpsc::sync_channel(1);
-    let beat = Arc::new(Beat::new());
-    let links = Links {
-        stop: Arc::clone(&stop),
-        beat: Arc::clone(&beat),
-        publish: publish_tx,
-        reloads,
-        snapshots,
-        started: started_tx,
-    };
+    let (links, ends) = Links::new(Arc::clone(&stop), 2);
     let m = Arc::clone(&metrics);
     let thread = std::thread::spawn(move || camera::run(settings, m, links));
-    let started = started_rx
+    let started = ends
+        .started
         .recv()
         .expect("an answer")
         .expect("the camera starts");
@@ -81,7 +70,7 @@ fn a_publisher_that_never_reads_costs_frames_not_the_camera() {
 
     // The queue holds the first two frames; every later one was processed and dropped.
     let mut queued = Vec::new();
-    while let Ok(p) = publish_rx.try_recv() {
+    while let Ok(p) = ends.published.try_recv() {
         queued.push(p.sequence);
     }
     assert_eq!(queued.len(), 2, "{queued:?}");

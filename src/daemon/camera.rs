@@ -14,7 +14,7 @@ use anyhow::{anyhow, Context, Result};
 use tokio::sync::oneshot;
 
 use crate::capture::{self, FrameSource, Next, SourceSpec};
-use crate::cl::{DeviceInfo, Gpu};
+use crate::cl::{DeviceInfo, FrameSlot, Gpu};
 use crate::config::CameraSettings;
 use crate::frame::FrameLayout;
 use crate::metrics::{CameraMetrics, Metrics};
@@ -105,6 +105,44 @@ pub struct Links {
     pub started: mpsc::SyncSender<Result<Started>>,
 }
 
+/// The far ends of a camera thread's [`Links`], kept by whoever runs the thread.
+pub struct LinkEnds {
+    pub beat: Arc<Beat>,
+    /// Results, at most `publish_queue` of them waiting.
+    pub published: mpsc::Receiver<Published>,
+    pub reloads: mpsc::Sender<Reload>,
+    pub snapshots: mpsc::Sender<SnapshotReply>,
+    pub started: mpsc::Receiver<Result<Started>>,
+}
+
+impl Links {
+    /// A camera thread's channels, stopped by `stop`, with room for `publish_queue`
+    /// results before frames are dropped.
+    pub fn new(stop: Arc<AtomicBool>, publish_queue: usize) -> (Links, LinkEnds) {
+        let (publish, published) = mpsc::sync_channel(publish_queue);
+        let (reloads_tx, reloads) = mpsc::channel();
+        let (snapshots_tx, snapshots) = mpsc::channel();
+        let (started, started_rx) = mpsc::sync_channel(1);
+        let beat = Arc::new(Beat::new());
+        let links = Links {
+            stop,
+            beat: Arc::clone(&beat),
+            publish,
+            reloads,
+            snapshots,
+            started,
+        };
+        let ends = LinkEnds {
+            beat,
+            published,
+            reloads: reloads_tx,
+            snapshots: snapshots_tx,
+            started: started_rx,
+        };
+        (links, ends)
+    }
+}
+
 struct Camera {
     gpu: Gpu,
     source: Box<dyn FrameSource>,
@@ -135,7 +173,7 @@ fn open(settings: &CameraSettings) -> Result<Camera> {
 /// The thread's body: opens everything, says so on `links.started`, then runs until the
 /// stop flag is set. An `Err` return is an OpenCL failure the camera cannot go on after.
 pub fn run(settings: CameraSettings, metrics: Arc<Metrics>, links: Links) -> Result<()> {
-    let mut cam = match open(&settings) {
+    let cam = match open(&settings) {
         Ok(cam) => cam,
         Err(e) => {
             let message = format!("{e:#}");
@@ -144,6 +182,16 @@ pub fn run(settings: CameraSettings, metrics: Arc<Metrics>, links: Links) -> Res
             return Err(anyhow!(message));
         }
     };
+    run_opened(cam, &settings, &metrics, &links)
+}
+
+/// [`run`] once the camera is open; apart so that tests can hand it their own source.
+fn run_opened(
+    mut cam: Camera,
+    settings: &CameraSettings,
+    metrics: &Metrics,
+    links: &Links,
+) -> Result<()> {
     let target_fps = match &settings.source {
         SourceSpec::Pattern { fps, .. } | SourceSpec::Replay { fps, .. } => Some(*fps),
         SourceSpec::V4l2 { fps, .. } => *fps,
@@ -177,17 +225,46 @@ pub fn run(settings: CameraSettings, metrics: Arc<Metrics>, links: Links) -> Res
             .with_context(|| format!("camera '{}'", settings.name))?;
         let Next::Frame(frame) = next else {
             m.capture(cam.source.is_up(), &cam.source.stats());
-            if let Some(shown) = &shown {
-                answer_snapshots(&cam, &links.snapshots, shown, &settings.name);
+            // The last frame's slot may be refilled by now: where luma is read from it,
+            // requests wait for the next frame (the server gives up after a while).
+            if let Some(shown) = shown.as_ref().filter(|_| !cam.pipeline.luma_reads_slot()) {
+                answer_snapshots(
+                    &cam.pipeline,
+                    &cam.gpu,
+                    &links.snapshots,
+                    shown,
+                    None,
+                    &settings.name,
+                );
             }
             continue;
         };
         let (sequence, captured) = (frame.sequence, frame.captured);
         let processed = cam.pipeline.process(&cam.gpu, frame.slot);
+        // The frame, so its slot, is held up to here: answer while luma may be read from it.
+        shown = processed.as_ref().ok().map(|result| {
+            let now_shown = Shown {
+                width: result.width,
+                height: result.height,
+                histogram: result.histogram,
+                otsu_threshold: result.otsu_threshold,
+            };
+            answer_snapshots(
+                &cam.pipeline,
+                &cam.gpu,
+                &links.snapshots,
+                &now_shown,
+                Some(frame.slot),
+                &settings.name,
+            );
+            now_shown
+        });
         m.capture(cam.source.is_up(), &cam.source.stats());
         let result = match processed {
             Ok(result) => result,
             Err(e) => {
+                // `shown` is None now: the images may be half overwritten, so no snapshot
+                // until a frame succeeds.
                 m.pipeline_errors.inc();
                 // A failing frame repeats every frame: log the first few, then count.
                 if failures_logged < 5 {
@@ -197,14 +274,6 @@ pub fn run(settings: CameraSettings, metrics: Arc<Metrics>, links: Links) -> Res
                 continue;
             }
         };
-        let now_shown = Shown {
-            width: result.width,
-            height: result.height,
-            histogram: result.histogram,
-            otsu_threshold: result.otsu_threshold,
-        };
-        answer_snapshots(&cam, &links.snapshots, &now_shown, &settings.name);
-        shown = Some(now_shown);
         let published = Published {
             result,
             options: cam.options,
@@ -242,17 +311,21 @@ fn apply(cam: &mut Camera, options: &PipelineOptions, regions: &[Region]) -> Res
 
 /// Reads the last frame's pictures back once for every request waiting; requests are
 /// rare (the server caches a snapshot for a second), so this costs the loop little.
+/// `slot` is the last frame's slot while it is still held (see [`Pipeline::read_images`]).
 fn answer_snapshots(
-    cam: &Camera,
+    pipeline: &Pipeline,
+    gpu: &Gpu,
     requests: &mpsc::Receiver<SnapshotReply>,
     shown: &Shown,
+    slot: Option<&FrameSlot>,
     name: &str,
 ) {
-    let waiting: Vec<SnapshotReply> = requests.try_iter().collect();
+    // Requests the server gave up on (a camera that was down) need no read-back.
+    let waiting: Vec<SnapshotReply> = requests.try_iter().filter(|r| !r.is_closed()).collect();
     if waiting.is_empty() {
         return;
     }
-    let images = match cam.pipeline.read_images(&cam.gpu) {
+    let images = match pipeline.read_images(gpu, slot) {
         Ok(images) => images,
         Err(e) => {
             tracing::warn!(camera = %name, "reading a snapshot: {e:#}");
@@ -270,5 +343,155 @@ fn answer_snapshots(
     });
     for reply in waiting {
         let _ = reply.send(Arc::clone(&snapshot));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capture::{CaptureError, CaptureStats, Frame, IoMode};
+    use crate::cl::DeviceSpec;
+    use crate::frame::PixelFormat;
+
+    /// A camera with a single buffer, as V4L2 behaves once a buffer is requeued: the
+    /// driver refills it while the loop waits, so on a turn without a frame the slot of
+    /// the last frame already holds the next one.
+    struct Requeued {
+        layout: FrameLayout,
+        slot: FrameSlot,
+        sequence: u64,
+    }
+
+    impl FrameSource for Requeued {
+        fn describe(&self) -> String {
+            "one requeued buffer".into()
+        }
+        fn layout(&self) -> FrameLayout {
+            self.layout
+        }
+        fn io_mode(&self) -> IoMode {
+            IoMode::Mmap
+        }
+        fn is_up(&self) -> bool {
+            true
+        }
+        fn stats(&self) -> CaptureStats {
+            CaptureStats::default()
+        }
+        fn next_frame(&mut self, gpu: &Gpu, _wait: Duration) -> Result<Next<'_>, CaptureError> {
+            self.sequence += 1;
+            let (width, shift) = (self.layout.width as usize, self.sequence as usize * 101);
+            self.slot
+                .write(gpu, |bytes| {
+                    for (i, b) in bytes.iter_mut().enumerate() {
+                        let (x, y) = (i % width, i / width);
+                        *b = ((x * 7 + y * 13 + shift) % 256) as u8;
+                    }
+                })
+                .map_err(|source| CaptureError::Cl {
+                    source_name: self.describe(),
+                    source,
+                })?;
+            if self.sequence % 2 == 1 {
+                // Most of the loop's time goes here, so most requests arrive now.
+                std::thread::sleep(Duration::from_millis(3));
+                return Ok(Next::Idle);
+            }
+            Ok(Next::Frame(Frame {
+                slot: &self.slot,
+                layout: self.layout,
+                sequence: self.sequence,
+                captured: Instant::now(),
+            }))
+        }
+    }
+
+    #[test]
+    fn a_snapshots_luma_is_the_frame_its_mask_was_made_from() {
+        let device: DeviceSpec = std::env::var("EDGESIGHT_TEST_DEVICE")
+            .unwrap_or_default()
+            .parse()
+            .expect("device spec");
+        let layout = FrameLayout::packed(PixelFormat::Grey, 32, 24);
+        let options = PipelineOptions::default();
+        let open_camera = {
+            let device = device.clone();
+            move || {
+                let gpu = Gpu::open(&device).expect("an OpenCL device");
+                let pipeline = Pipeline::new(&gpu, layout, options, &[]).expect("pipeline");
+                let slot = pipeline.new_slot(&gpu).expect("slot");
+                let source = Box::new(Requeued {
+                    layout,
+                    slot,
+                    sequence: 0,
+                });
+                Camera {
+                    gpu,
+                    source,
+                    pipeline,
+                    options,
+                }
+            }
+        };
+        let probe = open_camera();
+        if !probe.pipeline.luma_reads_slot() {
+            eprintln!("skipped: {} has its own luma buffer", probe.gpu.info);
+            return;
+        }
+        drop(probe);
+        let settings = CameraSettings {
+            name: "t".into(),
+            device,
+            source: "pattern:32x24@100".parse().expect("spec"),
+            options,
+            regions: Vec::new(),
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let (links, ends) = Links::new(Arc::clone(&stop), 4);
+        let metrics = Metrics::new(16);
+        /// Stops the camera however the test ends: a failed assertion must not leave
+        /// the scope waiting for the camera thread forever.
+        struct StopOnDrop(Arc<AtomicBool>);
+        impl Drop for StopOnDrop {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+        std::thread::scope(|s| {
+            let camera = s.spawn(move || run_opened(open_camera(), &settings, &metrics, &links));
+            let stopper = StopOnDrop(Arc::clone(&stop));
+            for i in 0..30 {
+                let (tx, mut rx) = oneshot::channel();
+                ends.snapshots.send(tx).expect("the camera runs");
+                // The first frame may compile kernels (seconds on a cold POCL cache).
+                let deadline = Instant::now() + Duration::from_secs(60);
+                let snap = loop {
+                    match rx.try_recv() {
+                        Ok(snap) => break snap,
+                        Err(oneshot::error::TryRecvError::Empty) => {
+                            assert!(Instant::now() < deadline, "request {i}: no snapshot");
+                            std::thread::sleep(Duration::from_millis(1));
+                        }
+                        Err(e) => panic!("request {i}: {e}"),
+                    }
+                };
+                let mut histogram = [0u32; 256];
+                for &v in &snap.luma {
+                    histogram[v as usize] += 1;
+                }
+                assert_eq!(histogram, snap.histogram, "request {i}: luma vs histogram");
+                let t = snap.otsu_threshold;
+                for (p, (&l, &m)) in snap.luma.iter().zip(&snap.mask).enumerate() {
+                    assert_eq!(
+                        m == 255,
+                        l > t,
+                        "request {i}, pixel {p}: luma {l}, mask {m}, threshold {t}"
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(i % 5));
+            }
+            drop(stopper);
+            camera.join().expect("no panic").expect("a clean stop");
+        });
     }
 }

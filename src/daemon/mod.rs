@@ -83,19 +83,7 @@ pub fn run(config_path: Option<PathBuf>, overrides: Overrides) -> Result<()> {
     let mut threads = Vec::new();
     let mut pending = Vec::new();
     for c in &settings.cameras {
-        let (publish_tx, publish_rx) = mpsc::sync_channel(PUBLISH_QUEUE);
-        let (reload_tx, reload_rx) = mpsc::channel();
-        let (snap_tx, snap_rx) = mpsc::channel();
-        let (started_tx, started_rx) = mpsc::sync_channel(1);
-        let beat = Arc::new(Beat::new());
-        let links = Links {
-            stop: Arc::clone(&stop),
-            beat: Arc::clone(&beat),
-            publish: publish_tx,
-            reloads: reload_rx,
-            snapshots: snap_rx,
-            started: started_tx,
-        };
+        let (links, ends) = Links::new(Arc::clone(&stop), PUBLISH_QUEUE);
         let (settings_c, metrics_c, exits) = (c.clone(), Arc::clone(&metrics), exits_tx.clone());
         let name = c.name.clone();
         let thread = std::thread::Builder::new()
@@ -107,11 +95,11 @@ pub fn run(config_path: Option<PathBuf>, overrides: Overrides) -> Result<()> {
             .context("starting a camera thread")?;
         threads.push(CameraThread {
             settings: c.clone(),
-            beat,
-            reloads: reload_tx,
+            beat: ends.beat,
+            reloads: ends.reloads,
             thread: Some(thread),
         });
-        pending.push((started_rx, publish_rx, snap_tx));
+        pending.push((ends.started, ends.published, ends.snapshots));
     }
 
     let mut started = Vec::new();

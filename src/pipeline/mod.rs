@@ -347,6 +347,10 @@ pub enum PipelineError {
         #[source]
         source: ClError,
     },
+    #[error("the last frame's luma is its frame slot: its images need that slot, still held")]
+    SlotNotHeld,
+    #[error("the slot given is not the one the last frame was processed from")]
+    NotTheFramesSlot,
     #[error(transparent)]
     Cl(#[from] ClError),
 }
@@ -544,9 +548,10 @@ pub struct Pipeline {
     /// the mapped slot in device memory, and reading it costs the stages about 2.5 µs more
     /// per 4K frame where the copy costs 10 µs: either way the copy would be pure cost.
     luma_in_slot: bool,
-    /// The slot the last frame was read from when `luma_in_slot` (a retained handle), so
-    /// that `read_images` can return its luma.
-    last_slot: Option<Buffer<u8>>,
+    /// The handle of the slot the last frame was read from when `luma_in_slot`, only to
+    /// check that `read_images` is handed that slot: never read through, because once
+    /// its holder lets the slot go the source may refill it with a newer frame.
+    last_slot: Option<usize>,
 }
 
 /// The intermediate images, kept on the device.
@@ -661,15 +666,7 @@ impl Pipeline {
         }
         let l = self.layout;
         if self.luma_in_slot {
-            let handle = slot.buffer().get();
-            if self.last_slot.as_ref().map(|s| s.get()) != Some(handle) {
-                // SAFETY: `handle` is a live buffer (borrowed through `slot`); the retain
-                // is balanced by the release when the `Buffer` made from it drops.
-                unsafe { opencl3::memory::retain_mem_object(handle) }
-                    .map_err(opencl3::error_codes::ClError)
-                    .call("clRetainMemObject")?;
-                self.last_slot = Some(Buffer::new(handle));
-            }
+            self.last_slot = Some(slot.buffer().get() as usize);
         }
         let b = &self.bufs;
         let events = &mut self.events;
@@ -791,16 +788,37 @@ impl Pipeline {
             .collect())
     }
 
-    /// Reads back every per-pixel output of the last processed frame. Where the stages
-    /// read luma from the frame slot itself (grey frames at stride = width), luma is that
-    /// slot's content now: call this before writing the next frame.
-    pub fn read_images(&self, gpu: &Gpu) -> Result<Images, ClError> {
+    /// Whether the last frame's luma is its frame slot rather than a pipeline buffer
+    /// (grey or NV12 frames at stride = width): then its images can be
+    /// read back only while that slot is held, before the source refills it.
+    pub fn luma_reads_slot(&self) -> bool {
+        self.luma_in_slot
+    }
+
+    /// Reads back every per-pixel output of the last processed frame.
+    ///
+    /// `slot` is the slot that frame was processed from, still held (for a
+    /// [`FrameSource`](crate::capture::FrameSource), before the next `next_frame`, which
+    /// may requeue and refill it), or `None` where the caller no longer holds it. Where
+    /// [`Pipeline::luma_reads_slot`], luma is read from `slot`, so `None` or another slot
+    /// is refused: luma from a refilled slot would belong to a newer frame than the edges
+    /// and mask.
+    pub fn read_images(
+        &self,
+        gpu: &Gpu,
+        slot: Option<&FrameSlot>,
+    ) -> Result<Images, PipelineError> {
         let b = &self.bufs;
-        let (sum, sqsum, edges, foreground) = self.integral.read_integrals(gpu)?;
-        let luma = match &self.last_slot {
-            Some(slot) if self.luma_in_slot => read_buffer(gpu, slot, b.luma.len)?,
-            _ => b.luma.read(gpu)?,
+        let luma = if self.luma_in_slot {
+            let slot = slot.ok_or(PipelineError::SlotNotHeld)?;
+            if self.last_slot != Some(slot.buffer().get() as usize) {
+                return Err(PipelineError::NotTheFramesSlot);
+            }
+            read_buffer(gpu, slot.buffer(), b.luma.len)?
+        } else {
+            b.luma.read(gpu)?
         };
+        let (sum, sqsum, edges, foreground) = self.integral.read_integrals(gpu)?;
         Ok(Images {
             luma,
             dx: b.dx.read(gpu)?,

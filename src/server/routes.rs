@@ -53,20 +53,43 @@ impl CameraView {
         self.latest.borrow().clone()
     }
 
-    /// The pictures of a recent frame; `None` when the camera sends none in time.
-    async fn snapshot(&self) -> Option<Arc<Snapshot>> {
+    /// The pictures of a recent frame, or why there are none. A camera that is down
+    /// processes no frame, and its thread may keep a request until the next one (see
+    /// `answer_snapshots`), so the wait is bounded.
+    async fn snapshot(&self) -> Result<Arc<Snapshot>, String> {
         // Holding the lock across the wait makes concurrent requests share one read-back.
         let mut cached = self.cached.lock().await;
         if let Some((at, snap)) = cached.as_ref() {
             if at.elapsed() < SNAPSHOT_MAX_AGE {
-                return Some(Arc::clone(snap));
+                return Ok(Arc::clone(snap));
             }
         }
         let (tx, rx) = oneshot::channel();
-        self.snapshots.lock().ok()?.send(tx).ok()?;
-        let snap = tokio::time::timeout(SNAPSHOT_WAIT, rx).await.ok()?.ok()?;
+        let sent = match self.snapshots.lock() {
+            Ok(requests) => requests.send(tx).is_ok(),
+            Err(_) => false,
+        };
+        if !sent {
+            return Err(format!("camera '{}' is not running\n", self.name));
+        }
+        let snap = match tokio::time::timeout(SNAPSHOT_WAIT, rx).await {
+            Ok(Ok(snap)) => snap,
+            Ok(Err(_)) => {
+                return Err(format!(
+                    "camera '{}' gave no pictures (see the log)\n",
+                    self.name
+                ))
+            }
+            Err(_) => {
+                return Err(format!(
+                    "camera '{}' processed no frame within {} s\n",
+                    self.name,
+                    SNAPSHOT_WAIT.as_secs()
+                ))
+            }
+        };
         *cached = Some((Instant::now(), Arc::clone(&snap)));
-        Some(snap)
+        Ok(snap)
     }
 }
 
@@ -266,8 +289,9 @@ async fn snapshot(state: &State, name: &str, query: Option<&str>) -> Response<Bo
         Ok(c) => c,
         Err(message) => return text(StatusCode::NOT_FOUND, message),
     };
-    let Some(snap) = camera.snapshot().await else {
-        return text(StatusCode::SERVICE_UNAVAILABLE, "no frame to show\n");
+    let snap = match camera.snapshot().await {
+        Ok(snap) => snap,
+        Err(message) => return text(StatusCode::SERVICE_UNAVAILABLE, message),
     };
     // PNG encoding takes milliseconds per megapixel: off the async workers.
     match tokio::task::spawn_blocking(move || encode(&snap, kind)).await {
