@@ -24,7 +24,8 @@
  *   src > threshold, else 0 (THRESH_BINARY). Both images are dense (stride = width), so the
  *   kernel treats them as one flat run of bytes. Work size: 1-D, ceil(count / 16)
  *   work-items of 16 bytes (aligned 16-byte loads and stores; the buffers start aligned),
- *   the last one finishing a partial run byte by byte.
+ *   the last one finishing a partial run byte by byte. Built with -DSTREAMING_STORES
+ *   (CPUs), the stores are non-temporal.
  */
 
 #ifdef OTSU_FP64
@@ -313,7 +314,13 @@ __kernel void binarize(__global const uchar *src, uint count, __global const uin
     if (x0 + 16 <= count) {
         uchar16 v = ((__global const uchar16 *)src)[i];
         /* A vector comparison gives all ones (255) where true. */
-        ((__global uchar16 *)dst)[i] = as_uchar16(v > (uchar16)t);
+        uchar16 m = as_uchar16(v > (uchar16)t);
+#ifdef STREAMING_STORES
+        /* Non-temporal on CPUs: no read of the line before it is overwritten. */
+        __builtin_nontemporal_store(m, (__global uchar16 *)dst + i);
+#else
+        ((__global uchar16 *)dst)[i] = m;
+#endif
     } else {
         for (uint x = x0; x < count; x++)
             dst[x] = src[x] > t ? 255 : 0;

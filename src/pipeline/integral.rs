@@ -219,7 +219,7 @@ impl IntegralStage {
         tuning: &Tuning,
     ) -> Result<IntegralStage, PipelineError> {
         let built = || -> Result<_, ClError> {
-            let program = gpu.build(INTEGRAL_CL)?;
+            let program = gpu.build_with(INTEGRAL_CL, tuning.stores.define())?;
             let k = |name| Kernel::create(&program, name).call("clCreateKernel");
             let w = layout.width as usize;
             let passes = match tuning.integral_layout {

@@ -143,6 +143,28 @@ pub struct Tuning {
     pub otsu_arithmetic: OtsuArithmetic,
     /// How many pixels a Sobel work-item computes.
     pub sobel_layout: SobelLayout,
+    /// How Sobel, binarize and the CPU integral write their images.
+    pub stores: Stores,
+}
+
+/// How the kernels that write whole images store them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stores {
+    /// Ordinary stores (GPUs, which write whole lines without reading them first).
+    Cached,
+    /// Non-temporal stores for aligned vectors (CPUs: an ordinary store first reads the
+    /// cache line it overwrites, a third more memory traffic for write-once images).
+    Streaming,
+}
+
+impl Stores {
+    /// The `-D` option the kernel files take for this choice.
+    fn define(self) -> &'static str {
+        match self {
+            Stores::Cached => "",
+            Stores::Streaming => "-DSTREAMING_STORES",
+        }
+    }
 }
 
 /// The two Sobel kernels of `kernels/sobel.cl`.
@@ -199,6 +221,7 @@ impl Tuning {
         histogram_counting: HistogramCounting::LocalAtomics,
         otsu_arithmetic: OtsuArithmetic::NativeWhereAvailable,
         sobel_layout: SobelLayout::FourPixelsPerItem,
+        stores: Stores::Cached,
     };
     /// The choices for CPUs (POCL).
     pub const FOR_CPU: Tuning = Tuning {
@@ -206,6 +229,7 @@ impl Tuning {
         histogram_counting: HistogramCounting::OneItemPerGroup,
         otsu_arithmetic: OtsuArithmetic::Emulated,
         sobel_layout: SobelLayout::Vector16,
+        stores: Stores::Streaming,
     };
 
     /// The choices for `gpu`'s kind of device.

@@ -29,7 +29,12 @@ impl OtsuStage {
     pub(super) fn new(gpu: &Gpu, tuning: &Tuning) -> Result<OtsuStage, ClError> {
         let native =
             tuning.otsu_arithmetic == OtsuArithmetic::NativeWhereAvailable && gpu.info.fp64;
-        let program = gpu.build_with(OTSU_CL, if native { "-DOTSU_FP64" } else { "" })?;
+        let defines = format!(
+            "{} {}",
+            if native { "-DOTSU_FP64" } else { "" },
+            tuning.stores.define()
+        );
+        let program = gpu.build_with(OTSU_CL, &defines)?;
         let threshold_kernel = Kernel::create(&program, "otsu_threshold").call("clCreateKernel")?;
         let binarize_kernel = Kernel::create(&program, "binarize").call("clCreateKernel")?;
         let binarize_launch = Launch::one_d(gpu, &binarize_kernel, BINARIZE_GROUP_SIZE)?;

@@ -24,7 +24,7 @@ pub(super) struct SobelStage {
 
 impl SobelStage {
     pub(super) fn new(gpu: &Gpu, tuning: &Tuning) -> Result<SobelStage, ClError> {
-        let program = gpu.build(SOBEL_CL)?;
+        let program = gpu.build_with(SOBEL_CL, tuning.stores.define())?;
         let (name, pixels_per_item) = match tuning.sobel_layout {
             SobelLayout::Vector16 => ("sobel3x3", PIXELS_PER_ITEM),
             SobelLayout::FourPixelsPerItem => ("sobel3x3_quad", 4),
