@@ -187,8 +187,7 @@ def main():
         summary["results"].append(row)
     print("\npipeline = sobel + histogram + otsu + integral (sum, sqsum); pipeline+ and integral+"
           " add the edge and foreground integrals OpenCV otherwise skips. edgesight's pipeline"
-          " also sums the regions, and copies a grey frame to luma where the device does not share"
-          " host memory (both in its device time).")
+          " also sums the regions (in its device time).")
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(summary, indent=2) + "\n")
 

@@ -1,7 +1,9 @@
 /*
  * otsu.cl: Otsu's threshold from the 256-bin histogram, on the device, and the 0/255 mask.
  *
- * otsu_threshold reads hist[256] and total (= width * height) and writes threshold[0].
+ * otsu_threshold reads hist[256] and total (= width * height), writes the counts and the
+ *   threshold to results[0..256] and results[256], and leaves hist zeroed for the next
+ *   frame's counting (no separate command to clear it).
  *   Work size: one work-group of any size up to 256 (global size = local size). It runs
  *   OpenCV's own algorithm
  *   (getThreshVal_Otsu_8u, the code cv2.threshold(THRESH_OTSU) runs without IPP) step for
@@ -20,7 +22,8 @@
  *   2^32 pixels and values below 256, quotients by probabilities >= FLT_EPSILON, so no result
  *   leaves the normal range (no infinity, NaN or subnormal arises).
  *
- * binarize reads count bytes of src and threshold[0], writes count bytes of dst: 255 where
+ * binarize reads count bytes of src and the threshold (results[256] of otsu_threshold),
+ *   writes count bytes of dst: 255 where
  *   src > threshold, else 0 (THRESH_BINARY). Both images are dense (stride = width), so the
  *   kernel treats them as one flat run of bytes. Work size: 1-D, ceil(count / 16)
  *   work-items of 16 bytes (aligned 16-byte loads and stores; the buffers start aligned),
@@ -185,7 +188,7 @@ inline int f64_lt(f64 a, f64 b)
 
 #define BINS 256
 
-__kernel void otsu_threshold(__global const uint *hist, uint total, __global uint *threshold)
+__kernel void otsu_threshold(__global uint *hist, uint total, __global uint *results)
 {
     __local f64 p[BINS], ip[BINS], q1s[BINS], mu1s[BINS], lane_sigma[BINS];
     __local uint lane_index[BINS];
@@ -215,9 +218,13 @@ __kernel void otsu_threshold(__global const uint *hist, uint total, __global uin
     f64 scale = shared[0], mu = shared[1];
     /* p_i = h[i] * scale and i * p_i depend on i alone. */
     for (uint i = lid; i < BINS; i += n) {
-        f64 p_i = f64_mul(f64_from_ulong(hist[i]), scale);
+        uint h = hist[i];
+        f64 p_i = f64_mul(f64_from_ulong(h), scale);
         p[i] = p_i;
         ip[i] = f64_mul(f64_from_ulong(i), p_i);
+        /* This work-item's bins are read for the last time here. */
+        results[i] = h;
+        hist[i] = 0;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
 
@@ -278,7 +285,7 @@ __kernel void otsu_threshold(__global const uint *hist, uint total, __global uin
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     if (lid == 0)
-        threshold[0] = lane_index[0];
+        results[BINS] = lane_index[0];
 }
 
 #ifndef OTSU_FP64
@@ -303,14 +310,14 @@ __kernel void otsu_f64_selftest(__global const ulong *a, __global const ulong *b
 
 #define PIXELS_PER_ITEM 16
 
-__kernel void binarize(__global const uchar *src, uint count, __global const uint *threshold,
+__kernel void binarize(__global const uchar *src, uint count, __global const uint *results,
                        __global uchar *dst)
 {
     uint i = get_global_id(0);
     uint x0 = i * 16;
     if (x0 >= count)
         return;
-    uchar t = (uchar)threshold[0];
+    uchar t = (uchar)results[BINS];
     if (x0 + 16 <= count) {
         uchar16 v = ((__global const uchar16 *)src)[i];
         /* A vector comparison gives all ones (255) where true. */

@@ -224,21 +224,26 @@ fn slots_are_reused_frame_after_frame() {
     let gpu = gpu();
     let mut rng = Rng::new(7);
     let layout = FrameLayout::packed(PixelFormat::Yuyv, 47, 13);
-    let mut pipeline = Pipeline::new(&gpu, layout, PipelineOptions::default(), &[]).unwrap();
-    let mut slot = pipeline.new_slot(&gpu).unwrap();
-    for _ in 0..3 {
-        let frame = rng.bytes(layout.frame_bytes());
-        slot.write_bytes(&gpu, &frame).unwrap();
-        let result = pipeline.process(&gpu, &slot).unwrap();
-        let luma = reference::luma(&layout, &frame);
-        assert_eq!(result.histogram, reference::histogram(&luma));
-        assert_image_eq(
-            "luma",
-            "reused slot",
-            47,
-            &pipeline.read_images(&gpu, Some(&slot)).unwrap().luma,
-            &luma,
-        );
+    // Also proves the histogram starts from zero on every frame: the Otsu kernel clears it
+    // for the next one.
+    for tuning in [Tuning::FOR_GPU, Tuning::FOR_CPU] {
+        let mut pipeline =
+            Pipeline::with_tuning(&gpu, layout, PipelineOptions::default(), &[], tuning).unwrap();
+        let mut slot = pipeline.new_slot(&gpu).unwrap();
+        for _ in 0..3 {
+            let frame = rng.bytes(layout.frame_bytes());
+            slot.write_bytes(&gpu, &frame).unwrap();
+            let result = pipeline.process(&gpu, &slot).unwrap();
+            let luma = reference::luma(&layout, &frame);
+            assert_eq!(result.histogram, reference::histogram(&luma));
+            assert_image_eq(
+                "luma",
+                "reused slot",
+                47,
+                &pipeline.read_images(&gpu, Some(&slot)).unwrap().luma,
+                &luma,
+            );
+        }
     }
 }
 

@@ -1,8 +1,8 @@
-//! Histogram stage: zeroes the histogram, then `histogram_count` from
-//! `kernels/histogram.cl`: a fixed number of work-groups (a few per compute unit) each fill
-//! a local sub-histogram, with local atomics or, one work-item per group, plain increments
-//! ([`HistogramCounting`]), and add it to the histogram. The group count does not depend on
-//! the frame size.
+//! Histogram stage: `histogram_count` from `kernels/histogram.cl`: a fixed number of
+//! work-groups (a few per compute unit) each fill a local sub-histogram, with local atomics
+//! or, one work-item per group, plain increments ([`HistogramCounting`]), and add it to the
+//! histogram, which the Otsu kernel of the frame before left zeroed. The group count does
+//! not depend on the frame size.
 
 use opencl3::event::Event;
 use opencl3::kernel::Kernel;
@@ -41,17 +41,12 @@ impl HistogramStage {
         })
     }
 
-    /// Enqueues the zeroing of `hist` and the counting into it.
-    pub(super) fn enqueue(
-        &self,
-        gpu: &Gpu,
-        luma: &Buffer<u8>,
-        layout: &FrameLayout,
-        hist: &Buffer<u32>,
-    ) -> Result<[Event; 2], ClError> {
+    /// Enqueues the zeroing of `hist`, which the pipeline needs only when the last frame
+    /// did not reach the Otsu kernel (that kernel leaves `hist` zeroed).
+    pub(super) fn enqueue_clear(&self, gpu: &Gpu, hist: &Buffer<u32>) -> Result<Event, ClError> {
         let zero = 0u32;
         // SAFETY: `hist` holds 256 counts; the pattern outlives the call (OpenCL copies it).
-        let zeroed = unsafe {
+        let cleared = unsafe {
             opencl3::command_queue::enqueue_fill_buffer(
                 gpu.queue.get(),
                 hist.get(),
@@ -65,7 +60,17 @@ impl HistogramStage {
         }
         .map_err(opencl3::error_codes::ClError)
         .call("clEnqueueFillBuffer(histogram)")?;
-        let zeroed = Event::new(zeroed);
+        Ok(Event::new(cleared))
+    }
+
+    /// Enqueues the counting into `hist`, which must hold zeros.
+    pub(super) fn enqueue(
+        &self,
+        gpu: &Gpu,
+        luma: &Buffer<u8>,
+        layout: &FrameLayout,
+        hist: &Buffer<u32>,
+    ) -> Result<Event, ClError> {
         let count = layout.width * layout.height;
         let k = &self.kernel;
         unsafe {
@@ -74,13 +79,12 @@ impl HistogramStage {
             arg(k, 2, hist)?;
         }
         let local = self.launch.local[0];
-        let counted = enqueue_kernel(
+        enqueue_kernel(
             gpu,
             k,
             &[self.groups * local],
             &[local],
             "clEnqueueNDRangeKernel(histogram_count)",
-        )?;
-        Ok([zeroed, counted])
+        )
     }
 }

@@ -576,6 +576,9 @@ pub struct Pipeline {
     /// check that `read_images` is handed that slot: never read through, because once
     /// its holder lets the slot go the source may refill it with a newer frame.
     last_slot: Option<usize>,
+    /// Whether the histogram buffer holds zeros, as the last frame's Otsu kernel leaves it;
+    /// a frame that failed before that kernel ran leaves it to be cleared.
+    hist_zeroed: bool,
 }
 
 /// The intermediate images, kept on the device.
@@ -586,8 +589,10 @@ struct DeviceImages {
     magnitude: DeviceImage<u8>,
     edges: DeviceImage<u8>,
     mask: DeviceImage<u8>,
+    /// The counts, zero between frames (the Otsu kernel clears them after reading).
     hist: Buffer<u32>,
-    threshold: Buffer<u32>,
+    /// The counts and, at index 256, the threshold: what the host reads of both.
+    results: Buffer<u32>,
 }
 
 impl Pipeline {
@@ -620,7 +625,7 @@ impl Pipeline {
             edges: DeviceImage::new(gpu, n)?,
             mask: DeviceImage::new(gpu, n)?,
             hist: device_buffer(gpu, 256)?,
-            threshold: device_buffer(gpu, 1)?,
+            results: device_buffer(gpu, 257)?,
         };
         Ok(Pipeline {
             layout,
@@ -636,6 +641,7 @@ impl Pipeline {
             luma_in_slot: matches!(layout.format, PixelFormat::Grey | PixelFormat::Nv12)
                 && layout.stride == layout.width,
             last_slot: None,
+            hist_zeroed: false,
         })
     }
 
@@ -719,23 +725,32 @@ impl Pipeline {
                 )
                 .stage(Stage::Sobel)?,
         ));
-        for e in self
-            .histogram
-            .enqueue(gpu, luma_src, &l, &b.hist)
-            .stage(Stage::Histogram)?
-        {
-            events.push((Stage::Histogram, e));
+        if !self.hist_zeroed {
+            events.push((
+                Stage::Histogram,
+                self.histogram
+                    .enqueue_clear(gpu, &b.hist)
+                    .stage(Stage::Histogram)?,
+            ));
         }
+        // Until this frame's Otsu kernel has run, the counts are not zero.
+        self.hist_zeroed = false;
+        events.push((
+            Stage::Histogram,
+            self.histogram
+                .enqueue(gpu, luma_src, &l, &b.hist)
+                .stage(Stage::Histogram)?,
+        ));
         events.push((
             Stage::Otsu,
             self.otsu
-                .enqueue_threshold(gpu, &b.hist, &l, &b.threshold)
+                .enqueue_threshold(gpu, &b.hist, &l, &b.results)
                 .stage(Stage::Otsu)?,
         ));
         events.push((
             Stage::Binarize,
             self.otsu
-                .enqueue_binarize(gpu, luma_src, &l, &b.threshold, &b.mask.buf)
+                .enqueue_binarize(gpu, luma_src, &l, &b.results, &b.mask.buf)
                 .stage(Stage::Binarize)?,
         ));
         self.integral
@@ -751,17 +766,16 @@ impl Pipeline {
         ));
 
         // Queue the small reads behind the kernels and wait once.
-        let mut threshold = [0u32; 1];
+        let mut results = [0u32; 257];
         unsafe {
             gpu.queue
-                .enqueue_read_buffer(&b.hist, CL_NON_BLOCKING, 0, &mut result.histogram, &[])
-                .call("clEnqueueReadBuffer")?;
-            gpu.queue
-                .enqueue_read_buffer(&b.threshold, CL_NON_BLOCKING, 0, &mut threshold, &[])
+                .enqueue_read_buffer(&b.results, CL_NON_BLOCKING, 0, &mut results, &[])
                 .call("clEnqueueReadBuffer")?;
             self.integral.enqueue_read_sums(gpu)?;
         }
         gpu.finish()?;
+        self.hist_zeroed = true;
+        result.histogram.copy_from_slice(&results[..256]);
         self.integral
             .fill_regions(&mut result.frame, &mut result.regions);
 
@@ -781,7 +795,7 @@ impl Pipeline {
         self.last_span = last.saturating_sub(first);
         result.width = l.width;
         result.height = l.height;
-        result.otsu_threshold = threshold[0] as u8;
+        result.otsu_threshold = results[256] as u8;
         result.timings = timings;
         Ok(())
     }

@@ -52,14 +52,14 @@ impl OtsuStage {
         gpu: &Gpu,
         hist: &Buffer<u32>,
         layout: &FrameLayout,
-        threshold: &Buffer<u32>,
+        results: &Buffer<u32>,
     ) -> Result<Event, ClError> {
         let total = layout.width * layout.height;
         let k = &self.threshold_kernel;
         unsafe {
             arg(k, 0, hist)?;
             arg(k, 1, &total)?;
-            arg(k, 2, threshold)?;
+            arg(k, 2, results)?;
         }
         let local = self.threshold_launch.local[0];
         enqueue_kernel(
@@ -76,7 +76,7 @@ impl OtsuStage {
         gpu: &Gpu,
         luma: &Buffer<u8>,
         layout: &FrameLayout,
-        threshold: &Buffer<u32>,
+        results: &Buffer<u32>,
         mask: &Buffer<u8>,
     ) -> Result<Event, ClError> {
         let count = layout.width * layout.height;
@@ -84,7 +84,7 @@ impl OtsuStage {
         unsafe {
             arg(k, 0, luma)?;
             arg(k, 1, &count)?;
-            arg(k, 2, threshold)?;
+            arg(k, 2, results)?;
             arg(k, 3, mask)?;
         }
         enqueue_kernel(
