@@ -352,6 +352,27 @@ __kernel void integral_band_columns(uint width, uint height, uint bands,
     }
 }
 
+/* Columns x0 .. x1 of an integral_bands row one at a time (the row's unaligned head and
+ * its tail): adds each pixel to the row's running sums r, those to the running row t and
+ * writes the result to the output row o. */
+inline void integral_bands_scalar(uint x0, uint x1, __global const uchar *luma,
+                                  __global const uchar *edges, __global const uchar *mask,
+                                  uint4 *r, __global uint *t1, __global ulong *t2,
+                                  __global uint *te, __global uint *tf, __global uint *o1,
+                                  __global ulong *o2, __global uint *oe, __global uint *of)
+{
+    uint4 s = *r;
+    for (uint x = x0; x < x1; x++) {
+        uint v = luma[x];
+        s += (uint4)(v, v * v, edges[x] != 0, mask[x] != 0);
+        o1[x + 1] = t1[x + 1] += s.s0;
+        o2[x + 1] = t2[x + 1] += s.s1;
+        oe[x + 1] = te[x + 1] += s.s2;
+        of[x + 1] = tf[x + 1] += s.s3;
+    }
+    *r = s;
+}
+
 __kernel void integral_bands(uint width, uint height, uint bands, __global const uchar *luma,
                              __global const uchar *edges, __global const uchar *mask,
                              __global const uint *cols, __global uint *tops,
@@ -412,35 +433,23 @@ __kernel void integral_bands(uint width, uint height, uint bands, __global const
         o2[0] = 0;
         oe[0] = 0;
         of[0] = 0;
-        uint r1 = 0, r2 = 0, re = 0, rf = 0;
         /* Scalar columns up to where the output row reaches a 16-element boundary, so the
          * vector stores below are aligned. */
         uint head = min((uint)((16 - (o + 1) % 16) % 16), width);
-        uint x = 0;
-        for (; x < head; x++) {
-            uint v = luma[in + x];
-            r1 += v;
-            r2 += v * v;
-            re += edges[in + x] != 0;
-            rf += mask[in + x] != 0;
-            o1[x + 1] = t1[x + 1] += r1;
-            o2[x + 1] = t2[x + 1] += r2;
-            oe[x + 1] = te[x + 1] += re;
-            of[x + 1] = tf[x + 1] += rf;
-        }
+        uint4 r = 0; /* the row's running sums: luma, luma^2, edges, foreground */
+        integral_bands_scalar(0, head, luma + in, edges + in, mask + in, &r, t1, t2, te, tf, o1,
+                              o2, oe, of);
+        uint x = head;
         /* 16 pixels at a time: the running sum is a carried dependency per pixel, which a
          * scalar loop cannot vectorize; a prefix within the vector plus one carried add
          * per 16 pixels can. */
         for (; x + 16 <= width; x += 16) {
             uint16 v = convert_uint16(vload16(0, luma + in + x));
-            uint16 p1 = prefix16(v) + r1;
-            uint16 p2 = prefix16(v * v) + r2;
-            uint16 pe = prefix16(convert_uint16(vload16(0, edges + in + x) != (uchar16)0) & 1) + re;
-            uint16 pf = prefix16(convert_uint16(vload16(0, mask + in + x) != (uchar16)0) & 1) + rf;
-            r1 = p1.sf;
-            r2 = p2.sf;
-            re = pe.sf;
-            rf = pf.sf;
+            uint16 p1 = prefix16(v) + r.s0;
+            uint16 p2 = prefix16(v * v) + r.s1;
+            uint16 pe = prefix16(convert_uint16(vload16(0, edges + in + x) != (uchar16)0) & 1) + r.s2;
+            uint16 pf = prefix16(convert_uint16(vload16(0, mask + in + x) != (uchar16)0) & 1) + r.s3;
+            r = (uint4)(p1.sf, p2.sf, pe.sf, pf.sf);
             uint16 a1 = vload16(0, t1 + x + 1) + p1;
             ulong16 a2 = vload16(0, t2 + x + 1) + convert_ulong16(p2);
             uint16 ae = vload16(0, te + x + 1) + pe;
@@ -454,16 +463,7 @@ __kernel void integral_bands(uint width, uint height, uint bands, __global const
             STORE_ALIGNED(ae, (__global uint16 *)(oe + x + 1));
             STORE_ALIGNED(af, (__global uint16 *)(of + x + 1));
         }
-        for (; x < width; x++) {
-            uint v = luma[in + x];
-            r1 += v;
-            r2 += v * v;
-            re += edges[in + x] != 0;
-            rf += mask[in + x] != 0;
-            o1[x + 1] = t1[x + 1] += r1;
-            o2[x + 1] = t2[x + 1] += r2;
-            oe[x + 1] = te[x + 1] += re;
-            of[x + 1] = tf[x + 1] += rf;
-        }
+        integral_bands_scalar(x, width, luma + in, edges + in, mask + in, &r, t1, t2, te, tf, o1,
+                              o2, oe, of);
     }
 }

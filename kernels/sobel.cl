@@ -40,6 +40,25 @@ inline int border_map(int p, int len, int border)
     return p < 0 ? -p : 2 * len - 2 - p;
 }
 
+/* The rows above, at and below row y, mapped through the border rule; in constant mode a
+ * missing row weighs 0 (kt, kb) and points at row y. */
+typedef struct {
+    __global const uchar *t, *m, *b;
+    int kt, kb;
+} Rows;
+
+inline Rows border_rows(__global const uchar *src, uint src_stride, int y, int h, int border)
+{
+    int yt = border_map(y - 1, h, border), yb = border_map(y + 1, h, border);
+    Rows r;
+    r.kt = yt >= 0;
+    r.kb = yb >= 0;
+    r.t = src + (size_t)(r.kt ? yt : y) * src_stride;
+    r.m = src + (size_t)y * src_stride;
+    r.b = src + (size_t)(r.kb ? yb : y) * src_stride;
+    return r;
+}
+
 /* Nearest integer to sqrt(s) for 0 <= s <= 64770 (the largest s whose root rounds to 254). */
 inline int rounded_sqrt(int s)
 {
@@ -80,16 +99,14 @@ inline int pixel(__global const uchar *row, int x)
 
 /* One pixel with every coordinate mapped through the border rule; rt, rm, rb are the rows
  * above, at and below (weights kt, kb: 0 for a missing row in constant mode). */
-inline void sobel_border_pixel(__global const uchar *rt, __global const uchar *rm,
-                               __global const uchar *rb, int kt, int kb, int x, int w,
-                               int border, int l2, int edge_threshold, __global short *dx,
-                               __global short *dy, __global uchar *mag, __global uchar *edges,
-                               size_t o)
+inline void sobel_border_pixel(Rows r, int x, int w, int border, int l2, int edge_threshold,
+                               __global short *dx, __global short *dy, __global uchar *mag,
+                               __global uchar *edges, size_t o)
 {
     int xl = border_map(x - 1, w, border), xr = border_map(x + 1, w, border);
-    int t0 = pixel(rt, xl) * kt, t1 = pixel(rt, x) * kt, t2 = pixel(rt, xr) * kt;
-    int m0 = pixel(rm, xl), m2 = pixel(rm, xr);
-    int b0 = pixel(rb, xl) * kb, b1 = pixel(rb, x) * kb, b2 = pixel(rb, xr) * kb;
+    int t0 = pixel(r.t, xl) * r.kt, t1 = pixel(r.t, x) * r.kt, t2 = pixel(r.t, xr) * r.kt;
+    int m0 = pixel(r.m, xl), m2 = pixel(r.m, xr);
+    int b0 = pixel(r.b, xl) * r.kb, b1 = pixel(r.b, x) * r.kb, b2 = pixel(r.b, xr) * r.kb;
     int gx = (t2 - t0) + 2 * (m2 - m0) + (b2 - b0);
     int gy = (b0 + 2 * b1 + b2) - (t0 + 2 * t1 + t2);
     uchar m = magnitude_of(gx, gy, l2);
@@ -111,11 +128,9 @@ __kernel void sobel3x3(__global const uchar *src, uint src_stride, uint width, u
         return;
 
     /* Rows above and below; in constant mode a missing row weighs 0. */
-    int yt = border_map(y - 1, h, border), yb = border_map(y + 1, h, border);
-    int kt = yt >= 0, kb = yb >= 0;
-    __global const uchar *rt = src + (size_t)(kt ? yt : y) * src_stride;
-    __global const uchar *rm = src + (size_t)y * src_stride;
-    __global const uchar *rb = src + (size_t)(kb ? yb : y) * src_stride;
+    Rows rows = border_rows(src, src_stride, y, h, border);
+    __global const uchar *rt = rows.t, *rm = rows.m, *rb = rows.b;
+    int kt = rows.kt, kb = rows.kb;
     size_t o = (size_t)y * dst_stride;
 
     if (x0 >= 1 && x0 + PIXELS_PER_ITEM < w) {
@@ -153,8 +168,7 @@ __kernel void sobel3x3(__global const uchar *src, uint src_stride, uint width, u
 
     int x_end = min(x0 + PIXELS_PER_ITEM, w);
     for (int x = x0; x < x_end; x++)
-        sobel_border_pixel(rt, rm, rb, kt, kb, x, w, border, l2, edge_threshold, dx, dy, mag,
-                           edges, o);
+        sobel_border_pixel(rows, x, w, border, l2, edge_threshold, dx, dy, mag, edges, o);
 }
 
 /*
@@ -187,13 +201,8 @@ __kernel void sobel3x3_pixel(__global const uchar *src, uint src_stride, uint wi
         edges[o + x] = m >= edge_threshold ? 255 : 0;
         return;
     }
-    int yt = border_map(y - 1, h, border), yb = border_map(y + 1, h, border);
-    int kt = yt >= 0, kb = yb >= 0;
-    __global const uchar *rt = src + (size_t)(kt ? yt : y) * src_stride;
-    __global const uchar *rm = src + (size_t)y * src_stride;
-    __global const uchar *rb = src + (size_t)(kb ? yb : y) * src_stride;
-    sobel_border_pixel(rt, rm, rb, kt, kb, x, w, border, l2, edge_threshold, dx, dy, mag, edges,
-                       o);
+    Rows rows = border_rows(src, src_stride, y, h, border);
+    sobel_border_pixel(rows, x, w, border, l2, edge_threshold, dx, dy, mag, edges, o);
 }
 
 /*
@@ -239,12 +248,7 @@ __kernel void sobel3x3_quad(__global const uchar *src, uint src_stride, uint wid
         *(__global uchar4 *)(edges + o + x0) = as_uchar4(mv >= (uchar4)(uchar)edge_threshold);
         return;
     }
-    int yt = border_map(y - 1, h, border), yb = border_map(y + 1, h, border);
-    int kt = yt >= 0, kb = yb >= 0;
-    __global const uchar *rt = src + (size_t)(kt ? yt : y) * src_stride;
-    __global const uchar *rm = src + (size_t)y * src_stride;
-    __global const uchar *rb = src + (size_t)(kb ? yb : y) * src_stride;
+    Rows rows = border_rows(src, src_stride, y, h, border);
     for (int x = x0; x < min(x0 + 4, w); x++)
-        sobel_border_pixel(rt, rm, rb, kt, kb, x, w, border, l2, edge_threshold, dx, dy, mag,
-                           edges, o);
+        sobel_border_pixel(rows, x, w, border, l2, edge_threshold, dx, dy, mag, edges, o);
 }
