@@ -1,11 +1,11 @@
 //! Luma stage: launches `kernels/luma.cl`, one kernel per pixel format, 16 pixels per
 //! work-item, writing dense 8-bit luma (stride = width). Grey frames and NV12's Y plane
-//! packed at stride = width already are dense luma: a device copy moves them at the
-//! memory's speed.
+//! packed at stride = width never come here: they already are dense luma, and the pipeline
+//! reads them in place.
 
 use opencl3::event::Event;
 use opencl3::kernel::Kernel;
-use opencl3::memory::{Buffer, ClMem};
+use opencl3::memory::Buffer;
 
 use super::{arg, enqueue_kernel, Launch};
 use crate::cl::{CallContext, ClError, Gpu, LUMA_CL};
@@ -46,27 +46,6 @@ impl LumaStage {
         layout: &FrameLayout,
         luma: &Buffer<u8>,
     ) -> Result<Event, ClError> {
-        if matches!(layout.format, PixelFormat::Grey | PixelFormat::Nv12)
-            && layout.stride == layout.width
-        {
-            let bytes = layout.width as usize * layout.height as usize;
-            // SAFETY: both buffers hold at least `bytes` (the slot a frame, luma its image).
-            let event = unsafe {
-                opencl3::command_queue::enqueue_copy_buffer(
-                    gpu.queue.get(),
-                    src.get(),
-                    luma.get(),
-                    0,
-                    0,
-                    bytes,
-                    0,
-                    std::ptr::null(),
-                )
-            }
-            .map_err(opencl3::error_codes::ClError)
-            .call("clEnqueueCopyBuffer(luma)")?;
-            return Ok(Event::new(event));
-        }
         let global = self.launch.global_2d(
             (layout.width as usize).div_ceil(PIXELS_PER_ITEM),
             layout.height as usize,
