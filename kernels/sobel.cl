@@ -97,23 +97,31 @@ inline int pixel(__global const uchar *row, int x)
     return x < 0 ? 0 : row[x];
 }
 
-/* One pixel with every coordinate mapped through the border rule; rt, rm, rb are the rows
- * above, at and below (weights kt, kb: 0 for a missing row in constant mode). */
+/* dx, dy, magnitude and edge of one pixel from its eight neighbours (t: the row above, m:
+ * its own row, b: the row below; 0, 1, 2 from left to right), stored at index i. */
+inline void sobel_store(int t0, int t1, int t2, int m0, int m2, int b0, int b1, int b2, int l2,
+                        int edge_threshold, __global short *dx, __global short *dy,
+                        __global uchar *mag, __global uchar *edges, size_t i)
+{
+    int gx = (t2 - t0) + 2 * (m2 - m0) + (b2 - b0);
+    int gy = (b0 + 2 * b1 + b2) - (t0 + 2 * t1 + t2);
+    uchar m = magnitude_of(gx, gy, l2);
+    dx[i] = (short)gx;
+    dy[i] = (short)gy;
+    mag[i] = m;
+    edges[i] = m >= edge_threshold ? 255 : 0;
+}
+
+/* One pixel with every coordinate mapped through the border rule (r: the rows above, at
+ * and below, a missing row weighing 0 in constant mode). */
 inline void sobel_border_pixel(Rows r, int x, int w, int border, int l2, int edge_threshold,
                                __global short *dx, __global short *dy, __global uchar *mag,
                                __global uchar *edges, size_t o)
 {
     int xl = border_map(x - 1, w, border), xr = border_map(x + 1, w, border);
-    int t0 = pixel(r.t, xl) * r.kt, t1 = pixel(r.t, x) * r.kt, t2 = pixel(r.t, xr) * r.kt;
-    int m0 = pixel(r.m, xl), m2 = pixel(r.m, xr);
-    int b0 = pixel(r.b, xl) * r.kb, b1 = pixel(r.b, x) * r.kb, b2 = pixel(r.b, xr) * r.kb;
-    int gx = (t2 - t0) + 2 * (m2 - m0) + (b2 - b0);
-    int gy = (b0 + 2 * b1 + b2) - (t0 + 2 * t1 + t2);
-    uchar m = magnitude_of(gx, gy, l2);
-    dx[o + x] = (short)gx;
-    dy[o + x] = (short)gy;
-    mag[o + x] = m;
-    edges[o + x] = m >= edge_threshold ? 255 : 0;
+    sobel_store(pixel(r.t, xl) * r.kt, pixel(r.t, x) * r.kt, pixel(r.t, xr) * r.kt,
+                pixel(r.m, xl), pixel(r.m, xr), pixel(r.b, xl) * r.kb, pixel(r.b, x) * r.kb,
+                pixel(r.b, xr) * r.kb, l2, edge_threshold, dx, dy, mag, edges, o + x);
 }
 
 __kernel void sobel3x3(__global const uchar *src, uint src_stride, uint width, uint height,
@@ -189,16 +197,8 @@ __kernel void sobel3x3_pixel(__global const uchar *src, uint src_stride, uint wi
     if (x >= 1 && x + 1 < w && y >= 1 && y + 1 < h) {
         __global const uchar *rt = src + (size_t)(y - 1) * src_stride + x;
         __global const uchar *rm = rt + src_stride, *rb = rm + src_stride;
-        int t0 = rt[-1], t1 = rt[0], t2 = rt[1];
-        int m0 = rm[-1], m2 = rm[1];
-        int b0 = rb[-1], b1 = rb[0], b2 = rb[1];
-        int gx = (t2 - t0) + 2 * (m2 - m0) + (b2 - b0);
-        int gy = (b0 + 2 * b1 + b2) - (t0 + 2 * t1 + t2);
-        uchar m = magnitude_of(gx, gy, l2);
-        dx[o + x] = (short)gx;
-        dy[o + x] = (short)gy;
-        mag[o + x] = m;
-        edges[o + x] = m >= edge_threshold ? 255 : 0;
+        sobel_store(rt[-1], rt[0], rt[1], rm[-1], rm[1], rb[-1], rb[0], rb[1], l2,
+                    edge_threshold, dx, dy, mag, edges, o + x);
         return;
     }
     Rows rows = border_rows(src, src_stride, y, h, border);

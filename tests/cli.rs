@@ -327,7 +327,7 @@ fn bench_writes_json_with_positive_finite_medians() {
         ] {
             assert!(names.contains(&stage), "{stage} missing from {names:?}");
             let v = stages[stage].as_f64().unwrap();
-            // Grey frames on a unified-memory device (POCL) skip the luma copy: 0 ms.
+            // Grey frames packed at stride = width are read in place: luma takes 0 ms.
             let least = if stage == "luma" {
                 0.0
             } else {

@@ -247,6 +247,15 @@ fn slots_are_reused_frame_after_frame() {
     }
 }
 
+/// The Otsu threshold a pipeline with `tuning` finds for one grey `frame`.
+fn otsu_threshold_with(gpu: &Gpu, layout: FrameLayout, frame: &[u8], tuning: Tuning) -> u8 {
+    let mut pipeline =
+        Pipeline::with_tuning(gpu, layout, PipelineOptions::default(), &[], tuning).unwrap();
+    let mut slot = pipeline.new_slot(gpu).unwrap();
+    slot.write_bytes(gpu, frame).unwrap();
+    pipeline.process(gpu, &slot).unwrap().otsu_threshold
+}
+
 /// A grey frame holding `count` pixels of each level, in a scrambled order.
 fn levels_frame(rng: &mut Rng, levels: &[(u8, usize)]) -> (FrameLayout, Vec<u8>) {
     let mut pixels: Vec<u8> = levels
@@ -295,13 +304,11 @@ fn otsu_where_rounding_decides_ties() {
         let want = reference::otsu_threshold(&reference::histogram(&frame));
         // FOR_GPU uses the device's own doubles where it has them, FOR_CPU the emulation.
         for tuning in [Tuning::FOR_GPU, Tuning::FOR_CPU] {
-            let mut pipeline =
-                Pipeline::with_tuning(&gpu, layout, PipelineOptions::default(), &[], tuning)
-                    .unwrap();
-            let mut slot = pipeline.new_slot(&gpu).unwrap();
-            slot.write_bytes(&gpu, &frame).unwrap();
-            let result = pipeline.process(&gpu, &slot).unwrap();
-            assert_eq!(result.otsu_threshold, want, "levels {levels:?}, {tuning:?}");
+            assert_eq!(
+                otsu_threshold_with(&gpu, layout, &frame, tuning),
+                want,
+                "levels {levels:?}, {tuning:?}"
+            );
         }
     }
 }
@@ -315,13 +322,8 @@ fn otsu_tie_pinned_values() {
     for (n, want) in [(5, 10), (1000, 10), (30, 128), (800, 128)] {
         let (layout, frame) = levels_frame(&mut rng, &[(10, n), (128, n), (246, n)]);
         for tuning in [Tuning::FOR_GPU, Tuning::FOR_CPU] {
-            let mut pipeline =
-                Pipeline::with_tuning(&gpu, layout, PipelineOptions::default(), &[], tuning)
-                    .unwrap();
-            let mut slot = pipeline.new_slot(&gpu).unwrap();
-            slot.write_bytes(&gpu, &frame).unwrap();
             assert_eq!(
-                pipeline.process(&gpu, &slot).unwrap().otsu_threshold,
+                otsu_threshold_with(&gpu, layout, &frame, tuning),
                 want,
                 "{n} per level, {tuning:?}"
             );

@@ -134,13 +134,20 @@ impl Gpu {
     }
 }
 
-/// Device time of a finished command, in nanoseconds, from its profiling event.
-pub fn event_nanos(event: &Event) -> Result<u64, ClError> {
+/// Start and end of a finished command on the device clock, in nanoseconds, from its
+/// profiling event.
+pub fn event_interval(event: &Event) -> Result<(u64, u64), ClError> {
     let start = event
         .profiling_command_start()
         .call("clGetEventProfilingInfo")?;
     let end = event
         .profiling_command_end()
         .call("clGetEventProfilingInfo")?;
+    Ok((start, end))
+}
+
+/// Device time of a finished command, in nanoseconds, from its profiling event.
+pub fn event_nanos(event: &Event) -> Result<u64, ClError> {
+    let (start, end) = event_interval(event)?;
     Ok(end.saturating_sub(start))
 }

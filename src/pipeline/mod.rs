@@ -29,7 +29,7 @@ use opencl3::memory::{Buffer, ClMem, CL_MEM_READ_WRITE};
 use opencl3::types::{CL_BLOCKING, CL_NON_BLOCKING};
 use serde::Serialize;
 
-use crate::cl::{CallContext, ClError, FrameSlot, Gpu};
+use crate::cl::{event_interval, CallContext, ClError, FrameSlot, Gpu};
 use crate::frame::{FrameLayout, LayoutError, PixelFormat};
 
 pub use integral::{Region, RegionError, RegionStats};
@@ -782,12 +782,7 @@ impl Pipeline {
         let mut timings = StageTimings::default();
         let (mut first, mut last) = (u64::MAX, 0);
         for (stage, event) in events.iter() {
-            let start = event
-                .profiling_command_start()
-                .call("clGetEventProfilingInfo")?;
-            let end = event
-                .profiling_command_end()
-                .call("clGetEventProfilingInfo")?;
+            let (start, end) = event_interval(event)?;
             timings.0[*stage as usize] += end.saturating_sub(start);
             first = first.min(start);
             last = last.max(end);
