@@ -555,10 +555,9 @@ fn known_layout(spec: &SourceSpec) -> Option<FrameLayout> {
 
 fn check_source_exists(spec: &SourceSpec) -> Result<(), String> {
     match spec {
-        SourceSpec::Pattern { .. } => Ok(()),
-        SourceSpec::V4l2 { device, .. } if !device.exists() => {
-            Err(format!("{}: no such device", device.display()))
-        }
+        // A camera absent now is waited for: boards enumerate USB cameras late, and
+        // cameras get unplugged.
+        SourceSpec::Pattern { .. } | SourceSpec::V4l2 { .. } => Ok(()),
         SourceSpec::Replay { path, .. } if !path.exists() => {
             Err(format!("{}: no such file or directory", path.display()))
         }
@@ -740,13 +739,6 @@ fn check_source(doc: &Doc, source: &Spanned<SourceConfig>) -> Result<SourceSpec,
                     "missing: a v4l2 source needs its device node, e.g. device = \"/dev/video0\"",
                 )
             })?;
-            if !device.get_ref().exists() {
-                return Err(doc.at(
-                    device.span(),
-                    "camera.source.device",
-                    format!("{}: no such device", device.get_ref().display()),
-                ));
-            }
             let io = match &s.io {
                 Some(io) => Some(
                     io.get_ref()
@@ -1024,19 +1016,19 @@ h = 240
     }
 
     #[test]
-    fn v4l2_without_or_with_a_missing_device() {
+    fn v4l2_without_a_device_or_with_an_absent_one() {
         let text = "[[camera]]\nname = \"c\"\n[camera.source]\nkind = \"v4l2\"\n";
         let err = load_text(text).unwrap_err();
         assert_eq!(
             (at(&err), err.key.as_str()),
             ((3, 1), "camera.source.device")
         );
-        let err = load_text(&format!("{text}device = \"/dev/video-none\"\n")).unwrap_err();
-        assert_eq!(at(&err), (5, 10));
-        assert!(
-            err.message.contains("/dev/video-none: no such device"),
-            "{err}"
-        );
+        // A camera that is not plugged in now is waited for, not refused.
+        let settings = load_text(&format!("{text}device = \"/dev/video-none\"\n")).unwrap();
+        assert!(matches!(
+            &settings.cameras[0].source,
+            SourceSpec::V4l2 { device, .. } if device == Path::new("/dev/video-none")
+        ));
     }
 
     #[test]

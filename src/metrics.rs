@@ -41,6 +41,7 @@ pub struct Metrics {
     frames: IntCounterVec,
     dropped: IntCounterVec,
     reconnects: IntCounterVec,
+    restarts: IntCounterVec,
     pipeline_errors: IntCounterVec,
     stage: HistogramVec,
     latency: HistogramVec,
@@ -156,6 +157,12 @@ impl Metrics {
                 "Times the camera was lost and opened again.",
                 cam,
             ),
+            restarts: counters(
+                &r,
+                "edgesight_camera_restarts_total",
+                "Times the camera failed (its OpenCL device, its source, its pipeline) and was opened again after a delay.",
+                cam,
+            ),
             pipeline_errors: counters(
                 &r,
                 "edgesight_pipeline_errors_total",
@@ -266,19 +273,11 @@ impl Metrics {
     }
 
     /// The handles one camera's threads update; `target_fps` is the rate its source is set
-    /// to, when the config says it.
-    pub fn camera(
-        &self,
-        name: &str,
-        device: &DeviceInfo,
-        target_fps: Option<f64>,
-    ) -> CameraMetrics {
+    /// to, when the config says it. The camera is down until its source says otherwise.
+    pub fn camera(&self, name: &str, target_fps: Option<f64>) -> CameraMetrics {
         if let Some(fps) = target_fps {
             self.target_rate.with_label_values(&[name]).set(fps);
         }
-        self.device_info
-            .with_label_values(&[name, &device.platform, &device.name, &device.version])
-            .set(1);
         let l = &[name];
         let dropped = |reason: &str| self.dropped.with_label_values(&[name, reason]);
         CameraMetrics {
@@ -288,6 +287,8 @@ impl Metrics {
             capture_dropped: DropReason::ALL.map(|r| dropped(r.name())),
             backlog_dropped: dropped(DROP_PUBLISH_BACKLOG),
             reconnects: self.reconnects.with_label_values(l),
+            restarts: self.restarts.with_label_values(l),
+            device_info: self.device_info.clone(),
             pipeline_errors: self.pipeline_errors.with_label_values(l),
             stages: Stage::ALL.map(|s| self.stage.with_label_values(&[name, s.name()])),
             latency: self.latency.with_label_values(l),
@@ -341,6 +342,8 @@ pub struct CameraMetrics {
     capture_dropped: [IntCounter; DropReason::ALL.len()],
     pub backlog_dropped: IntCounter,
     reconnects: IntCounter,
+    pub restarts: IntCounter,
+    device_info: IntGaugeVec,
     pub pipeline_errors: IntCounter,
     stages: [Histogram; Stage::ALL.len()],
     latency: Histogram,
@@ -358,6 +361,17 @@ pub struct CameraMetrics {
 }
 
 impl CameraMetrics {
+    pub fn set_up(&self, up: bool) {
+        self.up.set(i64::from(up));
+    }
+
+    /// Names the OpenCL device the camera runs on (once it was opened on one).
+    pub fn set_device(&self, device: &DeviceInfo) {
+        self.device_info
+            .with_label_values(&[&self.name, &device.platform, &device.name, &device.version])
+            .set(1);
+    }
+
     /// Copies a source's running totals in (counters grow by the difference).
     pub fn capture(&self, up: bool, stats: &CaptureStats) {
         self.up.set(i64::from(up));

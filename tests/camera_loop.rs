@@ -38,14 +38,8 @@ fn a_publisher_that_never_reads_costs_frames_not_the_camera() {
     let metrics = Arc::new(Metrics::new(16));
     let stop = Arc::new(AtomicBool::new(false));
     let (links, ends) = Links::new(Arc::clone(&stop), 2);
-    let m = Arc::clone(&metrics);
+    let m = Arc::new(metrics.camera("t", None));
     let thread = std::thread::spawn(move || camera::run(settings, m, links));
-    let started = ends
-        .started
-        .recv()
-        .expect("an answer")
-        .expect("the camera starts");
-    assert_eq!((started.layout.width, started.layout.height), (32, 24));
     const BACKLOG: &str = r#"edgesight_frames_dropped_total{camera="t",reason="publish_backlog"}"#;
     const GAPS: &str = r#"edgesight_frames_dropped_total{camera="t",reason="sequence_gap"}"#;
     let counts = || {
@@ -65,8 +59,10 @@ fn a_publisher_that_never_reads_costs_frames_not_the_camera() {
     let (backlog_before, gaps_before) = counts();
     std::thread::sleep(Duration::from_millis(500));
     let (backlog_after, gaps_after) = counts();
+    let layout = ends.state.layout().expect("frames were processed");
+    assert_eq!((layout.width, layout.height), (32, 24));
     stop.store(true, Ordering::Relaxed);
-    thread.join().expect("no panic").expect("a clean stop");
+    thread.join().expect("no panic");
 
     // The queue holds the first two frames; every later one was processed and dropped.
     let mut queued = Vec::new();

@@ -717,11 +717,6 @@ fn bad_configs_are_refused_before_anything_starts() {
             ":9:1: camera.roi: ROI 'door' (0,0 400x240) lies outside the 320x240 frame",
         ),
         (
-            "missing-device",
-            "[[camera]]\nname = \"c\"\n[camera.source]\nkind = \"v4l2\"\ndevice = \"/dev/video-edgesight-none\"\n".into(),
-            ":5:10: camera.source.device: /dev/video-edgesight-none: no such device",
-        ),
-        (
             "no-device",
             "[[camera]]\nname = \"c\"\n[camera.source]\nkind = \"v4l2\"\n".into(),
             ":3:1: camera.source.device: missing",
@@ -759,6 +754,111 @@ fn bad_configs_are_refused_before_anything_starts() {
     let (code, err) = edgesight(&["run", "--source", "camera:/dev/video0"]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("unknown kind 'camera'"), "{err}");
+}
+
+/// A grey PGM image of `w`x`h` whose pixels are `(x + y + seed) % 256`.
+fn pgm(w: usize, h: usize, seed: usize) -> Vec<u8> {
+    let mut bytes = format!("P5\n{w} {h}\n255\n").into_bytes();
+    bytes.extend((0..w * h).map(|i| ((i % w + i / w + seed) % 256) as u8));
+    bytes
+}
+
+#[test]
+fn an_absent_camera_is_waited_for_and_a_failing_one_restarts_alone() {
+    let dir = tmp_dir("daemon-camera-failures");
+    let images = dir.join("images");
+    std::fs::create_dir_all(&images).expect("mkdir");
+    for (i, name) in ["a.pgm", "b.pgm"].iter().enumerate() {
+        std::fs::write(images.join(name), pgm(64, 48, i * 40)).expect("write an image");
+    }
+    let config = format!(
+        "[[camera]]\nname = \"absent\"\n[camera.source]\nkind = \"v4l2\"\n\
+         device = \"/dev/video-edgesight-none\"\n\
+         [[camera]]\nname = \"replay\"\n[camera.source]\nkind = \"replay\"\npath = \"{}\"\nfps = 50\n\
+         [[camera]]\nname = \"steady\"\n[camera.source]\nkind = \"pattern\"\nsize = \"64x48\"\nfps = 50\n",
+        images.display()
+    );
+    // `check-config` takes an absent device: the daemon waits for it.
+    let path = dir.join("check.toml");
+    std::fs::write(&path, &config).expect("write");
+    let (code, err) = edgesight(&["check-config", &path.display().to_string()]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains("camera 'absent': /dev/video-edgesight-none is not present now"),
+        "{err}"
+    );
+
+    let d = Daemon::spawn(&dir, &config);
+    let frames = |m: &str, cam: &str| {
+        sample(m, &format!("edgesight_frames_total{{camera=\"{cam}\"}}")).unwrap_or(0.0)
+    };
+    let up = |m: &str, cam: &str| sample(m, &format!("edgesight_camera_up{{camera=\"{cam}\"}}"));
+    let restarts = |m: &str, cam: &str| {
+        sample(
+            m,
+            &format!("edgesight_camera_restarts_total{{camera=\"{cam}\"}}"),
+        )
+        .unwrap_or(0.0)
+    };
+    let m = wait_until(
+        "frames from both other cameras",
+        Duration::from_secs(60),
+        || {
+            let m = String::from_utf8(request(d.port, "GET", "/metrics").ok()?.body).ok()?;
+            (frames(&m, "replay") >= 3.0 && frames(&m, "steady") >= 3.0).then_some(m)
+        },
+    );
+    assert_eq!(up(&m, "absent"), Some(0.0), "{m}");
+    assert_eq!(up(&m, "steady"), Some(1.0));
+    assert_eq!(
+        restarts(&m, "absent"),
+        0.0,
+        "absent is waiting, not failing"
+    );
+    let health = get(d.port, "/healthz");
+    assert_eq!(health.status, 503);
+    let body = String::from_utf8_lossy(&health.body).to_string();
+    assert!(
+        body.contains("absent") && !body.contains("steady"),
+        "{body}"
+    );
+
+    // An image of the replay directory turns into garbage: that camera fails and is
+    // opened again with a delay, alone; the daemon and the other cameras go on.
+    std::fs::write(images.join("b.pgm"), b"P5\n64 48\n255\nshort").expect("corrupt");
+    let m = wait_until("the replay camera to fail", Duration::from_secs(20), || {
+        let m = get_text(d.port, "/metrics");
+        (restarts(&m, "replay") >= 1.0).then_some(m)
+    });
+    let steady_before = frames(&m, "steady");
+    std::thread::sleep(Duration::from_millis(600));
+    let m = d.metrics();
+    assert!(
+        frames(&m, "steady") >= steady_before + 10.0,
+        "the steady camera slowed down: {} -> {}",
+        steady_before,
+        frames(&m, "steady")
+    );
+    // Opened again after 1 s, failed again on the same image, after 2 s more...
+    std::thread::sleep(Duration::from_millis(2500));
+    let replay_frames = frames(&d.metrics(), "replay");
+    std::fs::write(images.join("b.pgm"), pgm(64, 48, 99)).expect("repair");
+    wait_until(
+        "the replay camera to come back",
+        Duration::from_secs(20),
+        || {
+            let m = get_text(d.port, "/metrics");
+            (frames(&m, "replay") >= replay_frames + 5.0 && up(&m, "replay") == Some(1.0))
+                .then_some(())
+        },
+    );
+    let log = d.log();
+    assert!(d.child.id() > 0);
+    // Logged once per distinct reason, not once per attempt.
+    let failed = log.matches("camera failed").count();
+    assert!((1..=2).contains(&failed), "{failed} failure lines:\n{log}");
+    let (status, _) = d.terminate();
+    assert_eq!(status.code(), Some(0), "{log}");
 }
 
 #[test]

@@ -7,17 +7,17 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{Context, Result};
 use tokio::sync::oneshot;
 
 use crate::capture::{self, FrameSource, Next, SourceSpec};
-use crate::cl::{DeviceInfo, FrameSlot, Gpu};
+use crate::cl::{FrameSlot, Gpu};
 use crate::config::CameraSettings;
 use crate::frame::FrameLayout;
-use crate::metrics::{CameraMetrics, Metrics};
+use crate::metrics::CameraMetrics;
 use crate::pipeline::{FrameResult, Pipeline, PipelineOptions, Region};
 
 /// How long a source may wait for a frame before the loop looks at its channels and the
@@ -30,6 +30,7 @@ pub struct Published {
     pub options: PipelineOptions,
     pub sequence: u64,
     pub captured: Instant,
+    pub source: Arc<SourceInfo>,
 }
 
 /// The pictures of the last processed frame, for `/snapshot/*.png`.
@@ -52,27 +53,33 @@ pub struct Reload {
     pub reply: oneshot::Sender<Result<(), String>>,
 }
 
-/// What the rest of the daemon knows of a started camera.
-pub struct Started {
-    pub device: DeviceInfo,
-    pub metrics: Arc<CameraMetrics>,
-    pub layout: FrameLayout,
-    pub describe: String,
-}
+/// A camera that failed waits this long before it is opened again, doubled after each
+/// failure up to [`MAX_RESTART_DELAY`]; a camera that ran for [`RESTART_RESET`] starts
+/// over at the shortest delay.
+const MIN_RESTART_DELAY: Duration = Duration::from_secs(1);
+const MAX_RESTART_DELAY: Duration = Duration::from_secs(30);
+const RESTART_RESET: Duration = Duration::from_secs(60);
 
-/// State shared between a camera thread and the supervisor.
-pub struct Beat {
+/// State shared between a camera thread and the rest of the daemon.
+pub struct CameraState {
     /// Milliseconds since `epoch` at the loop's last turn: the watchdog's evidence that
     /// the loop (and so the GPU) is not stuck.
     last_turn_ms: AtomicU64,
     epoch: Instant,
+    /// Set while the camera delivers no frames (its device absent, or restarting after a
+    /// failure): it has started as far as it can, so it does not hold READY up.
+    waiting: AtomicBool,
+    /// The layout the pipeline is built for; `None` until the camera delivered a frame.
+    layout: Mutex<Option<FrameLayout>>,
 }
 
-impl Beat {
-    pub fn new() -> Beat {
-        Beat {
+impl CameraState {
+    pub fn new() -> CameraState {
+        CameraState {
             last_turn_ms: AtomicU64::new(0),
             epoch: Instant::now(),
+            waiting: AtomicBool::new(false),
+            layout: Mutex::new(None),
         }
     }
 
@@ -86,33 +93,48 @@ impl Beat {
         let last = Duration::from_millis(self.last_turn_ms.load(Ordering::Relaxed));
         self.epoch.elapsed().saturating_sub(last)
     }
+
+    /// Whether the camera is waiting for its device or for a restart.
+    pub fn waiting(&self) -> bool {
+        self.waiting.load(Ordering::Relaxed)
+    }
+
+    fn set_waiting(&self, waiting: bool) {
+        self.waiting.store(waiting, Ordering::Relaxed);
+    }
+
+    /// The layout of the frames the camera delivers, once it delivered one.
+    pub fn layout(&self) -> Option<FrameLayout> {
+        *self.layout.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn set_layout(&self, layout: FrameLayout) {
+        *self.layout.lock().unwrap_or_else(|e| e.into_inner()) = Some(layout);
+    }
 }
 
-impl Default for Beat {
+impl Default for CameraState {
     fn default() -> Self {
-        Beat::new()
+        CameraState::new()
     }
 }
 
 /// The channels a camera thread is given.
 pub struct Links {
     pub stop: Arc<AtomicBool>,
-    pub beat: Arc<Beat>,
+    pub state: Arc<CameraState>,
     pub publish: mpsc::SyncSender<Published>,
     pub reloads: mpsc::Receiver<Reload>,
     pub snapshots: mpsc::Receiver<SnapshotReply>,
-    /// Told once whether the camera started, with what it runs on.
-    pub started: mpsc::SyncSender<Result<Started>>,
 }
 
 /// The far ends of a camera thread's [`Links`], kept by whoever runs the thread.
 pub struct LinkEnds {
-    pub beat: Arc<Beat>,
+    pub state: Arc<CameraState>,
     /// Results, at most `publish_queue` of them waiting.
     pub published: mpsc::Receiver<Published>,
     pub reloads: mpsc::Sender<Reload>,
     pub snapshots: mpsc::Sender<SnapshotReply>,
-    pub started: mpsc::Receiver<Result<Started>>,
 }
 
 impl Links {
@@ -122,125 +144,232 @@ impl Links {
         let (publish, published) = mpsc::sync_channel(publish_queue);
         let (reloads_tx, reloads) = mpsc::channel();
         let (snapshots_tx, snapshots) = mpsc::channel();
-        let (started, started_rx) = mpsc::sync_channel(1);
-        let beat = Arc::new(Beat::new());
+        let state = Arc::new(CameraState::new());
         let links = Links {
             stop,
-            beat: Arc::clone(&beat),
+            state: Arc::clone(&state),
             publish,
             reloads,
             snapshots,
-            started,
         };
         let ends = LinkEnds {
-            beat,
+            state,
             published,
             reloads: reloads_tx,
             snapshots: snapshots_tx,
-            started: started_rx,
         };
         (links, ends)
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
     }
 }
 
 struct Camera {
     gpu: Gpu,
     source: Box<dyn FrameSource>,
-    pipeline: Pipeline,
-    options: PipelineOptions,
+    /// Built for the layout of the frames the source delivers, on the first frame: a
+    /// camera that is absent at start has no layout yet, and one that comes back from a
+    /// reconnect with another size or format gets a pipeline made for it.
+    pipeline: Option<Pipeline>,
+    /// What the published results say they came from.
+    describe: Arc<SourceInfo>,
+}
+
+/// The format and OpenCL device of a camera's frames, shared by its published results.
+pub struct SourceInfo {
+    pub format: &'static str,
+    pub device: String,
 }
 
 fn open(settings: &CameraSettings) -> Result<Camera> {
-    let gpu = Gpu::open(&settings.device)
-        .with_context(|| format!("camera '{}': OpenCL device", settings.name))?;
+    let gpu = Gpu::open(&settings.device).context("OpenCL device")?;
     let source = capture::open(&settings.source, &gpu)
-        .with_context(|| format!("camera '{}': source {}", settings.name, settings.source))?;
-    let layout = source.layout();
-    for r in &settings.regions {
-        r.validate(&layout)
-            .with_context(|| format!("camera '{}'", settings.name))?;
-    }
-    let pipeline = Pipeline::new(&gpu, layout, settings.options, &settings.regions)
-        .with_context(|| format!("camera '{}': setting up the pipeline", settings.name))?;
+        .with_context(|| format!("source {}", settings.source))?;
+    let describe = Arc::new(SourceInfo {
+        format: source.layout().format.name(),
+        device: gpu.info.to_string(),
+    });
     Ok(Camera {
         gpu,
         source,
-        pipeline,
-        options: settings.options,
+        pipeline: None,
+        describe,
     })
 }
 
-/// The thread's body: opens everything, says so on `links.started`, then runs until the
-/// stop flag is set. An `Err` return is an OpenCL failure the camera cannot go on after.
-pub fn run(settings: CameraSettings, metrics: Arc<Metrics>, links: Links) -> Result<()> {
-    let cam = match open(&settings) {
-        Ok(cam) => cam,
-        Err(e) => {
-            let message = format!("{e:#}");
-            // The receiver only goes away when the daemon is already stopping.
-            let _ = links.started.send(Err(e));
-            return Err(anyhow!(message));
-        }
-    };
-    run_opened(cam, &settings, &metrics, &links)
-}
-
-/// [`run`] once the camera is open; apart so that tests can hand it their own source.
-fn run_opened(
-    mut cam: Camera,
-    settings: &CameraSettings,
-    metrics: &Metrics,
-    links: &Links,
-) -> Result<()> {
-    let target_fps = match &settings.source {
+/// The rate the camera's source is set to, where the settings say it.
+pub fn target_fps(settings: &CameraSettings) -> Option<f64> {
+    match &settings.source {
         SourceSpec::Pattern { fps, .. } | SourceSpec::Replay { fps, .. } => Some(*fps),
         SourceSpec::V4l2 { fps, .. } => *fps,
-    };
-    let m = Arc::new(metrics.camera(&settings.name, &cam.gpu.info, target_fps));
-    let _ = links.started.send(Ok(Started {
-        device: cam.gpu.info.clone(),
-        metrics: Arc::clone(&m),
-        layout: cam.source.layout(),
-        describe: cam.source.describe(),
-    }));
-    tracing::info!(
-        camera = %settings.name,
-        source = %cam.source.describe(),
-        io = %cam.source.io_mode(),
-        device = %cam.gpu.info,
-        "camera started"
-    );
+    }
+}
+
+/// The thread's body: opens the camera and runs it until the stop flag is set. A camera
+/// that fails (its OpenCL device, its source, a pipeline that cannot be built, a panic)
+/// is shown down, logged once per distinct reason, and opened again after a growing
+/// delay; it never ends the thread, so it never stops the other cameras or the daemon.
+pub fn run(mut settings: CameraSettings, m: Arc<CameraMetrics>, links: Links) {
+    let name = settings.name.clone();
+    let mut delay = MIN_RESTART_DELAY;
+    let mut last_problem: Option<String> = None;
+    while !links.stopped() {
+        links.state.turn();
+        let attempt_start = Instant::now();
+        let attempt = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let cam = open(&settings)?;
+            run_opened(cam, &mut settings, &m, &links)
+        }));
+        let problem = match attempt {
+            Ok(Ok(())) => break,
+            Ok(Err(e)) => format!("{e:#}"),
+            Err(panic) => format!("panicked: {}", panic_message(&panic)),
+        };
+        m.set_up(false);
+        m.restarts.inc();
+        links.state.set_waiting(true);
+        if attempt_start.elapsed() >= RESTART_RESET {
+            delay = MIN_RESTART_DELAY;
+        }
+        if last_problem.as_deref() == Some(problem.as_str()) {
+            tracing::debug!(camera = %name, "failed again: {problem}");
+        } else {
+            tracing::error!(
+                camera = %name,
+                "camera failed: {problem}; opening it again in {} s, then with growing delays",
+                delay.as_secs()
+            );
+            last_problem = Some(problem);
+        }
+        wait_to_restart(delay, &mut settings, &links);
+        delay = (delay * 2).min(MAX_RESTART_DELAY);
+    }
+    tracing::info!(camera = %name, "camera stopped");
+}
+
+/// Sleeps `delay` in short steps, turning the loop for the watchdog and taking reloads,
+/// which then apply when the camera opens again.
+fn wait_to_restart(delay: Duration, settings: &mut CameraSettings, links: &Links) {
+    let until = Instant::now() + delay;
+    while !links.stopped() && Instant::now() < until {
+        links.state.turn();
+        while let Ok(reload) = links.reloads.try_recv() {
+            settings.options = reload.options;
+            settings.regions = reload.regions;
+            let _ = reload.reply.send(Ok(()));
+        }
+        std::thread::sleep(POLL.min(until.saturating_duration_since(Instant::now())));
+    }
+}
+
+fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "(no message)".into()
+    }
+}
+
+/// The pipeline for frames of `layout` with the camera's regions, checked against it.
+fn build_pipeline(gpu: &Gpu, layout: FrameLayout, settings: &CameraSettings) -> Result<Pipeline> {
+    for r in &settings.regions {
+        r.validate(&layout).with_context(|| {
+            format!(
+                "the camera delivers {} {}x{}",
+                layout.format, layout.width, layout.height
+            )
+        })?;
+    }
+    Pipeline::new(gpu, layout, settings.options, &settings.regions)
+        .context("setting up the pipeline")
+}
+
+/// Runs an open camera until the stop flag is set (`Ok`) or it fails (`Err`: an OpenCL
+/// failure, or a layout the regions do not fit). Apart so that tests can hand it their
+/// own source.
+fn run_opened(
+    mut cam: Camera,
+    settings: &mut CameraSettings,
+    m: &CameraMetrics,
+    links: &Links,
+) -> Result<()> {
+    m.set_device(&cam.gpu.info);
+    if cam.source.is_up() {
+        tracing::info!(
+            camera = %settings.name,
+            source = %cam.source.describe(),
+            io = %cam.source.io_mode(),
+            device = %cam.gpu.info,
+            "camera opened"
+        );
+    } else {
+        tracing::info!(
+            camera = %settings.name,
+            source = %cam.source.describe(),
+            device = %cam.gpu.info,
+            "camera waiting for its device"
+        );
+    }
     let mut failures_logged = 0u32;
     // What the pipeline's images show now: snapshot requests between frames use it.
     let mut shown: Option<Shown> = None;
-    while !links.stop.load(Ordering::Relaxed) {
-        links.beat.turn();
+    while !links.stopped() {
+        links.state.turn();
         while let Ok(reload) = links.reloads.try_recv() {
-            let outcome = apply(&mut cam, &reload.options, &reload.regions);
+            let outcome = apply(&mut cam, settings, &reload.options, &reload.regions);
             let _ = reload.reply.send(outcome);
         }
-        let next = cam
-            .source
-            .next_frame(&cam.gpu, POLL)
-            .with_context(|| format!("camera '{}'", settings.name))?;
+        let next = cam.source.next_frame(&cam.gpu, POLL)?;
         let Next::Frame(frame) = next else {
-            m.capture(cam.source.is_up(), &cam.source.stats());
+            let up = cam.source.is_up();
+            links.state.set_waiting(!up);
+            m.capture(up, &cam.source.stats());
             // The last frame's slot may be refilled by now: where luma is read from it,
             // requests wait for the next frame (the server gives up after a while).
-            if let Some(shown) = shown.as_ref().filter(|_| !cam.pipeline.luma_reads_slot()) {
-                answer_snapshots(
-                    &cam.pipeline,
-                    &cam.gpu,
-                    &links.snapshots,
-                    shown,
-                    None,
-                    &settings.name,
-                );
+            if let (Some(shown), Some(pipeline)) = (shown.as_ref(), cam.pipeline.as_ref()) {
+                if !pipeline.luma_reads_slot() {
+                    answer_snapshots(
+                        pipeline,
+                        &cam.gpu,
+                        &links.snapshots,
+                        shown,
+                        None,
+                        &settings.name,
+                    );
+                }
             }
             continue;
         };
+        if cam.pipeline.as_ref().map(|p| *p.layout()) != Some(frame.layout) {
+            if cam.pipeline.is_some() {
+                tracing::info!(
+                    camera = %settings.name,
+                    "frames now {} {}x{} (stride {}): building the pipeline again",
+                    frame.layout.format,
+                    frame.layout.width,
+                    frame.layout.height,
+                    frame.layout.stride
+                );
+            }
+            // The old pipeline's images describe another layout.
+            shown = None;
+            cam.pipeline = None;
+            cam.pipeline = Some(build_pipeline(&cam.gpu, frame.layout, settings)?);
+            cam.describe = Arc::new(SourceInfo {
+                format: frame.layout.format.name(),
+                device: cam.gpu.info.to_string(),
+            });
+            links.state.set_layout(frame.layout);
+        }
+        let Some(pipeline) = cam.pipeline.as_mut() else {
+            continue;
+        };
         let (sequence, captured) = (frame.sequence, frame.captured);
-        let processed = cam.pipeline.process(&cam.gpu, frame.slot);
+        let processed = pipeline.process(&cam.gpu, frame.slot);
         // The frame, so its slot, is held up to here: answer while luma may be read from it.
         shown = processed.as_ref().ok().map(|result| {
             let now_shown = Shown {
@@ -250,7 +379,7 @@ fn run_opened(
                 otsu_threshold: result.otsu_threshold,
             };
             answer_snapshots(
-                &cam.pipeline,
+                pipeline,
                 &cam.gpu,
                 &links.snapshots,
                 &now_shown,
@@ -259,6 +388,7 @@ fn run_opened(
             );
             now_shown
         });
+        links.state.set_waiting(false);
         m.capture(cam.source.is_up(), &cam.source.stats());
         let result = match processed {
             Ok(result) => result,
@@ -276,15 +406,15 @@ fn run_opened(
         };
         let published = Published {
             result,
-            options: cam.options,
+            options: settings.options,
             sequence,
             captured,
+            source: Arc::clone(&cam.describe),
         };
         if let Err(mpsc::TrySendError::Full(_)) = links.publish.try_send(published) {
             m.backlog_dropped.inc();
         }
     }
-    tracing::info!(camera = %settings.name, "camera stopped");
     Ok(())
 }
 
@@ -296,16 +426,25 @@ struct Shown {
     otsu_threshold: u8,
 }
 
-fn apply(cam: &mut Camera, options: &PipelineOptions, regions: &[Region]) -> Result<(), String> {
-    let layout = *cam.pipeline.layout();
-    for r in regions {
-        r.validate(&layout).map_err(|e| e.to_string())?;
+/// Takes new options and regions; they also stay in `settings` for a reopened camera.
+fn apply(
+    cam: &mut Camera,
+    settings: &mut CameraSettings,
+    options: &PipelineOptions,
+    regions: &[Region],
+) -> Result<(), String> {
+    if let Some(pipeline) = cam.pipeline.as_mut() {
+        let layout = *pipeline.layout();
+        for r in regions {
+            r.validate(&layout).map_err(|e| e.to_string())?;
+        }
+        pipeline
+            .set_regions(&cam.gpu, regions)
+            .map_err(|e| format!("{e:#}"))?;
+        pipeline.set_options(*options);
     }
-    cam.pipeline
-        .set_regions(&cam.gpu, regions)
-        .map_err(|e| format!("{e:#}"))?;
-    cam.pipeline.set_options(*options);
-    cam.options = *options;
+    settings.options = *options;
+    settings.regions = regions.to_vec();
     Ok(())
 }
 
@@ -352,6 +491,7 @@ mod tests {
     use crate::capture::{CaptureError, CaptureStats, Frame, IoMode};
     use crate::cl::DeviceSpec;
     use crate::frame::PixelFormat;
+    use crate::metrics::Metrics;
 
     /// A camera with a single buffer, as V4L2 behaves once a buffer is requeued: the
     /// driver refills it while the loop waits, so on a turn without a frame the slot of
@@ -414,32 +554,39 @@ mod tests {
             .expect("device spec");
         let layout = FrameLayout::packed(PixelFormat::Grey, 32, 24);
         let options = PipelineOptions::default();
+        // The slot comes from a pipeline of the same layout; the camera builds its own.
         let open_camera = {
             let device = device.clone();
             move || {
                 let gpu = Gpu::open(&device).expect("an OpenCL device");
                 let pipeline = Pipeline::new(&gpu, layout, options, &[]).expect("pipeline");
                 let slot = pipeline.new_slot(&gpu).expect("slot");
+                let luma_reads_slot = pipeline.luma_reads_slot();
                 let source = Box::new(Requeued {
                     layout,
                     slot,
                     sequence: 0,
                 });
-                Camera {
+                let describe = Arc::new(SourceInfo {
+                    format: layout.format.name(),
+                    device: gpu.info.to_string(),
+                });
+                let camera = Camera {
                     gpu,
                     source,
-                    pipeline,
-                    options,
-                }
+                    pipeline: None,
+                    describe,
+                };
+                (camera, luma_reads_slot)
             }
         };
-        let probe = open_camera();
-        if !probe.pipeline.luma_reads_slot() {
+        let (probe, luma_reads_slot) = open_camera();
+        if !luma_reads_slot {
             eprintln!("skipped: {} has its own luma buffer", probe.gpu.info);
             return;
         }
         drop(probe);
-        let settings = CameraSettings {
+        let mut settings = CameraSettings {
             name: "t".into(),
             device,
             source: "pattern:32x24@100".parse().expect("spec"),
@@ -449,6 +596,7 @@ mod tests {
         let stop = Arc::new(AtomicBool::new(false));
         let (links, ends) = Links::new(Arc::clone(&stop), 4);
         let metrics = Metrics::new(16);
+        let m = metrics.camera("t", None);
         /// Stops the camera however the test ends: a failed assertion must not leave
         /// the scope waiting for the camera thread forever.
         struct StopOnDrop(Arc<AtomicBool>);
@@ -458,7 +606,7 @@ mod tests {
             }
         }
         std::thread::scope(|s| {
-            let camera = s.spawn(move || run_opened(open_camera(), &settings, &metrics, &links));
+            let camera = s.spawn(move || run_opened(open_camera().0, &mut settings, &m, &links));
             let stopper = StopOnDrop(Arc::clone(&stop));
             for i in 0..30 {
                 let (tx, mut rx) = oneshot::channel();

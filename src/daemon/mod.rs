@@ -20,11 +20,10 @@ use anyhow::{anyhow, Context, Result};
 use tokio::sync::{mpsc as tmpsc, oneshot, watch};
 
 use crate::config::{self, CameraSettings, Overrides, Settings};
-use crate::frame::FrameLayout;
 use crate::metrics::{CameraMetrics, Metrics};
 use crate::pipeline::{FrameResult, PipelineOptions};
 use crate::server::{self, CameraView};
-use camera::{Beat, Links, Published, Reload, Started};
+use camera::{CameraState, Links, Published, Reload};
 use signals::Signal;
 
 /// Results waiting for the publisher, per camera. Small on purpose: a publisher that
@@ -37,20 +36,21 @@ pub struct Latest {
     pub published: Instant,
     pub result: FrameResult,
     pub options: PipelineOptions,
-    pub format: String,
-    pub device: String,
+    /// The format and OpenCL device the frame came through.
+    pub source: Arc<camera::SourceInfo>,
 }
 
 struct CameraThread {
     settings: CameraSettings,
-    beat: Arc<Beat>,
+    state: Arc<CameraState>,
     reloads: mpsc::Sender<Reload>,
     thread: Option<JoinHandle<()>>,
 }
 
 /// Installs the `tracing` subscriber at `level`, or at `RUST_LOG` when that names a level
 /// (error, warn, info, debug, trace). Per-module filters are left out to keep the binary
-/// small.
+/// small. Under systemd (stderr is the journal's stream) each line starts with its
+/// syslog priority (`<3>` for errors), so `journalctl -p err` finds the errors.
 pub fn init_logging(level: &str) {
     let parse = |s: &str| s.trim().parse::<tracing::Level>().ok();
     let level = std::env::var("RUST_LOG")
@@ -58,14 +58,66 @@ pub fn init_logging(level: &str) {
         .and_then(|s| parse(&s))
         .or_else(|| parse(level))
         .unwrap_or(tracing::Level::INFO);
-    // A second call (tests) keeps the first subscriber.
-    let _ = tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_max_level(level)
         .with_writer(std::io::stderr)
         // Colour codes only for a terminal: journald and log files get plain text.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_target(false)
-        .try_init();
+        .with_target(false);
+    // A second call (tests) keeps the first subscriber.
+    let _ = if stderr_is_journal() {
+        // journald stamps each line itself.
+        let format = tracing_subscriber::fmt::format()
+            .with_target(false)
+            .without_time();
+        builder.event_format(JournalPriority(format)).try_init()
+    } else {
+        builder.try_init()
+    };
+}
+
+/// Whether stderr is the stream systemd connected to the journal (`JOURNAL_STREAM` holds
+/// its device and inode, see systemd.exec(5)).
+fn stderr_is_journal() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(stream) = std::env::var("JOURNAL_STREAM") else {
+        return false;
+    };
+    let Some((dev, ino)) = stream.split_once(':') else {
+        return false;
+    };
+    // SAFETY: fd 2 stays open for the whole process; ManuallyDrop never closes it.
+    let file = std::mem::ManuallyDrop::new(unsafe {
+        <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(2)
+    });
+    file.metadata()
+        .is_ok_and(|m| dev.parse() == Ok(m.dev()) && ino.parse() == Ok(m.ino()))
+}
+
+/// Prefixes each line with its sd-daemon(3) priority.
+struct JournalPriority<F>(F);
+
+impl<S, N, F> tracing_subscriber::fmt::FormatEvent<S, N> for JournalPriority<F>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+    F: tracing_subscriber::fmt::FormatEvent<S, N>,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut writer: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        let priority = match *event.metadata().level() {
+            tracing::Level::ERROR => 3,
+            tracing::Level::WARN => 4,
+            tracing::Level::INFO => 6,
+            tracing::Level::DEBUG | tracing::Level::TRACE => 7,
+        };
+        write!(writer, "<{priority}>")?;
+        self.0.format_event(ctx, writer, event)
+    }
 }
 
 /// Runs the daemon until SIGTERM/SIGINT. Config errors come back as [`config::ConfigError`]
@@ -73,70 +125,45 @@ pub fn init_logging(level: &str) {
 pub fn run(config_path: Option<PathBuf>, overrides: Overrides) -> Result<()> {
     let (_, settings) = config::load(config_path.as_deref(), &overrides)?;
     signals::block().context("blocking signals")?;
-    let mut signals = signals::forward().context("starting the signal thread")?;
+    let signals = signals::forward().context("starting the signal thread")?;
     init_logging(&settings.log_level);
     let listener = server::Listener::prepare(&settings.web)?;
     let metrics = Arc::new(Metrics::new(settings.histogram_bins));
     let stop = Arc::new(AtomicBool::new(false));
-    let (exits_tx, exits_rx) = tmpsc::unbounded_channel::<(String, Result<()>)>();
+    let (exits_tx, exits_rx) = tmpsc::unbounded_channel::<String>();
 
+    // Cameras start in the background: one whose device is absent, or that fails, is
+    // shown down and retried by its own thread, and the server runs meanwhile.
     let mut threads = Vec::new();
-    let mut pending = Vec::new();
+    let mut views = Vec::new();
     for c in &settings.cameras {
         let (links, ends) = Links::new(Arc::clone(&stop), PUBLISH_QUEUE);
-        let (settings_c, metrics_c, exits) = (c.clone(), Arc::clone(&metrics), exits_tx.clone());
+        let m = Arc::new(metrics.camera(&c.name, camera::target_fps(c)));
+        let (settings_c, m_c, exits) = (c.clone(), Arc::clone(&m), exits_tx.clone());
         let name = c.name.clone();
         let thread = std::thread::Builder::new()
             .name(format!("es-cam-{}", c.name))
             .spawn(move || {
-                let outcome = camera::run(settings_c, metrics_c, links);
-                let _ = exits.send((name, outcome));
+                camera::run(settings_c, m_c, links);
+                let _ = exits.send(name);
             })
             .context("starting a camera thread")?;
+        let (latest_tx, latest_rx) = watch::channel(None);
+        let published = ends.published;
+        // Its own thread, not a tokio task: a camera thread's wake-ups reach tokio through
+        // its shared queue, which busy workers poll late; under HTTP load (wrk on
+        // /metrics) that held a tokio publisher back long enough to drop frames.
+        std::thread::Builder::new()
+            .name(format!("es-pub-{}", c.name))
+            .spawn(move || publish(published, m, latest_tx))
+            .with_context(|| format!("starting the publisher of camera '{}'", c.name))?;
+        views.push(CameraView::new(c.name.clone(), latest_rx, ends.snapshots));
         threads.push(CameraThread {
             settings: c.clone(),
-            beat: ends.beat,
+            state: ends.state,
             reloads: ends.reloads,
             thread: Some(thread),
         });
-        pending.push((ends.started, ends.published, ends.snapshots));
-    }
-
-    let mut started = Vec::new();
-    let mut failure = None;
-    for (i, (rx, publish_rx, snap_tx)) in pending.into_iter().enumerate() {
-        // Kernel builds can take seconds on a cold cache: a stop request meanwhile is
-        // honoured at once, leaving the builds to die with the process.
-        let answer = loop {
-            match rx.recv_timeout(Duration::from_millis(100)) {
-                Err(mpsc::RecvTimeoutError::Timeout) => {
-                    if let Ok(Signal::Terminate | Signal::Interrupt) = signals.try_recv() {
-                        tracing::info!("stopping while cameras start");
-                        stop.store(true, Ordering::Relaxed);
-                        return Ok(());
-                    }
-                }
-                Err(mpsc::RecvTimeoutError::Disconnected) => break None,
-                Ok(answer) => break Some(answer),
-            }
-        };
-        match answer {
-            Some(Ok(s)) => started.push((s, publish_rx, snap_tx)),
-            Some(Err(e)) => {
-                failure.get_or_insert(e);
-            }
-            None => {
-                failure.get_or_insert(anyhow!(
-                    "camera '{}' ended while starting",
-                    threads[i].settings.name
-                ));
-            }
-        }
-    }
-    if let Some(e) = failure {
-        stop.store(true, Ordering::Relaxed);
-        join(&mut threads);
-        return Err(e);
     }
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -151,7 +178,7 @@ pub fn run(config_path: Option<PathBuf>, overrides: Overrides) -> Result<()> {
         overrides,
         &metrics,
         &threads,
-        started,
+        Arc::new(views),
         listener,
         exits_rx,
         signals,
@@ -182,32 +209,11 @@ async fn serve(
     overrides: Overrides,
     metrics: &Arc<Metrics>,
     threads: &[CameraThread],
-    started: Vec<(
-        Started,
-        mpsc::Receiver<Published>,
-        mpsc::Sender<camera::SnapshotReply>,
-    )>,
+    views: Arc<Vec<CameraView>>,
     listener: server::Listener,
-    mut exits: tmpsc::UnboundedReceiver<(String, Result<()>)>,
+    mut exits: tmpsc::UnboundedReceiver<String>,
     mut signals: tmpsc::UnboundedReceiver<Signal>,
 ) -> Result<()> {
-    let mut views = Vec::new();
-    let layouts: Vec<FrameLayout> = started.iter().map(|(s, _, _)| s.layout).collect();
-    for (t, (s, publish_rx, snap_tx)) in threads.iter().zip(started) {
-        let (latest_tx, latest_rx) = watch::channel(None);
-        let format = s.layout.format.name().to_string();
-        let device = s.device.to_string();
-        // Its own thread, not a tokio task: a camera thread's wake-ups reach tokio through
-        // its shared queue, which busy workers poll late; under HTTP load (wrk on
-        // /metrics) that held a tokio publisher back long enough to drop frames.
-        let name = t.settings.name.clone();
-        std::thread::Builder::new()
-            .name(format!("es-pub-{name}"))
-            .spawn(move || publish(publish_rx, s.metrics, latest_tx, format, device))
-            .with_context(|| format!("starting the publisher of camera '{name}'"))?;
-        views.push(CameraView::new(t.settings.name.clone(), latest_rx, snap_tx));
-    }
-    let views = Arc::new(views);
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let server = tokio::spawn(server::serve(
         listener,
@@ -216,8 +222,8 @@ async fn serve(
         Arc::clone(&views),
         shutdown_rx.clone(),
     ));
-    let beats: Vec<Arc<Beat>> = threads.iter().map(|t| Arc::clone(&t.beat)).collect();
-    tokio::spawn(supervise(Arc::clone(&views), beats, shutdown_rx));
+    let states: Vec<Arc<CameraState>> = threads.iter().map(|t| Arc::clone(&t.state)).collect();
+    tokio::spawn(supervise(Arc::clone(&views), states, shutdown_rx));
 
     tracing::info!(listen = %settings.web.listen, "serving");
     let outcome = loop {
@@ -228,16 +234,12 @@ async fn serve(
                     break Ok(());
                 }
                 Signal::Hangup => {
-                    let running = Running { settings, threads, layouts: &layouts };
-                    reload(config_path.as_deref(), &overrides, &running, metrics).await
+                    reload(config_path.as_deref(), &overrides, settings, threads, metrics).await
                 }
             },
-            Some((name, outcome)) = exits.recv() => {
-                break Err(match outcome {
-                    Err(e) => e.context(format!("camera '{name}' failed")),
-                    Ok(()) => anyhow!("camera '{name}' stopped"),
-                });
-            }
+            // A camera thread ends only when told to stop, or by a panic outside the part
+            // it restarts: then systemd's restart is the way back.
+            Some(name) = exits.recv() => break Err(anyhow!("camera '{name}' stopped")),
         }
     };
     let _ = shutdown_tx.send(true);
@@ -252,8 +254,6 @@ fn publish(
     rx: mpsc::Receiver<Published>,
     m: Arc<CameraMetrics>,
     latest: watch::Sender<Option<Arc<Latest>>>,
-    format: String,
-    device: String,
 ) {
     const WINDOW: Duration = Duration::from_secs(2);
     let mut times: VecDeque<Instant> = VecDeque::new();
@@ -268,8 +268,7 @@ fn publish(
                     published: now,
                     result: p.result,
                     options: p.options,
-                    format: format.clone(),
-                    device: device.clone(),
+                    source: p.source,
                 })));
             }
             // No frame for a while: the rate below still has to fall.
@@ -292,12 +291,13 @@ fn publish(
     }
 }
 
-/// Tells systemd READY once every camera has published a frame, and pings its watchdog
-/// only while every camera loop keeps turning, so a hung GPU call gets the service
-/// restarted.
+/// Tells systemd READY once every camera has published a frame or is waiting for its
+/// device (a board whose camera is unplugged at boot still serves its metrics), and pings
+/// its watchdog only while every camera loop keeps turning, so a hung GPU call gets the
+/// service restarted.
 async fn supervise(
     views: Arc<Vec<CameraView>>,
-    beats: Vec<Arc<Beat>>,
+    states: Vec<Arc<CameraState>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let watchdog = sd_notify::watchdog_enabled();
@@ -309,15 +309,20 @@ async fn supervise(
             _ = tick.tick() => {}
             _ = shutdown.changed() => return,
         }
-        if !ready && views.iter().all(|v| v.latest().is_some()) {
+        if !ready
+            && views
+                .iter()
+                .zip(&states)
+                .all(|(v, s)| v.latest().is_some() || s.waiting())
+        {
             ready = true;
-            tracing::info!("first frame from every camera: ready");
+            tracing::info!("every camera delivers frames or waits for its device: ready");
             if let Err(e) = sd_notify::notify(&[sd_notify::NotifyState::Ready]) {
                 tracing::warn!("telling systemd READY: {e}");
             }
         }
         let Some(period) = watchdog else { continue };
-        let stuck = beats.iter().any(|b| b.since_last_turn() > period / 2);
+        let stuck = states.iter().any(|s| s.since_last_turn() > period / 2);
         let due = last_ping.is_none_or(|t| t.elapsed() >= period / 4);
         if ready && !stuck && due {
             let _ = sd_notify::notify(&[sd_notify::NotifyState::Watchdog]);
@@ -329,20 +334,14 @@ async fn supervise(
 /// SIGHUP: reads the config again and hands each running camera its new ROIs and
 /// options. Anything that would need the camera or socket reopened is logged and left
 /// as it is; a config that does not check is refused whole.
-/// What a reload changes: the running settings and each camera's negotiated layout.
-struct Running<'a> {
-    settings: &'a Settings,
-    threads: &'a [CameraThread],
-    layouts: &'a [FrameLayout],
-}
-
 async fn reload(
     path: Option<&std::path::Path>,
     overrides: &Overrides,
-    running: &Running<'_>,
+    current: &Settings,
+    threads: &[CameraThread],
     metrics: &Metrics,
 ) {
-    let outcome = reload_inner(path, overrides, running).await;
+    let outcome = reload_inner(path, overrides, current, threads).await;
     let result = if outcome.is_ok() {
         "success"
     } else {
@@ -360,9 +359,9 @@ async fn reload(
 async fn reload_inner(
     path: Option<&std::path::Path>,
     overrides: &Overrides,
-    running: &Running<'_>,
+    current: &Settings,
+    threads: &[CameraThread],
 ) -> Result<()> {
-    let (current, threads) = (running.settings, running.threads);
     let path = path.ok_or_else(|| anyhow!("no --config file to read again"))?;
     let path_owned = path.to_path_buf();
     let overrides_owned = overrides.clone();
@@ -379,11 +378,15 @@ async fn reload_inner(
         }
     }
     // Regions are checked against the sizes the cameras really deliver before any camera
-    // is told, so that a reload is taken by all cameras or by none.
-    for (t, layout) in threads.iter().zip(running.layouts) {
+    // is told, so that a reload is taken by all cameras or by none. A camera that has not
+    // delivered a frame yet checks them when it does.
+    for t in threads {
+        let Some(layout) = t.state.layout() else {
+            continue;
+        };
         if let Some(c) = new.cameras.iter().find(|c| c.name == t.settings.name) {
             for r in &c.regions {
-                r.validate(layout)
+                r.validate(&layout)
                     .with_context(|| format!("camera '{}'", c.name))?;
             }
         }

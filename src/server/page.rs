@@ -61,7 +61,7 @@ pub fn status(cameras: &[CameraView]) -> String {
                     l.sequence,
                     r.width,
                     r.height,
-                    escape(&l.format),
+                    escape(l.source.format),
                     l.published.elapsed().as_secs_f64(),
                     r.otsu_threshold,
                     r.frame.mean(),

@@ -269,7 +269,7 @@ fn latest(state: &State, query: Option<&str>) -> Response<Body> {
         camera: &camera.name,
         sequence: l.sequence,
         age_seconds: l.published.elapsed().as_secs_f64(),
-        report: Report::new(&l.result, &l.format, &l.device, l.options),
+        report: Report::new(&l.result, l.source.format, &l.source.device, l.options),
     };
     match serde_json::to_vec_pretty(&body) {
         Ok(json) => response(StatusCode::OK, "application/json", json),
