@@ -1,7 +1,12 @@
 # make demo: run the daemon on the test pattern on loopback (status page on) until Ctrl-C.
 # make demo-process: run the pipeline once on the bundled sample and say where the results are.
-# make test: every test: format, lints, unit and OpenCL tests, OpenCV conformance, cross builds,
-#            and the V4L2 capture tests against the vivid virtual camera in a QEMU VM.
+# make test: every test: format, lints, unit and OpenCL tests, OpenCV conformance, the board
+#            builds (cross), the Debian packages, the V4L2 capture tests against the vivid
+#            virtual camera in a QEMU VM, and the package under real systemd in a QEMU VM.
+# make test-arm: the kernel tests and the OpenCV conformance test on emulated aarch64 and
+#            armv7 (qemu-user, Debian's POCL for those boards); CI runs it after make test.
+# make cross: release binaries for aarch64 and armv7 boards with cross-rs, offline.
+# make package: .debs for amd64, arm64 and armhf in target/deb/.
 # make bench: the pipeline's cost at 720p, 1080p and 4K beside a device copy of the same bytes
 #             (BENCH_ARGS adds flags, e.g. BENCH_ARGS="--runs 50 --device portable").
 # Both install what they need first (Debian packages, Rust targets, pip packages).
@@ -14,7 +19,7 @@ CROSS_TARGETS := aarch64-unknown-linux-gnu armv7-unknown-linux-gnueabihf
 DEMO_OUT := target/demo
 DEMO_LISTEN ?= 127.0.0.1:8947
 
-.PHONY: demo demo-process test bench deps-run deps-test build lint unit conformance cross vm-test clean
+.PHONY: demo demo-process test test-arm bench deps-run deps-test build lint unit conformance cross package vm-test vm-systemd clean
 
 demo: deps-run build
 	@mkdir -p $(POCL_CACHE_DIR)
@@ -38,7 +43,7 @@ bench: deps-run build
 	@mkdir -p $(POCL_CACHE_DIR) target/bench
 	./target/release/edgesight bench --json target/bench/bench.json $(BENCH_ARGS)
 
-test: deps-test lint unit build conformance cross vm-test
+test: deps-test lint unit build conformance cross package vm-test vm-systemd
 	@echo "make test: all passed"
 
 deps-run:
@@ -61,18 +66,32 @@ unit:
 conformance: build
 	python3 tests/conformance.py --bin target/release/edgesight
 
+# Release binaries for the boards, built by cross-rs in a Debian 11 image made from Debian
+# packages (glibc 2.31), into target/cross/<triple>/release/. CROSS_ARGS=--tests adds the
+# test executables.
 cross:
-	for t in $(CROSS_TARGETS); do $(CARGO) build --release --locked --target $$t || exit 1; done
+	scripts/cross-build.sh $(CROSS_ARGS)
 	@# The aarch64 binary starts under emulation and, with no OpenCL there, says so plainly.
-	qemu-aarch64-static -L /usr/aarch64-linux-gnu target/aarch64-unknown-linux-gnu/release/edgesight --version
 	! OPENCL_DYLIB_PATH=/nonexistent/libOpenCL.so qemu-aarch64-static -L /usr/aarch64-linux-gnu \
-		target/aarch64-unknown-linux-gnu/release/edgesight devices 2> target/cross-devices.err
+		target/cross/aarch64-unknown-linux-gnu/release/edgesight devices 2> target/cross-devices.err
 	grep -q "OpenCL library not found" target/cross-devices.err
+
+# .debs for amd64, arm64 and armhf (the board binaries from `make cross`), checked by lintian.
+package: build cross
+	scripts/package-deb.sh --lintian
+
+# The kernel tests and the OpenCV conformance test under qemu-user on aarch64 and armv7.
+test-arm: deps-test
+	tests/arm/run.sh
 
 # Boots Debian's kernel in QEMU (TCG) with vivid and runs tests/vm_capture.rs there; the
 # kernel and initramfs are cached under target/vm/.
 vm-test:
 	tests/vm/run.sh
+
+# The amd64 .deb under real systemd (PID 1) in a QEMU VM with vivid and Prometheus.
+vm-systemd: build
+	tests/systemd-vm/run.sh
 
 clean:
 	$(CARGO) clean

@@ -10,6 +10,9 @@
 #                          tests, and for the V4L2 tests a QEMU VM (qemu-system-x86,
 #                          busybox-static, kmod, cpio) booting Debian's kernel with the vivid
 #                          camera. The cross packages carry the boards' copies of videodev2.h.
+#                          For the deployment tests: podman, runc and debootstrap (the
+#                          cross-rs image), lintian (the .debs), mmdebstrap and e2fsprogs
+#                          (the systemd VM's Debian root).
 set -euo pipefail
 
 mode=${1:-run}
@@ -20,7 +23,9 @@ if [ "$mode" = test ]; then
     apt_packages+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross
                    gcc-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user-static
                    prometheus wrk openssl curl
-                   qemu-system-x86 busybox-static kmod cpio xz-utils zstd)
+                   qemu-system-x86 busybox-static kmod cpio xz-utils zstd
+                   podman runc debootstrap lintian mmdebstrap e2fsprogs file
+                   binutils-aarch64-linux-gnu binutils-arm-linux-gnueabihf)
 fi
 
 missing=()
@@ -29,8 +34,8 @@ for p in "${apt_packages[@]}"; do
 done
 if [ ${#missing[@]} -gt 0 ]; then
     echo "install-deps: installing ${missing[*]}"
-    as_root apt-get update -qq
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    as_root apt-get -o DPkg::Lock::Timeout=300 update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 [ "$mode" = test ] || exit 0

@@ -1,0 +1,221 @@
+#!/usr/bin/env bash
+# `make test-arm`: the OpenCL tests on emulated ARM boards. For aarch64 and armv7, each
+# under qemu-user in a Debian 12 sysroot with POCL (tests/arm/sysroot.sh, cached under
+# target/arm/):
+#
+#   1. the kernel tests (tests/kernels.rs: every kernel against the plain-Rust reference,
+#      awkward sizes, every format and border, wider strides, both tunings), built for the
+#      board with cargo and Debian's cross gcc;
+#   2. the OpenCV conformance test (tests/conformance.py) with the board's edgesight as the
+#      binary (tests/arm/edgesight-ARCH), OpenCV itself running on the host;
+#   3. `edgesight process --raw` on a few inputs, x86 and board binary, every output file
+#      compared byte for byte (report.json without its device name and timings).
+#
+#   tests/arm/run.sh [aarch64|armv7 ...]      default: both
+#
+# Environment: EDGESIGHT_ARM_TEST_ARGS (extra arguments for the kernel test binary, e.g. a
+# test name filter), EDGESIGHT_ARM_PROFILE=dev (kernel tests in the dev profile, with
+# overflow checks; default release, as emulated code is slow), EDGESIGHT_ARM_CONFORMANCE_ARGS
+# (e.g. --quick), EDGESIGHT_ARM_JOBS (conformance runs at a time, default 2),
+# EDGESIGHT_TEST_DEVICE (as for `make unit`; the sysroot has only POCL). POCL's kernel caches are kept in
+# target/arm/pocl-cache-ARCH: a second run skips most kernel compiles, which are slow
+# under emulation. Logs: target/arm/logs/. Needs root (mount namespaces, chroot).
+set -uo pipefail
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root" || exit 1
+here=$root/tests/arm
+arm=$root/target/arm
+logs=$arm/logs
+mkdir -p "$logs"
+[ "$(id -u)" -eq 0 ] || { echo "test-arm: needs root (unshare --mount, chroot)" >&2; exit 1; }
+export POCL_CACHE_DIR=${POCL_CACHE_DIR:-$root/target/pocl-cache}   # the x86 runs
+mkdir -p "$POCL_CACHE_DIR"
+
+arches=("$@")
+[ ${#arches[@]} -gt 0 ] || arches=(aarch64 armv7)
+jobs=${EDGESIGHT_ARM_JOBS:-2}
+profile=${EDGESIGHT_ARM_PROFILE:-release}
+cargo=${CARGO:-cargo}
+failed=()
+summary=()
+
+hms() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
+# phase ARCH NAME COMMAND...: runs COMMAND, times it, records the result for the summary.
+phase() {
+    local arch=$1 name=$2 t0=$SECONDS rc
+    shift 2
+    echo
+    echo "=== $arch: $name"
+    "$@"
+    rc=$?
+    local took=$((SECONDS - t0))
+    if [ $rc -eq 0 ]; then
+        summary+=("$(printf '%-8s %-22s %-6s %s' "$arch" "$name" ok "$(hms $took)")")
+    else
+        summary+=("$(printf '%-8s %-22s %-6s %s' "$arch" "$name" FAILED "$(hms $took)")")
+        failed+=("$arch $name")
+    fi
+    echo "=== $arch: $name: $([ $rc -eq 0 ] && echo ok || echo "FAILED (exit $rc)") in $(hms $took)"
+    return $rc
+}
+
+triple_of() {
+    case $1 in
+    aarch64) echo aarch64-unknown-linux-gnu ;;
+    armv7) echo armv7-unknown-linux-gnueabihf ;;
+    *) echo "test-arm: unknown arch '$1' (aarch64 or armv7)" >&2; return 1 ;;
+    esac
+}
+
+# The kernel test binary cargo built for TRIPLE (from its JSON messages).
+kernels_test_binary() {
+    python3 -c '
+import json, sys
+exe = None
+for line in open(sys.argv[1]):
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "kernels" and m.get("executable"):
+        exe = m["executable"]
+print(exe or "")' "$1"
+}
+
+build() {
+    local arch=$1 triple=$2 release=--release
+    [ "$profile" = dev ] && release=
+    "$cargo" test $release --locked --no-run --target "$triple" --test kernels \
+        --message-format=json-render-diagnostics > "$logs/$arch-build-kernels.json" || return 1
+    local exe
+    exe=$(kernels_test_binary "$logs/$arch-build-kernels.json")
+    if [ -z "$exe" ] || [ ! -x "$exe" ]; then
+        echo "no kernels test binary in cargo's output" >&2
+        return 1
+    fi
+    ln -sf "$exe" "$arm/kernels-$arch"
+    "$cargo" build --release --locked --target "$triple" || return 1
+    echo "kernel tests: ${exe#"$root"/} ($profile profile)"
+    echo "edgesight:    target/$triple/release/edgesight"
+    # The OpenCL device the tests get (the first GPU, else the first device: POCL here).
+    "$here/edgesight-$arch" devices 2>&1 | sed -n '1,2p;/version:/p;/fp64:/p'
+}
+
+kernel_tests() {
+    local arch=$1
+    # shellcheck disable=SC2086
+    "$here/in-sysroot.sh" "$arch" "$(readlink -f "$arm/kernels-$arch")" ${EDGESIGHT_ARM_TEST_ARGS:-} \
+        2>&1 | tee "$logs/$arch-kernels.log"
+}
+
+conformance() {
+    local arch=$1
+    # shellcheck disable=SC2086
+    python3 tests/conformance.py --bin "$here/edgesight-$arch" --jobs "$jobs" --timeout 900 \
+        ${EDGESIGHT_ARM_CONFORMANCE_ARGS:-} 2>&1 | tee "$logs/$arch-conformance.log"
+}
+
+# The raw-output comparison: the inputs (made once, deterministic) and the x86 outputs.
+raw_cases=(scene scene-l2-constant grey-641x479 rgb24-333x251 nv12-66x34 yuyv-17x3)
+raw_args() {
+    local inputs=$arm/raw-inputs
+    case $1 in
+    scene) echo "samples/scene.png --roi sky:0,0,640,140 --roi street:0,360,640,120" ;;
+    scene-l2-constant) echo "samples/scene.png --border constant --magnitude l2 --edge-threshold 40" ;;
+    grey-641x479) echo "$inputs/grey-641x479.raw --format grey --size 641x479 --border replicate --roi r:1,2,639,476" ;;
+    rgb24-333x251) echo "$inputs/rgb24-333x251.raw --format rgb24 --size 333x251" ;;
+    nv12-66x34) echo "$inputs/nv12-66x34.raw --format nv12 --size 66x34 --magnitude l2" ;;
+    yuyv-17x3) echo "$inputs/yuyv-17x3.raw --format yuyv --size 17x3" ;;
+    esac
+}
+
+raw_reference() {
+    mkdir -p "$arm/raw-inputs"
+    python3 - "$arm/raw-inputs" <<'EOF' || return 1
+import random, sys
+# Random bytes, except for a smooth band, so Otsu, the edges and the ROIs see structure.
+for name, n in [("grey-641x479", 641 * 479), ("rgb24-333x251", 333 * 251 * 3),
+                ("nv12-66x34", 66 * 34 * 3 // 2), ("yuyv-17x3", 17 * 3 * 2)]:
+    r = random.Random(name)
+    data = bytearray(r.getrandbits(8) for _ in range(n))
+    for i in range(0, n // 3):
+        data[i] = (i // 7) % 256
+    open(f"{sys.argv[1]}/{name}.raw", "wb").write(bytes(data))
+EOF
+    "$cargo" build --release --locked || return 1
+    local c
+    for c in "${raw_cases[@]}"; do
+        rm -rf "$arm/raw/x86/$c" && mkdir -p "$arm/raw/x86/$c"
+        # shellcheck disable=SC2046
+        target/release/edgesight process $(raw_args "$c") --out "$arm/raw/x86/$c" --raw >/dev/null || return 1
+    done
+    echo "x86 outputs for ${#raw_cases[@]} inputs in target/arm/raw/x86/"
+}
+
+raw_compare() {
+    local arch=$1 c f bad=0
+    for c in "${raw_cases[@]}"; do
+        local out=$arm/raw/$arch/$c ref=$arm/raw/x86/$c
+        rm -rf "$out" && mkdir -p "$out"
+        # shellcheck disable=SC2046
+        "$here/edgesight-$arch" process $(raw_args "$c") --out "$out" --raw >/dev/null ||
+            { echo "FAIL $c: edgesight exited with an error"; bad=1; continue; }
+        local files=0 diffs=()
+        [ "$(cd "$ref" && ls)" = "$(cd "$out" && ls)" ] ||
+            diffs+=("file sets differ: x86 [$(cd "$ref" && ls | tr '\n' ' ')] vs $arch [$(cd "$out" && ls | tr '\n' ' ')]")
+        for f in "$ref"/*; do
+            f=$(basename "$f")
+            files=$((files + 1))
+            if [ "$f" = report.json ]; then
+                python3 - "$ref/$f" "$out/$f" <<'EOF' || diffs+=("report.json")
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+for r in (a, b):
+    r.pop("device", None)
+    r.pop("timings_ms", None)
+if a != b:
+    for k in sorted(set(a) | set(b)):
+        if a.get(k) != b.get(k):
+            print(f"  report.json {k}: x86 {a.get(k)!r:.200} vs board {b.get(k)!r:.200}")
+    sys.exit(1)
+EOF
+            elif ! cmp "$ref/$f" "$out/$f"; then
+                diffs+=("$f")
+            fi
+        done
+        if [ ${#diffs[@]} -eq 0 ]; then
+            echo "ok   $c: $files files identical (report.json without device and timings)"
+        else
+            echo "FAIL $c: ${diffs[*]}"
+            bad=1
+        fi
+    done
+    return $bad
+}
+
+t_all=$SECONDS
+phase x86 "raw outputs (x86)" raw_reference
+for arch in "${arches[@]}"; do
+    triple=$(triple_of "$arch") || exit 2
+    phase "$arch" sysroot "$here/sysroot.sh" "$arch" || continue
+    phase "$arch" build build "$arch" "$triple" || continue
+    phase "$arch" "kernel tests" kernel_tests "$arch"
+    phase "$arch" conformance conformance "$arch"
+    phase "$arch" "raw outputs = x86" raw_compare "$arch"
+done
+
+echo
+echo "=== test-arm summary ($(hms $((SECONDS - t_all))) in all)"
+printf '%s\n' "${summary[@]}"
+for arch in "${arches[@]}"; do
+    log=$logs/$arch-kernels.log
+    [ -f "$log" ] && grep -h '^test result:' "$log" | sed "s/^/$arch kernel tests: /"
+    log=$logs/$arch-conformance.log
+    [ -f "$log" ] && grep -h '^conformance:' "$log" | sed "s/^/$arch /"
+done
+if [ ${#failed[@]} -gt 0 ]; then
+    echo "test-arm: FAILED: $(printf '%s; ' "${failed[@]}")"
+    exit 1
+fi
+echo "test-arm: all passed"
