@@ -17,9 +17,10 @@
 # test name filter), EDGESIGHT_ARM_PROFILE=dev (kernel tests in the dev profile, with
 # overflow checks; default release, as emulated code is slow), EDGESIGHT_ARM_CONFORMANCE_ARGS
 # (e.g. --quick), EDGESIGHT_ARM_JOBS (conformance runs at a time, default 2),
-# EDGESIGHT_TEST_DEVICE (as for `make unit`; the sysroot has only POCL). POCL's kernel caches are kept in
-# target/arm/pocl-cache-ARCH: a second run skips most kernel compiles, which are slow
-# under emulation. Logs: target/arm/logs/. Needs root (mount namespaces, chroot).
+# EDGESIGHT_TEST_DEVICE (as for `make unit`; the sysroot has only POCL, and the tests run
+# both tunings on it). POCL's kernel caches are kept in target/arm/pocl-cache-ARCH: a
+# second run skips the kernel compiles, which are slow under emulation. Logs:
+# target/arm/logs/. Needs root (mount namespaces, chroot).
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
