@@ -18,7 +18,7 @@ use std::time::Instant;
 use opencl3::memory::{Buffer, CL_MEM_READ_WRITE};
 use serde::Serialize;
 
-use crate::cl::{event_nanos, CallContext, ClError, Gpu};
+use crate::cl::{event_nanos, new_buffer, CallContext, ClError, Gpu};
 use crate::frame::{FrameLayout, PixelFormat};
 use crate::pipeline::{FrameResult, Pipeline, PipelineError, PipelineOptions, Stage};
 
@@ -246,12 +246,10 @@ impl CopyFloor {
     /// Buffers for copies that move up to `max_bytes` (half read, half written).
     fn new(gpu: &Gpu, max_bytes: u64) -> Result<CopyFloor, ClError> {
         let len = (max_bytes as usize).div_ceil(2).max(1);
-        let make = || unsafe {
-            Buffer::<u8>::create(&gpu.context, CL_MEM_READ_WRITE, len, std::ptr::null_mut())
-                .call("clCreateBuffer")
-        };
+        let make = || new_buffer::<u8>(gpu, CL_MEM_READ_WRITE, len).call("clCreateBuffer");
         let (src, mut dst) = (make()?, make()?);
         // Touch both once so the first timed copy pays for no first use.
+        // SAFETY: a copy between two device buffers of `len` bytes: no host memory.
         let e = unsafe {
             gpu.queue
                 .enqueue_copy_buffer(&src, &mut dst, 0, 0, len, &[])
@@ -266,6 +264,8 @@ impl CopyFloor {
         let len = (bytes as usize / 2).max(1);
         let mut ns = Vec::with_capacity(runs);
         for _ in 0..runs {
+            // SAFETY: a copy between two device buffers, no host memory; a `len` past
+            // their size is refused (CL_INVALID_VALUE), not copied.
             let e = unsafe {
                 gpu.queue
                     .enqueue_copy_buffer(&self.src, &mut self.dst, 0, 0, len, &[])

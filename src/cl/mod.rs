@@ -5,10 +5,15 @@
 //!
 //! Knows nothing of images or stages: the pipeline asks it for programs and buffers.
 
+// One unsafe operation per block, so each SAFETY comment covers exactly one.
+#![deny(clippy::multiple_unsafe_ops_per_block)]
+
 mod device;
+mod launch;
 mod slot;
 
 pub use device::{list_devices, DeviceInfo, DeviceSpec, PlatformDevices};
+pub(crate) use launch::launch;
 pub use slot::FrameSlot;
 
 use opencl3::command_queue::{CommandQueue, CL_QUEUE_PROFILING_ENABLE};
@@ -16,7 +21,9 @@ use opencl3::context::Context;
 use opencl3::device::Device;
 use opencl3::error_codes::ClError as RawClError;
 use opencl3::event::Event;
+use opencl3::memory::{Buffer, CL_MEM_COPY_HOST_PTR, CL_MEM_USE_HOST_PTR};
 use opencl3::program::Program;
+use opencl3::types::{cl_mem_flags, CL_BLOCKING};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -102,6 +109,8 @@ impl Gpu {
         let context = Context::from_device(&device).call("clCreateContext")?;
         // clCreateCommandQueue (1.2) rather than the 2.0 call with properties.
         #[allow(deprecated)]
+        // SAFETY: `context` and `device` are live handles just made and chosen, and the
+        // properties are a plain bit field; the call writes only its error code.
         let queue = unsafe {
             CommandQueue::create(&context, device.id(), CL_QUEUE_PROFILING_ENABLE)
                 .call("clCreateCommandQueue")?
@@ -153,6 +162,76 @@ impl Gpu {
     pub fn finish(&self) -> Result<(), ClError> {
         self.queue.finish().call("clFinish")
     }
+}
+
+/// An element type a buffer can be copied to and from the host as: a plain integer, for
+/// which every bit pattern the device may write is a valid value.
+pub(crate) trait Plain: Copy + Default {}
+
+impl Plain for u8 {}
+impl Plain for i16 {}
+impl Plain for u32 {}
+impl Plain for u64 {}
+
+/// Copies `data` into `buffer` from element `offset` on, and returns once the copy is done.
+pub(crate) fn write_blocking<T: Plain>(
+    gpu: &Gpu,
+    buffer: &mut Buffer<T>,
+    offset: usize,
+    data: &[T],
+) -> Result<(), ClError> {
+    // SAFETY: a blocking write has finished reading `data` when it returns, so the slice
+    // borrowed for the call is all the host memory it touches; a range past the buffer's
+    // end is refused (CL_INVALID_VALUE), not written.
+    unsafe {
+        gpu.queue.enqueue_write_buffer(
+            buffer,
+            CL_BLOCKING,
+            offset * std::mem::size_of::<T>(),
+            data,
+            &[],
+        )
+    }
+    .call("clEnqueueWriteBuffer")?;
+    Ok(())
+}
+
+/// Fills `out` from `buffer` from element `offset` on, and returns once the copy is done.
+pub(crate) fn read_blocking<T: Plain>(
+    gpu: &Gpu,
+    buffer: &Buffer<T>,
+    offset: usize,
+    out: &mut [T],
+) -> Result<(), ClError> {
+    // SAFETY: a blocking read has finished writing `out` when it returns, so the device
+    // writes only into the slice borrowed for the call, and only plain integers, valid
+    // for any bytes; a range past the buffer's end is refused (CL_INVALID_VALUE).
+    unsafe {
+        gpu.queue.enqueue_read_buffer(
+            buffer,
+            CL_BLOCKING,
+            offset * std::mem::size_of::<T>(),
+            out,
+            &[],
+        )
+    }
+    .call("clEnqueueReadBuffer")?;
+    Ok(())
+}
+
+/// A buffer of `len` elements (at least one: OpenCL refuses empty buffers) that the
+/// driver allocates, with the access `flags` (`CL_MEM_READ_WRITE`, `CL_MEM_ALLOC_HOST_PTR |
+/// CL_MEM_READ_ONLY`, ...); flags that would hand it host memory are dropped.
+pub(crate) fn new_buffer<T>(
+    gpu: &Gpu,
+    flags: cl_mem_flags,
+    len: usize,
+) -> Result<Buffer<T>, RawClError> {
+    let flags = flags & !(CL_MEM_USE_HOST_PTR | CL_MEM_COPY_HOST_PTR);
+    // SAFETY: a null host pointer with neither CL_MEM_USE_HOST_PTR nor
+    // CL_MEM_COPY_HOST_PTR (dropped above): the driver allocates the memory itself and
+    // reads none of ours.
+    unsafe { Buffer::<T>::create(&gpu.context, flags, len.max(1), std::ptr::null_mut()) }
 }
 
 /// Start and end of a finished command on the device clock, in nanoseconds, from its

@@ -11,7 +11,7 @@ use opencl3::memory::{
 };
 use opencl3::types::{cl_mem, CL_BLOCKING};
 
-use super::{CallContext, ClError, Gpu};
+use super::{new_buffer, read_blocking, CallContext, ClError, Gpu};
 
 pub struct FrameSlot {
     buffer: Buffer<u8>,
@@ -32,15 +32,8 @@ unsafe impl Send for HostPtr {}
 impl FrameSlot {
     /// A slot of `len` bytes (at least one).
     pub fn new(gpu: &Gpu, len: usize) -> Result<FrameSlot, ClError> {
-        let buffer = unsafe {
-            Buffer::<u8>::create(
-                &gpu.context,
-                CL_MEM_ALLOC_HOST_PTR | CL_MEM_READ_ONLY,
-                len.max(1),
-                ptr::null_mut(),
-            )
-            .call("clCreateBuffer(CL_MEM_ALLOC_HOST_PTR)")?
-        };
+        let buffer = new_buffer(gpu, CL_MEM_ALLOC_HOST_PTR | CL_MEM_READ_ONLY, len)
+            .call("clCreateBuffer(CL_MEM_ALLOC_HOST_PTR)")?;
         Ok(FrameSlot {
             buffer,
             len,
@@ -73,8 +66,10 @@ impl FrameSlot {
     /// frame, and unmaps it, so the next kernel on `gpu`'s queue sees the new frame.
     pub fn write<R>(&mut self, gpu: &Gpu, fill: impl FnOnce(&mut [u8]) -> R) -> Result<R, ClError> {
         let ptr = self.enqueue_map(gpu)?;
-        // SAFETY: a blocking map returns a pointer to `len` bytes that stay valid and
-        // unaliased by the device until the unmap below.
+        // SAFETY: the blocking map returns, once every earlier command on the in-order
+        // queue (kernels reading the slot) is done, a pointer to `len` bytes mapped for
+        // writing that no command touches until the unmap below; `&mut self` keeps every
+        // other user of the slot out meanwhile.
         let bytes = unsafe { std::slice::from_raw_parts_mut(ptr.as_ptr(), self.len) };
         let result = fill(bytes);
         self.enqueue_unmap(gpu, ptr)?;
@@ -84,6 +79,11 @@ impl FrameSlot {
     /// A blocking map of the whole slot for writing, old contents discarded.
     fn enqueue_map(&self, gpu: &Gpu) -> Result<NonNull<u8>, ClError> {
         let mut mem: cl_mem = ptr::null_mut();
+        // SAFETY: the call writes only `mem`, a live local, and maps bytes 0..len of the
+        // slot's buffer, which holds at least `len` (it was made that size, or the driver
+        // refuses the range with CL_INVALID_VALUE); blocking, so the mapping is ready when
+        // it returns. Who may use the mapped bytes until the unmap is up to the callers
+        // (`write` and `map`).
         unsafe {
             gpu.queue
                 .enqueue_map_buffer(
@@ -104,6 +104,9 @@ impl FrameSlot {
     }
 
     fn enqueue_unmap(&self, gpu: &Gpu, ptr: NonNull<u8>) -> Result<(), ClError> {
+        // SAFETY: `ptr` is what `enqueue_map` returned for this buffer (`write` passes its
+        // own map's address, `unmap` the one `map` kept, taken so it is unmapped once);
+        // the host writes nothing there after this call.
         unsafe {
             gpu.queue
                 .enqueue_unmap_mem_object(self.buffer.get(), ptr.as_ptr().cast(), &[])
@@ -152,11 +155,7 @@ impl FrameSlot {
     /// Reads the slot's bytes back (blocking): what the kernels see.
     pub fn read(&self, gpu: &Gpu) -> Result<Vec<u8>, ClError> {
         let mut out = vec![0u8; self.len];
-        unsafe {
-            gpu.queue
-                .enqueue_read_buffer(&self.buffer, CL_BLOCKING, 0, &mut out, &[])
-                .call("clEnqueueReadBuffer")?;
-        }
+        read_blocking(gpu, &self.buffer, 0, &mut out)?;
         Ok(out)
     }
 }

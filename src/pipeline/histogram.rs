@@ -8,8 +8,8 @@ use opencl3::event::Event;
 use opencl3::kernel::Kernel;
 use opencl3::memory::{Buffer, ClMem};
 
-use super::{arg, enqueue_kernel, HistogramCounting, Launch, Tuning};
-use crate::cl::{CallContext, ClError, Gpu, HISTOGRAM_CL};
+use super::{HistogramCounting, Launch, Tuning};
+use crate::cl::{launch, CallContext, ClError, Gpu, HISTOGRAM_CL};
 use crate::frame::FrameLayout;
 
 /// Work-groups per compute unit: enough to keep every unit busy.
@@ -72,19 +72,22 @@ impl HistogramStage {
         hist: &Buffer<u32>,
     ) -> Result<Event, ClError> {
         let count = layout.width * layout.height;
-        let k = &self.kernel;
-        unsafe {
-            arg(k, 0, luma)?;
-            arg(k, 1, &count)?;
-            arg(k, 2, hist)?;
-        }
         let local = self.launch.local[0];
-        enqueue_kernel(
-            gpu,
-            k,
-            &[self.groups * local],
-            &[local],
-            "clEnqueueNDRangeKernel(histogram_count)",
-        )
+        // SAFETY: the arguments are histogram.cl's (src, count, hist). Work-items stride
+        // over the `count` = `pixels()` bytes of `src` (whole uchar16s, then a byte at a
+        // time for the tail) and add to the 256 counts of `hist`. The pipeline, the only
+        // caller, passes its luma of `pixels()` bytes (or a grey slot of at least that)
+        // and its 256-count buffer, made for the one layout it was built for and always
+        // passes.
+        unsafe {
+            launch(
+                gpu,
+                &self.kernel,
+                &[luma, &count, hist],
+                &[self.groups * local],
+                &[local],
+                "clEnqueueNDRangeKernel(histogram_count)",
+            )
+        }
     }
 }

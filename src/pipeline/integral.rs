@@ -8,13 +8,10 @@ use std::str::FromStr;
 use opencl3::event::Event;
 use opencl3::kernel::Kernel;
 use opencl3::memory::Buffer;
-use opencl3::types::{CL_BLOCKING, CL_NON_BLOCKING};
 use serde::Serialize;
 
-use super::{
-    arg, device_buffer, enqueue_kernel, DeviceImage, IntegralLayout, Launch, PipelineError, Tuning,
-};
-use crate::cl::{CallContext, ClError, Gpu, INTEGRAL_CL};
+use super::{device_buffer, DeviceImage, IntegralLayout, Launch, PipelineError, Tuning};
+use crate::cl::{launch, write_blocking, CallContext, ClError, Gpu, INTEGRAL_CL};
 use crate::frame::FrameLayout;
 
 /// A named rectangle of the frame whose features are measured on every frame.
@@ -207,8 +204,6 @@ pub(super) struct IntegralStage {
     regions: Vec<Region>,
     rects: Buffer<u32>,
     sums: Buffer<u64>,
-    /// The region sums read back from `sums`, four per region.
-    sums_host: Vec<u64>,
 }
 
 impl IntegralStage {
@@ -286,7 +281,6 @@ impl IntegralStage {
             regions: Vec::new(),
             rects: device_buffer(gpu, 4)?,
             sums: device_buffer(gpu, 4)?,
-            sums_host: Vec::new(),
         };
         stage.set_regions(gpu, layout, regions)?;
         Ok(stage)
@@ -316,11 +310,7 @@ impl IntegralStage {
             .flat_map(|r| [r.x, r.y, r.width, r.height])
             .collect();
         let mut rect_buf = device_buffer::<u32>(gpu, rects.len())?;
-        unsafe {
-            gpu.queue
-                .enqueue_write_buffer(&mut rect_buf, CL_BLOCKING, 0, &rects, &[])
-        }
-        .call("clEnqueueWriteBuffer")?;
+        write_blocking(gpu, &mut rect_buf, 0, &rects)?;
         self.sums = device_buffer(gpu, rects.len())?;
         self.rects = rect_buf;
         self.regions = all;
@@ -349,32 +339,56 @@ impl IntegralStage {
                 tops2,
             } => {
                 let what = "clEnqueueNDRangeKernel(integral bands)";
-                unsafe {
-                    arg(columns_kernel, 0, &w)?;
-                    arg(columns_kernel, 1, &h)?;
-                    arg(columns_kernel, 2, bands)?;
-                    arg(columns_kernel, 3, luma)?;
-                    arg(columns_kernel, 4, edge_mask)?;
-                    arg(columns_kernel, 5, foreground_mask)?;
-                    arg(columns_kernel, 6, cols)?;
-                    arg(bands_kernel, 0, &w)?;
-                    arg(bands_kernel, 1, &h)?;
-                    arg(bands_kernel, 2, bands)?;
-                    arg(bands_kernel, 3, luma)?;
-                    arg(bands_kernel, 4, edge_mask)?;
-                    arg(bands_kernel, 5, foreground_mask)?;
-                    arg(bands_kernel, 6, cols)?;
-                    arg(bands_kernel, 7, tops)?;
-                    arg(bands_kernel, 8, tops2)?;
-                    arg(bands_kernel, 9, &self.sum.buf)?;
-                    arg(bands_kernel, 10, &self.sqsum.buf)?;
-                    arg(bands_kernel, 11, &self.edges.buf)?;
-                    arg(bands_kernel, 12, &self.foreground.buf)?;
-                }
                 // One work-item per group: a band is a long sequential walk.
                 let global = [*bands as usize];
-                event(enqueue_kernel(gpu, columns_kernel, &global, &[1], what)?);
-                event(enqueue_kernel(gpu, bands_kernel, &global, &[1], what)?);
+                // SAFETY: the arguments are integral.cl's integral_band_columns (width,
+                // height, bands, luma, edges, mask, cols). Work-item b < `bands` walks the
+                // rows of band b (all below `height`), `width` columns of each of the three
+                // `pixels()`-byte inputs, and writes its band's 4 x `width` column sums.
+                // `cols` holds 4 x `bands` x `width` words, made in `IntegralStage::new`
+                // for this layout and band count; the pipeline, the only caller, passes
+                // that layout and its inputs of `pixels()` bytes.
+                event(unsafe {
+                    launch(
+                        gpu,
+                        columns_kernel,
+                        &[&w, &h, bands, luma, edge_mask, foreground_mask, cols],
+                        &global,
+                        &[1],
+                        what,
+                    )
+                }?);
+                // SAFETY: the arguments are integral_bands' (width, height, bands, luma,
+                // edges, mask, cols, tops, tops2, sum, sqsum, ecount, fcount). Work-item
+                // b < `bands` reads its band's rows of the inputs and the column sums
+                // above it, writes its band's row of `tops` (3 x (width + 1) words) and
+                // `tops2` (width + 1), and its rows of the four (width + 1) x (height + 1)
+                // images, all of which `IntegralStage::new` made for this layout and band
+                // count.
+                event(unsafe {
+                    launch(
+                        gpu,
+                        bands_kernel,
+                        &[
+                            &w,
+                            &h,
+                            bands,
+                            luma,
+                            edge_mask,
+                            foreground_mask,
+                            cols,
+                            tops,
+                            tops2,
+                            &self.sum.buf,
+                            &self.sqsum.buf,
+                            &self.edges.buf,
+                            &self.foreground.buf,
+                        ],
+                        &global,
+                        &[1],
+                        what,
+                    )
+                }?);
             }
             Passes::GroupBands {
                 sums_kernel,
@@ -386,52 +400,67 @@ impl IntegralStage {
                 cols,
             } => {
                 let what = "clEnqueueNDRangeKernel(integral bands)";
-                unsafe {
-                    arg(sums_kernel, 0, &w)?;
-                    arg(sums_kernel, 1, &h)?;
-                    arg(sums_kernel, 2, band_rows)?;
-                    arg(sums_kernel, 3, luma)?;
-                    arg(sums_kernel, 4, edge_mask)?;
-                    arg(sums_kernel, 5, foreground_mask)?;
-                    arg(sums_kernel, 6, cols)?;
-                    arg(carries_kernel, 0, &w)?;
-                    arg(carries_kernel, 1, bands)?;
-                    arg(carries_kernel, 2, cols)?;
-                    arg(images_kernel, 0, &w)?;
-                    arg(images_kernel, 1, &h)?;
-                    arg(images_kernel, 2, band_rows)?;
-                    arg(images_kernel, 3, luma)?;
-                    arg(images_kernel, 4, edge_mask)?;
-                    arg(images_kernel, 5, foreground_mask)?;
-                    arg(images_kernel, 6, cols)?;
-                    arg(images_kernel, 7, &self.sum.buf)?;
-                    arg(images_kernel, 8, &self.sqsum.buf)?;
-                    arg(images_kernel, 9, &self.edges.buf)?;
-                    arg(images_kernel, 10, &self.foreground.buf)?;
-                }
                 let local = self.launch.local[0];
                 let quads = self.launch.global_1d((w as usize).div_ceil(4));
-                event(enqueue_kernel(
-                    gpu,
-                    sums_kernel,
-                    &[quads, *bands as usize],
-                    &[local, 1],
-                    what,
-                )?);
-                event(enqueue_kernel(
-                    gpu,
-                    carries_kernel,
-                    &[self.launch.global_1d(w as usize)],
-                    &[local],
-                    what,
-                )?);
-                event(enqueue_kernel(
-                    gpu,
-                    images_kernel,
-                    &[*bands as usize * group],
-                    &[*group],
-                    what,
-                )?);
+                // SAFETY: the arguments are integral_band_sums' (width, height, band_rows,
+                // luma, edges, mask, cols). Work-item (x, b) returns unless x < width and
+                // b x band_rows < height, reads four columns from x of its band's rows of
+                // the three `pixels()`-byte inputs, and writes them to band b's row of
+                // `cols`, which holds `bands` x `width` uint4s for `bands` = height /
+                // band_rows rounded up, as `IntegralStage::new` made it for this layout;
+                // the pipeline, the only caller, passes that layout and its inputs.
+                event(unsafe {
+                    launch(
+                        gpu,
+                        sums_kernel,
+                        &[&w, &h, band_rows, luma, edge_mask, foreground_mask, cols],
+                        &[quads, *bands as usize],
+                        &[local, 1],
+                        what,
+                    )
+                }?);
+                // SAFETY: the arguments are integral_band_carries' (width, bands, cols).
+                // Work-item x returns unless x < width and walks column x down the
+                // `bands` rows of uint4s of `cols` (made for this layout, see above).
+                event(unsafe {
+                    launch(
+                        gpu,
+                        carries_kernel,
+                        &[&w, bands, cols],
+                        &[self.launch.global_1d(w as usize)],
+                        &[local],
+                        what,
+                    )
+                }?);
+                // SAFETY: the arguments are integral_band_images' (width, height,
+                // band_rows, luma, edges, mask, cols, sum, sqsum, ecount, fcount). Group b
+                // < `bands` scans rows b x band_rows up to `height` of the inputs, `width`
+                // columns each, reads its band's row of `cols` and writes those rows of
+                // the four (width + 1) x (height + 1) images; `group` is at most
+                // BAND_GROUP_MAX, the kernel's local buffer. All were made for this layout
+                // by `IntegralStage::new`.
+                event(unsafe {
+                    launch(
+                        gpu,
+                        images_kernel,
+                        &[
+                            &w,
+                            &h,
+                            band_rows,
+                            luma,
+                            edge_mask,
+                            foreground_mask,
+                            cols,
+                            &self.sum.buf,
+                            &self.sqsum.buf,
+                            &self.edges.buf,
+                            &self.foreground.buf,
+                        ],
+                        &[*bands as usize * group],
+                        &[*group],
+                        what,
+                    )
+                }?);
             }
         }
         Ok(())
@@ -444,63 +473,61 @@ impl IntegralStage {
         layout: &FrameLayout,
     ) -> Result<Event, ClError> {
         let count = self.regions.len() as u32;
-        let k = &self.region_sums;
+        // SAFETY: the arguments are region_sums' (width, rects, count, sum, sqsum, edges,
+        // foreground, out). Work-item i returns unless i < `count`, reads rectangle i of
+        // `rects` (4 x `count` words), the four corners of that rectangle in the four
+        // (width + 1) x (height + 1) images, and writes 4 ulongs at 4i of `out`.
+        // `set_regions` makes `rects` and `sums` for exactly `self.regions` (4 words
+        // each) after checking that every region lies inside this layout's frame.
         unsafe {
-            arg(k, 0, &layout.width)?;
-            arg(k, 1, &self.rects)?;
-            arg(k, 2, &count)?;
-            arg(k, 3, &self.sum.buf)?;
-            arg(k, 4, &self.sqsum.buf)?;
-            arg(k, 5, &self.edges.buf)?;
-            arg(k, 6, &self.foreground.buf)?;
-            arg(k, 7, &self.sums)?;
+            launch(
+                gpu,
+                &self.region_sums,
+                &[
+                    &layout.width,
+                    &self.rects,
+                    &count,
+                    &self.sum.buf,
+                    &self.sqsum.buf,
+                    &self.edges.buf,
+                    &self.foreground.buf,
+                    &self.sums,
+                ],
+                &[self.launch.global_1d(self.regions.len())],
+                &[self.launch.local[0]],
+                "clEnqueueNDRangeKernel(region_sums)",
+            )
         }
-        enqueue_kernel(
-            gpu,
-            k,
-            &[self.launch.global_1d(self.regions.len())],
-            &[self.launch.local[0]],
-            "clEnqueueNDRangeKernel(region_sums)",
-        )
     }
 
-    /// Enqueues a non-blocking read of the region sums into a host buffer kept here.
-    ///
-    /// # Safety
-    /// The queue must be finished before [`IntegralStage::fill_regions`] or another call
-    /// of this touches the host buffer.
-    pub(super) unsafe fn enqueue_read_sums(&mut self, gpu: &Gpu) -> Result<(), ClError> {
-        let len = 4 * self.regions.len();
-        self.sums_host.resize(len, 0);
-        unsafe {
-            gpu.queue
-                .enqueue_read_buffer(&self.sums, CL_NON_BLOCKING, 0, &mut self.sums_host, &[])
-        }
-        .call("clEnqueueReadBuffer")?;
-        Ok(())
+    /// The device buffer of the region sums: four per region, the whole frame first.
+    pub(super) fn sums(&self) -> &Buffer<u64> {
+        &self.sums
     }
 
-    /// Fills the whole frame's and each configured region's statistics from the sums read
-    /// by [`IntegralStage::enqueue_read_sums`], reusing `regions`' allocations.
+    /// How many sums [`IntegralStage::sums`] holds.
+    pub(super) fn sums_len(&self) -> usize {
+        4 * self.regions.len()
+    }
+
+    /// Fills the whole frame's and each configured region's statistics from `sums`, read
+    /// back from [`IntegralStage::sums`], reusing `regions`' allocations.
     pub(super) fn fill_regions(
         &self,
+        sums: &[u64],
         frame: &mut RegionStats,
         regions: &mut Vec<(Region, RegionStats)>,
     ) {
-        let mut stats = self
-            .regions
-            .iter()
-            .zip(self.sums_host.chunks_exact(4))
-            .map(|(r, s)| {
-                let st = RegionStats {
-                    area: u64::from(r.width) * u64::from(r.height),
-                    sum: s[0],
-                    sqsum: s[1],
-                    edges: s[2],
-                    foreground: s[3],
-                };
-                (r, st)
-            });
+        let mut stats = self.regions.iter().zip(sums.chunks_exact(4)).map(|(r, s)| {
+            let st = RegionStats {
+                area: u64::from(r.width) * u64::from(r.height),
+                sum: s[0],
+                sqsum: s[1],
+                edges: s[2],
+                foreground: s[3],
+            };
+            (r, st)
+        });
         let (_, whole) = stats
             .next()
             .expect("the whole frame is always the first region");

@@ -7,8 +7,8 @@ use opencl3::event::Event;
 use opencl3::kernel::Kernel;
 use opencl3::memory::Buffer;
 
-use super::{arg, enqueue_kernel, Launch};
-use crate::cl::{CallContext, ClError, Gpu, LUMA_CL};
+use super::Launch;
+use crate::cl::{launch, CallContext, ClError, Gpu, LUMA_CL};
 use crate::frame::{FrameLayout, PixelFormat};
 
 /// Pixels one work-item converts (the uchar16 fast path).
@@ -50,21 +50,29 @@ impl LumaStage {
             (layout.width as usize).div_ceil(PIXELS_PER_ITEM),
             layout.height as usize,
         );
-        let k = &self.kernel;
+        // SAFETY: the arguments are luma.cl's (src, src_stride, width, height, dst,
+        // dst_stride). A work-item returns unless x < width and y < height and touches only
+        // row y's `width` pixels, `src_stride` apart in `src` (at most `frame_bytes()`
+        // bytes, stride >= a row's bytes by `FrameLayout::validate`) and `width` apart in
+        // `dst` (`pixels()` bytes). The pipeline, the only caller, keeps the sizes: `src`
+        // is a slot it checked holds `frame_bytes()` and `luma` its buffer of `pixels()`,
+        // both for the one layout it was built for and always passes.
         unsafe {
-            arg(k, 0, src)?;
-            arg(k, 1, &layout.stride)?;
-            arg(k, 2, &layout.width)?;
-            arg(k, 3, &layout.height)?;
-            arg(k, 4, luma)?;
-            arg(k, 5, &layout.width)?;
+            launch(
+                gpu,
+                &self.kernel,
+                &[
+                    src,
+                    &layout.stride,
+                    &layout.width,
+                    &layout.height,
+                    luma,
+                    &layout.width,
+                ],
+                &global,
+                &self.launch.local,
+                "clEnqueueNDRangeKernel(luma)",
+            )
         }
-        enqueue_kernel(
-            gpu,
-            k,
-            &global,
-            &self.launch.local,
-            "clEnqueueNDRangeKernel(luma)",
-        )
     }
 }

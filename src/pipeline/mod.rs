@@ -14,6 +14,9 @@
 //! Each stage lives in its own file with the kernel file it launches. Stages never allocate
 //! capture buffers and never touch metrics or HTTP; they fill a [`FrameResult`].
 
+// One unsafe operation per block, so each SAFETY comment covers exactly one.
+#![deny(clippy::multiple_unsafe_ops_per_block)]
+
 mod histogram;
 mod integral;
 mod luma;
@@ -26,10 +29,13 @@ use std::str::FromStr;
 use opencl3::event::Event;
 use opencl3::kernel::Kernel;
 use opencl3::memory::{Buffer, ClMem, CL_MEM_READ_WRITE};
-use opencl3::types::{CL_BLOCKING, CL_NON_BLOCKING};
+use opencl3::types::CL_NON_BLOCKING;
 use serde::Serialize;
 
-use crate::cl::{event_interval, CallContext, ClError, FrameSlot, Gpu};
+use crate::cl::{
+    event_interval, new_buffer, read_blocking, write_blocking, CallContext, ClError, FrameSlot,
+    Gpu, Plain,
+};
 use crate::frame::{FrameLayout, LayoutError, PixelFormat};
 
 pub use integral::{Region, RegionError, RegionStats};
@@ -395,15 +401,7 @@ impl<T> StageContext<T> for Result<T, ClError> {
 
 /// A device buffer of `len` elements (at least one: OpenCL refuses empty buffers).
 fn device_buffer<T>(gpu: &Gpu, len: usize) -> Result<Buffer<T>, ClError> {
-    unsafe {
-        Buffer::<T>::create(
-            &gpu.context,
-            CL_MEM_READ_WRITE,
-            len.max(1),
-            std::ptr::null_mut(),
-        )
-    }
-    .call("clCreateBuffer")
+    new_buffer(gpu, CL_MEM_READ_WRITE, len).call("clCreateBuffer")
 }
 
 /// Elements a guard band holds past the end of every per-pixel buffer. The band is filled
@@ -412,7 +410,7 @@ fn device_buffer<T>(gpu: &Gpu, len: usize) -> Result<Buffer<T>, ClError> {
 const GUARD_ELEMENTS: usize = 64;
 
 /// An element type with a recognisable guard value.
-pub(crate) trait Sentinel: Copy + Default + PartialEq {
+pub(crate) trait Sentinel: Plain + PartialEq {
     const SENTINEL: Self;
 }
 impl Sentinel for u8 {
@@ -437,13 +435,7 @@ pub(crate) struct DeviceImage<T> {
 impl<T: Sentinel> DeviceImage<T> {
     fn new(gpu: &Gpu, len: usize) -> Result<DeviceImage<T>, ClError> {
         let mut buf = device_buffer::<T>(gpu, len + GUARD_ELEMENTS)?;
-        let guard = [T::SENTINEL; GUARD_ELEMENTS];
-        let offset = len * std::mem::size_of::<T>();
-        unsafe {
-            gpu.queue
-                .enqueue_write_buffer(&mut buf, CL_BLOCKING, offset, &guard, &[])
-        }
-        .call("clEnqueueWriteBuffer")?;
+        write_blocking(gpu, &mut buf, len, &[T::SENTINEL; GUARD_ELEMENTS])?;
         Ok(DeviceImage { buf, len })
     }
 
@@ -453,28 +445,15 @@ impl<T: Sentinel> DeviceImage<T> {
 
     fn guard_intact(&self, gpu: &Gpu) -> Result<bool, ClError> {
         let mut guard = [T::default(); GUARD_ELEMENTS];
-        let offset = self.len * std::mem::size_of::<T>();
-        unsafe {
-            gpu.queue
-                .enqueue_read_buffer(&self.buf, CL_BLOCKING, offset, &mut guard, &[])
-        }
-        .call("clEnqueueReadBuffer")?;
+        read_blocking(gpu, &self.buf, self.len, &mut guard)?;
         Ok(guard.iter().all(|&g| g == T::SENTINEL))
     }
 }
 
 /// Reads a whole device buffer (blocking).
-fn read_buffer<T: Clone + Default>(
-    gpu: &Gpu,
-    buffer: &Buffer<T>,
-    len: usize,
-) -> Result<Vec<T>, ClError> {
+fn read_buffer<T: Plain>(gpu: &Gpu, buffer: &Buffer<T>, len: usize) -> Result<Vec<T>, ClError> {
     let mut out = vec![T::default(); len];
-    unsafe {
-        gpu.queue
-            .enqueue_read_buffer(buffer, CL_BLOCKING, 0, &mut out, &[])
-    }
-    .call("clEnqueueReadBuffer")?;
+    read_blocking(gpu, buffer, 0, &mut out)?;
     Ok(out)
 }
 
@@ -521,37 +500,6 @@ impl Launch {
     }
 }
 
-/// Sets kernel argument `index` (no allocation, unlike `ExecuteKernel`).
-///
-/// # Safety
-/// `value` must match the kernel's parameter at `index`.
-pub(crate) unsafe fn arg<T>(kernel: &Kernel, index: u32, value: &T) -> Result<(), ClError> {
-    unsafe { kernel.set_arg(index, value) }.call("clSetKernelArg")
-}
-
-/// Enqueues `kernel`, whose arguments are set, over `global` (1 or 2 dimensions, each a
-/// multiple of `local`'s), without allocating on the host.
-pub(crate) fn enqueue_kernel(
-    gpu: &Gpu,
-    kernel: &Kernel,
-    global: &[usize],
-    local: &[usize],
-    what: &'static str,
-) -> Result<Event, ClError> {
-    debug_assert_eq!(global.len(), local.len());
-    unsafe {
-        gpu.queue.enqueue_nd_range_kernel(
-            kernel.get(),
-            global.len() as u32,
-            std::ptr::null(),
-            global.as_ptr(),
-            local.as_ptr(),
-            &[],
-        )
-    }
-    .call(what)
-}
-
 /// Runs the stages for frames of one layout; buffers are allocated once, here.
 pub struct Pipeline {
     layout: FrameLayout,
@@ -579,6 +527,120 @@ pub struct Pipeline {
     /// Whether the histogram buffer holds zeros, as the last frame's Otsu kernel leaves it;
     /// a frame that failed before that kernel ran leaves it to be cleared.
     hist_zeroed: bool,
+    /// Where the small results are read back to.
+    read_back: ReadBack,
+}
+
+/// Host memory the small results of a frame are read back into without blocking, owned
+/// by the pipeline: on the heap, so moving the pipeline does not move it, and never
+/// resized or freed while a read into it may be pending, because `process_into` finishes
+/// the queue on every way out ([`QueueDrain`]) before anything else can touch it.
+struct ReadBack {
+    /// The histogram counts and, at index 256, the threshold.
+    results: Box<[u32; 257]>,
+    /// Four sums per region, the whole frame first.
+    sums: Vec<u64>,
+    /// The last frame's read commands.
+    events: [Option<Event>; 2],
+    /// A failure injected between the two reads, to test what a failed frame leaves.
+    #[cfg(test)]
+    fail_between_reads: bool,
+}
+
+impl ReadBack {
+    fn new(sums: usize) -> ReadBack {
+        ReadBack {
+            results: Box::new([0; 257]),
+            sums: vec![0; sums],
+            events: [None, None],
+            #[cfg(test)]
+            fail_between_reads: false,
+        }
+    }
+
+    /// Room for `len` region sums (outside `process_into`, so no read is pending).
+    fn resize_sums(&mut self, len: usize) {
+        self.sums.resize(len, 0);
+    }
+
+    /// Enqueues non-blocking reads of `results` and `sums` behind the frame's kernels.
+    ///
+    /// # Safety
+    /// The queue must be finished before this memory is read, resized or freed: the
+    /// device writes into it until the reads complete.
+    unsafe fn enqueue(
+        &mut self,
+        gpu: &Gpu,
+        results: &Buffer<u32>,
+        sums: &Buffer<u64>,
+    ) -> Result<(), ClError> {
+        self.events = [None, None];
+        // SAFETY: 257 words into 257 words of heap memory the pipeline owns; the caller
+        // keeps it alive, unresized and unread until the queue is finished.
+        let read = unsafe {
+            gpu.queue
+                .enqueue_read_buffer(results, CL_NON_BLOCKING, 0, &mut self.results[..], &[])
+        }
+        .call("clEnqueueReadBuffer(results)")?;
+        self.events[0] = Some(read);
+        #[cfg(test)]
+        if self.fail_between_reads {
+            return Err(ClError::Call {
+                call: "clEnqueueReadBuffer(sums), failing as a test asked",
+                code: opencl3::error_codes::ClError(opencl3::error_codes::CL_OUT_OF_RESOURCES),
+            });
+        }
+        // SAFETY: as above; `sums` holds as many elements as the device buffer (both
+        // sized from the regions in `set_regions`), and a longer read would be refused.
+        let read = unsafe {
+            gpu.queue
+                .enqueue_read_buffer(sums, CL_NON_BLOCKING, 0, &mut self.sums, &[])
+        }
+        .call("clEnqueueReadBuffer(sums)")?;
+        self.events[1] = Some(read);
+        Ok(())
+    }
+
+    /// Leaks the memory a queue whose finish failed may still write into, and takes
+    /// fresh memory in its place: a few kilobytes lost for a device that is failing,
+    /// rather than a write into freed memory.
+    fn abandon(&mut self) {
+        Box::leak(std::mem::replace(&mut self.results, Box::new([0; 257])));
+        let len = self.sums.len();
+        std::mem::replace(&mut self.sums, vec![0; len]).leak();
+    }
+}
+
+/// Finishes `gpu`'s queue when dropped, so that however `process_into` ends (an error
+/// after the reads were enqueued, a panic), the device has stopped writing into the
+/// pipeline's read-back memory before the caller may free or move anything.
+struct QueueDrain<'a> {
+    gpu: &'a Gpu,
+    finished: bool,
+}
+
+impl<'a> QueueDrain<'a> {
+    fn new(gpu: &'a Gpu) -> QueueDrain<'a> {
+        QueueDrain {
+            gpu,
+            finished: false,
+        }
+    }
+
+    /// Finishes the queue and says whether that worked.
+    fn finish(mut self) -> Result<(), ClError> {
+        self.finished = true;
+        self.gpu.finish()
+    }
+}
+
+impl Drop for QueueDrain<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            // Unwinding: nothing to report the error to.
+            let _ = self.gpu.finish();
+        }
+    }
 }
 
 /// The intermediate images, kept on the device.
@@ -617,6 +679,8 @@ impl Pipeline {
     ) -> Result<Pipeline, PipelineError> {
         layout.validate()?;
         let n = layout.pixels();
+        let integral = integral::IntegralStage::new(gpu, &layout, regions, &tuning)?;
+        let read_back = ReadBack::new(integral.sums_len());
         let bufs = DeviceImages {
             luma: DeviceImage::new(gpu, n)?,
             dx: DeviceImage::new(gpu, n)?,
@@ -634,7 +698,7 @@ impl Pipeline {
             sobel: sobel::SobelStage::new(gpu, &tuning).stage(Stage::Sobel)?,
             histogram: histogram::HistogramStage::new(gpu, &tuning).stage(Stage::Histogram)?,
             otsu: otsu::OtsuStage::new(gpu, &tuning).stage(Stage::Otsu)?,
-            integral: integral::IntegralStage::new(gpu, &layout, regions, &tuning)?,
+            integral,
             bufs,
             events: Vec::with_capacity(32),
             last_span: 0,
@@ -642,6 +706,7 @@ impl Pipeline {
                 && layout.stride == layout.width,
             last_slot: None,
             hist_zeroed: false,
+            read_back,
         })
     }
 
@@ -660,7 +725,9 @@ impl Pipeline {
 
     /// Replaces the regions measured on each frame.
     pub fn set_regions(&mut self, gpu: &Gpu, regions: &[Region]) -> Result<(), PipelineError> {
-        self.integral.set_regions(gpu, &self.layout, regions)
+        self.integral.set_regions(gpu, &self.layout, regions)?;
+        self.read_back.resize_sums(self.integral.sums_len());
+        Ok(())
     }
 
     /// A frame slot of the size this pipeline's frames need.
@@ -694,6 +761,43 @@ impl Pipeline {
                 ),
             });
         }
+        // However this ends, the queue is finished before it returns or unwinds: the
+        // device may be writing into `read_back` until then.
+        let drain = QueueDrain::new(gpu);
+        let enqueued = self.enqueue_frame(gpu, slot);
+        let finished = drain.finish();
+        if finished.is_err() {
+            self.read_back.abandon();
+        }
+        enqueued?;
+        finished?;
+        self.hist_zeroed = true;
+        let l = self.layout;
+        let read = &self.read_back;
+        result.histogram.copy_from_slice(&read.results[..256]);
+        self.integral
+            .fill_regions(&read.sums, &mut result.frame, &mut result.regions);
+
+        let mut timings = StageTimings::default();
+        let (mut first, mut last) = (u64::MAX, 0);
+        for (stage, event) in self.events.iter() {
+            let (start, end) = event_interval(event)?;
+            timings.0[*stage as usize] += end.saturating_sub(start);
+            first = first.min(start);
+            last = last.max(end);
+        }
+        self.last_span = last.saturating_sub(first);
+        result.width = l.width;
+        result.height = l.height;
+        result.otsu_threshold = read.results[256] as u8;
+        result.timings = timings;
+        Ok(())
+    }
+
+    /// Enqueues every stage's kernels on the frame in `slot` and the reads of the small
+    /// results behind them, without waiting. The caller finishes the queue, whatever
+    /// this returns, before touching `read_back`.
+    fn enqueue_frame(&mut self, gpu: &Gpu, slot: &FrameSlot) -> Result<(), PipelineError> {
         let l = self.layout;
         if self.luma_in_slot {
             self.last_slot = Some(slot.buffer().get() as usize);
@@ -764,35 +868,27 @@ impl Pipeline {
                 .enqueue_regions(gpu, &l)
                 .stage(Stage::Regions)?,
         ));
-
-        // Queue the small reads behind the kernels and wait once.
-        let mut results = [0u32; 257];
+        // Queue the small reads behind the kernels; the caller waits once.
+        // SAFETY: `process_into`, the only caller, finishes the queue on every way out
+        // (`QueueDrain`) before `read_back` is read, and nothing else can resize or free
+        // it while `process_into` holds the pipeline.
         unsafe {
-            gpu.queue
-                .enqueue_read_buffer(&b.results, CL_NON_BLOCKING, 0, &mut results, &[])
-                .call("clEnqueueReadBuffer")?;
-            self.integral.enqueue_read_sums(gpu)?;
+            self.read_back
+                .enqueue(gpu, &b.results, self.integral.sums())
+                .stage(Stage::Regions)
         }
-        gpu.finish()?;
-        self.hist_zeroed = true;
-        result.histogram.copy_from_slice(&results[..256]);
-        self.integral
-            .fill_regions(&mut result.frame, &mut result.regions);
+    }
 
-        let mut timings = StageTimings::default();
-        let (mut first, mut last) = (u64::MAX, 0);
-        for (stage, event) in events.iter() {
-            let (start, end) = event_interval(event)?;
-            timings.0[*stage as usize] += end.saturating_sub(start);
-            first = first.min(start);
-            last = last.max(end);
-        }
-        self.last_span = last.saturating_sub(first);
-        result.width = l.width;
-        result.height = l.height;
-        result.otsu_threshold = results[256] as u8;
-        result.timings = timings;
-        Ok(())
+    /// How many of the last frame's commands (kernels and reads) the device has not
+    /// completed yet.
+    #[cfg(test)]
+    fn unfinished_commands(&self) -> usize {
+        let complete = |e: &Event| {
+            e.command_execution_status().map(|s| s.0) == Ok(opencl3::event::CL_COMPLETE)
+        };
+        let kernels = self.events.iter().map(|(_, e)| e);
+        let reads = self.read_back.events.iter().flatten();
+        kernels.chain(reads).filter(|e| !complete(e)).count()
     }
 
     /// Device time from the first kernel's start to the last one's end for the last frame
@@ -870,6 +966,65 @@ impl Pipeline {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cl::DeviceSpec;
+    use crate::reference;
+
+    fn gpu() -> Gpu {
+        let spec: DeviceSpec = std::env::var("EDGESIGHT_TEST_DEVICE")
+            .unwrap_or_default()
+            .parse()
+            .expect("device spec");
+        Gpu::open(&spec).expect("an OpenCL device (install pocl-opencl-icd)")
+    }
+
+    /// Issue 4: a frame that fails after a non-blocking read was enqueued returned while
+    /// the device could still write into a stack array. Here the failure comes between
+    /// the two reads, the last point before the wait; a 1080p frame keeps the device busy
+    /// for milliseconds, so a return without waiting finds its commands still running.
+    /// What this proves: every command the frame enqueued has completed when
+    /// `process_into` returns its error, so no write is pending into host memory. It
+    /// cannot see a write into freed memory itself, only that none can still come.
+    #[test]
+    fn r4_a_frame_failing_after_its_reads_returns_with_every_command_complete() {
+        let gpu = gpu();
+        let layout = FrameLayout::packed(PixelFormat::Yuyv, 1920, 1080);
+        let regions = ["door:10,20,640,480".parse().expect("region")];
+        let mut pipeline =
+            Pipeline::new(&gpu, layout, PipelineOptions::default(), &regions).expect("pipeline");
+        let mut slot = pipeline.new_slot(&gpu).expect("slot");
+        let frame: Vec<u8> = (0..layout.frame_bytes())
+            .map(|i| (i * 7 % 251) as u8)
+            .collect();
+        slot.write_bytes(&gpu, &frame).expect("write the frame");
+        for attempt in 0..3 {
+            pipeline.read_back.fail_between_reads = true;
+            let err = pipeline
+                .process(&gpu, &slot)
+                .expect_err("the injected failure");
+            let chain = format!(
+                "{err}: {}",
+                std::error::Error::source(&err).expect("a cause")
+            );
+            assert_eq!(
+                chain,
+                "regions stage: clEnqueueReadBuffer(sums), failing as a test asked failed: \
+                 CL_OUT_OF_RESOURCES",
+                "attempt {attempt}"
+            );
+            assert!(pipeline.read_back.events[0].is_some(), "the first read ran");
+            assert!(pipeline.read_back.events[1].is_none(), "the second did not");
+            assert_eq!(pipeline.unfinished_commands(), 0, "attempt {attempt}");
+        }
+        // The failed frames left nothing behind: the next one is exact.
+        pipeline.read_back.fail_between_reads = false;
+        let result = pipeline.process(&gpu, &slot).expect("a frame");
+        let luma = reference::luma(&layout, &frame);
+        let hist = reference::histogram(&luma);
+        assert_eq!(result.histogram, hist);
+        assert_eq!(result.otsu_threshold, reference::otsu_threshold(&hist));
+        assert_eq!(result.regions[0].1.area, 640 * 480);
+        assert_eq!(pipeline.unfinished_commands(), 0);
+    }
 
     #[test]
     fn median_per_stage() {

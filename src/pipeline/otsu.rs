@@ -6,8 +6,8 @@ use opencl3::event::Event;
 use opencl3::kernel::Kernel;
 use opencl3::memory::Buffer;
 
-use super::{arg, enqueue_kernel, Launch, OtsuArithmetic, Tuning};
-use crate::cl::{CallContext, ClError, Gpu, OTSU_CL};
+use super::{Launch, OtsuArithmetic, Tuning};
+use crate::cl::{launch, CallContext, ClError, Gpu, OTSU_CL};
 use crate::frame::FrameLayout;
 
 /// Pixels one binarize work-item writes.
@@ -55,20 +55,21 @@ impl OtsuStage {
         results: &Buffer<u32>,
     ) -> Result<Event, ClError> {
         let total = layout.width * layout.height;
-        let k = &self.threshold_kernel;
-        unsafe {
-            arg(k, 0, hist)?;
-            arg(k, 1, &total)?;
-            arg(k, 2, results)?;
-        }
         let local = self.threshold_launch.local[0];
-        enqueue_kernel(
-            gpu,
-            k,
-            &[local],
-            &[local],
-            "clEnqueueNDRangeKernel(otsu_threshold)",
-        )
+        // SAFETY: the arguments are otsu.cl's (hist, total, results). Its one work-group
+        // reads and clears the 256 counts of `hist` and writes them and the threshold to
+        // the 257 words of `results`, whatever `total` is. The pipeline, the only caller,
+        // passes its buffers of 256 and 257 words.
+        unsafe {
+            launch(
+                gpu,
+                &self.threshold_kernel,
+                &[hist, &total, results],
+                &[local],
+                &[local],
+                "clEnqueueNDRangeKernel(otsu_threshold)",
+            )
+        }
     }
 
     pub(super) fn enqueue_binarize(
@@ -80,21 +81,25 @@ impl OtsuStage {
         mask: &Buffer<u8>,
     ) -> Result<Event, ClError> {
         let count = layout.width * layout.height;
-        let k = &self.binarize_kernel;
+        let global = self
+            .binarize_launch
+            .global_1d((count as usize).div_ceil(PIXELS_PER_ITEM));
+        // SAFETY: the arguments are otsu.cl's (src, count, results, dst). A work-item
+        // returns unless its first pixel is below `count` = `pixels()`, reads and writes
+        // at most 16 bytes from there but never past `count` (the tail goes byte by
+        // byte), and reads the threshold at word 256 of `results`. The pipeline, the
+        // only caller, passes luma and mask of `pixels()` bytes (or a grey slot of at
+        // least that) and its 257-word results, made for the one layout it was built for
+        // and always passes.
         unsafe {
-            arg(k, 0, luma)?;
-            arg(k, 1, &count)?;
-            arg(k, 2, results)?;
-            arg(k, 3, mask)?;
+            launch(
+                gpu,
+                &self.binarize_kernel,
+                &[luma, &count, results, mask],
+                &[global],
+                &[self.binarize_launch.local[0]],
+                "clEnqueueNDRangeKernel(binarize)",
+            )
         }
-        enqueue_kernel(
-            gpu,
-            k,
-            &[self
-                .binarize_launch
-                .global_1d((count as usize).div_ceil(PIXELS_PER_ITEM))],
-            &[self.binarize_launch.local[0]],
-            "clEnqueueNDRangeKernel(binarize)",
-        )
     }
 }

@@ -7,8 +7,8 @@ use opencl3::event::Event;
 use opencl3::kernel::Kernel;
 use opencl3::memory::Buffer;
 
-use super::{arg, enqueue_kernel, Launch, Magnitude, PipelineOptions, SobelLayout, Tuning};
-use crate::cl::{CallContext, ClError, Gpu, SOBEL_CL};
+use super::{Launch, Magnitude, PipelineOptions, SobelLayout, Tuning};
+use crate::cl::{launch, CallContext, ClError, Gpu, SOBEL_CL};
 use crate::frame::FrameLayout;
 
 /// Pixels one work-item computes; it reads 18 x 3 input pixels for them.
@@ -58,36 +58,47 @@ impl SobelStage {
         bytes: [&Buffer<u8>; 2],
     ) -> Result<Event, ClError> {
         // The four-pixel kernel needs rows that start 4-byte aligned.
-        let (k, launch, per_item) = match &self.fallback {
-            Some((k, launch)) if !layout.width.is_multiple_of(4) => (k, launch, 1),
+        let (k, geometry, per_item) = match &self.fallback {
+            Some((k, geometry)) if !layout.width.is_multiple_of(4) => (k, geometry, 1),
             _ => (&self.kernel, &self.launch, self.pixels_per_item),
         };
-        let global = launch.global_2d(
+        let global = geometry.global_2d(
             (layout.width as usize).div_ceil(per_item),
             layout.height as usize,
         );
         let l2 = i32::from(options.magnitude == Magnitude::L2);
         let threshold = i32::from(options.edge_threshold);
+        let border = options.border.kernel_code();
+        // SAFETY: the arguments are sobel.cl's (src, src_stride, width, height, border, l2,
+        // edge_threshold, dx, dy, mag, edges, dst_stride), with both strides `width`. A
+        // work-item returns unless x < width and y < height; it reads rows y - 1 to y + 1
+        // clamped (or, in constant mode, skipped) at the frame's edges and columns within
+        // [0, width), and writes its pixels of row y: within `pixels()` elements of luma
+        // and of each output. The pipeline, the only caller, passes its buffers of
+        // `pixels()` elements (or a grey slot of at least that at stride = width), all
+        // made for the one layout it was built for and always passes.
         unsafe {
-            arg(k, 0, luma)?;
-            arg(k, 1, &layout.width)?;
-            arg(k, 2, &layout.width)?;
-            arg(k, 3, &layout.height)?;
-            arg(k, 4, &options.border.kernel_code())?;
-            arg(k, 5, &l2)?;
-            arg(k, 6, &threshold)?;
-            arg(k, 7, gradients[0])?;
-            arg(k, 8, gradients[1])?;
-            arg(k, 9, bytes[0])?;
-            arg(k, 10, bytes[1])?;
-            arg(k, 11, &layout.width)?;
+            launch(
+                gpu,
+                k,
+                &[
+                    luma,
+                    &layout.width,
+                    &layout.width,
+                    &layout.height,
+                    &border,
+                    &l2,
+                    &threshold,
+                    gradients[0],
+                    gradients[1],
+                    bytes[0],
+                    bytes[1],
+                    &layout.width,
+                ],
+                &global,
+                &geometry.local,
+                "clEnqueueNDRangeKernel(sobel3x3)",
+            )
         }
-        enqueue_kernel(
-            gpu,
-            k,
-            &global,
-            &launch.local,
-            "clEnqueueNDRangeKernel(sobel3x3)",
-        )
     }
 }
