@@ -6,6 +6,10 @@
 //! are what the rest of the program publishes. [`reference`] holds the plain-Rust
 //! definition of every stage, the oracle the kernels are tested against.
 
+// Every unsafe block says why it is sound; an unsafe fn's body is no unsafe block.
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 pub mod bench;
 pub mod capture;
 pub mod cl;

@@ -7,6 +7,9 @@
 //! Exit codes: 0 success, 2 bad input or usage (the message names the file, flag or
 //! device), 1 anything else (an OpenCL failure).
 
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -482,8 +485,9 @@ struct CaptureSummary {
 
 /// User plus system CPU time of the whole process so far.
 fn process_cpu_time() -> Duration {
-    // SAFETY: a valid rusage to fill.
+    // SAFETY: a rusage is integers and timevals; all zero is valid.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes one rusage into `usage`, a live local.
     if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
         return Duration::ZERO;
     }

@@ -221,6 +221,8 @@ impl Device {
     pub fn query_caps(&self) -> io::Result<Caps> {
         // SAFETY: a plain C struct, all zero is valid.
         let mut cap: v4l2_capability = unsafe { mem::zeroed() };
+        // SAFETY: VIDIOC_QUERYCAP takes a struct v4l2_capability, which holds no pointers:
+        // the driver writes only into `cap`.
         unsafe { self.ioctl(vidioc::VIDIOC_QUERYCAP, &mut cap)? };
         let caps = if cap.capabilities & V4L2_CAP_DEVICE_CAPS != 0 {
             cap.device_caps
@@ -243,6 +245,7 @@ impl Device {
             let mut desc: v4l2_fmtdesc = unsafe { mem::zeroed() };
             desc.index = index;
             desc.type_ = buf_type.raw();
+            // SAFETY: VIDIOC_ENUM_FMT takes a struct v4l2_fmtdesc, which holds no pointers.
             if unsafe { self.ioctl(vidioc::VIDIOC_ENUM_FMT, &mut desc) }.is_err() {
                 break;
             }
@@ -259,10 +262,13 @@ impl Device {
             let mut e: v4l2_frmsizeenum = unsafe { mem::zeroed() };
             e.index = index;
             e.pixel_format = code;
+            // SAFETY: VIDIOC_ENUM_FRAMESIZES takes a struct v4l2_frmsizeenum, which holds
+            // no pointers.
             if unsafe { self.ioctl(vidioc::VIDIOC_ENUM_FRAMESIZES, &mut e) }.is_err() {
                 break;
             }
-            // SAFETY: the union member is the one `type_` names.
+            // SAFETY: both union members are plain u32 fields, valid for any bytes; the
+            // one read is the one `type_` says the driver filled.
             unsafe {
                 if e.type_ == v4l2_frmsizetypes_V4L2_FRMSIZE_TYPE_DISCRETE {
                     let d = e.__bindgen_anon_1.discrete;
@@ -300,6 +306,8 @@ impl Device {
             e.pixel_format = code;
             e.width = size.width;
             e.height = size.height;
+            // SAFETY: VIDIOC_ENUM_FRAMEINTERVALS takes a struct v4l2_frmivalenum, which
+            // holds no pointers.
             if unsafe { self.ioctl(vidioc::VIDIOC_ENUM_FRAMEINTERVALS, &mut e) }.is_err() {
                 break;
             }
@@ -310,7 +318,8 @@ impl Device {
                     f64::from(f.denominator) / f64::from(f.numerator)
                 }
             };
-            // SAFETY: the union member is the one `type_` names.
+            // SAFETY: both union members are plain u32 fractions, valid for any bytes; the
+            // one read is the one `type_` says the driver filled.
             unsafe {
                 if e.type_ == v4l2_frmivaltypes_V4L2_FRMIVAL_TYPE_DISCRETE {
                     out.push(RateRange::Discrete(fps(e.__bindgen_anon_1.discrete)));
@@ -332,6 +341,8 @@ impl Device {
         // SAFETY: a plain C struct, all zero is valid.
         let mut f: v4l2_format = unsafe { mem::zeroed() };
         f.type_ = buf_type.raw();
+        // SAFETY: VIDIOC_G_FMT takes a struct v4l2_format; for the capture types `type_`
+        // is set to, its union holds no pointers the driver follows.
         unsafe { self.ioctl(vidioc::VIDIOC_G_FMT, &mut f)? };
         Ok(read_format(&f, buf_type))
     }
@@ -342,8 +353,10 @@ impl Device {
         // SAFETY: a plain C struct, all zero is valid.
         let mut f: v4l2_format = unsafe { mem::zeroed() };
         f.type_ = buf_type.raw();
+        // SAFETY: as in `get_format`.
         unsafe { self.ioctl(vidioc::VIDIOC_G_FMT, &mut f)? };
-        // SAFETY: the union member is the one `type_` names.
+        // SAFETY: writes to plain integer fields of the union member `type_` names (a
+        // union write never reads), and an all-zero plane format, valid for its integers.
         unsafe {
             match buf_type {
                 BufType::Capture => {
@@ -367,6 +380,8 @@ impl Device {
                 }
             }
         }
+        // SAFETY: VIDIOC_S_FMT takes the same struct v4l2_format as G_FMT, of a capture
+        // type: no pointers the driver follows.
         unsafe { self.ioctl(vidioc::VIDIOC_S_FMT, &mut f)? };
         Ok(read_format(&f, buf_type))
     }
@@ -377,20 +392,21 @@ impl Device {
         // SAFETY: a plain C struct, all zero is valid.
         let mut p: v4l2_streamparm = unsafe { mem::zeroed() };
         p.type_ = buf_type.raw();
+        // SAFETY: VIDIOC_G_PARM takes a struct v4l2_streamparm, which holds no pointers.
         unsafe { self.ioctl(vidioc::VIDIOC_G_PARM, &mut p)? };
-        // SAFETY: the capture member is the one a capture type uses.
+        // SAFETY: the capture member is the one a capture type uses; plain integers.
         let capability = unsafe { p.parm.capture.capability };
         if capability & V4L2_CAP_TIMEPERFRAME == 0 {
             return Ok(None);
         }
         let (numerator, denominator) = period_fraction(fps);
-        unsafe {
-            p.parm.capture.timeperframe = v4l2_fract {
-                numerator,
-                denominator,
-            };
-            self.ioctl(vidioc::VIDIOC_S_PARM, &mut p)?;
-        }
+        p.parm.capture.timeperframe = v4l2_fract {
+            numerator,
+            denominator,
+        };
+        // SAFETY: VIDIOC_S_PARM takes the struct v4l2_streamparm G_PARM filled: no
+        // pointers.
+        unsafe { self.ioctl(vidioc::VIDIOC_S_PARM, &mut p)? };
         Ok(self.get_fps(buf_type))
     }
 
@@ -399,8 +415,9 @@ impl Device {
         // SAFETY: a plain C struct, all zero is valid.
         let mut p: v4l2_streamparm = unsafe { mem::zeroed() };
         p.type_ = buf_type.raw();
+        // SAFETY: VIDIOC_G_PARM takes a struct v4l2_streamparm, which holds no pointers.
         unsafe { self.ioctl(vidioc::VIDIOC_G_PARM, &mut p) }.ok()?;
-        // SAFETY: the capture member is the one a capture type uses.
+        // SAFETY: the capture member is the one a capture type uses; plain integers.
         let t = unsafe { p.parm.capture.timeperframe };
         (t.numerator > 0 && t.denominator > 0)
             .then(|| f64::from(t.denominator) / f64::from(t.numerator))
@@ -414,6 +431,7 @@ impl Device {
             // SAFETY: a plain C struct, all zero is valid.
             let mut q: v4l2_queryctrl = unsafe { mem::zeroed() };
             q.id = id | V4L2_CTRL_FLAG_NEXT_CTRL;
+            // SAFETY: VIDIOC_QUERYCTRL takes a struct v4l2_queryctrl: no pointers.
             if unsafe { self.ioctl(vidioc::VIDIOC_QUERYCTRL, &mut q) }.is_err() {
                 break;
             }
@@ -440,11 +458,13 @@ impl Device {
 
     pub fn set_control(&self, id: u32, value: i32) -> io::Result<()> {
         let mut c = v4l2_control { id, value };
+        // SAFETY: VIDIOC_S_CTRL takes a struct v4l2_control: two integers.
         unsafe { self.ioctl(vidioc::VIDIOC_S_CTRL, &mut c) }
     }
 
     pub fn get_control(&self, id: u32) -> io::Result<i32> {
         let mut c = v4l2_control { id, value: 0 };
+        // SAFETY: VIDIOC_G_CTRL takes a struct v4l2_control: two integers.
         unsafe { self.ioctl(vidioc::VIDIOC_G_CTRL, &mut c)? };
         Ok(c.value)
     }
@@ -469,7 +489,8 @@ pub enum RateRange {
 }
 
 fn read_format(f: &v4l2_format, buf_type: BufType) -> DriverFormat {
-    // SAFETY: the union member is the one `type_` names.
+    // SAFETY: reads of plain integer fields (valid for any bytes) of the union member
+    // `type_` names, the one the driver filled.
     unsafe {
         match buf_type {
             BufType::Capture => {

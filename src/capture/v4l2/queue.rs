@@ -112,9 +112,11 @@ struct RawBuffer {
 
 impl RawBuffer {
     fn new(buf_type: BufType, memory: u32, index: u32) -> RawBuffer {
-        // SAFETY: plain C structs, all zero is valid.
         let mut raw = RawBuffer {
+            // SAFETY: a plain C struct of integers, a union of integers and pointers, and
+            // a timeval: all zero (null pointers) is a valid value of each.
             buf: unsafe { mem::zeroed() },
+            // SAFETY: as above, for a plane.
             plane: Box::new(unsafe { mem::zeroed() }),
         };
         raw.buf.type_ = buf_type.raw();
@@ -200,6 +202,8 @@ impl Stream {
         } else {
             "MMAP"
         };
+        // SAFETY: VIDIOC_REQBUFS takes a struct v4l2_requestbuffers, which holds no
+        // pointers.
         if let Err(e) = unsafe { dev.ioctl(vidioc::VIDIOC_REQBUFS, &mut req) } {
             let message = format!("VIDIOC_REQBUFS({memory_name}): {e}");
             return Err(match errno(&e) {
@@ -276,6 +280,8 @@ impl Stream {
                     exp.type_ = self.buf_type.raw();
                     exp.index = index;
                     exp.flags = (libc::O_RDONLY | libc::O_CLOEXEC) as u32;
+                    // SAFETY: VIDIOC_EXPBUF takes a struct v4l2_exportbuffer, which holds
+                    // no pointers; the driver writes the new fd into it.
                     if let Err(e) = unsafe { dev.ioctl(vidioc::VIDIOC_EXPBUF, &mut exp) } {
                         return Err(match errno(&e) {
                             libc::EINVAL | libc::ENOTTY => {
@@ -300,6 +306,7 @@ impl Stream {
             IoMode::Generated => {}
         }
         let mut kind = self.buf_type.raw() as i32;
+        // SAFETY: VIDIOC_STREAMON takes an int, the buffer type.
         unsafe { dev.ioctl(vidioc::VIDIOC_STREAMON, &mut kind) }
             .map_err(|e| failed("VIDIOC_STREAMON", e))?;
         self.streaming = true;
@@ -326,8 +333,12 @@ impl Stream {
     /// The mmap offset and length of buffer `index` (VIDIOC_QUERYBUF).
     fn query(&self, dev: &Device, index: u32) -> io::Result<(u32, u32)> {
         let mut raw = RawBuffer::new(self.buf_type, self.memory, index);
+        // SAFETY: VIDIOC_QUERYBUF takes a struct v4l2_buffer; for a multi-planar type its
+        // `m.planes` points to `raw.plane`, boxed and alive for the call, and `length` is
+        // 1 (`RawBuffer::new`), so the driver writes one plane there and nothing else.
         unsafe { dev.ioctl(vidioc::VIDIOC_QUERYBUF, &mut raw.buf)? };
-        // SAFETY: for MMAP buffers the offset member is the one the driver filled.
+        // SAFETY: reads of plain integers (valid for any bytes) of the union members the
+        // driver filled for MMAP buffers: the offset and, multi-planar, the plane's.
         Ok(unsafe {
             match self.buf_type {
                 BufType::Capture => (raw.buf.m.offset, raw.buf.length),
@@ -359,6 +370,12 @@ impl Stream {
                 }
             }
         }
+        // SAFETY: VIDIOC_QBUF takes a struct v4l2_buffer; `m.planes` (multi-planar) points
+        // to `raw.plane`, alive for the call, with `length` 1. For USERPTR the driver keeps
+        // `address` and writes up to `len` bytes there until the buffer is dequeued or the
+        // stream stopped: it is a mapped `FrameSlot` of at least `len` bytes held in
+        // `self.buffers`, which stays mapped until DQBUF hands it back (`next`), and is
+        // released only after STREAMOFF and the fd's close (`stop`, then `release`).
         unsafe { dev.ioctl(vidioc::VIDIOC_QBUF, &mut raw.buf) }
     }
 
@@ -416,6 +433,9 @@ impl Stream {
                 return Ok(Event::Timeout);
             }
             let mut raw = RawBuffer::new(self.buf_type, self.memory, 0);
+            // SAFETY: VIDIOC_DQBUF takes a struct v4l2_buffer; `m.planes` (multi-planar)
+            // points to `raw.plane`, alive for the call, with `length` 1: the driver
+            // writes that struct and one plane.
             match unsafe { dev.ioctl(vidioc::VIDIOC_DQBUF, &mut raw.buf) } {
                 Ok(()) => break raw,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -504,6 +524,7 @@ impl Stream {
     pub fn stop(&mut self, dev: &Device) {
         if self.streaming {
             let mut kind = self.buf_type.raw() as i32;
+            // SAFETY: VIDIOC_STREAMOFF takes an int, the buffer type.
             let _ = unsafe { dev.ioctl(vidioc::VIDIOC_STREAMOFF, &mut kind) };
             self.streaming = false;
         }
@@ -517,6 +538,7 @@ impl Stream {
             req.count = 0;
             req.type_ = self.buf_type.raw();
             req.memory = self.memory;
+            // SAFETY: VIDIOC_REQBUFS takes a struct v4l2_requestbuffers: no pointers.
             let _ = unsafe { dev.ioctl(vidioc::VIDIOC_REQBUFS, &mut req) };
             self.requested = false;
         }
@@ -546,8 +568,9 @@ fn captured_at(buf: &v4l2_buffer) -> Instant {
     if buf.flags & V4L2_BUF_FLAG_TIMESTAMP_MASK != V4L2_BUF_FLAG_TIMESTAMP_MONOTONIC {
         return now;
     }
-    // SAFETY: a valid timespec to fill.
+    // SAFETY: a timespec is two integers; all zero is valid.
     let mut ts: libc::timespec = unsafe { mem::zeroed() };
+    // SAFETY: clock_gettime writes one timespec into `ts`, a live local.
     if unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) } != 0 {
         return now;
     }
