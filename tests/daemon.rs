@@ -166,8 +166,8 @@ impl Daemon {
                 return (status, start.elapsed());
             }
             assert!(
-                start.elapsed() < Duration::from_secs(5),
-                "no exit 5 s after SIGTERM\n{}",
+                start.elapsed() < Duration::from_secs(30),
+                "no exit 30 s after SIGTERM\n{}",
                 self.log()
             );
             std::thread::sleep(Duration::from_millis(5));
@@ -368,7 +368,7 @@ fn endpoints_snapshots_reload_and_sigterm() {
     );
     std::fs::write(dir.join("edgesight.toml"), reloaded).expect("rewrite config");
     d.signal(libc::SIGHUP);
-    let latest = wait_until("the reload to show", Duration::from_secs(10), || {
+    let latest = wait_until("the reload to show", Duration::from_secs(30), || {
         let l: serde_json::Value = serde_json::from_str(&get_text(port, "/api/v1/latest")).ok()?;
         (l["options"]["edge_threshold"] == 200).then_some(l)
     });
@@ -397,7 +397,7 @@ fn endpoints_snapshots_reload_and_sigterm() {
     d.signal(libc::SIGHUP);
     wait_until(
         "the refused reload to count",
-        Duration::from_secs(10),
+        Duration::from_secs(30),
         || {
             sample(
                 &d.metrics(),
@@ -414,7 +414,26 @@ fn endpoints_snapshots_reload_and_sigterm() {
     let log_before = d.log();
     let (status, took) = d.terminate();
     assert_eq!(status.code(), Some(0), "{log_before}");
-    assert!(took < Duration::from_secs(1), "SIGTERM took {took:?}");
+    // Within the unit's TimeoutStopSec, after which systemd would kill it (the man page's
+    // "about 0.1 s" is what an idle machine sees; a loaded one may be slower).
+    let stop_timeout = unit_stop_timeout();
+    assert!(
+        took < stop_timeout,
+        "SIGTERM took {took:?}, TimeoutStopSec is {stop_timeout:?}"
+    );
+}
+
+/// `TimeoutStopSec` of systemd/edgesight.service: how long systemd waits for the daemon
+/// to stop before it kills it.
+fn unit_stop_timeout() -> Duration {
+    let unit = Path::new(env!("CARGO_MANIFEST_DIR")).join("systemd/edgesight.service");
+    let text = std::fs::read_to_string(&unit).expect("read the systemd unit");
+    let value = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("TimeoutStopSec="))
+        .expect("TimeoutStopSec in the unit");
+    let seconds = value.strip_suffix('s').unwrap_or(value);
+    Duration::from_secs(seconds.parse().expect("TimeoutStopSec in whole seconds"))
 }
 
 /// Status of a GET with basic auth as `user` (password `s3cret`); 0 when it fails.
@@ -457,11 +476,15 @@ fn basic_auth_guards_everything_and_healthz_goes_stale() {
         Duration::from_secs(60),
         || (get_as(port, "/healthz", "prom") == 200).then_some(()),
     );
-    wait_until("healthz 503 between frames", Duration::from_secs(5), || {
-        let r = get(port, "/healthz");
-        assert_eq!(r.status, 401, "healthz without a password");
-        (get_as(port, "/healthz", "prom") == 503).then_some(())
-    });
+    wait_until(
+        "healthz 503 between frames",
+        Duration::from_secs(30),
+        || {
+            let r = get(port, "/healthz");
+            assert_eq!(r.status, 401, "healthz without a password");
+            (get_as(port, "/healthz", "prom") == 503).then_some(())
+        },
+    );
     for path in ["/metrics", "/api/v1/latest", "/snapshot/luma.png", "/"] {
         let r = get(port, path);
         assert_eq!(r.status, 401, "{path} without a password");
@@ -638,8 +661,10 @@ fn wrk_on_metrics_neither_fails_nor_costs_frames() {
             "-t2",
             "-c8",
             "-d3s",
+            // A reply slower than this counts as a socket error: generous, so that only
+            // a stuck server fails, not a loaded machine.
             "--timeout",
-            "2s",
+            "10s",
             &format!("http://127.0.0.1:{}/metrics", d.port),
         ]),
         None,
@@ -733,12 +758,11 @@ fn bad_configs_are_refused_before_anything_starts() {
         let (code, err) = edgesight(&["check-config", &file]);
         assert_eq!(code, Some(2), "{name}: {err}");
         assert!(err.contains(&format!("{file}{expect}")), "{name}: {err}");
-        // `run` refuses the same way, before it listens.
-        let start = Instant::now();
+        // `run` refuses the same way, before it serves anything.
         let (code, err) = edgesight(&["run", "--config", &file]);
         assert_eq!(code, Some(2), "{name}: {err}");
         assert!(err.contains(&format!("{file}{expect}")), "{name}: {err}");
-        assert!(start.elapsed() < Duration::from_secs(2));
+        assert!(!err.contains("serving"), "{name} was served: {err}");
     }
     let (code, err) = edgesight(&[
         "run",
@@ -831,21 +855,22 @@ fn an_absent_camera_is_waited_for_and_a_failing_one_restarts_alone() {
         (restarts(&m, "replay") >= 1.0).then_some(m)
     });
     let steady_before = frames(&m, "steady");
-    std::thread::sleep(Duration::from_millis(600));
-    let m = d.metrics();
-    assert!(
-        frames(&m, "steady") >= steady_before + 10.0,
-        "the steady camera slowed down: {} -> {}",
-        steady_before,
-        frames(&m, "steady")
+    wait_until(
+        "the steady camera to go on while the replay one fails",
+        Duration::from_secs(30),
+        || (frames(&d.metrics(), "steady") >= steady_before + 10.0).then_some(()),
     );
-    // Opened again after 1 s, failed again on the same image, after 2 s more...
-    std::thread::sleep(Duration::from_millis(2500));
+    // Opened again after 1 s and failed again on the same image...
+    wait_until(
+        "the replay camera to be reopened and fail again",
+        Duration::from_secs(30),
+        || (restarts(&d.metrics(), "replay") >= 2.0).then_some(()),
+    );
     let replay_frames = frames(&d.metrics(), "replay");
     std::fs::write(images.join("b.pgm"), pgm(64, 48, 99)).expect("repair");
     wait_until(
         "the replay camera to come back",
-        Duration::from_secs(20),
+        Duration::from_secs(60),
         || {
             let m = get_text(d.port, "/metrics");
             (frames(&m, "replay") >= replay_frames + 5.0 && up(&m, "replay") == Some(1.0))
@@ -989,6 +1014,7 @@ fn tls_serves_https_only() {
 
 #[test]
 fn systemd_hears_ready_watchdog_and_stopping() {
+    const WATCHDOG: Duration = Duration::from_secs(4);
     use std::os::unix::net::UnixDatagram;
     let dir = tmp_dir("daemon-notify");
     let socket_path = dir.join("notify.sock");
@@ -1003,8 +1029,9 @@ fn systemd_hears_ready_watchdog_and_stopping() {
         .args(["--listen", &format!("127.0.0.1:{port}")])
         .env("POCL_CACHE_DIR", pocl_cache())
         .env("NOTIFY_SOCKET", &socket_path)
-        // A 1 s watchdog: pings are due at least every 0.5 s.
-        .env("WATCHDOG_USEC", "1000000")
+        // A 4 s watchdog: long enough that a loaded machine's scheduling delays stay
+        // well inside it, short enough to see several pings.
+        .env("WATCHDOG_USEC", WATCHDOG.as_micros().to_string())
         .stderr(Stdio::null())
         .spawn()
         .expect("start");
@@ -1032,19 +1059,23 @@ fn systemd_hears_ready_watchdog_and_stopping() {
     let mut pings = 0;
     let mut last_ping = Instant::now();
     let watch_start = Instant::now();
-    while watch_start.elapsed() < Duration::from_secs(2) {
+    while watch_start.elapsed() < 2 * WATCHDOG {
         assert_eq!(next(), "WATCHDOG=1");
         // systemd restarts the service when a whole period passes without one.
         assert!(
-            last_ping.elapsed() < Duration::from_secs(1),
+            last_ping.elapsed() < WATCHDOG,
             "{:?} between pings",
             last_ping.elapsed()
         );
         last_ping = Instant::now();
         pings += 1;
     }
-    // About every 300 ms (a quarter period, on a 100 ms tick); no flood either.
-    assert!((4..=11).contains(&pings), "{pings} pings in 2 s");
+    // About every quarter period (on a 100 ms tick); no flood either.
+    assert!(
+        (4..=11).contains(&pings),
+        "{pings} pings in {:?}",
+        2 * WATCHDOG
+    );
     d.signal(libc::SIGTERM);
     let mut last = next();
     while last == "WATCHDOG=1" {
