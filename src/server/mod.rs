@@ -240,6 +240,9 @@ async fn connection<S>(
         }
     });
     let conn = http1::Builder::new()
+        // A client that shuts its side after the request still gets the answer; without
+        // this, hyper dropped answers that take a moment (a password check, a snapshot).
+        .half_close(true)
         .timer(TokioTimer::new())
         .header_read_timeout(HEAD_TIMEOUT)
         .max_buf_size(MAX_HEAD_BYTES)
