@@ -166,12 +166,7 @@ pub fn run(config_path: Option<PathBuf>, overrides: Overrides) -> Result<()> {
         });
     }
 
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("es-tokio")
-        .enable_all()
-        .build()
-        .context("starting the tokio runtime")?;
+    let runtime = server::runtime()?;
     let outcome = runtime.block_on(serve(
         &settings,
         config_path,
@@ -215,6 +210,7 @@ async fn serve(
     mut signals: tmpsc::UnboundedReceiver<Signal>,
 ) -> Result<()> {
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let bound = listener.addr;
     let server = tokio::spawn(server::serve(
         listener,
         settings.web.clone(),
@@ -225,7 +221,7 @@ async fn serve(
     let states: Vec<Arc<CameraState>> = threads.iter().map(|t| Arc::clone(&t.state)).collect();
     tokio::spawn(supervise(Arc::clone(&views), states, shutdown_rx));
 
-    tracing::info!(listen = %settings.web.listen, "serving");
+    tracing::info!(listen = %bound, "serving");
     let outcome = loop {
         tokio::select! {
             Some(signal) = signals.recv() => match signal {

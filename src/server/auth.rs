@@ -1,64 +1,243 @@
-//! HTTP basic auth against bcrypt hashes, as Prometheus' exporter web config does it.
+//! HTTP basic auth against bcrypt hashes, as Prometheus' exporter web config does it, made
+//! so that a flood of wrong passwords cannot take the CPU from the cameras:
 //!
-//! bcrypt is slow on purpose (tens of milliseconds on a board), so it runs on tokio's
-//! blocking pool, and credentials that passed once are remembered: a scraper sends the
-//! same header every few seconds.
+//! - bcrypt runs on one thread of its own (`es-bcrypt`, at the HTTP side's lower priority)
+//!   fed by a short queue. A request that finds the queue full is answered 503 at once
+//!   rather than waiting: a waiting request would hold a connection slot, and a flood would
+//!   then hold them all.
+//! - Credentials that passed are remembered, so a scraper that sends the same header every
+//!   few seconds costs bcrypt once. They are remembered as an HMAC (under a key drawn at
+//!   start) of the user, the stored hash and the password, never in clear.
+//! - A user name that is not configured costs the same bcrypt as a known one, against a
+//!   dummy hash of the highest configured cost, so answer times do not tell which user
+//!   names exist.
+//!
+//! [`check_hash`] is the one parser of a stored hash: the config check and the verifier
+//! both call it, so `check-config` accepts exactly what `run` can serve.
 
-use std::collections::{BTreeMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::collections::{BTreeMap, VecDeque};
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
 
 use base64::Engine;
+use ring::hmac;
+use tokio::sync::oneshot;
 
-/// Remembered credentials at most; a full cache is cleared rather than grown.
-const REMEMBERED: usize = 32;
+/// The highest bcrypt cost served. Each step doubles the time of a check: cost 10 takes
+/// about 90 ms on a board's Cortex-A53 core, so 14 is about 1.5 s, and every new client,
+/// and every wrong password, waits for it.
+pub const MAX_COST: u32 = 14;
+/// Checks waiting for the bcrypt thread at most; more are answered 503 at once.
+const BCRYPT_QUEUE: usize = 4;
+/// Credentials remembered at most; the oldest is forgotten first.
+const REMEMBERED: usize = 64;
+/// Salt and hash (bcrypt's base64) of the dummy hash unknown users are checked against;
+/// any valid pair does, since its answer is ignored.
+const DUMMY_SALT_AND_HASH: &str = "JZtVuCPWzYJLHAb1Yf9/mu9sGlDQ.DbhpzNJcqjV1AxyY8XMAmG.G";
+
+/// Parses a stored bcrypt hash the way the verifier reads it; returns its cost.
+pub fn check_hash(hash: &str) -> Result<u32, String> {
+    let parts = bcrypt::HashParts::from_str(hash)
+        .map_err(|e| format!("not a bcrypt hash ($2y$COST$ and 53 characters): {e}"))?;
+    let cost = parts.get_cost();
+    // What bcrypt::verify decodes: a 16-byte salt and a 23-byte hash, in bcrypt's base64.
+    let text = parts.to_string();
+    let (salt, digest) = (parts.get_salt(), &text[text.len() - 31..]);
+    let salt_ok = bcrypt::BASE_64.decode(&salt).is_ok_and(|s| s.len() == 16);
+    let digest_ok = bcrypt::BASE_64.decode(digest).is_ok_and(|d| d.len() == 23);
+    if !(salt_ok && digest_ok) {
+        return Err(
+            "not a bcrypt hash: its salt or hash has characters outside bcrypt's \
+             base64 (./A-Za-z0-9)"
+                .into(),
+        );
+    }
+    if cost < 4 {
+        return Err(format!("bcrypt cost {cost} is below bcrypt's minimum of 4"));
+    }
+    if cost > MAX_COST {
+        return Err(format!(
+            "bcrypt cost {cost} is too slow to serve: each step doubles the time of a \
+             check, cost 10 takes about 90 ms on a board and {MAX_COST} is the most \
+             accepted (make the hash with cost 10 to 12)"
+        ));
+    }
+    Ok(cost)
+}
+
+/// What a request's credentials earn it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Allowed,
+    Denied,
+    /// The bcrypt queue is full: answer 503 and let the client retry.
+    Busy,
+}
 
 pub struct Auth {
-    users: Arc<BTreeMap<String, String>>,
-    passed: Mutex<HashSet<String>>,
+    users: BTreeMap<String, String>,
+    /// Checked for user names that are not configured.
+    dummy: String,
+    remembered: Remembered,
+    bcrypt: Option<Bcrypt>,
 }
 
 impl Auth {
-    pub fn new(users: BTreeMap<String, String>) -> Auth {
-        Auth {
-            users: Arc::new(users),
-            passed: Mutex::new(HashSet::new()),
+    /// Checks every hash with [`check_hash`] and starts the bcrypt thread (when there are
+    /// users); the error names the user.
+    pub fn new(users: BTreeMap<String, String>) -> Result<Auth, String> {
+        let mut cost = 4;
+        for (user, hash) in &users {
+            cost = cost.max(check_hash(hash).map_err(|e| format!("user '{user}': {e}"))?);
+        }
+        let bcrypt = match users.is_empty() {
+            true => None,
+            false => Some(Bcrypt::start().map_err(|e| format!("starting es-bcrypt: {e}"))?),
+        };
+        Ok(Auth {
+            users,
+            dummy: format!("$2b${cost:02}${DUMMY_SALT_AND_HASH}"),
+            remembered: Remembered::new(),
+            bcrypt,
+        })
+    }
+
+    /// Judges an `Authorization` header value.
+    pub async fn check(&self, header: Option<&str>) -> Verdict {
+        let Some(bcrypt) = &self.bcrypt else {
+            return Verdict::Allowed;
+        };
+        let Some((user, password)) = header.and_then(decode) else {
+            return Verdict::Denied;
+        };
+        let (hash, known) = match self.users.get(&user) {
+            Some(hash) => (hash.clone(), true),
+            None => (self.dummy.clone(), false),
+        };
+        let print = self.remembered.fingerprint(&user, &hash, &password);
+        if known && self.remembered.contains(&print) {
+            return Verdict::Allowed;
+        }
+        match bcrypt.verify(password, hash).await {
+            None => Verdict::Busy,
+            Some(true) if known => {
+                self.remembered.insert(print);
+                Verdict::Allowed
+            }
+            Some(_) => Verdict::Denied,
         }
     }
 
-    pub fn enabled(&self) -> bool {
-        !self.users.is_empty()
+    /// bcrypt checks run so far (for tests).
+    #[cfg(test)]
+    fn bcrypt_runs(&self) -> u64 {
+        self.bcrypt
+            .as_ref()
+            .map_or(0, |b| b.runs.load(Ordering::Relaxed))
+    }
+}
+
+/// Credentials that passed, as HMACs under a key only this process knows.
+struct Remembered {
+    key: hmac::Key,
+    seen: Mutex<VecDeque<[u8; 32]>>,
+}
+
+impl Remembered {
+    fn new() -> Remembered {
+        let mut secret = [0u8; 32];
+        // A fresh key each start; without one (no OS randomness) the stack address and the
+        // time still differ per process, and the entries stay one-way either way.
+        if ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut secret).is_err() {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
+            secret[..16].copy_from_slice(&now.to_le_bytes());
+        }
+        Remembered {
+            key: hmac::Key::new(hmac::HMAC_SHA256, &secret),
+            seen: Mutex::new(VecDeque::new()),
+        }
     }
 
-    /// Whether an `Authorization` header value names a user with the right password.
-    pub async fn allows(&self, header: Option<&str>) -> bool {
-        if !self.enabled() {
-            return true;
+    fn fingerprint(&self, user: &str, hash: &str, password: &str) -> [u8; 32] {
+        let mut ctx = hmac::Context::with_key(&self.key);
+        // Length prefixes keep ("ab", "c") and ("a", "bc") apart.
+        for part in [user, hash, password] {
+            ctx.update(&(part.len() as u64).to_le_bytes());
+            ctx.update(part.as_bytes());
         }
-        let Some(header) = header else {
-            return false;
-        };
-        if self.passed.lock().is_ok_and(|p| p.contains(header)) {
-            return true;
-        }
-        let Some((user, password)) = decode(header) else {
-            return false;
-        };
-        let Some(hash) = self.users.get(&user).cloned() else {
-            return false;
-        };
-        let ok =
-            tokio::task::spawn_blocking(move || bcrypt::verify(password, &hash).unwrap_or(false))
-                .await
-                .unwrap_or(false);
-        if ok {
-            if let Ok(mut passed) = self.passed.lock() {
-                if passed.len() >= REMEMBERED {
-                    passed.clear();
+        let mut print = [0u8; 32];
+        print.copy_from_slice(ctx.sign().as_ref());
+        print
+    }
+
+    fn contains(&self, print: &[u8; 32]) -> bool {
+        self.seen.lock().is_ok_and(|seen| seen.contains(print))
+    }
+
+    fn insert(&self, print: [u8; 32]) {
+        if let Ok(mut seen) = self.seen.lock() {
+            if !seen.contains(&print) {
+                if seen.len() >= REMEMBERED {
+                    seen.pop_front();
                 }
-                passed.insert(header.to_string());
+                seen.push_back(print);
             }
         }
-        ok
+    }
+}
+
+struct Job {
+    password: String,
+    hash: String,
+    reply: oneshot::Sender<bool>,
+}
+
+/// The bcrypt thread and its queue; the thread ends when this is dropped.
+struct Bcrypt {
+    jobs: mpsc::SyncSender<Job>,
+    runs: Arc<AtomicU64>,
+}
+
+impl Bcrypt {
+    fn start() -> std::io::Result<Bcrypt> {
+        let (bcrypt, queue) = Bcrypt::unstarted();
+        let counted = Arc::clone(&bcrypt.runs);
+        std::thread::Builder::new()
+            .name("es-bcrypt".into())
+            .spawn(move || {
+                super::lower_priority();
+                for job in queue {
+                    counted.fetch_add(1, Ordering::Relaxed);
+                    let ok = bcrypt::verify(&job.password, &job.hash).unwrap_or(false);
+                    let _ = job.reply.send(ok);
+                }
+            })?;
+        Ok(bcrypt)
+    }
+
+    /// The queue without its thread.
+    fn unstarted() -> (Bcrypt, mpsc::Receiver<Job>) {
+        let (jobs, queue) = mpsc::sync_channel::<Job>(BCRYPT_QUEUE);
+        let runs = Arc::new(AtomicU64::new(0));
+        (Bcrypt { jobs, runs }, queue)
+    }
+
+    /// Whether `password` matches `hash`; `None` when the queue is full.
+    async fn verify(&self, password: String, hash: String) -> Option<bool> {
+        let (reply, answer) = oneshot::channel();
+        let job = Job {
+            password,
+            hash,
+            reply,
+        };
+        match self.jobs.try_send(job) {
+            Ok(()) => Some(answer.await.unwrap_or(false)),
+            Err(mpsc::TrySendError::Full(_)) => None,
+            Err(mpsc::TrySendError::Disconnected(_)) => Some(false),
+        }
     }
 }
 
@@ -88,17 +267,163 @@ mod tests {
         )
     }
 
+    fn auth(password: &str, cost: u32) -> Auth {
+        let hash = bcrypt::hash(password, cost).unwrap();
+        Auth::new(BTreeMap::from([("prom".to_string(), hash)])).unwrap()
+    }
+
     #[tokio::test]
     async fn checks_users_and_passwords() {
-        let hash = bcrypt::hash("s3cret", 4).unwrap();
-        let auth = Auth::new(BTreeMap::from([("prom".to_string(), hash)]));
-        assert!(auth.allows(Some(&header("prom", "s3cret"))).await);
+        let auth = auth("s3cret", 4);
+        assert_eq!(
+            auth.check(Some(&header("prom", "s3cret"))).await,
+            Verdict::Allowed
+        );
         // The second time comes from the cache and must agree.
-        assert!(auth.allows(Some(&header("prom", "s3cret"))).await);
-        assert!(!auth.allows(Some(&header("prom", "wrong"))).await);
-        assert!(!auth.allows(Some(&header("other", "s3cret"))).await);
-        assert!(!auth.allows(None).await);
-        assert!(!auth.allows(Some("Bearer abc")).await);
-        assert!(Auth::new(BTreeMap::new()).allows(None).await);
+        assert_eq!(
+            auth.check(Some(&header("prom", "s3cret"))).await,
+            Verdict::Allowed
+        );
+        for denied in [
+            Some(header("prom", "wrong")),
+            Some(header("other", "s3cret")),
+            None,
+            Some("Bearer abc".into()),
+        ] {
+            assert_eq!(auth.check(denied.as_deref()).await, Verdict::Denied);
+        }
+        let open = Auth::new(BTreeMap::new()).unwrap();
+        assert_eq!(open.check(None).await, Verdict::Allowed);
+    }
+
+    #[tokio::test]
+    async fn unknown_users_and_wrong_passwords_each_cost_one_bcrypt() {
+        let auth = auth("s3cret", 4);
+        assert_eq!(
+            auth.check(Some(&header("mallory", "s3cret"))).await,
+            Verdict::Denied
+        );
+        assert_eq!(auth.bcrypt_runs(), 1, "an unknown user skipped bcrypt");
+        // A wrong password is never remembered: each try costs bcrypt again.
+        for runs in [2, 3] {
+            assert_eq!(
+                auth.check(Some(&header("prom", "wrong"))).await,
+                Verdict::Denied
+            );
+            assert_eq!(auth.bcrypt_runs(), runs);
+        }
+        // A right one costs bcrypt once, then comes from memory.
+        for _ in 0..3 {
+            assert_eq!(
+                auth.check(Some(&header("prom", "s3cret"))).await,
+                Verdict::Allowed
+            );
+        }
+        assert_eq!(auth.bcrypt_runs(), 4);
+        // A malformed header names no user: nothing to check.
+        assert_eq!(auth.check(Some("Basic !!!")).await, Verdict::Denied);
+        assert_eq!(auth.bcrypt_runs(), 4);
+    }
+
+    #[test]
+    fn the_dummy_hash_has_the_highest_configured_cost() {
+        let users = BTreeMap::from([
+            ("a".to_string(), bcrypt::hash("x", 4).unwrap()),
+            ("b".to_string(), bcrypt::hash("y", 6).unwrap()),
+        ]);
+        let auth = Auth::new(users).unwrap();
+        assert_eq!(check_hash(&auth.dummy), Ok(6));
+        for cost in 4..=MAX_COST {
+            let dummy = format!("$2b${cost:02}${DUMMY_SALT_AND_HASH}");
+            assert_eq!(check_hash(&dummy), Ok(cost));
+        }
+    }
+
+    #[test]
+    fn remembered_credentials_are_not_kept_in_clear() {
+        let auth = auth("s3cret", 4);
+        let print = auth.remembered.fingerprint("prom", "h", "s3cret");
+        assert_ne!(print, auth.remembered.fingerprint("prom", "h", "s3cre"));
+        assert_ne!(print, auth.remembered.fingerprint("pro", "mh", "s3cret"));
+        let text = String::from_utf8_lossy(&print);
+        assert!(!text.contains("s3cret"));
+        // Another process (another key) makes another fingerprint.
+        assert_ne!(print, Remembered::new().fingerprint("prom", "h", "s3cret"));
+    }
+
+    #[test]
+    fn remembered_credentials_are_bounded() {
+        let r = Remembered::new();
+        for i in 0..REMEMBERED + 10 {
+            r.insert(r.fingerprint("u", "h", &i.to_string()));
+        }
+        assert_eq!(r.seen.lock().unwrap().len(), REMEMBERED);
+        assert!(!r.contains(&r.fingerprint("u", "h", "0")));
+        assert!(r.contains(&r.fingerprint("u", "h", &(REMEMBERED + 9).to_string())));
+    }
+
+    #[tokio::test]
+    async fn a_full_bcrypt_queue_answers_busy_at_once() {
+        let mut auth = auth("s3cret", 4);
+        // A queue nobody takes from, filled up.
+        let (bcrypt, _queue) = Bcrypt::unstarted();
+        let mut answers = Vec::new();
+        for _ in 0..BCRYPT_QUEUE {
+            let (reply, answer) = oneshot::channel();
+            let job = Job {
+                password: "x".into(),
+                hash: "y".into(),
+                reply,
+            };
+            bcrypt
+                .jobs
+                .try_send(job)
+                .unwrap_or_else(|_| panic!("queue full early"));
+            answers.push(answer);
+        }
+        auth.bcrypt = Some(bcrypt);
+        for user in ["prom", "mallory"] {
+            assert_eq!(
+                auth.check(Some(&header(user, "wrong"))).await,
+                Verdict::Busy
+            );
+        }
+    }
+
+    #[test]
+    fn stored_hashes_are_parsed_as_the_verifier_reads_them() {
+        let good = bcrypt::hash("pw", 4).unwrap();
+        assert_eq!(check_hash(&good), Ok(4));
+        let tail = &good[7..];
+        for (hash, expect) in [
+            (
+                format!("$2y$31${tail}"),
+                "bcrypt cost 31 is too slow to serve",
+            ),
+            (
+                format!("$2y$99${tail}"),
+                "bcrypt cost 99 is too slow to serve",
+            ),
+            (
+                format!("$2y$15${tail}"),
+                "bcrypt cost 15 is too slow to serve",
+            ),
+            (format!("$2y$03${tail}"), "bcrypt cost 3 is below"),
+            (
+                format!("$2y$04${}", tail.replace(|c: char| c.is_ascii_digit(), "!")),
+                "not a bcrypt hash: its salt or hash has characters",
+            ),
+            (format!("$2y$04${}", &tail[1..]), "not a bcrypt hash"),
+            (format!("$3y$04${tail}"), "not a bcrypt hash"),
+            ("plain".to_string(), "not a bcrypt hash"),
+        ] {
+            let err = check_hash(&hash).expect_err(&hash);
+            assert!(err.starts_with(expect), "{hash}: {err}");
+        }
+        assert_eq!(check_hash(&format!("$2y$14${tail}")), Ok(14));
+        // The verifier refuses what the check refuses, naming the user.
+        let users = BTreeMap::from([("prom".to_string(), format!("$2y$31${tail}"))]);
+        let err = Auth::new(users).err().unwrap();
+        assert!(err.starts_with("user 'prom': bcrypt cost 31"), "{err}");
     }
 }

@@ -1,12 +1,17 @@
-//! The HTTP side: a bounded accept loop on tokio, optional TLS, optional basic auth, and
-//! the routes in [`routes`]. It reads what the cameras published and never waits on
-//! them, so a slow or stuck client costs a connection slot, not a frame.
+//! The HTTP side: an accept loop on tokio whose connection slots a slowloris cannot fill
+//! ([`slots`]), optional TLS, basic auth that a password flood cannot turn into CPU load
+//! ([`auth`]), and the routes in [`routes`]. It reads what the cameras published and
+//! never waits on them, and its threads run at a lower priority than the cameras', so a
+//! slow, stuck or hostile client costs a connection slot, not a frame.
 
 mod auth;
 mod page;
 mod routes;
+mod slots;
 
 use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,29 +20,73 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::watch;
 use tokio_rustls::rustls;
 use tokio_rustls::TlsAcceptor;
 
 use crate::config::WebSettings;
 use crate::metrics::Metrics;
 
+pub use auth::{check_hash, MAX_COST};
 pub use routes::CameraView;
 
 /// Request head bytes hyper buffers at most (its minimum is 8 KiB); longer heads get 431.
 const MAX_HEAD_BYTES: usize = 16 * 1024;
-/// A client gets this long to send a request head (including idle keep-alive time).
-const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
-const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// A client gets this long to send a request head, and a kept-alive connection this long
+/// to send its next one: a scraper sends its head at once, and an idle connection holds
+/// a slot that others may need.
+pub const HEAD_TIMEOUT: Duration = Duration::from_secs(3);
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// A connection is closed after this long whatever it does, so a client that never reads
 /// its response frees its slot; scrapers simply reconnect.
 const CONNECTION_LIFETIME: Duration = Duration::from_secs(120);
+/// The nice value of the HTTP side's threads (tokio's workers and blocking pool, bcrypt):
+/// the camera threads keep the default 0, so a flood of requests slows the answers, not
+/// the frames. Raising one's own nice value needs no privilege.
+const HTTP_NICE: libc::c_int = 10;
+/// tokio's blocking pool (PNG encoding, config reloads) at most; its default of 512
+/// would let a burst of snapshot requests start hundreds of threads.
+const BLOCKING_THREADS: usize = 4;
 
-/// The bound socket and TLS setup, made before any camera starts so that a taken port
-/// or a bad certificate refuses the start.
+/// The runtime the HTTP side runs on: two workers and a small blocking pool, all at
+/// [`HTTP_NICE`].
+pub fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(BLOCKING_THREADS)
+        .thread_name("es-tokio")
+        .on_thread_start(lower_priority)
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")
+}
+
+/// Gives the calling thread [`HTTP_NICE`]; a failure (a seccomp filter without
+/// setpriority) is logged once and otherwise ignored.
+fn lower_priority() {
+    static WARNED: AtomicBool = AtomicBool::new(false);
+    // SAFETY: gettid has no preconditions, and setpriority on the calling thread's own id
+    // changes only that thread's nice value.
+    let rc = unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, HTTP_NICE)
+    };
+    if rc != 0 && !WARNED.swap(true, Ordering::Relaxed) {
+        tracing::warn!(
+            "cannot lower the HTTP threads' priority (setpriority: {}): HTTP load competes \
+             with the cameras",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
+/// The bound socket, TLS and auth setup, made before any camera starts so that a taken
+/// port, a bad certificate or a bad hash refuses the start.
 pub struct Listener {
     socket: std::net::TcpListener,
     tls: Option<TlsAcceptor>,
+    auth: Arc<auth::Auth>,
+    /// The address bound (with the port the kernel chose for port 0).
     pub addr: SocketAddr,
 }
 
@@ -50,41 +99,67 @@ impl Listener {
             .context("making the socket non-blocking")?;
         let addr = socket.local_addr().context("reading the bound address")?;
         let tls = match &web.tls {
-            Some((cert, key)) => Some(tls_acceptor(cert, key)?),
+            Some((cert, key)) => Some(TlsAcceptor::from(Arc::new(tls_config(cert, key)?))),
             None => None,
         };
-        Ok(Listener { socket, tls, addr })
+        let auth = auth::Auth::new(web.users.clone())
+            .map_err(|e| anyhow::anyhow!("web.basic_auth_users: {e}"))?;
+        Ok(Listener {
+            socket,
+            tls,
+            auth: Arc::new(auth),
+            addr,
+        })
     }
 }
 
-fn tls_acceptor(cert: &std::path::Path, key: &std::path::Path) -> Result<TlsAcceptor> {
-    let read =
-        |p: &std::path::Path| std::fs::read(p).with_context(|| format!("reading {}", p.display()));
-    let cert_pem = read(cert)?;
+/// Why a certificate and key cannot serve TLS, by the file at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("{0}")]
+    Cert(String),
+    /// Also a key that does not belong to the certificate.
+    #[error("{0}")]
+    Key(String),
+}
+
+/// Reads and parses a PEM certificate chain and private key into a TLS server config.
+/// `check-config` calls it too, so a file it accepts is one `run` can serve.
+pub fn tls_config(cert: &Path, key: &Path) -> Result<rustls::ServerConfig, TlsError> {
+    let cert_pem =
+        std::fs::read(cert).map_err(|e| TlsError::Cert(format!("{}: {e}", cert.display())))?;
     let certs = rustls_pemfile::certs(&mut cert_pem.as_slice())
         .collect::<Result<Vec<_>, _>>()
-        .with_context(|| format!("{}: not a PEM certificate chain", cert.display()))?;
+        .map_err(|e| {
+            TlsError::Cert(format!(
+                "{}: not a PEM certificate chain: {e}",
+                cert.display()
+            ))
+        })?;
     if certs.is_empty() {
-        anyhow::bail!("{}: no certificate in it", cert.display());
+        return Err(TlsError::Cert(format!(
+            "{}: no PEM certificate in it",
+            cert.display()
+        )));
     }
-    let key_pem = read(key)?;
+    let key_pem =
+        std::fs::read(key).map_err(|e| TlsError::Key(format!("{}: {e}", key.display())))?;
     let key_der = rustls_pemfile::private_key(&mut key_pem.as_slice())
-        .with_context(|| format!("{}: not a PEM private key", key.display()))?
-        .with_context(|| format!("{}: no private key in it", key.display()))?;
+        .map_err(|e| TlsError::Key(format!("{}: not a PEM private key: {e}", key.display())))?
+        .ok_or_else(|| TlsError::Key(format!("{}: no PEM private key in it", key.display())))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ServerConfig::builder_with_provider(provider)
+    rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .context("TLS protocol versions")?
+        .map_err(|e| TlsError::Cert(format!("TLS protocol versions: {e}")))?
         .with_no_client_auth()
         .with_single_cert(certs, key_der)
-        .with_context(|| {
-            format!(
-                "{} and {} do not make a TLS identity",
+        .map_err(|e| {
+            TlsError::Key(format!(
+                "{} and {} do not make a TLS identity: {e}",
                 cert.display(),
                 key.display()
-            )
-        })?;
-    Ok(TlsAcceptor::from(Arc::new(config)))
+            ))
+        })
 }
 
 /// Serves until `shutdown` turns true.
@@ -97,15 +172,9 @@ pub async fn serve(
 ) -> Result<()> {
     let socket = tokio::net::TcpListener::from_std(listener.socket)
         .context("handing the socket to tokio")?;
-    let state = Arc::new(routes::State::new(web.clone(), metrics, cameras));
-    let slots = Arc::new(Semaphore::new(web.max_connections as usize));
+    let slots = slots::Slots::new(web.max_connections as usize);
+    let state = Arc::new(routes::State::new(web, metrics, cameras, listener.auth));
     loop {
-        // Waiting for a slot before accepting leaves extra clients in the kernel's
-        // backlog instead of growing tasks without bound.
-        let permit = tokio::select! {
-            p = Arc::clone(&slots).acquire_owned() => p.context("connection slots")?,
-            _ = shutdown.changed() => return Ok(()),
-        };
         let (stream, peer) = tokio::select! {
             accepted = socket.accept() => match accepted {
                 Ok(a) => a,
@@ -118,35 +187,62 @@ pub async fn serve(
             },
             _ = shutdown.changed() => return Ok(()),
         };
+        // Accepting at once and refusing here, rather than leaving clients in the
+        // kernel's backlog, lets a newcomer take an idle connection's slot.
+        let Some(slot) = slots.admit(peer.ip()) else {
+            tracing::debug!(%peer, "no free connection slot: closed");
+            continue;
+        };
         let _ = stream.set_nodelay(true);
         let state = Arc::clone(&state);
         let tls = listener.tls.clone();
         tokio::spawn(async move {
-            let _permit = permit;
-            match tls {
-                Some(acceptor) => {
-                    match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await
-                    {
-                        Ok(Ok(tls_stream)) => connection(tls_stream, state, peer).await,
-                        Ok(Err(e)) => tracing::debug!(%peer, "TLS handshake: {e}"),
-                        Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+            let conn = Arc::clone(&slot.connection);
+            let served = async {
+                match tls {
+                    Some(acceptor) => {
+                        let handshake = acceptor.accept(stream);
+                        match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, handshake).await {
+                            Ok(Ok(tls_stream)) => {
+                                connection(tls_stream, state, Arc::clone(&conn), peer).await
+                            }
+                            Ok(Err(e)) => tracing::debug!(%peer, "TLS handshake: {e}"),
+                            Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+                        }
                     }
+                    None => connection(stream, state, Arc::clone(&conn), peer).await,
                 }
-                None => connection(stream, state, peer).await,
+            };
+            tokio::select! {
+                _ = served => {}
+                _ = conn.evicted() => tracing::debug!(%peer, "idle connection closed for a newcomer"),
             }
+            drop(slot);
         });
     }
 }
 
-async fn connection<S>(stream: S, state: Arc<routes::State>, peer: SocketAddr)
-where
+async fn connection<S>(
+    stream: S,
+    state: Arc<routes::State>,
+    conn: Arc<slots::Connection>,
+    peer: SocketAddr,
+) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let service = service_fn(move |req| {
         let state = Arc::clone(&state);
-        async move { Ok::<_, std::convert::Infallible>(routes::handle(&state, req).await) }
+        let busy = conn.request();
+        async move {
+            let response = routes::handle(&state, req).await;
+            drop(busy);
+            Ok::<_, std::convert::Infallible>(response)
+        }
     });
     let conn = http1::Builder::new()
+        // A client that shuts its side after the request still gets the answer; without
+        // this, hyper dropped answers that take a moment (a password check, a snapshot).
+        .half_close(true)
         .timer(TokioTimer::new())
         .header_read_timeout(HEAD_TIMEOUT)
         .max_buf_size(MAX_HEAD_BYTES)

@@ -6,12 +6,13 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::Full;
+use hyper::body::Body as _;
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use serde::Serialize;
 use tokio::sync::{oneshot, watch, Mutex};
 
-use super::auth::Auth;
+use super::auth::{Auth, Verdict};
 use super::page;
 use crate::config::WebSettings;
 use crate::daemon::camera::{Snapshot, SnapshotReply};
@@ -97,12 +98,16 @@ pub struct State {
     web: WebSettings,
     metrics: Arc<Metrics>,
     cameras: Arc<Vec<CameraView>>,
-    auth: Auth,
+    auth: Arc<Auth>,
 }
 
 impl State {
-    pub fn new(web: WebSettings, metrics: Arc<Metrics>, cameras: Arc<Vec<CameraView>>) -> State {
-        let auth = Auth::new(web.users.clone());
+    pub fn new(
+        web: WebSettings,
+        metrics: Arc<Metrics>,
+        cameras: Arc<Vec<CameraView>>,
+        auth: Arc<Auth>,
+    ) -> State {
         State {
             web,
             metrics,
@@ -140,6 +145,10 @@ pub async fn handle<B>(state: &State, req: Request<B>) -> Response<Body> {
     let handler = handler_label(&path);
     let mut resp = route(state, &req, &path).await;
     if req.method() == Method::HEAD {
+        // The length a GET would get, as HTTP asks of HEAD; the body goes.
+        let length = resp.body().size_hint().exact().unwrap_or(0);
+        resp.headers_mut()
+            .insert(header::CONTENT_LENGTH, HeaderValue::from(length));
         *resp.body_mut() = Full::new(Bytes::new());
     }
     state
@@ -181,13 +190,25 @@ async fn route<B>(state: &State, req: &Request<B>, path: &str) -> Response<Body>
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    if !state.auth.allows(authorization).await {
-        let mut r = text(StatusCode::UNAUTHORIZED, "unauthorized\n");
-        r.headers_mut().insert(
-            header::WWW_AUTHENTICATE,
-            HeaderValue::from_static("Basic realm=\"edgesight\""),
-        );
-        return r;
+    match state.auth.check(authorization).await {
+        Verdict::Allowed => {}
+        Verdict::Denied => {
+            let mut r = text(StatusCode::UNAUTHORIZED, "unauthorized\n");
+            r.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Basic realm=\"edgesight\""),
+            );
+            return r;
+        }
+        Verdict::Busy => {
+            let mut r = text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too many password checks at once; retry\n",
+            );
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            return r;
+        }
     }
     let query = req.uri().query();
     match path {
