@@ -176,7 +176,7 @@ fn image_frame(path: &Path) -> Result<LoadedFrame, InputError> {
 
 /// Decodes an image file's bytes into a frame: the format from the content, completeness
 /// checked first, the size checked from the header before any pixel is decoded.
-pub fn decode_image(path: &Path, bytes: &[u8]) -> Result<LoadedFrame, InputError> {
+fn decode_image(path: &Path, bytes: &[u8]) -> Result<LoadedFrame, InputError> {
     let decode_error = |e: image::ImageError| InputError::Decode {
         path: path.to_path_buf(),
         reason: e.to_string(),
