@@ -151,10 +151,18 @@ pub enum LayoutError {
         stride: u32,
         min: u64,
     },
+    #[error("a {format} frame of {width}x{height} with a row stride of {stride} needs more bytes than this machine can address")]
+    TooManyBytes {
+        format: PixelFormat,
+        width: u32,
+        height: u32,
+        stride: u32,
+    },
 }
 
 impl FrameLayout {
-    /// A layout with rows packed tightly (stride = width * bytes per pixel).
+    /// A layout with rows packed tightly (stride = width * bytes per pixel). A row too wide
+    /// for a u32 stride gets the largest stride, which [`FrameLayout::validate`] refuses.
     pub fn packed(format: PixelFormat, width: u32, height: u32) -> Self {
         FrameLayout {
             format,
@@ -182,6 +190,14 @@ impl FrameLayout {
                 min,
             });
         }
+        if self.checked_frame_bytes().is_none() {
+            return Err(LayoutError::TooManyBytes {
+                format: self.format,
+                width,
+                height,
+                stride: self.stride,
+            });
+        }
         Ok(())
     }
 
@@ -189,19 +205,32 @@ impl FrameLayout {
         u64::from(self.width) * u64::from(self.format.bytes_per_pixel())
     }
 
-    /// Pixels in the frame.
+    /// Pixels in the frame (saturated at `usize::MAX`, which only a layout
+    /// [`FrameLayout::validate`] refuses can reach).
     pub fn pixels(&self) -> usize {
-        self.width as usize * self.height as usize
+        (self.width as usize).saturating_mul(self.height as usize)
     }
 
     /// Bytes a buffer holding this frame needs (both planes for NV12; the last row of a
     /// plane counts in full, stride included, as V4L2 sizes its buffers).
+    ///
+    /// Saturates at `usize::MAX` where the true figure does not fit (a 32-bit machine, or a
+    /// layout [`FrameLayout::validate`] refuses), so a size that overflowed can never pass
+    /// for a small one; [`FrameLayout::checked_frame_bytes`] says when that happened.
     pub fn frame_bytes(&self) -> usize {
-        let plane = self.stride as usize * self.height as usize;
-        match self.format {
-            PixelFormat::Nv12 => plane + self.stride as usize * self.height.div_ceil(2) as usize,
-            _ => plane,
-        }
+        self.checked_frame_bytes().unwrap_or(usize::MAX)
+    }
+
+    /// [`FrameLayout::frame_bytes`], or `None` where it does not fit in a `usize`.
+    pub fn checked_frame_bytes(&self) -> Option<usize> {
+        let stride = usize::try_from(self.stride).ok()?;
+        let rows = match self.format {
+            PixelFormat::Nv12 => usize::try_from(self.height)
+                .ok()?
+                .checked_add(self.height.div_ceil(2) as usize)?,
+            _ => usize::try_from(self.height).ok()?,
+        };
+        stride.checked_mul(rows)
     }
 }
 
@@ -248,6 +277,41 @@ mod tests {
             ..FrameLayout::packed(PixelFormat::Yuyv, 10, 3)
         };
         assert_eq!(l.frame_bytes(), 96);
+    }
+
+    /// Issue item 11: `--format rgbx --size 4294967295x1` named a byte count of a stride
+    /// that had saturated at u32::MAX.
+    #[test]
+    fn r11_frame_sizes_never_wrap_or_pass_for_small() {
+        let huge = FrameLayout::packed(PixelFormat::Rgbx, u32::MAX, 1);
+        assert_eq!(
+            huge.validate(),
+            Err(LayoutError::TooLarge {
+                width: u32::MAX,
+                height: 1
+            })
+        );
+        // u32::MAX rows of stride u32::MAX plus half as many again: more than 2^64 bytes.
+        let nv12 = FrameLayout {
+            format: PixelFormat::Nv12,
+            width: 1,
+            height: u32::MAX,
+            stride: u32::MAX,
+        };
+        assert_eq!(nv12.checked_frame_bytes(), None);
+        assert_eq!(nv12.frame_bytes(), usize::MAX);
+        let rgbx = FrameLayout {
+            format: PixelFormat::Rgbx,
+            width: 1,
+            height: u32::MAX,
+            stride: u32::MAX,
+        };
+        let true_bytes = u64::from(u32::MAX) * u64::from(u32::MAX);
+        assert_eq!(rgbx.checked_frame_bytes(), usize::try_from(true_bytes).ok());
+        assert_eq!(
+            FrameLayout::packed(PixelFormat::Nv12, 7, 5).checked_frame_bytes(),
+            Some(7 * 5 + 7 * 3)
+        );
     }
 
     #[test]

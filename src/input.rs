@@ -1,11 +1,28 @@
 //! Reading a single frame from a file: an image (PNG, JPEG, PGM/PPM) or a raw camera frame
 //! of a given format and size. Every error names the file.
+//!
+//! Nothing is read whole on trust: a raw frame reads exactly the bytes its layout needs, an
+//! image file at most [`MAX_IMAGE_FILE_BYTES`], and the decoders are held to the largest
+//! frame the pipeline takes. Only regular files are read (a device or a pipe has no size to
+//! check, and `/dev/zero` never ends). An image whose data stops early is refused rather
+//! than decoded with its missing part filled in.
 
+use std::fs::File;
+use std::io::{Cursor, Read};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use image::DynamicImage;
+use image::{DynamicImage, ImageFormat, ImageReader, Limits};
 
-use crate::frame::{FrameLayout, PixelFormat, Size};
+use crate::frame::{FrameLayout, PixelFormat, Size, MAX_PIXELS, MAX_WIDTH};
+
+/// The most bytes a decoder may allocate for one image: the largest frame the pipeline
+/// takes ([`MAX_PIXELS`]) at the widest pixel the decoders produce, 16-bit RGBA (8 bytes).
+pub const MAX_DECODED_BYTES: u64 = MAX_PIXELS * 8;
+
+/// The largest image file read: an uncompressed image of [`MAX_DECODED_BYTES`] plus 1 MiB
+/// of headers and metadata (about 130 MiB). No file the pipeline could use is larger.
+pub const MAX_IMAGE_FILE_BYTES: u64 = MAX_DECODED_BYTES + (1 << 20);
 
 /// A frame read from a file: its layout and bytes (rows packed, no padding).
 #[derive(Debug)]
@@ -16,20 +33,32 @@ pub struct LoadedFrame {
 
 #[derive(Debug, thiserror::Error)]
 pub enum InputError {
-    #[error("{path}: {source}")]
+    /// The file cannot be opened or read; `cause` is in the message, not a source of its
+    /// own, so a chain printed with `{:#}` says it once.
+    #[error("{path}: {cause}")]
     Read {
         path: PathBuf,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
+    #[error("{path}: not a regular file (a {kind}); give an image file or a raw frame file")]
+    NotAFile { path: PathBuf, kind: &'static str },
+    #[error("{path}: {bytes} bytes is more than an image file may have ({MAX_IMAGE_FILE_BYTES} bytes, enough for the largest frame the pipeline takes)")]
+    TooLarge { path: PathBuf, bytes: u64 },
     #[error("{path}: not a readable PNG, JPEG or PGM/PPM image ({reason}); for a raw frame give --format and --size")]
     Decode { path: PathBuf, reason: String },
+    #[error("{path}: incomplete {format} image: {reason}")]
+    Incomplete {
+        path: PathBuf,
+        format: &'static str,
+        reason: String,
+    },
     #[error("{path}: a raw {format} frame of {size} is {expected} bytes, the file has {actual}")]
     RawSize {
         path: PathBuf,
         format: PixelFormat,
         size: Size,
         expected: usize,
-        actual: usize,
+        actual: u64,
     },
     #[error("{path}: --format and --size go together (a raw frame needs both)")]
     RawArgs { path: PathBuf },
@@ -39,47 +68,147 @@ pub enum InputError {
 
 /// Reads `path` as a raw frame when `raw` is given, else as an image file.
 pub fn load(path: &Path, raw: Option<(PixelFormat, Size)>) -> Result<LoadedFrame, InputError> {
-    let bytes = std::fs::read(path).map_err(|source| InputError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
     let frame = match raw {
-        Some((format, size)) => raw_frame(path, bytes, format, size)?,
-        None => image_frame(path, &bytes)?,
+        Some((format, size)) => raw_frame(path, format, size)?,
+        None => image_frame(path)?,
     };
-    frame.layout.validate().map_err(|e| InputError::Layout {
-        path: path.to_path_buf(),
-        reason: e.to_string(),
-    })?;
+    check_layout(path, &frame.layout)?;
     Ok(frame)
 }
 
-fn raw_frame(
-    path: &Path,
-    bytes: Vec<u8>,
-    format: PixelFormat,
-    size: Size,
-) -> Result<LoadedFrame, InputError> {
-    let layout = FrameLayout::packed(format, size.width, size.height);
-    let expected = layout.frame_bytes();
-    if bytes.len() != expected {
-        return Err(InputError::RawSize {
+fn check_layout(path: &Path, layout: &FrameLayout) -> Result<(), InputError> {
+    layout.validate().map_err(|e| InputError::Layout {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })
+}
+
+/// Opens `path` for reading if it is a regular file, with its length. The open does not
+/// block on a FIFO, so a pipe is refused instead of waited on.
+fn open_regular(path: &Path) -> Result<(File, u64), InputError> {
+    let read_error = |cause| InputError::Read {
+        path: path.to_path_buf(),
+        cause,
+    };
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(read_error)?;
+    let meta = file.metadata().map_err(read_error)?;
+    let kind = meta.file_type();
+    if !kind.is_file() {
+        let kind = if kind.is_dir() {
+            "directory"
+        } else if kind.is_char_device() {
+            "character device"
+        } else if kind.is_block_device() {
+            "block device"
+        } else if kind.is_fifo() {
+            "pipe"
+        } else if kind.is_socket() {
+            "socket"
+        } else {
+            "special file"
+        };
+        return Err(InputError::NotAFile {
             path: path.to_path_buf(),
-            format,
-            size,
-            expected,
-            actual: bytes.len(),
+            kind,
         });
+    }
+    Ok((file, meta.len()))
+}
+
+/// Reads at most `limit` bytes of `file`, and one more so that a file that grew since its
+/// length was taken shows as longer than `limit`.
+fn read_up_to(path: &Path, file: File, limit: u64) -> Result<Vec<u8>, InputError> {
+    let mut bytes = Vec::new();
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|cause| InputError::Read {
+            path: path.to_path_buf(),
+            cause,
+        })?;
+    Ok(bytes)
+}
+
+fn raw_frame(path: &Path, format: PixelFormat, size: Size) -> Result<LoadedFrame, InputError> {
+    let layout = FrameLayout::packed(format, size.width, size.height);
+    // A size the pipeline refuses is refused before its byte count is named or read.
+    check_layout(path, &layout)?;
+    let expected = layout.frame_bytes();
+    let wrong_size = |actual| InputError::RawSize {
+        path: path.to_path_buf(),
+        format,
+        size,
+        expected,
+        actual,
+    };
+    let (file, len) = open_regular(path)?;
+    if len != expected as u64 {
+        return Err(wrong_size(len));
+    }
+    let bytes = read_up_to(path, file, expected as u64)?;
+    if bytes.len() != expected {
+        // The file changed between its length and its read.
+        return Err(wrong_size(bytes.len() as u64));
     }
     Ok(LoadedFrame { layout, bytes })
 }
 
-fn image_frame(path: &Path, bytes: &[u8]) -> Result<LoadedFrame, InputError> {
-    let decoded = image::load_from_memory(bytes).map_err(|e| InputError::Decode {
+fn image_frame(path: &Path) -> Result<LoadedFrame, InputError> {
+    let (file, len) = open_regular(path)?;
+    if len > MAX_IMAGE_FILE_BYTES {
+        return Err(InputError::TooLarge {
+            path: path.to_path_buf(),
+            bytes: len,
+        });
+    }
+    let bytes = read_up_to(path, file, MAX_IMAGE_FILE_BYTES)?;
+    if bytes.len() as u64 > MAX_IMAGE_FILE_BYTES {
+        return Err(InputError::TooLarge {
+            path: path.to_path_buf(),
+            bytes: bytes.len() as u64,
+        });
+    }
+    decode_image(path, &bytes)
+}
+
+/// Decodes an image file's bytes into a frame: the format from the content, completeness
+/// checked first, the size checked from the header before any pixel is decoded.
+fn decode_image(path: &Path, bytes: &[u8]) -> Result<LoadedFrame, InputError> {
+    let decode_error = |e: image::ImageError| InputError::Decode {
         path: path.to_path_buf(),
         reason: e.to_string(),
+    };
+    let reader = || {
+        ImageReader::new(Cursor::new(bytes))
+            .with_guessed_format()
+            .map_err(|cause| InputError::Read {
+                path: path.to_path_buf(),
+                cause,
+            })
+    };
+    let format = reader()?.format();
+    if let Some(format) = format {
+        check_complete(path, format, bytes)?;
+    }
+    let (width, height) = reader()?.into_dimensions().map_err(decode_error)?;
+    check_layout(path, &FrameLayout::packed(PixelFormat::Grey, width, height))?;
+
+    let mut reader = reader()?;
+    reader.limits(decoder_limits());
+    let decoded = reader.decode().map_err(|e| match e {
+        // A PGM/PPM whose samples stop early.
+        image::ImageError::IoError(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
+            InputError::Incomplete {
+                path: path.to_path_buf(),
+                format: "PGM/PPM",
+                reason: "the pixel data ends early".into(),
+            }
+        }
+        e => decode_error(e),
     })?;
-    let (width, height) = (decoded.width(), decoded.height());
     // 8-bit grey stays grey, colour keeps its channels; deeper images are reduced to 8 bits.
     let (format, bytes) = match decoded {
         DynamicImage::ImageLuma8(img) => (PixelFormat::Grey, img.into_raw()),
@@ -92,4 +221,182 @@ fn image_frame(path: &Path, bytes: &[u8]) -> Result<LoadedFrame, InputError> {
         layout: FrameLayout::packed(format, width, height),
         bytes,
     })
+}
+
+/// What the decoders may take: the widest row and the most pixels the pipeline takes, and
+/// no more memory than such a frame at 8 bytes a pixel.
+fn decoder_limits() -> Limits {
+    let mut limits = Limits::default();
+    limits.max_image_width = Some(MAX_WIDTH);
+    limits.max_image_height = Some(u32::try_from(MAX_PIXELS).unwrap_or(u32::MAX));
+    limits.max_alloc = Some(MAX_DECODED_BYTES);
+    limits
+}
+
+/// Refuses a PNG or JPEG whose data stops before its end marker. The decoders do not:
+/// the `image` crate runs zune-jpeg in its lenient mode, which fills the rows it could not
+/// read with grey 128 and returns success (a baseline JPEG cut in half decodes "fine"),
+/// and the PNG decoder accepts a file whose IEND chunk is missing.
+fn check_complete(path: &Path, format: ImageFormat, bytes: &[u8]) -> Result<(), InputError> {
+    let (name, walked) = match format {
+        ImageFormat::Jpeg => ("JPEG", jpeg_end(bytes)),
+        ImageFormat::Png => ("PNG", png_end(bytes)),
+        _ => return Ok(()),
+    };
+    walked.map(|_| ()).map_err(|reason| InputError::Incomplete {
+        path: path.to_path_buf(),
+        format: name,
+        reason,
+    })
+}
+
+/// Walks a JPEG's markers from SOI to EOI, skipping each segment by its length and each
+/// scan's entropy-coded data to the next marker; returns the offset just past EOI, or why
+/// the walk could not reach it. Bytes after EOI are not looked at.
+pub fn jpeg_end(bytes: &[u8]) -> Result<usize, String> {
+    let ends_early = |what: &str| {
+        format!(
+            "the data ends at byte {} in {what}, before the end-of-image marker",
+            bytes.len()
+        )
+    };
+    if bytes.get(..2) != Some(&[0xFF, 0xD8]) {
+        return Err("no start-of-image marker".into());
+    }
+    let mut at = 2;
+    loop {
+        // A marker is 0xFF, any number of 0xFF fill bytes, then its code.
+        if bytes.get(at) != Some(&0xFF) {
+            return match bytes.get(at) {
+                None => Err(ends_early("the headers")),
+                Some(b) => Err(format!("byte {at} is {b:#04x} where a marker should be")),
+            };
+        }
+        while bytes.get(at) == Some(&0xFF) {
+            at += 1;
+        }
+        let Some(&code) = bytes.get(at) else {
+            return Err(ends_early("a marker"));
+        };
+        at += 1;
+        match code {
+            0xD9 => return Ok(at),
+            // Markers without a segment: TEM, RST0-7, a stray SOI.
+            0x01 | 0xD0..=0xD8 => continue,
+            _ => {}
+        }
+        let Some(len) = bytes
+            .get(at..at + 2)
+            .map(|b| usize::from(b[0]) << 8 | usize::from(b[1]))
+        else {
+            return Err(ends_early("a segment length"));
+        };
+        if len < 2 {
+            return Err(format!("the segment at byte {at} has a length of {len}"));
+        }
+        at += len;
+        if at > bytes.len() {
+            return Err(ends_early(&format!("a {len}-byte segment")));
+        }
+        if code == 0xDA {
+            at = scan_end(bytes, at).ok_or_else(|| ends_early("a scan"))?;
+        }
+    }
+}
+
+/// The offset of the marker that ends the entropy-coded data starting at `at`: 0xFF then
+/// a code other than 0x00 (a stuffed 0xFF), RST0-7 (inside the scan) or a fill byte.
+fn scan_end(bytes: &[u8], mut at: usize) -> Option<usize> {
+    loop {
+        at += bytes.get(at..)?.iter().position(|&b| b == 0xFF)?;
+        let mut code = at + 1;
+        while bytes.get(code) == Some(&0xFF) {
+            code += 1;
+        }
+        match bytes.get(code)? {
+            0x00 | 0xD0..=0xD7 => at = code + 1,
+            _ => return Some(at),
+        }
+    }
+}
+
+/// Walks a PNG's chunks by their lengths to IEND; returns the offset just past IEND's CRC,
+/// or why the walk could not reach it.
+pub fn png_end(bytes: &[u8]) -> Result<usize, String> {
+    const SIGNATURE: [u8; 8] = [0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A];
+    if bytes.get(..8) != Some(&SIGNATURE) {
+        return Err("no PNG signature".into());
+    }
+    let mut at = 8;
+    loop {
+        let Some(header) = bytes.get(at..at + 8) else {
+            return Err(format!(
+                "the data ends at byte {} in a chunk header, before the IEND chunk",
+                bytes.len()
+            ));
+        };
+        let len = u32::from_be_bytes([header[0], header[1], header[2], header[3]]) as usize;
+        let kind = [header[4], header[5], header[6], header[7]];
+        // Length, type, data and CRC.
+        let end = at.saturating_add(12).saturating_add(len);
+        if end > bytes.len() {
+            return Err(format!(
+                "the data ends at byte {} inside the {} chunk at byte {at}, before the IEND chunk",
+                bytes.len(),
+                String::from_utf8_lossy(&kind)
+            ));
+        }
+        if &kind == b"IEND" {
+            return Ok(end);
+        }
+        at = end;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jpeg_walk_skips_stuffing_restarts_and_fill_bytes() {
+        // An APP0 segment whose payload holds an EOI is skipped by its length.
+        let mut jpeg = vec![0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x04, 0xFF, 0xD9, 0xFF, 0xD9];
+        assert_eq!(jpeg_end(&jpeg), Ok(10));
+        assert!(jpeg_end(&jpeg[..8]).is_err());
+        jpeg.truncate(8);
+        // SOS header (length 3: one byte), then data with a stuffed 0xFF, a restart
+        // marker, fill bytes and the EOI.
+        jpeg.extend([
+            0xFF, 0xDA, 0x00, 0x03, 0x01, 0x12, 0xFF, 0x00, 0x34, 0xFF, 0xD3,
+        ]);
+        jpeg.extend([0x56, 0xFF, 0xFF, 0xD9, 0xAA]);
+        assert_eq!(jpeg_end(&jpeg), Ok(jpeg.len() - 1));
+        for cut in 0..jpeg.len() - 1 {
+            assert!(jpeg_end(&jpeg[..cut]).is_err(), "cut at {cut} accepted");
+        }
+    }
+
+    #[test]
+    fn png_walk_needs_the_whole_iend_chunk() {
+        let mut png = vec![0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A];
+        png.extend([0, 0, 0, 1, b't', b'E', b'X', b't', b'x', 1, 2, 3, 4]);
+        png.extend([0, 0, 0, 0, b'I', b'E', b'N', b'D', 0xAE, 0x42, 0x60, 0x82]);
+        assert_eq!(png_end(&png), Ok(png.len()));
+        for cut in 0..png.len() {
+            let err = png_end(&png[..cut]).unwrap_err();
+            assert!(
+                cut < 8 || err.contains("before the IEND chunk"),
+                "{cut}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn decoder_limits_allow_exactly_the_largest_frame() {
+        let limits = decoder_limits();
+        assert!(limits.check_dimensions(MAX_WIDTH, 1).is_ok());
+        assert!(limits.check_dimensions(MAX_WIDTH + 1, 1).is_err());
+        assert!(limits.check_dimensions(1, MAX_PIXELS as u32).is_ok());
+        assert_eq!(MAX_IMAGE_FILE_BYTES, 135_792_648);
+    }
 }

@@ -148,7 +148,7 @@ impl Metrics {
             dropped: counters(
                 &r,
                 "edgesight_frames_dropped_total",
-                "Frames lost, by reason: capture gaps, damaged or short buffers, or a publisher that fell behind.",
+                "Frames lost, by reason: capture gaps, damaged or short buffers, bad replay images, or a publisher that fell behind.",
                 &["camera", "reason"],
             ),
             reconnects: counters(

@@ -847,13 +847,18 @@ fn an_absent_camera_is_waited_for_and_a_failing_one_restarts_alone() {
         "{body}"
     );
 
-    // An image of the replay directory turns into garbage: that camera fails and is
-    // opened again with a delay, alone; the daemon and the other cameras go on.
-    std::fs::write(images.join("b.pgm"), b"P5\n64 48\n255\nshort").expect("corrupt");
+    // Every image of the replay directory turns into garbage (one bad image is only
+    // skipped): that camera fails and is opened again with a delay, alone; the daemon and
+    // the other cameras go on.
+    for name in ["a.pgm", "b.pgm"] {
+        std::fs::write(images.join(name), b"P5\n64 48\n255\nshort").expect("corrupt");
+    }
     let m = wait_until("the replay camera to fail", Duration::from_secs(20), || {
         let m = get_text(d.port, "/metrics");
         (restarts(&m, "replay") >= 1.0).then_some(m)
     });
+    let bad_images = "edgesight_frames_dropped_total{camera=\"replay\",reason=\"bad_image\"}";
+    assert!(sample(&m, bad_images).unwrap_or(0.0) >= 1.0, "{m}");
     let steady_before = frames(&m, "steady");
     wait_until(
         "the steady camera to go on while the replay one fails",

@@ -111,15 +111,20 @@ pub enum DropReason {
     SequenceGap,
     /// The driver flagged the buffer as damaged (`V4L2_BUF_FLAG_ERROR`).
     BufferError,
-    /// The buffer held fewer bytes than the frame needs.
+    /// The buffer held fewer bytes than the frame needs; for a replay file, the frame
+    /// could not be read whole (the file shrank, or a read failed).
     ShortFrame,
+    /// An image of a replay directory was missing, unreadable, incomplete or of another
+    /// size or format than the first.
+    BadImage,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 3] = [
+    pub const ALL: [DropReason; 4] = [
         DropReason::SequenceGap,
         DropReason::BufferError,
         DropReason::ShortFrame,
+        DropReason::BadImage,
     ];
 
     pub fn name(self) -> &'static str {
@@ -127,6 +132,7 @@ impl DropReason {
             DropReason::SequenceGap => "sequence_gap",
             DropReason::BufferError => "buffer_error",
             DropReason::ShortFrame => "short_frame",
+            DropReason::BadImage => "bad_image",
         }
     }
 }
@@ -344,6 +350,14 @@ pub fn open(spec: &SourceSpec, gpu: &Gpu) -> Result<Box<dyn FrameSource>, Captur
     }
 }
 
+/// What a source's `fill` made of the slot it was lent (see [`PacedSlots::next_frame`]).
+pub(crate) enum Fill {
+    /// The frame is in the slot.
+    Written,
+    /// No frame this time: counted under the reason, and the caller sees [`Next::Idle`].
+    Dropped(DropReason),
+}
+
 /// What the sources that write their own frames (test pattern, replay) share: two slots
 /// used in turn, the pacer, and the counters.
 pub(crate) struct PacedSlots {
@@ -383,27 +397,33 @@ impl PacedSlots {
 
     /// Waits for the next frame to be due, lets `fill` write frame `sequence` into the
     /// next slot, and hands that slot out. Frames skipped while the caller was busy count
-    /// as sequence gaps.
+    /// as sequence gaps; a frame `fill` could not make counts under the reason it gives,
+    /// and its slot is used again next time.
     pub(crate) fn next_frame(
         &mut self,
         gpu: &Gpu,
         wait: Duration,
         name: impl FnOnce() -> String,
-        fill: impl FnOnce(u64, &mut [u8]) -> Result<(), CaptureError>,
+        fill: impl FnOnce(u64, &mut [u8]) -> Result<Fill, CaptureError>,
     ) -> Result<Next<'_>, CaptureError> {
         let Some((sequence, due, skipped)) = self.pacer.wait_next(wait) else {
             return Ok(Next::Idle);
         };
         self.stats.dropped[DropReason::SequenceGap as usize] += skipped;
         let index = self.next_slot;
-        self.next_slot = (index + 1) % self.slots.len();
         let [first, second] = &mut self.slots;
         let slot = if index == 0 { first } else { second };
-        slot.write(gpu, |bytes| fill(sequence, bytes))
+        let filled = slot
+            .write(gpu, |bytes| fill(sequence, bytes))
             .map_err(|source| CaptureError::Cl {
                 source_name: name(),
                 source,
             })??;
+        if let Fill::Dropped(reason) = filled {
+            self.stats.dropped[reason as usize] += 1;
+            return Ok(Next::Idle);
+        }
+        self.next_slot = (index + 1) % 2;
         self.stats.frames += 1;
         Ok(Next::Frame(Frame {
             slot,

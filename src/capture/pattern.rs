@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use super::{CaptureError, CaptureStats, FrameSource, IoMode, Next, PacedSlots};
+use super::{CaptureError, CaptureStats, Fill, FrameSource, IoMode, Next, PacedSlots};
 use crate::cl::Gpu;
 use crate::frame::{FrameLayout, PixelFormat};
 use crate::reference;
@@ -195,7 +195,7 @@ impl FrameSource for PatternSource {
             || "test pattern".into(),
             |sequence, bytes| {
                 render(&layout, sequence, bytes);
-                Ok(())
+                Ok(Fill::Written)
             },
         )
     }

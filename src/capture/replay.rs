@@ -1,39 +1,59 @@
 //! Replay: recorded frames played back as if a camera delivered them, paced at a frame rate
 //! and looping forever. Either a raw file of back-to-back frames of one format and size
-//! (mapped with `memmap2`, never read whole), or a directory of PNG/JPEG/PGM/PPM images
-//! played in file-name order (decoded one at a time with [`crate::input`]).
+//! (each frame read with one positioned read straight into its slot, never the file read
+//! whole), or a directory of PNG/JPEG/PGM/PPM images played in file-name order (decoded one
+//! at a time with [`crate::input`]).
 //!
-//! Owns the file mapping and two frame slots; knows nothing of kernels or metrics.
+//! A recording may change while it plays, and that never stops the source. A raw file
+//! that shrank, grew or was replaced is followed: its length is taken again before every
+//! frame, the loop is its whole frames now, and a frame that cannot be read whole is
+//! dropped as a `short_frame`. (The file is not memory-mapped: a mapping of a file that
+//! shrinks faults with SIGBUS, which would end the whole daemon.) An image of a directory
+//! that is missing, unreadable, incomplete or of another size than the first is skipped
+//! and dropped as a `bad_image`; the rest play on. Each change is logged once.
+//!
+//! With nothing left to play the two differ. A raw file without a whole frame reports
+//! itself down and stays open: a recorder rewriting it in place fills it again, and the
+//! open file shows that at once. A directory whose every image was bad on its last try
+//! fails (`Err`): its camera shows down, logs the reason once and is opened again with a
+//! growing delay, which also lists the directory again, so images written under new names
+//! are found.
+//!
+//! Owns the open file or the image list, and two frame slots; knows nothing of kernels or
+//! metrics.
 
 use std::fs::File;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use memmap2::Mmap;
-
-use super::{CaptureError, CaptureStats, FrameSource, IoMode, Next, PacedSlots};
+use super::{CaptureError, CaptureStats, DropReason, Fill, FrameSource, IoMode, Next, PacedSlots};
 use crate::cl::Gpu;
 use crate::frame::{FrameLayout, PixelFormat, Size};
 use crate::input;
 
-/// Where the frames come from.
-enum Frames {
-    /// A mapped raw file: frame `i` is bytes `i * frame_bytes ..`.
-    Raw { map: Mmap, count: usize },
-    /// Image files, sorted by name; the last one decoded is kept, so a single still image
-    /// is decoded once.
-    Images {
-        files: Vec<PathBuf>,
-        cached: Option<(usize, Vec<u8>)>,
-    },
+/// Logs a problem with a recording as a warning, on the capture log target.
+macro_rules! replay_warn {
+    ($($arg:tt)*) => {
+        tracing::warn!(target: "edgesight::capture", "{}", format_args!($($arg)*))
+    };
 }
 
-/// Frames from a raw file or a directory of images, paced at `fps`, looping.
+/// Where the frames come from.
+enum Frames {
+    Raw(RawFile),
+    Images(ImageDir),
+}
+
+/// Frames from a replay, paced at `fps`, looping.
 pub struct ReplaySource {
     path: PathBuf,
     layout: FrameLayout,
     fps: f64,
     frames: Frames,
+    /// Frames dropped in a row since the last one made: a raw file's whole loop of them
+    /// means down.
+    drops_in_a_row: u64,
     slots: PacedSlots,
 }
 
@@ -42,6 +62,202 @@ fn source_error(path: &Path, message: impl Into<String>) -> CaptureError {
         source_name: format!("replay {}", path.display()),
         message: message.into(),
     }
+}
+
+impl ReplaySource {
+    /// Opens `path`: a raw file of `raw`'s size and format, or (with `raw` `None`) a
+    /// directory of images that share the size and format of the first readable one.
+    pub fn open(
+        gpu: &Gpu,
+        path: &Path,
+        raw: Option<(Size, PixelFormat)>,
+        fps: f64,
+    ) -> Result<ReplaySource, CaptureError> {
+        let (layout, frames) = match raw {
+            Some((size, format)) => {
+                let layout = FrameLayout::packed(format, size.width, size.height);
+                layout
+                    .validate()
+                    .map_err(|e| source_error(path, e.to_string()))?;
+                (layout, Frames::Raw(RawFile::open(path, layout)?))
+            }
+            None => {
+                let dir = ImageDir::open(path)?;
+                (dir.layout, Frames::Images(dir))
+            }
+        };
+        Ok(ReplaySource {
+            path: path.to_path_buf(),
+            layout,
+            fps,
+            frames,
+            drops_in_a_row: 0,
+            slots: PacedSlots::new(gpu, layout, fps, &format!("replay {}", path.display()))?,
+        })
+    }
+
+    /// How many frames one loop holds now (for a raw file, the whole frames it has).
+    pub fn frame_count(&self) -> usize {
+        match &self.frames {
+            Frames::Raw(raw) => raw.count(),
+            Frames::Images(dir) => dir.files.len(),
+        }
+    }
+}
+
+/// A raw recording, read frame by frame with positioned reads.
+struct RawFile {
+    file: File,
+    /// The open file's device and inode, to notice the path now naming another file.
+    identity: (u64, u64),
+    frame_bytes: usize,
+    /// The length last seen, so that a change is logged once.
+    len: u64,
+    /// The last read failure logged, so that a repeated one is not.
+    last_problem: Option<String>,
+    /// Whether the path was found gone (the open file still plays).
+    path_gone: bool,
+}
+
+fn identity(meta: &std::fs::Metadata) -> (u64, u64) {
+    (meta.dev(), meta.ino())
+}
+
+impl RawFile {
+    fn open(path: &Path, layout: FrameLayout) -> Result<RawFile, CaptureError> {
+        let file = File::open(path).map_err(|e| source_error(path, e.to_string()))?;
+        let meta = file
+            .metadata()
+            .map_err(|e| source_error(path, e.to_string()))?;
+        if !meta.is_file() {
+            return Err(source_error(path, "not a regular file"));
+        }
+        let frame_bytes = layout.frame_bytes();
+        let len = meta.len();
+        if len == 0 || !len.is_multiple_of(frame_bytes as u64) {
+            return Err(source_error(
+                path,
+                format!(
+                    "{len} bytes is not a whole number of {} {}x{} frames ({frame_bytes} bytes each)",
+                    layout.format, layout.width, layout.height
+                ),
+            ));
+        }
+        Ok(RawFile {
+            file,
+            identity: identity(&meta),
+            frame_bytes,
+            len,
+            last_problem: None,
+            path_gone: false,
+        })
+    }
+
+    fn count(&self) -> usize {
+        usize::try_from(self.len / self.frame_bytes as u64).unwrap_or(usize::MAX)
+    }
+
+    /// Reads frame `sequence` of the loop into `out`, after following the file's changes.
+    fn fill(&mut self, path: &Path, sequence: u64, out: &mut [u8]) -> Fill {
+        self.follow_path(path);
+        match self.file.metadata() {
+            Ok(meta) if meta.len() != self.len => {
+                let was = self.len;
+                self.len = meta.len();
+                let partial = if self.len.is_multiple_of(self.frame_bytes as u64) {
+                    ""
+                } else {
+                    " (the partial frame at its end is skipped)"
+                };
+                replay_warn!(
+                    "replay {}: the file changed from {was} to {} bytes; playing its {} whole frames{partial}",
+                    path.display(),
+                    self.len,
+                    self.count(),
+                );
+            }
+            Ok(_) => {}
+            Err(e) => return self.dropped(path, format!("cannot read its length: {e}")),
+        }
+        let count = self.len / self.frame_bytes as u64;
+        if count == 0 {
+            // Logged with the change of length.
+            return Fill::Dropped(DropReason::ShortFrame);
+        }
+        let offset = (sequence % count) * self.frame_bytes as u64;
+        let Some(frame) = out.get_mut(..self.frame_bytes) else {
+            return self.dropped(path, format!("a slot of {} bytes is too small", out.len()));
+        };
+        match self.file.read_exact_at(frame, offset) {
+            Ok(()) => {
+                self.last_problem = None;
+                Fill::Written
+            }
+            // The file shrank since its length was taken; the next frame sees the new one.
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                Fill::Dropped(DropReason::ShortFrame)
+            }
+            Err(e) => self.dropped(path, format!("reading the frame at byte {offset}: {e}")),
+        }
+    }
+
+    /// Opens the file the path names now if it is another one than the file playing (a
+    /// recording replaced by a rename); notes a path gone, and keeps playing the open file.
+    fn follow_path(&mut self, path: &Path) {
+        let meta = match std::fs::metadata(path) {
+            Ok(meta) => meta,
+            Err(e) => {
+                if !self.path_gone {
+                    self.path_gone = true;
+                    replay_warn!(
+                        "replay {}: {e}; playing the file already open until the path is back",
+                        path.display()
+                    );
+                }
+                return;
+            }
+        };
+        self.path_gone = false;
+        if identity(&meta) == self.identity || !meta.is_file() {
+            return;
+        }
+        match File::open(path) {
+            Ok(file) => {
+                replay_warn!(
+                    "replay {}: replaced by another file; playing it",
+                    path.display()
+                );
+                self.file = file;
+                self.identity = identity(&meta);
+            }
+            Err(e) => {
+                let _ = self.dropped(path, format!("cannot open its replacement: {e}"));
+            }
+        }
+    }
+
+    /// Logs `problem` unless it is the one logged last, and drops the frame.
+    fn dropped(&mut self, path: &Path, problem: String) -> Fill {
+        if self.last_problem.as_deref() != Some(problem.as_str()) {
+            replay_warn!(
+                "replay {}: {problem}; frames are dropped until it reads again",
+                path.display()
+            );
+            self.last_problem = Some(problem);
+        }
+        Fill::Dropped(DropReason::ShortFrame)
+    }
+}
+
+/// A directory of images, played in name order.
+struct ImageDir {
+    files: Vec<PathBuf>,
+    layout: FrameLayout,
+    /// The decoded image of a directory of one, decoded once; `None` with several, which
+    /// are read again each loop so that a change to one shows.
+    cached: Option<Vec<u8>>,
+    /// What was last wrong with each file, so that each problem is logged once.
+    problems: Vec<Option<String>>,
 }
 
 /// The image files of a directory, in name order.
@@ -66,114 +282,102 @@ fn image_files(dir: &Path) -> Result<Vec<PathBuf>, CaptureError> {
     Ok(files)
 }
 
-impl ReplaySource {
-    /// Opens `path`: a raw file of `raw`'s size and format, or (with `raw` `None`) a
-    /// directory of images that all share the first one's size and format.
-    pub fn open(
-        gpu: &Gpu,
-        path: &Path,
-        raw: Option<(Size, PixelFormat)>,
-        fps: f64,
-    ) -> Result<ReplaySource, CaptureError> {
-        let (layout, frames) = match raw {
-            Some((size, format)) => {
-                let layout = FrameLayout::packed(format, size.width, size.height);
-                layout
-                    .validate()
-                    .map_err(|e| source_error(path, e.to_string()))?;
-                let file = File::open(path).map_err(|e| source_error(path, e.to_string()))?;
-                // SAFETY: the mapping is read-only; a recording truncated while it plays would
-                // fault, which is the same risk as any reader of a file being rewritten.
-                let map = unsafe { Mmap::map(&file) }
-                    .map_err(|e| source_error(path, format!("cannot map: {e}")))?;
-                let frame_bytes = layout.frame_bytes();
-                if map.is_empty() || map.len() % frame_bytes != 0 {
-                    return Err(source_error(
-                        path,
-                        format!(
-                            "{} bytes is not a whole number of {format} {size} frames ({frame_bytes} bytes each)",
-                            map.len()
-                        ),
-                    ));
-                }
-                let count = map.len() / frame_bytes;
-                (layout, Frames::Raw { map, count })
-            }
-            None => {
-                let files = image_files(path)?;
-                let first = files.first().ok_or_else(|| {
-                    source_error(path, "no PNG, JPEG or PGM/PPM images in the directory")
-                })?;
-                let frame =
-                    input::load(first, None).map_err(|e| source_error(path, e.to_string()))?;
-                let layout = frame.layout;
-                let cached = Some((0, frame.bytes));
-                (layout, Frames::Images { files, cached })
-            }
-        };
-        Ok(ReplaySource {
-            path: path.to_path_buf(),
-            layout,
-            fps,
-            frames,
-            slots: PacedSlots::new(gpu, layout, fps, &format!("replay {}", path.display()))?,
-        })
-    }
-
-    /// How many distinct frames one loop holds.
-    pub fn frame_count(&self) -> usize {
-        match &self.frames {
-            Frames::Raw { count, .. } => *count,
-            Frames::Images { files, .. } => files.len(),
-        }
-    }
+/// The error of a directory none of whose images reads, naming the first one's problem;
+/// the same at open and while playing, so that a camera failing on it logs it once.
+fn none_readable(dir: &Path, problems: &[Option<String>]) -> CaptureError {
+    source_error(
+        dir,
+        format!(
+            "none of its {} images can be read (the first: {})",
+            problems.len(),
+            problems.first().cloned().flatten().unwrap_or_default()
+        ),
+    )
 }
 
-impl Frames {
-    /// The bytes of frame `index` of the loop (decoding an image if needed).
-    fn get(
-        &mut self,
-        path: &Path,
-        layout: FrameLayout,
-        index: usize,
-    ) -> Result<&[u8], CaptureError> {
-        match self {
-            Frames::Raw { map, .. } => {
-                let n = layout.frame_bytes();
-                let start = index * n;
-                map.get(start..start + n)
-                    .ok_or_else(|| source_error(path, format!("frame {index} is past the end")))
-            }
-            Frames::Images { files, cached } => {
-                if cached.as_ref().map(|(i, _)| *i) != Some(index) {
-                    let file = files.get(index).ok_or_else(|| {
-                        source_error(path, format!("frame {index} is past the end"))
-                    })?;
-                    let frame =
-                        input::load(file, None).map_err(|e| source_error(path, e.to_string()))?;
-                    if frame.layout != layout {
-                        return Err(source_error(
-                            path,
-                            format!(
-                                "{} (frame {index}) is {} {}x{}, the first image is {} {}x{}",
-                                file.display(),
-                                frame.layout.format,
-                                frame.layout.width,
-                                frame.layout.height,
-                                layout.format,
-                                layout.width,
-                                layout.height
-                            ),
-                        ));
-                    }
-                    *cached = Some((index, frame.bytes));
+impl ImageDir {
+    /// Lists the images and takes the layout of the first that reads; fails only when
+    /// there is none, or none reads.
+    fn open(dir: &Path) -> Result<ImageDir, CaptureError> {
+        let files = image_files(dir)?;
+        if files.is_empty() {
+            return Err(source_error(
+                dir,
+                "no PNG, JPEG or PGM/PPM images in the directory",
+            ));
+        }
+        let mut problems = vec![None; files.len()];
+        for (index, file) in files.iter().enumerate() {
+            match input::load(file, None) {
+                Ok(frame) => {
+                    return Ok(ImageDir {
+                        layout: frame.layout,
+                        cached: (files.len() == 1).then_some(frame.bytes),
+                        files,
+                        problems,
+                    })
                 }
-                match cached {
-                    Some((_, bytes)) => Ok(bytes),
-                    None => Err(source_error(path, "no frame decoded")),
-                }
+                Err(e) => problems[index] = Some(e.to_string()),
             }
         }
+        Err(none_readable(dir, &problems))
+    }
+
+    /// Copies image `sequence` of the loop into `out`, decoding it unless it is cached. An
+    /// error once every image was found bad on its last try: the camera then fails, and is
+    /// opened again (the directory listed again) with a growing delay.
+    fn fill(&mut self, dir: &Path, sequence: u64, out: &mut [u8]) -> Result<Fill, CaptureError> {
+        let Some(frame) = out.get_mut(..self.layout.frame_bytes()) else {
+            return Ok(Fill::Dropped(DropReason::BadImage));
+        };
+        if let Some(bytes) = &self.cached {
+            frame.copy_from_slice(bytes);
+            return Ok(Fill::Written);
+        }
+        let index = (sequence % self.files.len() as u64) as usize;
+        match self.load(index) {
+            Ok(bytes) => {
+                if self.problems[index].take().is_some() {
+                    replay_warn!(
+                        "replay {}: {} reads again",
+                        dir.display(),
+                        self.files[index].display()
+                    );
+                }
+                frame.copy_from_slice(&bytes);
+                Ok(Fill::Written)
+            }
+            Err(problem) => {
+                if self.problems[index].as_deref() != Some(problem.as_str()) {
+                    replay_warn!("replay {}: skipping {problem}", dir.display());
+                    self.problems[index] = Some(problem);
+                }
+                if self.problems.iter().all(Option::is_some) {
+                    return Err(none_readable(dir, &self.problems));
+                }
+                Ok(Fill::Dropped(DropReason::BadImage))
+            }
+        }
+    }
+
+    /// Decodes image `index`, or says what is wrong with it (naming the file).
+    fn load(&self, index: usize) -> Result<Vec<u8>, String> {
+        let file = &self.files[index];
+        let frame = input::load(file, None).map_err(|e| e.to_string())?;
+        let (got, want) = (frame.layout, self.layout);
+        if got != want {
+            return Err(format!(
+                "{} (frame {index}) is {} {}x{}, the first image is {} {}x{}",
+                file.display(),
+                got.format,
+                got.width,
+                got.height,
+                want.format,
+                want.width,
+                want.height
+            ));
+        }
+        Ok(frame.bytes)
     }
 }
 
@@ -198,8 +402,14 @@ impl FrameSource for ReplaySource {
         IoMode::Generated
     }
 
+    /// A raw file is down once a whole loop of frames in a row could not be read (it holds
+    /// no whole frame, say), and up again with the next frame read. A directory is up while
+    /// open: with no image readable it fails instead.
     fn is_up(&self) -> bool {
-        true
+        match &self.frames {
+            Frames::Raw(raw) => self.drops_in_a_row < raw.count().max(1) as u64,
+            Frames::Images(_) => true,
+        }
     }
 
     fn stats(&self) -> CaptureStats {
@@ -207,16 +417,21 @@ impl FrameSource for ReplaySource {
     }
 
     fn next_frame(&mut self, gpu: &Gpu, wait: Duration) -> Result<Next<'_>, CaptureError> {
-        let count = self.frame_count().max(1) as u64;
-        let (path, layout, frames) = (&self.path, self.layout, &mut self.frames);
+        let (path, frames, drops) = (&self.path, &mut self.frames, &mut self.drops_in_a_row);
         self.slots.next_frame(
             gpu,
             wait,
             || format!("replay {}", path.display()),
             |sequence, out| {
-                let bytes = frames.get(path, layout, (sequence % count) as usize)?;
-                out.copy_from_slice(bytes);
-                Ok(())
+                let filled = match frames {
+                    Frames::Raw(raw) => raw.fill(path, sequence, out),
+                    Frames::Images(dir) => dir.fill(path, sequence, out)?,
+                };
+                *drops = match filled {
+                    Fill::Written => 0,
+                    Fill::Dropped(_) => *drops + 1,
+                };
+                Ok(filled)
             },
         )
     }

@@ -1,0 +1,148 @@
+//! Fuzz target `inputs`: the readers of files a user hands the daemon. Each input is
+//! written to a file and read as an image and as a raw frame (`input::load`); every 32nd
+//! is also played as the second image of a replay directory whose first image is good.
+//!
+//! Invariants: an accepted frame has a layout the pipeline takes and exactly its
+//! `frame_bytes`, a raw one the format and size it was asked for; every error names the
+//! file. A replay directory with one good image never fails and only ever hands out the
+//! good image or the input decoded.
+
+use std::cell::Cell;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use edgesight::capture::{self, DropReason, Next, SourceSpec};
+use edgesight::cl::Gpu;
+use edgesight::frame::{FrameLayout, PixelFormat, Size};
+use edgesight::input::{self, InputError, LoadedFrame};
+
+use super::common;
+use super::fuzz;
+
+fn work_dir(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create the fuzz work directory");
+    dir
+}
+
+/// A short label for an error, from its variant.
+fn kind(e: &InputError) -> &'static str {
+    match e {
+        InputError::Read { .. } => "read",
+        InputError::NotAFile { .. } => "not-a-file",
+        InputError::TooLarge { .. } => "too-large",
+        InputError::Decode { .. } => "decode",
+        InputError::Incomplete { .. } => "incomplete",
+        InputError::RawSize { .. } => "raw-size",
+        InputError::RawArgs { .. } => "raw-args",
+        InputError::Layout { .. } => "layout",
+    }
+}
+
+/// Checks one `input::load` of `path`; returns an outcome label, or why the invariant broke.
+fn check_load(path: &Path, raw: Option<(PixelFormat, Size)>) -> Result<String, String> {
+    match input::load(path, raw) {
+        Ok(frame) => {
+            check_frame(&frame)?;
+            if let Some((format, size)) = raw {
+                let asked = FrameLayout::packed(format, size.width, size.height);
+                if frame.layout != asked {
+                    return Err(format!("raw {asked:?} read as {:?}", frame.layout));
+                }
+            }
+            Ok(format!("ok-{}", frame.layout.format))
+        }
+        Err(e) => {
+            let text = e.to_string();
+            if !text.contains(&path.display().to_string()) {
+                return Err(format!("the error does not name the file: {text}"));
+            }
+            Ok(kind(&e).to_string())
+        }
+    }
+}
+
+fn check_frame(frame: &LoadedFrame) -> Result<(), String> {
+    frame
+        .layout
+        .validate()
+        .map_err(|e| format!("accepted {:?}: {e}", frame.layout))?;
+    if frame.bytes.len() != frame.layout.frame_bytes() {
+        return Err(format!(
+            "accepted {:?} with {} bytes, its frame_bytes is {}",
+            frame.layout,
+            frame.bytes.len(),
+            frame.layout.frame_bytes()
+        ));
+    }
+    Ok(())
+}
+
+/// A raw format and size taken from the input's first bytes, the height chosen so that the
+/// file's length can match.
+fn raw_args(bytes: &[u8]) -> (PixelFormat, Size) {
+    let format = PixelFormat::ALL[usize::from(bytes.first().copied().unwrap_or(0)) % 8];
+    let width = 1 + u32::from(bytes.get(1).copied().unwrap_or(0) % 40);
+    let row = (width * format.bytes_per_pixel()) as usize;
+    let height = (bytes.len() / row).max(1) as u32;
+    (format, Size { width, height })
+}
+
+/// Plays a directory holding a good 8x6 grey image and `bytes` as its second image for a
+/// few frames; returns an outcome label, or why the invariant broke.
+fn check_replay(gpu: &Gpu, dir: &Path, bytes: &[u8]) -> Result<String, String> {
+    let second = dir.join("b.img.png");
+    std::fs::write(&second, bytes).map_err(|e| e.to_string())?;
+    let decoded = input::load(&second, None).ok();
+    let good = vec![128u8; 48];
+    let spec: SourceSpec = format!("replay:{}@1000", dir.display())
+        .parse()
+        .map_err(|e| format!("{e}"))?;
+    let mut source = capture::open(&spec, gpu).map_err(|e| format!("open: {e}"))?;
+    let mut made = 0;
+    while made < 4 {
+        match source.next_frame(gpu, Duration::from_millis(20)) {
+            Ok(Next::Frame(frame)) => {
+                let got = frame.slot.read(gpu).map_err(|e| e.to_string())?;
+                let second_ok = decoded
+                    .as_ref()
+                    .is_some_and(|d| d.layout == frame.layout && d.bytes == got);
+                if got != good && !second_ok {
+                    return Err(format!("frame {} is neither image", frame.sequence));
+                }
+                made += 1;
+            }
+            Ok(Next::Idle) => {}
+            Err(e) => return Err(format!("a directory with a good image failed: {e}")),
+        }
+    }
+    Ok(if source.stats().dropped(DropReason::BadImage) > 0 {
+        "replay-skipped".into()
+    } else {
+        "replay-played".into()
+    })
+}
+
+#[test]
+fn inputs() {
+    let dir = work_dir("fuzz-inputs");
+    let file = dir.join("input");
+    let replay_dir = work_dir("fuzz-inputs-replay");
+    image::GrayImage::from_pixel(8, 6, image::Luma([128u8]))
+        .save(replay_dir.join("a.png"))
+        .expect("write the good image");
+    let gpu = common::gpu();
+    let runs = Cell::new(0u64);
+    fuzz("inputs", |bytes| {
+        std::fs::write(&file, bytes).map_err(|e| e.to_string())?;
+        let image = check_load(&file, None)?;
+        let raw = check_load(&file, Some(raw_args(bytes)))?;
+        runs.set(runs.get() + 1);
+        if runs.get().is_multiple_of(32) {
+            let replay = check_replay(&gpu, &replay_dir, bytes)?;
+            return Ok(format!("{image} {raw} {replay}"));
+        }
+        Ok(format!("{image} {raw}"))
+    });
+}
