@@ -239,11 +239,21 @@ pub const MAX_FRAME_SIDE: u32 = 16_384;
 
 /// Parses a frame rate: a number from [`MIN_FPS`] to [`MAX_FPS`].
 pub fn parse_fps(s: &str) -> Result<f64, String> {
-    match s.trim().parse::<f64>() {
-        Ok(fps) if (MIN_FPS..=MAX_FPS).contains(&fps) => Ok(fps),
-        _ => Err(format!(
-            "frame rate '{s}' is not a number from {MIN_FPS} to {MAX_FPS}"
-        )),
+    s.trim()
+        .parse::<f64>()
+        .ok()
+        .and_then(|fps| check_fps(fps).ok())
+        .ok_or_else(|| format!("frame rate '{s}' is not a number from {MIN_FPS} to {MAX_FPS}"))
+}
+
+/// Checks a frame rate given as a number: from [`MIN_FPS`] to [`MAX_FPS`].
+pub fn check_fps(fps: f64) -> Result<f64, String> {
+    if (MIN_FPS..=MAX_FPS).contains(&fps) {
+        Ok(fps)
+    } else {
+        Err(format!(
+            "frame rate {fps:?} is not a number from {MIN_FPS} to {MAX_FPS}"
+        ))
     }
 }
 
