@@ -261,14 +261,22 @@ fn key_at(text: &str, offset: usize) -> String {
     let line = &text[line_start..line_end];
     // An error on a table header (a table defined twice, say) is about that table.
     if let Some(header) = table_header(line) {
-        return header;
+        return if header.is_empty() {
+            "(table header)".into()
+        } else {
+            header
+        };
     }
     let key = line
         .split_once('=')
         .map(|(k, _)| k.trim().to_string())
         .filter(|k| !k.is_empty() && !k.starts_with('['))
         .unwrap_or_default();
-    let table = text[..line_start].lines().rev().find_map(table_header);
+    let table = text[..line_start]
+        .lines()
+        .rev()
+        .find_map(table_header)
+        .filter(|t| !t.is_empty());
     match (table, key.is_empty()) {
         (Some(t), false) => format!("{t}.{key}"),
         (Some(t), true) => t,
@@ -654,11 +662,12 @@ fn check_web(
         })?,
     };
     let stale = *web.stale_after_seconds.get_ref();
-    if !(stale.is_finite() && stale > 0.0 && stale <= 3600.0) {
+    // From 1 ms: a shorter time is 0 once it is a Duration, and every frame is stale.
+    if !(stale.is_finite() && (0.001..=3600.0).contains(&stale)) {
         return Err(doc.at(
             web.stale_after_seconds.span(),
             "web.stale_after_seconds",
-            format!("{stale} is not a time above 0 and at most 3600 seconds"),
+            format!("{stale} is not a time from 0.001 to 3600 seconds"),
         ));
     }
     let max_connections = *web.max_connections.get_ref();
@@ -999,7 +1008,18 @@ fn check_source(doc: &Doc, source: &Spanned<SourceConfig>) -> Result<SourceSpec,
 
 impl Settings {
     /// The effective settings as TOML, in the file's schema (what `check-config` prints).
+    /// Password hashes are shown as "(bcrypt hash)".
     pub fn to_toml(&self) -> String {
+        self.print(false)
+    }
+
+    /// [`Settings::to_toml`] with the password hashes: text that reads back as the same
+    /// settings.
+    pub fn to_toml_with_hashes(&self) -> String {
+        self.print(true)
+    }
+
+    fn print(&self, hashes: bool) -> String {
         let mut out = String::new();
         let q = |s: &str| toml::Value::String(s.to_string()).to_string();
         out.push_str(&format!("[log]\nlevel = {}\n\n", q(&self.log_level)));
@@ -1020,8 +1040,9 @@ impl Settings {
         }
         if !w.users.is_empty() {
             out.push_str("[web.basic_auth_users]\n");
-            for user in w.users.keys() {
-                out.push_str(&format!("{} = \"(bcrypt hash)\"\n", q(user)));
+            for (user, hash) in &w.users {
+                let hash = if hashes { q(hash) } else { q("(bcrypt hash)") };
+                out.push_str(&format!("{} = {hash}\n", q(user)));
             }
         }
         out.push_str(&format!(
@@ -1273,6 +1294,8 @@ h = 240
         for (text, key, pos) in [
             ("[log]\nlevel = \"loud\"\n", "log.level", (2, 9)),
             ("[metrics]\nhistogram_bins = 24\n", "metrics.histogram_bins", (2, 18)),
+            // Found by the config fuzz target: accepted, it became a time of 0.
+            ("[web]\nstale_after_seconds = 1e-10\n", "web.stale_after_seconds", (2, 23)),
             ("[web]\nlisten_address = \"localhost\"\n", "web.listen_address", (2, 18)),
             (
                 "[[camera]]\nname = \"a b\"\n[camera.source]\nkind = \"pattern\"\n",
@@ -1344,6 +1367,9 @@ h = 240
         assert!(err.message.contains("duplicate key"), "{err}");
         let err = load_text("[log]\nlevel = \"info\"\n[ log ] # again\n").unwrap_err();
         assert_eq!((err.key.as_str(), at(&err)), ("log", (3, 1)), "{err}");
+        // Found by the config fuzz target: a header without a name named no key.
+        let err = load_text("[log]\nlevel = \"info\"\n[\nname = \"x\"\n").unwrap_err();
+        assert_eq!(err.key, "(table header)", "{err}");
     }
 
     #[test]

@@ -212,3 +212,4 @@ fn mutate(rng: &mut Rng, base: &[u8], other: &[u8]) -> Vec<u8> {
 }
 
 // The targets; each is a module with its own #[test] functions calling `fuzz`.
+mod config;
