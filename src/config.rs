@@ -455,8 +455,8 @@ pub fn check_text(path: &Path, text: &str) -> Result<Settings, ConfigError> {
 }
 
 /// Above this many cameras, `run` and `check-config` warn: each camera is two threads and
-/// its own OpenCL context, buffers and kernels (100 test-pattern cameras took 768 MB and
-/// 206 threads on a 2-core x86-64 VM), more than a board's GPU serves at any frame rate.
+/// its own OpenCL context, buffers and kernels: 17 test-pattern cameras of 320x240 took
+/// 153 MB and 32 threads more than one did, with POCL on a 2-core x86-64 VM.
 pub const MANY_CAMERAS: usize = 16;
 
 /// A config as `run` takes it: checked by [`load`] and against the machine.
@@ -519,8 +519,8 @@ pub fn validate(path: Option<&Path>, overrides: &Overrides) -> Result<Checked, C
     if settings.cameras.len() > MANY_CAMERAS {
         warnings.push(format!(
             "{} cameras: each one is two threads (capture and publisher) and its own OpenCL \
-             context, frame buffers and kernels, about 8 MB on a CPU device; more than \
-             {MANY_CAMERAS} rarely keep their frame rates on one board",
+             context, frame buffers and kernels (about 10 MB at 320x240 on a CPU device); \
+             more than {MANY_CAMERAS} rarely keep their frame rates on one board",
             settings.cameras.len()
         ));
     }
