@@ -413,9 +413,7 @@ pub fn load(
     path: Option<&Path>,
     overrides: &Overrides,
 ) -> Result<(FileConfig, Settings), ConfigError> {
-    let (text, file, settings) = load_text(path, overrides)?;
-    drop(text);
-    Ok((file, settings))
+    load_text(path, overrides).map(|(_, file, settings)| (file, settings))
 }
 
 fn load_text(

@@ -1180,6 +1180,16 @@ fn r12_check_config_refuses_what_run_refuses() {
             assert!(err.contains(&format!("{file}{expect}")), "{name} {args:?}: {err}");
         }
     }
+    // The same check for a source given on the command line.
+    let (code, err) = edgesight_within(
+        &["run", "--source", "v4l2:/dev/null"],
+        Duration::from_secs(60),
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("command line --source: source: /dev/null is not a V4L2 device"),
+        "{err}"
+    );
 }
 
 /// Issue "Resilience and security", item 12: 100 cameras took 768 MB and 206 threads
