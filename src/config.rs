@@ -2,9 +2,11 @@
 //! file (plus command-line overrides) into [`Settings`] the daemon can run on.
 //!
 //! Every error names the file, line and column, and the key it is about, so a bad
-//! config is refused before a thread starts. Nothing here opens devices or sockets;
-//! it checks that the paths the config names exist, and loads the TLS files with the
-//! server's own loader.
+//! config is refused before a thread starts. [`load`] opens no device or socket; it checks
+//! that the files the config names exist and loads the TLS files with the server's own
+//! loader. [`validate`] adds what needs the machine (the OpenCL devices, the V4L2 nodes):
+//! `run`, SIGHUP and `check-config` all go through it, so whatever `run` refuses,
+//! `check-config` refuses with the same words.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
@@ -16,8 +18,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
-use crate::capture::{parse_fps, IoMode, SourceSpec};
-use crate::cl::DeviceSpec;
+use crate::capture::{check_fps, check_frame_size, IoMode, SourceSpec};
+use crate::cl::{DeviceSpec, Gpu};
 use crate::frame::{FrameLayout, PixelFormat, Size};
 use crate::pipeline::{Border, Magnitude, PipelineOptions, Region};
 
@@ -57,13 +59,13 @@ impl Default for LogConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct OpenclConfig {
     /// As `edgesight devices` numbers them, or a name; cameras may override it.
-    pub device: String,
+    pub device: Spanned<String>,
 }
 
 impl Default for OpenclConfig {
     fn default() -> Self {
         OpenclConfig {
-            device: "default".into(),
+            device: Spanned::new(0..0, "default".into()),
         }
     }
 }
@@ -119,7 +121,7 @@ pub struct CameraConfig {
     /// The `camera` label on this camera's metrics.
     pub name: Spanned<String>,
     /// OpenCL device for this camera's pipeline; `[opencl] device` when absent.
-    pub opencl_device: Option<String>,
+    pub opencl_device: Option<Spanned<String>>,
     pub source: Spanned<SourceConfig>,
     #[serde(default)]
     pub pipeline: PipelineConfig,
@@ -258,6 +260,14 @@ fn key_at(text: &str, offset: usize) -> String {
     let line_start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
     let line_end = text[offset..].find('\n').map_or(text.len(), |i| offset + i);
     let line = &text[line_start..line_end];
+    // An error on a table header (a table defined twice, say) is about that table.
+    if let Some(header) = table_header(line) {
+        return if header.is_empty() {
+            "(table header)".into()
+        } else {
+            header
+        };
+    }
     let key = line
         .split_once('=')
         .map(|(k, _)| k.trim().to_string())
@@ -266,15 +276,21 @@ fn key_at(text: &str, offset: usize) -> String {
     let table = text[..line_start]
         .lines()
         .rev()
-        .map(str::trim)
-        .find(|l| l.starts_with('['))
-        .map(|l| l.trim_matches(|c| c == '[' || c == ']').trim().to_string());
+        .find_map(table_header)
+        .filter(|t| !t.is_empty());
     match (table, key.is_empty()) {
         (Some(t), false) => format!("{t}.{key}"),
         (Some(t), true) => t,
         (None, false) => key,
         (None, true) => "(top level)".into(),
     }
+}
+
+/// The table a `[name]` or `[[name]]` line opens, if `line` is one.
+fn table_header(line: &str) -> Option<String> {
+    let line = line.trim();
+    let name = line.strip_prefix('[')?.trim_start_matches('[');
+    Some(name.split(']').next().unwrap_or(name).trim().to_string())
 }
 
 /// Overrides from the command line, applied before checking.
@@ -341,21 +357,34 @@ pub fn parse(path: &Path, text: &str) -> Result<FileConfig, ConfigError> {
     })
 }
 
+/// The most a config file may hold; a longer one is refused rather than read whole.
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
 /// Reads, parses and checks `path` (or the defaults when `None`) with `overrides` applied.
+/// Touches no device: [`validate`] adds what needs the machine.
 pub fn load(
     path: Option<&Path>,
     overrides: &Overrides,
 ) -> Result<(FileConfig, Settings), ConfigError> {
+    load_text(path, overrides).map(|(_, file, settings)| (file, settings))
+}
+
+fn load_text(
+    path: Option<&Path>,
+    overrides: &Overrides,
+) -> Result<(String, FileConfig, Settings), ConfigError> {
     let text = match path {
-        Some(p) => std::fs::read_to_string(p).map_err(|e| ConfigError {
-            origin: Origin::File {
-                path: p.to_path_buf(),
-                line: 0,
-                column: 0,
-            },
-            key: "(file)".into(),
-            message: format!("cannot read: {e}"),
-        })?,
+        Some(p) => {
+            crate::files::read_small_file(p, MAX_CONFIG_BYTES).map_err(|message| ConfigError {
+                origin: Origin::File {
+                    path: p.to_path_buf(),
+                    line: 0,
+                    column: 0,
+                },
+                key: "(file)".into(),
+                message,
+            })?
+        }
         None => String::new(),
     };
     let file = match path {
@@ -364,7 +393,125 @@ pub fn load(
     };
     let doc = Doc { path, text: &text };
     let settings = check(&doc, &file, overrides)?;
-    Ok((file, settings))
+    Ok((text, file, settings))
+}
+
+/// [`parse`] and every check of [`load`] on a config's text (what `check-config` does short
+/// of looking at devices); `path` only names it in errors. The fuzz target's entry.
+pub fn check_text(path: &Path, text: &str) -> Result<Settings, ConfigError> {
+    let file = parse(path, text)?;
+    let doc = Doc {
+        path: Some(path),
+        text,
+    };
+    check(&doc, &file, &Overrides::default())
+}
+
+/// Above this many cameras, `run` and `check-config` warn: each camera is two threads and
+/// its own OpenCL context, buffers and kernels: 17 test-pattern cameras of 320x240 took
+/// 153 MB and 32 threads more than one did, with POCL on a 2-core x86-64 VM.
+pub const MANY_CAMERAS: usize = 16;
+
+/// A config as `run` takes it: checked by [`load`] and against the machine.
+pub struct Checked {
+    pub file: FileConfig,
+    pub settings: Settings,
+    /// Things that do not stop `run` but that its log and `check-config` show.
+    pub warnings: Vec<String>,
+}
+
+/// Everything `run` checks before it starts anything, in one place for `run`, SIGHUP and
+/// `check-config`: [`load`], then each camera's OpenCL device must resolve to a device,
+/// a V4L2 node that exists must be a video device (one that does not exist yet is waited
+/// for: boards enumerate USB cameras late), and many cameras draw a warning.
+pub fn validate(path: Option<&Path>, overrides: &Overrides) -> Result<Checked, ConfigError> {
+    let (text, file, settings) = load_text(path, overrides)?;
+    let doc = Doc { path, text: &text };
+    let mut warnings = Vec::new();
+    let mut devices: Vec<(&DeviceSpec, Result<(), String>)> = Vec::new();
+    for (i, camera) in settings.cameras.iter().enumerate() {
+        let written = file.cameras.get(i).map(Spanned::get_ref);
+        let resolved = match devices.iter().find(|(spec, _)| **spec == camera.device) {
+            Some((_, resolved)) => resolved.clone(),
+            None => {
+                let resolved = Gpu::open(&camera.device)
+                    .map(drop)
+                    .map_err(|e| e.to_string());
+                devices.push((&camera.device, resolved.clone()));
+                resolved
+            }
+        };
+        if let Err(why) = resolved {
+            let message = format!("camera '{}': {why}", camera.name);
+            return Err(match written.and_then(|c| c.opencl_device.as_ref()) {
+                Some(d) => doc.at(d.span(), "camera.opencl_device", message),
+                None => doc.at(file.opencl.device.span(), "opencl.device", message),
+            });
+        }
+        let SourceSpec::V4l2 { device, .. } = &camera.source else {
+            continue;
+        };
+        match video_node(device) {
+            Ok(true) => {}
+            Ok(false) => warnings.push(format!(
+                "camera '{}': {} is not present now; `run` waits for it",
+                camera.name,
+                device.display()
+            )),
+            Err(why) if i == 0 && overrides.source.is_some() => {
+                return Err(flag("--source", "source", why))
+            }
+            Err(why) => {
+                let span = written
+                    .and_then(|c| c.source.get_ref().device.as_ref())
+                    .map_or(0..0, Spanned::span);
+                return Err(doc.at(span, "camera.source.device", why));
+            }
+        }
+    }
+    if settings.cameras.len() > MANY_CAMERAS {
+        warnings.push(format!(
+            "{} cameras: each one is two threads (capture and publisher) and its own OpenCL \
+             context, frame buffers and kernels (about 10 MB at 320x240 on a CPU device); \
+             more than {MANY_CAMERAS} rarely keep their frame rates on one board",
+            settings.cameras.len()
+        ));
+    }
+    Ok(Checked {
+        file,
+        settings,
+        warnings,
+    })
+}
+
+/// The character device major number of every V4L2 node (`VIDEO_MAJOR` in the kernel).
+const VIDEO_MAJOR: u32 = 81;
+
+/// Whether the V4L2 node `path` is there (`Ok(false)` when it does not exist yet), or why
+/// it cannot be a camera.
+fn video_node(path: &Path) -> Result<bool, String> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let meta = match std::fs::metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    if !meta.file_type().is_char_device() {
+        return Err(format!(
+            "{} is {}, not a V4L2 device (a character device such as /dev/video0)",
+            path.display(),
+            crate::files::kind_name(meta.file_type())
+        ));
+    }
+    let major = libc::major(meta.rdev());
+    if major != VIDEO_MAJOR {
+        return Err(format!(
+            "{} is not a V4L2 device: a character device of major {major}, where V4L2's are \
+             {VIDEO_MAJOR}",
+            path.display()
+        ));
+    }
+    Ok(true)
 }
 
 fn check(doc: &Doc, file: &FileConfig, overrides: &Overrides) -> Result<Settings, ConfigError> {
@@ -385,7 +532,7 @@ fn check(doc: &Doc, file: &FileConfig, overrides: &Overrides) -> Result<Settings
         ));
     }
     let web = check_web(doc, &file.web, overrides)?;
-    let default_device: DeviceSpec = file.opencl.device.parse().unwrap_or_default();
+    let default_device: DeviceSpec = file.opencl.device.get_ref().parse().unwrap_or_default();
 
     let mut cameras = Vec::new();
     let mut names = HashSet::new();
@@ -468,11 +615,12 @@ fn check_web(
         })?,
     };
     let stale = *web.stale_after_seconds.get_ref();
-    if !(stale.is_finite() && stale > 0.0 && stale <= 3600.0) {
+    // From 1 ms: a shorter time is 0 once it is a Duration, and every frame is stale.
+    if !(stale.is_finite() && (0.001..=3600.0).contains(&stale)) {
         return Err(doc.at(
             web.stale_after_seconds.span(),
             "web.stale_after_seconds",
-            format!("{stale} is not a time above 0 and at most 3600 seconds"),
+            format!("{stale} is not a time from 0.001 to 3600 seconds"),
         ));
     }
     let max_connections = *web.max_connections.get_ref();
@@ -637,25 +785,8 @@ fn check_camera(
             width: r.w,
             height: r.h,
         };
-        let label_safe =
-            !r.name.is_empty() && r.name.len() <= 64 && !r.name.contains(['"', '\\', '\n']);
-        if !label_safe {
-            return Err(doc.at(
-                roi.span(),
-                "camera.roi.name",
-                format!(
-                    "'{}': use 1-64 characters without quotes or backslashes",
-                    r.name
-                ),
-            ));
-        }
-        if !roi_names.insert(r.name.clone()) {
-            return Err(doc.at(
-                roi.span(),
-                "camera.roi.name",
-                format!("ROI '{}' is named twice in camera '{name}'", r.name),
-            ));
-        }
+        check_region_name(&r.name, &mut roi_names)
+            .map_err(|m| doc.at(roi.span(), "camera.roi.name", m))?;
         if let Some(layout) = &layout {
             region
                 .validate(layout)
@@ -667,8 +798,8 @@ fn check_camera(
         name: name.clone(),
         device: c
             .opencl_device
-            .as_deref()
-            .map(|d| d.parse().unwrap_or_default())
+            .as_ref()
+            .map(|d| d.get_ref().parse().unwrap_or_default())
             .unwrap_or_else(|| default_device.clone()),
         source,
         options: PipelineOptions {
@@ -678,6 +809,26 @@ fn check_camera(
         },
         regions,
     })
+}
+
+/// Checks a ROI name as the config and the command line (`--roi`) both take them: it
+/// becomes a Prometheus label value and a JSON key, and must differ from the `seen`
+/// names of the same camera (it is added to them).
+pub fn check_region_name(name: &str, seen: &mut HashSet<String>) -> Result<(), String> {
+    let label_safe = !name.is_empty()
+        && name.chars().count() <= 64
+        && !name
+            .chars()
+            .any(|c| c == '"' || c == '\\' || c.is_control());
+    if !label_safe {
+        return Err(format!(
+            "{name:?}: use 1-64 characters without quotes, backslashes or control characters"
+        ));
+    }
+    if !seen.insert(name.to_string()) {
+        return Err(format!("ROI '{name}' is named twice"));
+    }
+    Ok(())
 }
 
 fn check_source(doc: &Doc, source: &Spanned<SourceConfig>) -> Result<SourceSpec, ConfigError> {
@@ -718,12 +869,15 @@ fn check_source(doc: &Doc, source: &Spanned<SourceConfig>) -> Result<SourceSpec,
         None => None,
     };
     let fps = match &s.fps {
-        Some(f) => Some(
-            parse_fps(&f.get_ref().to_string())
-                .map_err(|e| doc.at(f.span(), "camera.source.fps", e))?,
-        ),
+        Some(f) => {
+            Some(check_fps(*f.get_ref()).map_err(|e| doc.at(f.span(), "camera.source.fps", e))?)
+        }
         None => None,
     };
+    if let (Some(z), Some(size)) = (&s.size, size) {
+        // Without a format (a camera's own), the size limits are those of any format.
+        check_frame_size(size, format).map_err(|e| doc.at(z.span(), "camera.source.size", e))?;
+    }
     let spec = match kind.get_ref() {
         SourceKind::Pattern => {
             for (field, key) in [
@@ -755,6 +909,13 @@ fn check_source(doc: &Doc, source: &Spanned<SourceConfig>) -> Result<SourceSpec,
                     "missing: a v4l2 source needs its device node, e.g. device = \"/dev/video0\"",
                 )
             })?;
+            if device.get_ref().as_os_str().is_empty() {
+                return Err(doc.at(
+                    device.span(),
+                    "camera.source.device",
+                    "empty: a v4l2 source needs its device node, e.g. device = \"/dev/video0\"",
+                ));
+            }
             let io = match &s.io {
                 Some(io) => Some(
                     io.get_ref()
@@ -815,7 +976,18 @@ fn check_source(doc: &Doc, source: &Spanned<SourceConfig>) -> Result<SourceSpec,
 
 impl Settings {
     /// The effective settings as TOML, in the file's schema (what `check-config` prints).
+    /// Password hashes are shown as "(bcrypt hash)".
     pub fn to_toml(&self) -> String {
+        self.print(false)
+    }
+
+    /// [`Settings::to_toml`] with the password hashes: text that reads back as the same
+    /// settings.
+    pub fn to_toml_with_hashes(&self) -> String {
+        self.print(true)
+    }
+
+    fn print(&self, hashes: bool) -> String {
         let mut out = String::new();
         let q = |s: &str| toml::Value::String(s.to_string()).to_string();
         out.push_str(&format!("[log]\nlevel = {}\n\n", q(&self.log_level)));
@@ -836,8 +1008,9 @@ impl Settings {
         }
         if !w.users.is_empty() {
             out.push_str("[web.basic_auth_users]\n");
-            for user in w.users.keys() {
-                out.push_str(&format!("{} = \"(bcrypt hash)\"\n", q(user)));
+            for (user, hash) in &w.users {
+                let hash = if hashes { q(hash) } else { q("(bcrypt hash)") };
+                out.push_str(&format!("{} = {hash}\n", q(user)));
             }
         }
         out.push_str(&format!(
@@ -1245,6 +1418,8 @@ eFI5wNssFJ7TtRqnt+EpkJzH/GEDN+dIHY9n0wOy3/D2pJMkfdcEwo58\n\
         for (text, key, pos) in [
             ("[log]\nlevel = \"loud\"\n", "log.level", (2, 9)),
             ("[metrics]\nhistogram_bins = 24\n", "metrics.histogram_bins", (2, 18)),
+            // Found by the config fuzz target: accepted, it became a time of 0.
+            ("[web]\nstale_after_seconds = 1e-10\n", "web.stale_after_seconds", (2, 23)),
             ("[web]\nlisten_address = \"localhost\"\n", "web.listen_address", (2, 18)),
             (
                 "[[camera]]\nname = \"a b\"\n[camera.source]\nkind = \"pattern\"\n",
@@ -1265,5 +1440,226 @@ eFI5wNssFJ7TtRqnt+EpkJzH/GEDN+dIHY9n0wOy3/D2pJMkfdcEwo58\n\
             let err = load_text(text).unwrap_err();
             assert_eq!((err.key.as_str(), at(&err)), (key, pos), "{err}");
         }
+    }
+
+    /// The whole message of a config error, position included.
+    fn refusal(text: &str) -> String {
+        load_text(text).unwrap_err().to_string()
+    }
+
+    fn pattern_camera(source_extra: &str) -> String {
+        format!("[[camera]]\nname = \"c\"\n[camera.source]\nkind = \"pattern\"\n{source_extra}")
+    }
+
+    #[test]
+    fn tiny_and_huge_frame_rates_are_refused_at_their_key() {
+        for fps in ["1e-300", "6e-20", "0.001", "1001.0"] {
+            assert_eq!(
+                refusal(&pattern_camera(&format!("fps = {fps}\n"))),
+                format!("t.toml:5:7: camera.source.fps: frame rate {fps} is not a number from 0.01 to 1000")
+            );
+        }
+        let slowest = load_text(&pattern_camera("fps = 0.01\n")).unwrap();
+        assert!(
+            matches!(slowest.cameras[0].source, SourceSpec::Pattern { fps, .. } if fps == 0.01)
+        );
+    }
+
+    #[test]
+    fn frame_sizes_beyond_the_caps_are_refused_at_their_key() {
+        assert_eq!(
+            refusal(&pattern_camera("size = \"100000x100000\"\n")),
+            "t.toml:5:8: camera.source.size: frame size 100000x100000 is too large (at most 16384 on a side)"
+        );
+        assert_eq!(
+            refusal(&pattern_camera("size = \"16384x16384\"\n")),
+            "t.toml:5:8: camera.source.size: frame size 16384x16384 is too large (at most 16843009 pixels and a width of at most 65535)"
+        );
+        let v4l2 = "[[camera]]\nname = \"c\"\n[camera.source]\nkind = \"v4l2\"\n\
+                    device = \"/dev/video-none\"\nsize = \"20000x10\"\n";
+        assert_eq!(
+            refusal(v4l2),
+            "t.toml:6:8: camera.source.size: frame size 20000x10 is too large (at most 16384 on a side)"
+        );
+        assert!(load_text(&pattern_camera("size = \"16384x1024\"\n")).is_ok());
+    }
+
+    #[test]
+    fn a_table_defined_twice_is_named() {
+        let err = load_text(&format!("{GOOD}[web]\nsnapshots = true\n")).unwrap_err();
+        assert_eq!((err.key.as_str(), at(&err)), ("web", (19, 1)), "{err}");
+        assert!(err.message.contains("duplicate key"), "{err}");
+        let err = load_text("[log]\nlevel = \"info\"\n[ log ] # again\n").unwrap_err();
+        assert_eq!((err.key.as_str(), at(&err)), ("log", (3, 1)), "{err}");
+        // Found by the config fuzz target: a header without a name named no key.
+        let err = load_text("[log]\nlevel = \"info\"\n[\nname = \"x\"\n").unwrap_err();
+        assert_eq!(err.key, "(table header)", "{err}");
+    }
+
+    #[test]
+    fn roi_names_must_be_labels_and_differ() {
+        let roi =
+            |name: &str| format!("[[camera.roi]]\nname = {name}\nx = 0\ny = 0\nw = 8\nh = 8\n");
+        let camera = pattern_camera("size = \"64x48\"\n");
+        for (name, message) in [
+            (r#""a\"b""#, r#""a\"b": use 1-64 characters"#),
+            (r#""a\nb""#, r#""a\nb": use 1-64 characters"#),
+            (r#""tab\there""#, r#""tab\there": use 1-64 characters"#),
+            (r#""""#, r#""": use 1-64 characters"#),
+        ] {
+            let err = load_text(&format!("{camera}{}", roi(name))).unwrap_err();
+            assert_eq!((err.key.as_str(), at(&err)), ("camera.roi.name", (6, 1)));
+            assert!(err.message.starts_with(message), "{name}: {err}");
+        }
+        let err =
+            load_text(&format!("{camera}{}{}", roi("\"door\""), roi("\"door\""))).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "t.toml:12:1: camera.roi.name: ROI 'door' is named twice"
+        );
+        let mut seen = HashSet::new();
+        assert_eq!(check_region_name("ünï cödé", &mut seen), Ok(()));
+    }
+
+    fn write_tmp(name: &str, text: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("edgesight-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    /// `load` on another thread, so that a read that blocks fails the test instead of
+    /// hanging it.
+    fn load_within(path: &Path, limit: Duration) -> Result<(), String> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let path = path.to_path_buf();
+        std::thread::spawn(move || {
+            let _ = tx.send(load(Some(&path), &Overrides::default()).map(drop));
+        });
+        match rx.recv_timeout(limit) {
+            Ok(outcome) => outcome.map_err(|e| e.to_string()),
+            Err(_) => panic!("load did not return within {limit:?}"),
+        }
+    }
+
+    #[test]
+    fn only_regular_files_up_to_1_mib_are_read() {
+        let fifo = std::env::temp_dir().join(format!("edgesight-fifo-{}", std::process::id()));
+        let _ = std::fs::remove_file(&fifo);
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        // No writer ever opens it: a blocking read would wait forever.
+        let limit = Duration::from_secs(10);
+        assert_eq!(
+            load_within(&fifo, limit),
+            Err(format!(
+                "{}:0:0: (file): not a regular file but a FIFO",
+                fifo.display()
+            ))
+        );
+        std::fs::remove_file(&fifo).unwrap();
+        assert_eq!(
+            load_within(Path::new("/dev/zero"), limit),
+            Err("/dev/zero:0:0: (file): not a regular file but a character device".into())
+        );
+        let dir = std::env::temp_dir();
+        assert_eq!(
+            load_within(&dir, limit),
+            Err(format!(
+                "{}:0:0: (file): not a regular file but a directory",
+                dir.display()
+            ))
+        );
+        // Comments only: valid TOML of any length.
+        let line = "# a comment line of 32 bytes ..\n";
+        assert_eq!(line.len(), 32);
+        let full = write_tmp("full.toml", &line.repeat(32 * 1024));
+        assert_eq!(load_within(&full, limit), Ok(()));
+        let over = write_tmp("over.toml", &format!("{}\n", line.repeat(32 * 1024)));
+        assert_eq!(
+            load_within(&over, limit),
+            Err(format!(
+                "{}:0:0: (file): larger than 1048576 bytes",
+                over.display()
+            ))
+        );
+    }
+
+    fn validate_text(name: &str, text: &str) -> Result<Checked, String> {
+        let path = write_tmp(name, text);
+        validate(Some(&path), &Overrides::default()).map_err(|e| {
+            let shown = e.to_string();
+            shown.replace(&path.display().to_string(), "FILE")
+        })
+    }
+
+    #[test]
+    fn validate_resolves_opencl_devices_at_their_key() {
+        let text = "[[camera]]\nname = \"front\"\nopencl_device = \"99:99\"\n\
+                    [camera.source]\nkind = \"pattern\"\n";
+        let err = validate_text("device.toml", text).err().expect("refused");
+        assert!(
+            err.starts_with("FILE:3:17: camera.opencl_device: camera 'front': no OpenCL device matches '99:99'; available: 0:0 "),
+            "{err}"
+        );
+        let err = validate_text(
+            "default-device.toml",
+            "[opencl]\ndevice = \"no-such-device\"\n",
+        )
+        .err()
+        .expect("refused");
+        assert!(
+            err.starts_with("FILE:2:10: opencl.device: camera 'default': no OpenCL device matches 'no-such-device'; available: "),
+            "{err}"
+        );
+        assert!(validate_text("good.toml", GOOD).is_ok());
+    }
+
+    #[test]
+    fn validate_takes_only_video_devices_for_v4l2() {
+        let v4l2 = |device: &str| {
+            format!("[[camera]]\nname = \"c\"\n[camera.source]\nkind = \"v4l2\"\ndevice = \"{device}\"\n")
+        };
+        assert_eq!(
+            validate_text("null.toml", &v4l2("/dev/null")).err(),
+            Some("FILE:5:10: camera.source.device: /dev/null is not a V4L2 device: a character device of major 1, where V4L2's are 81".into())
+        );
+        let plain = write_tmp("plain-file", "");
+        assert_eq!(
+            validate_text("plain.toml", &v4l2(&plain.display().to_string())).err(),
+            Some(format!("FILE:5:10: camera.source.device: {} is a regular file, not a V4L2 device (a character device such as /dev/video0)", plain.display()))
+        );
+        let absent = validate_text("absent.toml", &v4l2("/dev/video-edgesight-none")).unwrap();
+        assert_eq!(
+            absent.warnings,
+            ["camera 'c': /dev/video-edgesight-none is not present now; `run` waits for it"]
+        );
+        assert_eq!(
+            refusal(&v4l2("")),
+            "t.toml:5:10: camera.source.device: empty: a v4l2 source needs its device node, e.g. device = \"/dev/video0\""
+        );
+    }
+
+    #[test]
+    fn many_cameras_draw_a_warning() {
+        let cameras = |n: usize| -> String {
+            (0..n)
+                .map(|i| format!("[[camera]]\nname = \"c{i}\"\n[camera.source]\nkind = \"pattern\"\nsize = \"64x48\"\n"))
+                .collect()
+        };
+        assert!(validate_text("16.toml", &cameras(16))
+            .unwrap()
+            .warnings
+            .is_empty());
+        let warnings = validate_text("17.toml", &cameras(17)).unwrap().warnings;
+        assert_eq!(warnings.len(), 1);
+        assert!(
+            warnings[0].starts_with("17 cameras: each one is two threads"),
+            "{warnings:?}"
+        );
     }
 }

@@ -9,11 +9,11 @@
 
 use std::fs::File;
 use std::io::{Cursor, Read};
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use image::{DynamicImage, ImageFormat, ImageReader, Limits};
 
+use crate::files::OpenError;
 use crate::frame::{FrameLayout, PixelFormat, Size, MAX_PIXELS, MAX_WIDTH};
 
 /// The most bytes a decoder may allocate for one image: the largest frame the pipeline
@@ -40,7 +40,7 @@ pub enum InputError {
         path: PathBuf,
         cause: std::io::Error,
     },
-    #[error("{path}: not a regular file (a {kind}); give an image file or a raw frame file")]
+    #[error("{path}: not a regular file ({kind}); give an image file or a raw frame file")]
     NotAFile { path: PathBuf, kind: &'static str },
     #[error("{path}: {bytes} bytes is more than an image file may have ({MAX_IMAGE_FILE_BYTES} bytes, enough for the largest frame the pipeline takes)")]
     TooLarge { path: PathBuf, bytes: u64 },
@@ -83,40 +83,18 @@ fn check_layout(path: &Path, layout: &FrameLayout) -> Result<(), InputError> {
     })
 }
 
-/// Opens `path` for reading if it is a regular file, with its length. The open does not
-/// block on a FIFO, so a pipe is refused instead of waited on.
+/// Opens `path` for reading if it is a regular file, with its length.
 fn open_regular(path: &Path) -> Result<(File, u64), InputError> {
-    let read_error = |cause| InputError::Read {
-        path: path.to_path_buf(),
-        cause,
-    };
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(read_error)?;
-    let meta = file.metadata().map_err(read_error)?;
-    let kind = meta.file_type();
-    if !kind.is_file() {
-        let kind = if kind.is_dir() {
-            "directory"
-        } else if kind.is_char_device() {
-            "character device"
-        } else if kind.is_block_device() {
-            "block device"
-        } else if kind.is_fifo() {
-            "pipe"
-        } else if kind.is_socket() {
-            "socket"
-        } else {
-            "special file"
-        };
-        return Err(InputError::NotAFile {
+    crate::files::open_regular(path).map_err(|e| match e {
+        OpenError::Io(cause) => InputError::Read {
+            path: path.to_path_buf(),
+            cause,
+        },
+        OpenError::NotRegular(kind) => InputError::NotAFile {
             path: path.to_path_buf(),
             kind,
-        });
-    }
-    Ok((file, meta.len()))
+        },
+    })
 }
 
 /// Reads at most `limit` bytes of `file`, and one more so that a file that grew since its

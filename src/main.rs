@@ -80,7 +80,8 @@ struct BenchArgs {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "1280x720,1920x1080,3840x2160"
+        default_value = "1280x720,1920x1080,3840x2160",
+        value_parser = frame_size
     )]
     sizes: Vec<Size>,
     /// Timed runs per size (after the warm-up runs).
@@ -119,7 +120,7 @@ struct CaptureArgs {
     #[arg(long)]
     format: Option<PixelFormat>,
     /// Frame size to ask the camera for, WIDTHxHEIGHT (default: the camera's current one).
-    #[arg(long)]
+    #[arg(long, value_parser = frame_size)]
     size: Option<Size>,
     /// Frame rate to ask the camera for (default: the camera's current one).
     #[arg(long, value_parser = capture::parse_fps)]
@@ -200,7 +201,7 @@ struct ProcessArgs {
     #[arg(long, requires = "size")]
     format: Option<PixelFormat>,
     /// Size of a raw INPUT, WIDTHxHEIGHT.
-    #[arg(long, requires = "format")]
+    #[arg(long, requires = "format", value_parser = frame_size)]
     size: Option<Size>,
     /// Run the pipeline this many times on the frame and report each stage's median
     /// device time (the first run includes one-off driver work such as loading kernels).
@@ -210,8 +211,27 @@ struct ProcessArgs {
     pipeline: PipelineArgs,
 }
 
+/// Blocks SIGTERM, SIGINT and SIGHUP before `main` runs, from the executable's
+/// initialisers: `run` takes them with `sigwait`, and one that arrives while the program
+/// is still starting (`systemctl reload` right after `start`) must wait for it rather than
+/// end the process by its default action. `main` unblocks them for the other commands.
+#[used]
+#[link_section = ".init_array"]
+static BLOCK_SIGNALS_FIRST: extern "C" fn() = block_signals_first;
+
+extern "C" fn block_signals_first() {
+    // Nothing can be reported this early; `run` blocks them again and reports a failure.
+    let _ = edgesight::daemon::block_signals();
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Run(_)) {
+        if let Err(e) = edgesight::daemon::unblock_signals() {
+            eprintln!("edgesight: error: unblocking signals: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
     let result = match cli.command {
         Command::Devices => devices(),
         Command::Process(args) => process(&args),
@@ -246,6 +266,7 @@ fn exit_code(err: &anyhow::Error) -> u8 {
             || e.is::<ConfigError>()
             || e.is::<InvalidSource>()
             || e.is::<BadSource>()
+            || e.is::<BadRoiName>()
             || matches!(
                 e.downcast_ref::<CaptureError>(),
                 Some(CaptureError::Source { .. })
@@ -267,23 +288,37 @@ fn yes_no(b: bool) -> &'static str {
     }
 }
 
+/// The checks `run` makes before it starts (see [`config::validate`]), and the effective
+/// settings.
 fn check_config(file: &Path) -> Result<()> {
-    let (_, settings) = config::load(Some(file), &Overrides::default())?;
-    print!("{}", settings.to_toml());
-    for c in &settings.cameras {
-        if let SourceSpec::V4l2 { device, .. } = &c.source {
-            if !device.exists() {
-                eprintln!(
-                    "{}: camera '{}': {} is not present now; `run` waits for it",
-                    file.display(),
-                    c.name,
-                    device.display()
-                );
-            }
-        }
+    let checked = config::validate(Some(file), &Overrides::default())?;
+    print!("{}", checked.settings.to_toml());
+    for warning in &checked.warnings {
+        eprintln!("{}: warning: {warning}", file.display());
     }
     eprintln!("{}: ok", file.display());
     Ok(())
+}
+
+/// A `--roi` name the config would refuse, or one given twice.
+#[derive(Debug, thiserror::Error)]
+#[error("--roi: {0}")]
+struct BadRoiName(String);
+
+/// Checks the `--roi` names as the config checks a camera's (see
+/// [`config::check_region_name`]).
+fn check_roi_names(rois: &[Region]) -> Result<(), BadRoiName> {
+    let mut seen = std::collections::HashSet::new();
+    rois.iter()
+        .try_for_each(|r| config::check_region_name(&r.name, &mut seen).map_err(BadRoiName))
+}
+
+/// A frame size on the command line: `WxH` within [`capture::MAX_FRAME_SIDE`] and the
+/// pipeline's limits, as in source specs and the config.
+fn frame_size(s: &str) -> Result<Size, String> {
+    let size: Size = s.parse().map_err(|e| format!("{e}"))?;
+    capture::check_frame_size(size, None)?;
+    Ok(size)
 }
 
 fn devices() -> Result<()> {
@@ -362,6 +397,7 @@ struct BadOutDir {
 }
 
 fn process(args: &ProcessArgs) -> Result<()> {
+    check_roi_names(&args.pipeline.rois)?;
     let raw = args.format.zip(args.size);
     let frame = input::load(&args.input, raw)?;
     for roi in &args.pipeline.rois {
@@ -497,6 +533,7 @@ fn process_cpu_time() -> Duration {
 
 fn capture(args: &CaptureArgs) -> Result<()> {
     edgesight::daemon::init_logging("info");
+    check_roi_names(&args.pipeline.rois)?;
     let spec = capture_source(args)?;
     create_out_dir(&args.out)?;
     let gpu = Gpu::open(&args.pipeline.device)?;

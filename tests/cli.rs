@@ -483,3 +483,120 @@ fn r_each_cause_of_an_input_error_is_said_once() {
         )
     );
 }
+
+/// Issue "Resilience and security": `--roi` took names the config refuses (quotes,
+/// newlines, one name twice); both now go through one check.
+#[test]
+fn roi_names_are_checked_as_the_config_checks_them() {
+    let out = out_dir("cli-roi-names");
+    let out = out.to_str().unwrap();
+    let s = sample();
+    for (roi, culprit) in [
+        (
+            "a\"b:0,0,8,8",
+            "--roi: \"a\\\"b\": use 1-64 characters without quotes, backslashes or control characters",
+        ),
+        (
+            "a\nb:0,0,8,8",
+            "--roi: \"a\\nb\": use 1-64 characters without quotes, backslashes or control characters",
+        ),
+    ] {
+        assert_bad_input(&["process", &s, "--out", out, "--roi", roi], culprit);
+    }
+    assert_bad_input(
+        &[
+            "process",
+            &s,
+            "--out",
+            out,
+            "--roi",
+            "door:0,0,8,8",
+            "--roi",
+            "door:8,8,8,8",
+        ],
+        "--roi: ROI 'door' is named twice",
+    );
+    assert_bad_input(
+        &[
+            "capture",
+            "pattern:64x48@5",
+            "--frames",
+            "1",
+            "--out",
+            out,
+            "--roi",
+            "x:0,0,1,1",
+            "--roi",
+            "x:1,1,1,1",
+        ],
+        "--roi: ROI 'x' is named twice",
+    );
+}
+
+/// Issue "Resilience and security", items 2 and 12: rates and sizes are bounded wherever
+/// the command line takes them.
+#[test]
+fn rates_and_sizes_are_bounded_on_the_command_line() {
+    let out = out_dir("cli-bounds");
+    let out = out.to_str().unwrap();
+    for (args, culprit) in [
+        (
+            vec![
+                "capture",
+                "pattern:64x48@1e-300",
+                "--frames",
+                "1",
+                "--out",
+                out,
+            ],
+            "frame rate '1e-300' is not a number from 0.01 to 1000",
+        ),
+        (
+            vec![
+                "capture",
+                "pattern:100000x100000@1",
+                "--frames",
+                "1",
+                "--out",
+                out,
+            ],
+            "frame size 100000x100000 is too large (at most 16384 on a side)",
+        ),
+        (
+            vec![
+                "capture",
+                "/dev/null",
+                "--size",
+                "16385x2",
+                "--frames",
+                "1",
+                "--out",
+                out,
+            ],
+            "frame size 16385x2 is too large (at most 16384 on a side)",
+        ),
+        (
+            vec![
+                "capture",
+                "/dev/null",
+                "--fps",
+                "0.001",
+                "--frames",
+                "1",
+                "--out",
+                out,
+            ],
+            "frame rate '0.001' is not a number from 0.01 to 1000",
+        ),
+        (
+            vec!["run", "--source", "pattern:64x48@6e-20"],
+            "frame rate '6e-20' is not a number from 0.01 to 1000",
+        ),
+        (
+            vec!["bench", "--sizes", "20000x1", "--runs", "1"],
+            "frame size 20000x1 is too large (at most 16384 on a side)",
+        ),
+    ] {
+        assert_bad_input(&args, culprit);
+    }
+}

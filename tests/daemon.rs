@@ -1444,3 +1444,241 @@ fn r12_check_config_and_run_refuse_the_same_web_settings() {
         }
     }
 }
+
+/// Runs `edgesight ARGS` to its end, or fails the test once `limit` has passed (a command
+/// that blocks is killed rather than left to hang the test run).
+fn edgesight_within(args: &[&str], limit: Duration) -> (Option<i32>, String) {
+    let dir = tmp_dir(&format!("within-{}", std::process::id()));
+    let err_path = dir.join("stderr");
+    let mut child = Command::new(BIN)
+        .args(args)
+        .env("POCL_CACHE_DIR", pocl_cache())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&err_path).expect("stderr file"))
+        .spawn()
+        .expect("run edgesight");
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("edgesight {args:?} still running after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let err = std::fs::read_to_string(&err_path).unwrap_or_default();
+    (status.code(), err)
+}
+
+fn mkfifo(path: &Path) {
+    let _ = std::fs::remove_file(path);
+    let made = Command::new("mkfifo").arg(path).status().expect("mkfifo");
+    assert!(made.success(), "mkfifo {}", path.display());
+}
+
+/// Issue "Resilience and security", item 3: a config path that is a FIFO blocked
+/// `check-config` and `run` forever, and on SIGHUP the signal loop, so that SIGTERM went
+/// unheard until someone wrote to the FIFO.
+#[test]
+fn r3_a_fifo_or_device_as_config_is_refused_at_once() {
+    let dir = tmp_dir("daemon-fifo-config");
+    let fifo = dir.join("fifo.toml");
+    mkfifo(&fifo);
+    let fifo_name = fifo.display().to_string();
+    let limit = Duration::from_secs(30);
+    for args in [
+        vec!["check-config", &fifo_name],
+        vec!["run", "--config", &fifo_name],
+    ] {
+        let (code, err) = edgesight_within(&args, limit);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains(&format!(
+                "{fifo_name}:0:0: (file): not a regular file but a FIFO"
+            )),
+            "{args:?}: {err}"
+        );
+    }
+    let (code, err) = edgesight_within(&["check-config", "/dev/zero"], limit);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("/dev/zero:0:0: (file): not a regular file but a character device"),
+        "{err}"
+    );
+
+    // The running daemon's config turns into a FIFO: the reload is refused, and SIGTERM
+    // still stops the daemon.
+    let d = Daemon::start(&dir, &camera("front", "64x48", &[], 64));
+    mkfifo(&dir.join("edgesight.toml"));
+    d.signal(libc::SIGHUP);
+    wait_until("the refused reload", Duration::from_secs(20), || {
+        sample(
+            &d.metrics(),
+            r#"edgesight_config_reloads_total{result="failure"}"#,
+        )
+        .filter(|v| *v == 1.0)
+    });
+    assert!(
+        d.log().contains("not a regular file but a FIFO"),
+        "{}",
+        d.log()
+    );
+    let log = d.log();
+    let (status, _) = d.terminate();
+    assert_eq!(status.code(), Some(0), "{log}");
+}
+
+/// Issue "Resilience and security", item 12: `check-config` said "ok" to configs that
+/// `run` then refused without a position. Both now refuse them alike, at the key.
+#[test]
+fn r12_check_config_refuses_what_run_refuses() {
+    let dir = tmp_dir("daemon-config-parity");
+    let source = |fields: &str| format!("[[camera]]\nname = \"c\"\n[camera.source]\n{fields}");
+    for (name, text, expect) in [
+        (
+            "huge-pattern",
+            source("kind = \"pattern\"\nsize = \"100000x100000\"\n"),
+            ":5:8: camera.source.size: frame size 100000x100000 is too large (at most 16384 on a side)",
+        ),
+        (
+            "tiny-rate",
+            source("kind = \"pattern\"\nfps = 1e-300\n"),
+            ":5:7: camera.source.fps: frame rate 1e-300 is not a number from 0.01 to 1000",
+        ),
+        (
+            "v4l2-null",
+            source("kind = \"v4l2\"\ndevice = \"/dev/null\"\n"),
+            ":5:10: camera.source.device: /dev/null is not a V4L2 device: a character device of major 1, where V4L2's are 81",
+        ),
+        (
+            "no-opencl-device",
+            "[[camera]]\nname = \"c\"\nopencl_device = \"99:99\"\n[camera.source]\nkind = \"pattern\"\n"
+                .to_string(),
+            ":3:17: camera.opencl_device: camera 'c': no OpenCL device matches '99:99'; available: ",
+        ),
+    ] {
+        let path = dir.join(format!("{name}.toml"));
+        std::fs::write(&path, text).expect("write");
+        let file = path.display().to_string();
+        let limit = Duration::from_secs(60);
+        for args in [vec!["check-config", &file], vec!["run", "--config", &file]] {
+            let (code, err) = edgesight_within(&args, limit);
+            assert_eq!(code, Some(2), "{name} {args:?}: {err}");
+            assert!(err.contains(&format!("{file}{expect}")), "{name} {args:?}: {err}");
+        }
+    }
+    // The same check for a source given on the command line.
+    let (code, err) = edgesight_within(
+        &["run", "--source", "v4l2:/dev/null"],
+        Duration::from_secs(60),
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("command line --source: source: /dev/null is not a V4L2 device"),
+        "{err}"
+    );
+}
+
+/// Issue "Resilience and security", item 12: 100 cameras took 768 MB and 206 threads
+/// without a word; above 16, `check-config` and `run`'s log say what each one costs.
+#[test]
+fn r12_many_cameras_draw_a_warning() {
+    let dir = tmp_dir("daemon-many-cameras");
+    let config: String = (0..17)
+        .map(|i| camera(&format!("c{i}"), "32x24", &[], 64))
+        .collect();
+    let path = dir.join("many.toml");
+    std::fs::write(&path, &config).expect("write");
+    let warning = "17 cameras: each one is two threads (capture and publisher)";
+    let (code, err) = edgesight(&["check-config", &path.display().to_string()]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains(&format!("{}: warning: {warning}", path.display())),
+        "{err}"
+    );
+    let d = Daemon::spawn(&dir, &config);
+    wait_until("the warning in the log", Duration::from_secs(60), || {
+        d.log().contains(warning).then_some(())
+    });
+    // Cameras that are still building their pipelines stop once that is done.
+    let status = exit_within_after_sigterm(d);
+    assert_eq!(status.code(), Some(0));
+}
+
+fn exit_within_after_sigterm(d: Daemon) -> std::process::ExitStatus {
+    d.signal(libc::SIGTERM);
+    exit_within(d, Duration::from_secs(60))
+}
+
+/// The signals `run` masks, as `/proc/PID/status` shows a mask (`SigBlk`, `SigIgn`).
+fn signal_mask(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
+    u64::from_str_radix(line.split_whitespace().nth(1)?, 16).ok()
+}
+
+/// Issue "Resilience and security": a SIGHUP in the first milliseconds after start
+/// killed the process (the default action), as the signals were blocked only after the
+/// config was read.
+#[test]
+fn sighup_right_after_start_is_kept_for_the_daemon() {
+    let dir = tmp_dir("daemon-early-sighup");
+    let path = dir.join("edgesight.toml");
+    std::fs::write(&path, camera("c", "32x24", &[], 64)).expect("write");
+    let sigpipe = 1u64 << (libc::SIGPIPE - 1);
+    for round in 0..10 {
+        let log = dir.join(format!("round-{round}.log"));
+        let port = free_port();
+        let child = Command::new(BIN)
+            .args(["run", "--config"])
+            .arg(&path)
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .env("POCL_CACHE_DIR", pocl_cache())
+            .stderr(std::fs::File::create(&log).expect("log file"))
+            .spawn()
+            .expect("start edgesight");
+        let d = Daemon { child, port, log };
+        // The earliest a signal can be aimed: the Rust runtime has started, which sets
+        // SIGPIPE to ignored before it calls main. (Before that the dynamic loader runs,
+        // and no program can handle a signal yet.)
+        let pid = d.child.id();
+        let start = Instant::now();
+        while signal_mask(pid, "SigIgn").is_none_or(|m| m & sigpipe == 0) {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "round {round}: no start"
+            );
+            std::thread::yield_now();
+        }
+        for _ in 0..3 {
+            d.signal(libc::SIGHUP);
+        }
+        // Handled once the daemon runs (it checks the config and opens OpenCL first).
+        let status = exit_within_after_sigterm(d);
+        assert_eq!(
+            status.code(),
+            Some(0),
+            "round {round}: {status:?}\n{}",
+            std::fs::read_to_string(dir.join(format!("round-{round}.log"))).unwrap_or_default()
+        );
+    }
+}
+
+/// The exit status of `d`, which must end within `limit`.
+fn exit_within(mut d: Daemon, limit: Duration) -> std::process::ExitStatus {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = d.child.try_wait().expect("wait") {
+            return status;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "no exit within {limit:?}\n{}",
+            d.log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -163,7 +163,7 @@ fn r10_raw_frames_are_read_only_from_regular_files_of_the_exact_size() {
     assert_eq!(
         err.to_string(),
         format!(
-            "{}: not a regular file (a pipe); give an image file or a raw frame file",
+            "{}: not a regular file (a FIFO); give an image file or a raw frame file",
             fifo.display()
         )
     );

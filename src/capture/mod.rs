@@ -233,14 +233,54 @@ pub struct InvalidSource {
     pub reason: String,
 }
 
-/// Parses a frame rate: finite, above 0, at most 1000.
+/// The slowest frame rate a source may be set to: one frame every 100 s. Slower rates
+/// are no camera's, and their frame period no longer fits the monotonic clock's range.
+pub const MIN_FPS: f64 = 0.01;
+/// The fastest frame rate a source may be set to.
+pub const MAX_FPS: f64 = 1000.0;
+/// The longest side of a frame: V4L2 sizes are u32, but real drivers top out far below
+/// (vivid at 4096, the largest sensors near 8192). The pipeline's own limits
+/// ([`crate::frame::MAX_PIXELS`]) apply on top.
+pub const MAX_FRAME_SIDE: u32 = 16_384;
+
+/// Parses a frame rate: a number from [`MIN_FPS`] to [`MAX_FPS`].
 pub fn parse_fps(s: &str) -> Result<f64, String> {
-    match s.trim().parse::<f64>() {
-        Ok(fps) if fps.is_finite() && fps > 0.0 && fps <= 1000.0 => Ok(fps),
-        _ => Err(format!(
-            "frame rate '{s}' is not a number above 0 and at most 1000"
-        )),
+    s.trim()
+        .parse::<f64>()
+        .ok()
+        .and_then(|fps| check_fps(fps).ok())
+        .ok_or_else(|| format!("frame rate '{s}' is not a number from {MIN_FPS} to {MAX_FPS}"))
+}
+
+/// Checks a frame rate given as a number: from [`MIN_FPS`] to [`MAX_FPS`].
+pub fn check_fps(fps: f64) -> Result<f64, String> {
+    if (MIN_FPS..=MAX_FPS).contains(&fps) {
+        Ok(fps)
+    } else {
+        Err(format!(
+            "frame rate {fps:?} is not a number from {MIN_FPS} to {MAX_FPS}"
+        ))
     }
+}
+
+/// The time `frames` frames take at `fps`, or `None` where that is not a duration (a rate
+/// of 0, negative or NaN, or so slow that the time overflows). Every conversion of a rate
+/// into a time goes through here, rates from drivers included.
+pub fn frames_time(frames: f64, fps: f64) -> Option<Duration> {
+    Duration::try_from_secs_f64(frames / fps).ok()
+}
+
+/// Checks a frame size against [`MAX_FRAME_SIDE`] and, with its format (grey where a
+/// camera will choose), against what the pipeline can process.
+pub fn check_frame_size(size: Size, format: Option<PixelFormat>) -> Result<(), String> {
+    if size.width > MAX_FRAME_SIDE || size.height > MAX_FRAME_SIDE {
+        return Err(format!(
+            "frame size {size} is too large (at most {MAX_FRAME_SIDE} on a side)"
+        ));
+    }
+    FrameLayout::packed(format.unwrap_or(PixelFormat::Grey), size.width, size.height)
+        .validate()
+        .map_err(|e| e.to_string())
 }
 
 impl FromStr for SourceSpec {
@@ -264,6 +304,7 @@ impl FromStr for SourceSpec {
                     None => (geometry, PixelFormat::Grey),
                 };
                 let size = size.parse().map_err(|e| bad(format!("{e}")))?;
+                check_frame_size(size, Some(format)).map_err(bad)?;
                 Ok(SourceSpec::Pattern { size, format, fps })
             }
             "v4l2" if !rest.is_empty() => Ok(SourceSpec::V4l2 {
@@ -283,6 +324,7 @@ impl FromStr for SourceSpec {
                 match (last.parse::<PixelFormat>(), parts.next(), parts.next()) {
                     (Ok(format), Some(size), Some(path)) if !path.is_empty() => {
                         let size = size.parse().map_err(|e| bad(format!("{e}")))?;
+                        check_frame_size(size, Some(format)).map_err(bad)?;
                         Ok(SourceSpec::Replay {
                             path: PathBuf::from(path),
                             raw: Some((size, format)),
@@ -437,26 +479,68 @@ impl PacedSlots {
 /// Paces a source at a frame rate on the monotonic clock, the way a camera's sensor does:
 /// frame `n` is due at `start + n / fps`, and a caller that falls behind skips frames
 /// (counted as sequence gaps) instead of slowing the clock down.
+///
+/// [`Pacer::next_at`] takes the time as an argument, so tests drive it with a clock of
+/// their own; [`Pacer::wait_next`] is the same on the real clock, with the sleeping.
 #[derive(Clone, Debug)]
 pub struct Pacer {
-    /// Set by the first wait, as a camera's clock starts with streaming, not with opening.
+    /// Set by the first call, as a camera's clock starts with streaming, not with opening.
     start: Option<Instant>,
     period: Duration,
     /// The next sequence number to hand out.
     next: u64,
 }
 
+/// What a [`Pacer`] says at a given time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pace {
+    /// Frame `sequence` is due (since `due`); `skipped` frames were missed before it.
+    Due {
+        sequence: u64,
+        due: Instant,
+        skipped: u64,
+    },
+    /// The next frame is due this much later.
+    Wait(Duration),
+}
+
 impl Pacer {
+    /// A pacer at `fps`, held to [`MIN_FPS`]..=[`MAX_FPS`] whatever the caller passes.
     pub fn new(fps: f64) -> Pacer {
+        let slowest = Duration::from_secs_f64(1.0 / MIN_FPS);
         Pacer {
             start: None,
-            period: Duration::from_secs_f64(1.0 / fps),
+            period: frames_time(1.0, fps.clamp(MIN_FPS, MAX_FPS)).unwrap_or(slowest),
             next: 0,
         }
     }
 
-    fn due(&self, start: Instant, sequence: u64) -> Instant {
-        start + self.period.mul_f64(sequence as f64)
+    /// When frame `sequence` is due; `None` beyond the clock's range.
+    fn due(&self, start: Instant, sequence: u64) -> Option<Instant> {
+        let offset = frames_time(sequence as f64, 1.0 / self.period.as_secs_f64())?;
+        start.checked_add(offset)
+    }
+
+    /// The next frame at time `now`: due (it is then handed out), or how long until it is.
+    pub fn next_at(&mut self, now: Instant) -> Pace {
+        let start = *self.start.get_or_insert(now);
+        let Some(due) = self.due(start, self.next) else {
+            return Pace::Wait(Duration::MAX);
+        };
+        if let Some(pause) = due.checked_duration_since(now).filter(|p| !p.is_zero()) {
+            return Pace::Wait(pause);
+        }
+        // Late: take the newest frame already due, as a camera would deliver it.
+        let elapsed = now.duration_since(start).as_secs_f64();
+        let newest = (elapsed / self.period.as_secs_f64()).floor() as u64;
+        let sequence = self.next.max(newest);
+        let skipped = sequence - self.next;
+        self.next = sequence + 1;
+        Pace::Due {
+            sequence,
+            due: self.due(start, sequence).unwrap_or(due),
+            skipped,
+        }
     }
 
     /// Waits up to `wait` for the next frame to be due. Returns its sequence number, its due
@@ -464,23 +548,25 @@ impl Pacer {
     /// within `wait`.
     pub fn wait_next(&mut self, wait: Duration) -> Option<(u64, Instant, u64)> {
         let now = Instant::now();
-        let start = *self.start.get_or_insert(now);
-        let mut sequence = self.next;
-        if self.due(start, sequence) > now + wait {
-            std::thread::sleep(wait);
-            return None;
+        let pace = match self.next_at(now) {
+            Pace::Wait(pause) if pause <= wait => {
+                std::thread::sleep(pause);
+                self.next_at(now + pause)
+            }
+            Pace::Wait(_) => {
+                std::thread::sleep(wait);
+                return None;
+            }
+            due => due,
+        };
+        match pace {
+            Pace::Due {
+                sequence,
+                due,
+                skipped,
+            } => Some((sequence, due, skipped)),
+            Pace::Wait(_) => None,
         }
-        if let Some(pause) = self.due(start, sequence).checked_duration_since(now) {
-            std::thread::sleep(pause);
-        } else {
-            // Late: take the newest frame already due, as a camera would deliver it.
-            let elapsed = now.duration_since(start).as_secs_f64();
-            let newest = (elapsed / self.period.as_secs_f64()).floor() as u64;
-            sequence = sequence.max(newest);
-        }
-        let skipped = sequence - self.next;
-        self.next = sequence + 1;
-        Some((sequence, self.due(start, sequence), skipped))
     }
 }
 
@@ -572,25 +658,128 @@ mod tests {
         }
     }
 
-    #[test]
-    fn pacer_skips_frames_a_slow_caller_missed() {
-        let mut pacer = Pacer::new(1000.0);
-        let (first, _, skipped) = pacer.wait_next(Duration::from_millis(50)).unwrap();
-        assert_eq!((first, skipped), (0, 0));
-        std::thread::sleep(Duration::from_millis(20));
-        let (late, _, skipped) = pacer.wait_next(Duration::from_millis(50)).unwrap();
-        assert!(late >= 19, "late frame {late}");
-        assert_eq!(skipped, late - 1);
-        let (next, _, skipped) = pacer.wait_next(Duration::from_millis(50)).unwrap();
-        assert_eq!((next, skipped), (late + 1, 0));
+    fn due(sequence: u64, due: Instant, skipped: u64) -> Pace {
+        Pace::Due {
+            sequence,
+            due,
+            skipped,
+        }
     }
 
     #[test]
-    fn pacer_returns_none_before_a_frame_is_due() {
+    fn pacer_skips_frames_a_slow_caller_missed() {
+        let ms = Duration::from_millis;
+        let t0 = Instant::now();
+        let mut pacer = Pacer::new(1000.0);
+        assert_eq!(pacer.next_at(t0), due(0, t0, 0));
+        // 20 ms later: frames 1 to 19 were missed, frame 20 is due now.
+        assert_eq!(pacer.next_at(t0 + ms(20)), due(20, t0 + ms(20), 19));
+        assert_eq!(pacer.next_at(t0 + ms(20)), Pace::Wait(ms(1)));
+        assert_eq!(pacer.next_at(t0 + ms(21)), due(21, t0 + ms(21), 0));
+    }
+
+    #[test]
+    fn pacer_says_how_long_until_a_frame_is_due() {
+        let t0 = Instant::now();
         let mut pacer = Pacer::new(1.0);
-        assert!(pacer.wait_next(Duration::from_millis(10)).is_some());
-        let t = Instant::now();
-        assert!(pacer.wait_next(Duration::from_millis(30)).is_none());
-        assert!(t.elapsed() >= Duration::from_millis(30));
+        assert_eq!(pacer.next_at(t0), due(0, t0, 0));
+        let t = t0 + Duration::from_millis(10);
+        assert_eq!(pacer.next_at(t), Pace::Wait(Duration::from_millis(990)));
+        // Not due within the wait: nothing, and nothing handed out.
+        assert_eq!(pacer.wait_next(Duration::ZERO), None);
+        let t1 = t0 + Duration::from_secs(1);
+        assert_eq!(pacer.next_at(t1), due(1, t1, 0));
+    }
+
+    #[test]
+    fn pacer_holds_any_rate_to_the_bounds() {
+        let t0 = Instant::now();
+        // These rates panicked: 1e-300 making its period, 6e-20 adding it to the clock.
+        for fps in [1e-300, 6e-20, 0.0, -5.0, f64::NAN, f64::NEG_INFINITY] {
+            let mut pacer = Pacer::new(fps);
+            assert_eq!(pacer.next_at(t0), due(0, t0, 0), "{fps}");
+            assert_eq!(
+                pacer.next_at(t0 + Duration::from_secs(1)),
+                Pace::Wait(Duration::from_secs(99)),
+                "{fps}"
+            );
+            assert_eq!(
+                pacer.next_at(t0 + Duration::from_secs(100)),
+                due(1, t0 + Duration::from_secs(100), 0),
+                "{fps}"
+            );
+        }
+        let mut fast = Pacer::new(f64::INFINITY);
+        fast.next_at(t0);
+        assert_eq!(
+            fast.next_at(t0 + Duration::from_micros(500)),
+            Pace::Wait(Duration::from_micros(500))
+        );
+    }
+
+    #[test]
+    fn rates_turn_into_times_only_where_they_can() {
+        assert_eq!(frames_time(4.0, 2.0), Some(Duration::from_secs(2)));
+        assert_eq!(frames_time(4.0, 0.01), Some(Duration::from_secs(400)));
+        for fps in [0.0, -1.0, 1e-300, f64::NAN] {
+            assert_eq!(frames_time(4.0, fps), None, "{fps}");
+        }
+    }
+
+    #[test]
+    fn rates_outside_the_bounds_are_refused_everywhere() {
+        for fps in ["1e-300", "6e-20", "0.009", "1000.5", "inf", "-1"] {
+            assert_eq!(
+                parse_fps(fps),
+                Err(format!(
+                    "frame rate '{fps}' is not a number from 0.01 to 1000"
+                ))
+            );
+            let spec = format!("pattern:64x48@{fps}");
+            let err = spec.parse::<SourceSpec>().unwrap_err().to_string();
+            assert!(
+                err.starts_with(&format!(
+                    "invalid source '{spec}': frame rate '{fps}' is not a number from 0.01 to 1000"
+                )),
+                "{err}"
+            );
+        }
+        assert_eq!(parse_fps("0.01"), Ok(0.01));
+        assert_eq!(parse_fps("1000"), Ok(1000.0));
+    }
+
+    #[test]
+    fn frame_sizes_beyond_the_caps_are_refused_in_specs() {
+        for (spec, reason) in [
+            (
+                "pattern:100000x100000@1",
+                "frame size 100000x100000 is too large (at most 16384 on a side)",
+            ),
+            (
+                "pattern:16384x16384@1",
+                "frame size 16384x16384 is too large (at most 16843009 pixels",
+            ),
+            (
+                "replay:x.raw:16385x1:grey@1",
+                "frame size 16385x1 is too large (at most 16384 on a side)",
+            ),
+        ] {
+            let err = spec.parse::<SourceSpec>().unwrap_err().to_string();
+            assert!(
+                err.starts_with(&format!("invalid source '{spec}': {reason}")),
+                "{err}"
+            );
+        }
+        assert!("pattern:16384x1024@1".parse::<SourceSpec>().is_ok());
+        assert_eq!(
+            check_frame_size(
+                Size {
+                    width: 16384,
+                    height: 2
+                },
+                None
+            ),
+            Ok(())
+        );
     }
 }

@@ -211,7 +211,17 @@ pub fn target_fps(settings: &CameraSettings) -> Option<f64> {
 /// that fails (its OpenCL device, its source, a pipeline that cannot be built, a panic)
 /// is shown down, logged once per distinct reason, and opened again after a growing
 /// delay; it never ends the thread, so it never stops the other cameras or the daemon.
-pub fn run(mut settings: CameraSettings, m: Arc<CameraMetrics>, links: Links) {
+pub fn run(settings: CameraSettings, m: Arc<CameraMetrics>, links: Links) {
+    run_with(settings, m, links, open);
+}
+
+/// [`run`] with the opening of the camera given, so that tests can hand it a source.
+fn run_with(
+    mut settings: CameraSettings,
+    m: Arc<CameraMetrics>,
+    links: Links,
+    mut open: impl FnMut(&CameraSettings) -> Result<Camera>,
+) {
     let name = settings.name.clone();
     let mut delay = MIN_RESTART_DELAY;
     let mut last_problem: Option<String> = None;
@@ -641,5 +651,117 @@ mod tests {
             drop(stopper);
             camera.join().expect("no panic").expect("a clean stop");
         });
+    }
+
+    /// A source that hands out one frame and then panics, as the test pattern's pacer did
+    /// at 6e-20 fps (its second frame's due time overflowed the clock).
+    struct PanicsAfterOneFrame {
+        layout: FrameLayout,
+        slot: FrameSlot,
+        calls: u32,
+    }
+
+    impl FrameSource for PanicsAfterOneFrame {
+        fn describe(&self) -> String {
+            "one frame, then a panic".into()
+        }
+        fn layout(&self) -> FrameLayout {
+            self.layout
+        }
+        fn io_mode(&self) -> IoMode {
+            IoMode::Generated
+        }
+        fn is_up(&self) -> bool {
+            true
+        }
+        fn stats(&self) -> CaptureStats {
+            CaptureStats::default()
+        }
+        fn next_frame(&mut self, _gpu: &Gpu, _wait: Duration) -> Result<Next<'_>, CaptureError> {
+            self.calls += 1;
+            assert!(self.calls == 1, "the source broke after its first frame");
+            Ok(Next::Frame(Frame {
+                slot: &self.slot,
+                layout: self.layout,
+                sequence: 0,
+                captured: Instant::now(),
+            }))
+        }
+    }
+
+    /// The value of `series` in a scrape of `metrics`.
+    fn scraped(metrics: &Metrics, series: &str) -> Option<f64> {
+        let text = String::from_utf8(metrics.encode()).expect("UTF-8");
+        text.lines().find_map(|l| {
+            let (s, v) = l.rsplit_once(' ')?;
+            (s == series).then(|| v.parse().ok())?
+        })
+    }
+
+    #[test]
+    fn a_panic_after_the_first_frame_shows_the_camera_down_and_restarts_it() {
+        let device: DeviceSpec = std::env::var("EDGESIGHT_TEST_DEVICE")
+            .unwrap_or_default()
+            .parse()
+            .expect("device spec");
+        let layout = FrameLayout::packed(PixelFormat::Grey, 32, 24);
+        let settings = CameraSettings {
+            name: "t".into(),
+            device: device.clone(),
+            source: "pattern:32x24@100".parse().expect("spec"),
+            options: PipelineOptions::default(),
+            regions: Vec::new(),
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let (links, ends) = Links::new(Arc::clone(&stop), 4);
+        let metrics = Metrics::new(16);
+        let m = Arc::new(metrics.camera("t", None));
+        let opened = Arc::new(AtomicU64::new(0));
+        let open_camera = {
+            let opened = Arc::clone(&opened);
+            move |_: &CameraSettings| -> Result<Camera> {
+                opened.fetch_add(1, Ordering::Relaxed);
+                let gpu = Gpu::open(&device)?;
+                let slot = FrameSlot::new(&gpu, layout.frame_bytes())?;
+                let describe = Arc::new(SourceInfo {
+                    format: layout.format.name(),
+                    device: gpu.info.to_string(),
+                });
+                let source = Box::new(PanicsAfterOneFrame {
+                    layout,
+                    slot,
+                    calls: 0,
+                });
+                Ok(Camera {
+                    gpu,
+                    source,
+                    pipeline: None,
+                    describe,
+                })
+            }
+        };
+        let camera = std::thread::spawn(move || run_with(settings, m, links, open_camera));
+        // The frame went through the pipeline (published, so the camera was up) before
+        // the source panicked.
+        let frame = ends
+            .published
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the first frame");
+        assert_eq!(frame.sequence, 0);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while scraped(&metrics, r#"edgesight_camera_restarts_total{camera="t"}"#) != Some(1.0) {
+            assert!(Instant::now() < deadline, "no restart counted");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(
+            scraped(&metrics, r#"edgesight_camera_up{camera="t"}"#),
+            Some(0.0)
+        );
+        // Opened once so far; it is opened again after the restart delay.
+        assert_eq!(opened.load(Ordering::Relaxed), 1);
+        stop.store(true, Ordering::Relaxed);
+        camera
+            .join()
+            .expect("the camera thread itself does not panic");
     }
 }

@@ -123,10 +123,16 @@ where
 /// Runs the daemon until SIGTERM/SIGINT. Config errors come back as [`config::ConfigError`]
 /// before anything has started.
 pub fn run(config_path: Option<PathBuf>, overrides: Overrides) -> Result<()> {
-    let (_, settings) = config::load(config_path.as_deref(), &overrides)?;
-    signals::block().context("blocking signals")?;
+    // First: a SIGHUP or SIGTERM during the config checks (which open OpenCL) must be
+    // queued for the loop below, not end the process by the default action.
+    block_signals().context("blocking signals")?;
     let signals = signals::forward().context("starting the signal thread")?;
+    let checked = config::validate(config_path.as_deref(), &overrides)?;
+    let settings = checked.settings;
     init_logging(&settings.log_level);
+    for warning in &checked.warnings {
+        tracing::warn!("{warning}");
+    }
     let listener = server::Listener::prepare(&settings.web)?;
     let metrics = Arc::new(Metrics::new(settings.histogram_bins));
     let stop = Arc::new(AtomicBool::new(false));
@@ -187,6 +193,19 @@ pub fn run(config_path: Option<PathBuf>, overrides: Overrides) -> Result<()> {
     outcome
 }
 
+/// Blocks SIGTERM, SIGINT and SIGHUP in the calling thread and every thread it starts
+/// afterwards; `run` takes them with `sigwait`. A program calls it first thing, before
+/// anything that may start a thread, so that none of them gets the default action.
+pub fn block_signals() -> std::io::Result<()> {
+    signals::block()
+}
+
+/// Undoes [`block_signals`], for commands other than `run`, which keep the default
+/// actions (Ctrl-C ends them).
+pub fn unblock_signals() -> std::io::Result<()> {
+    signals::unblock()
+}
+
 fn join(threads: &mut [CameraThread]) {
     for t in threads {
         if let Some(handle) = t.thread.take() {
@@ -222,6 +241,20 @@ async fn serve(
     tokio::spawn(supervise(Arc::clone(&views), states, shutdown_rx));
 
     tracing::info!(listen = %bound, "serving");
+    // A reload runs beside this loop, never inside it: reading the config or waiting for
+    // the cameras' answers must not delay a SIGTERM. A SIGHUP during a reload is kept
+    // and starts one more when it is done.
+    let start_reload = || {
+        Box::pin(reload(
+            config_path.as_deref(),
+            &overrides,
+            settings,
+            threads,
+            metrics,
+        ))
+    };
+    let mut reloading = None;
+    let mut reload_again = false;
     let outcome = loop {
         tokio::select! {
             Some(signal) = signals.recv() => match signal {
@@ -229,10 +262,14 @@ async fn serve(
                     tracing::info!("{signal:?}: stopping");
                     break Ok(());
                 }
-                Signal::Hangup => {
-                    reload(config_path.as_deref(), &overrides, settings, threads, metrics).await
-                }
+                Signal::Hangup if reloading.is_some() => reload_again = true,
+                Signal::Hangup => reloading = Some(start_reload()),
             },
+            () = async { reloading.as_mut().expect("guarded by the condition").await },
+                if reloading.is_some() =>
+            {
+                reloading = std::mem::take(&mut reload_again).then(start_reload);
+            }
             // A camera thread ends only when told to stop, or by a panic outside the part
             // it restarts: then systemd's restart is the way back.
             Some(name) = exits.recv() => break Err(anyhow!("camera '{name}' stopped")),
@@ -361,10 +398,16 @@ async fn reload_inner(
     let path = path.ok_or_else(|| anyhow!("no --config file to read again"))?;
     let path_owned = path.to_path_buf();
     let overrides_owned = overrides.clone();
-    let (_, new) =
-        tokio::task::spawn_blocking(move || config::load(Some(&path_owned), &overrides_owned))
+    // The checks `run` made at start, all of them: a config that would not start is not
+    // taken by a reload either.
+    let checked =
+        tokio::task::spawn_blocking(move || config::validate(Some(&path_owned), &overrides_owned))
             .await
             .context("reading the config")??;
+    for warning in &checked.warnings {
+        tracing::warn!("SIGHUP: {warning}");
+    }
+    let new = checked.settings;
     if new.web != current.web {
         tracing::warn!("SIGHUP: [web] changes take a restart; keeping the running ones");
     }

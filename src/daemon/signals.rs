@@ -32,9 +32,18 @@ fn set() -> libc::sigset_t {
 /// Blocks the three signals in the calling thread and so in every thread it starts
 /// afterwards. Call it first, before any other thread exists.
 pub fn block() -> io::Result<()> {
+    mask(libc::SIG_BLOCK)
+}
+
+/// Unblocks the three signals in the calling thread.
+pub fn unblock() -> io::Result<()> {
+    mask(libc::SIG_UNBLOCK)
+}
+
+fn mask(how: libc::c_int) -> io::Result<()> {
     let set = set();
     // SAFETY: the set is initialised; a null old-set pointer is allowed.
-    let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+    let rc = unsafe { libc::pthread_sigmask(how, &set, std::ptr::null_mut()) };
     if rc == 0 {
         Ok(())
     } else {

@@ -25,6 +25,7 @@ use tokio_rustls::rustls;
 use tokio_rustls::TlsAcceptor;
 
 use crate::config::WebSettings;
+use crate::files;
 use crate::metrics::Metrics;
 
 pub use auth::{check_hash, MAX_COST};
@@ -123,12 +124,15 @@ pub enum TlsError {
     Key(String),
 }
 
+/// The most a PEM file may hold: a long chain is a few tens of kilobytes.
+const MAX_PEM_BYTES: u64 = 1 << 20;
+
 /// Reads and parses a PEM certificate chain and private key into a TLS server config.
 /// `check-config` calls it too, so a file it accepts is one `run` can serve.
 pub fn tls_config(cert: &Path, key: &Path) -> Result<rustls::ServerConfig, TlsError> {
-    let cert_pem =
-        std::fs::read(cert).map_err(|e| TlsError::Cert(format!("{}: {e}", cert.display())))?;
-    let certs = rustls_pemfile::certs(&mut cert_pem.as_slice())
+    let cert_pem = files::read_small_file(cert, MAX_PEM_BYTES)
+        .map_err(|e| TlsError::Cert(format!("{}: {e}", cert.display())))?;
+    let certs = rustls_pemfile::certs(&mut cert_pem.as_bytes())
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| {
             TlsError::Cert(format!(
@@ -142,9 +146,9 @@ pub fn tls_config(cert: &Path, key: &Path) -> Result<rustls::ServerConfig, TlsEr
             cert.display()
         )));
     }
-    let key_pem =
-        std::fs::read(key).map_err(|e| TlsError::Key(format!("{}: {e}", key.display())))?;
-    let key_der = rustls_pemfile::private_key(&mut key_pem.as_slice())
+    let key_pem = files::read_small_file(key, MAX_PEM_BYTES)
+        .map_err(|e| TlsError::Key(format!("{}: {e}", key.display())))?;
+    let key_der = rustls_pemfile::private_key(&mut key_pem.as_bytes())
         .map_err(|e| TlsError::Key(format!("{}: not a PEM private key: {e}", key.display())))?
         .ok_or_else(|| TlsError::Key(format!("{}: no PEM private key in it", key.display())))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());

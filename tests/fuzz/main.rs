@@ -212,5 +212,6 @@ fn mutate(rng: &mut Rng, base: &[u8], other: &[u8]) -> Vec<u8> {
 }
 
 // The targets; each is a module with its own #[test] functions calling `fuzz`.
+mod config;
 mod http;
 mod inputs;

@@ -399,7 +399,8 @@ impl V4l2Source {
             .as_ref()
             .and_then(|n| n.fps)
             .filter(|f| *f > 0.0)
-            .map_or(Duration::ZERO, |f| Duration::from_secs_f64(4.0 / f));
+            .and_then(|f| super::frames_time(4.0, f))
+            .unwrap_or(Duration::ZERO);
         STALL.max(period)
     }
 }
