@@ -189,6 +189,21 @@ promtool check config /etc/prometheus/prometheus.yml > "$R/promtool.log" 2>&1 ||
 systemctl start prometheus
 timing prometheus_start "$(since "$t")"
 
+
+# 1c. Under the unit's syscall filter the HTTP threads still lower their own priority
+#     (setpriority is allowed back from @resources), so HTTP load cannot starve a camera.
+nices=""
+for t in /proc/$pid/task/*; do
+    comm=$(cat "$t/comm" 2>/dev/null) || continue
+    nice=$(sed 's/.*) //' "$t/stat" 2>/dev/null | awk '{ print $17 }')
+    nices+="$comm=$nice "
+done
+if echo "$nices" | grep -q "es-tokio=10" && echo "$nices" | grep -q "es-cam-[^=]*=0" &&
+    ! echo "$nices" | grep -qE "es-tokio=([0-9]|1[1-9])( |$)" ; then
+    pass 1c "thread priorities: HTTP at nice 10, cameras at 0 ($(echo "$nices" | tr ' ' '\n' | sort | uniq -c | xargs))"
+else
+    fail 1c "thread priorities not as the unit intends: $nices"
+fi
 # 2. Reload: a new ROI appears; a bad config is refused and the old one kept.
 section check2 reload
 pid=$(prop MainPID)
