@@ -430,7 +430,7 @@ fn r10_r11_raw_input_is_bounded_and_its_size_checked() {
     }
     let raw = dir.join("frame.rgbx");
     std::fs::write(&raw, [0u8; 100]).unwrap();
-    assert_eq!(
+    let process_raw = |size: &str| {
         bad_input_line(&[
             "process",
             raw.to_str().unwrap(),
@@ -439,12 +439,22 @@ fn r10_r11_raw_input_is_bounded_and_its_size_checked() {
             "--format",
             "rgbx",
             "--size",
-            "4294967295x1",
-        ]),
-        format!(
-            "edgesight: error: {}: frame size 4294967295x1 is too large (at most 16843009 pixels and a width of at most 65535)\n",
-            raw.display()
-        )
+            size,
+        ])
+    };
+    // The command line holds a side to 16384, so an overflowing size never reaches a file.
+    assert_eq!(
+        process_raw("4294967295x1"),
+        "error: invalid value '4294967295x1' for '--size <SIZE>': frame size 4294967295x1 is \
+         too large (at most 16384 on a side)\n\nFor more information, try '--help'.\n"
+    );
+    // A size within the sides but beyond the pipeline's pixel limit is refused there too;
+    // the layout's own checked arithmetic is tested in frame::tests.
+    assert_eq!(
+        process_raw("16384x16384"),
+        "error: invalid value '16384x16384' for '--size <SIZE>': frame size 16384x16384 is \
+         too large (at most 16843009 pixels and a width of at most 65535)\n\nFor more \
+         information, try '--help'.\n"
     );
 }
 
