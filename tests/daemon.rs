@@ -1131,7 +1131,9 @@ fn r7_a_bad_password_flood_neither_stops_frames_nor_locks_out_the_scraper() {
     let scrape = || {
         let token =
             base64::Engine::encode(&base64::engine::general_purpose::STANDARD, "prom:s3cret");
-        let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        // The scraper is another host than the flood's, as Prometheus is: one peer holds
+        // only its share of the connection slots, and the flood takes all of its own.
+        let mut s = connect_from("127.0.0.2", port).expect("connect");
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         write!(
             s,
@@ -1211,9 +1213,9 @@ fn still_open(s: &TcpStream) -> bool {
     open
 }
 
-/// A GET of `/metrics` from the loopback address `from` (127.0.0.2 is as much loopback on
-/// Linux as 127.0.0.1 is, but another peer).
-fn scrape_from(from: &str, port: u16) -> std::io::Result<u16> {
+/// A connection to the daemon from the loopback address `from` (127.0.0.2 is as much
+/// loopback on Linux as 127.0.0.1 is, but another peer).
+fn connect_from(from: &str, port: u16) -> std::io::Result<TcpStream> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -1224,8 +1226,14 @@ fn scrape_from(from: &str, port: u16) -> std::io::Result<u16> {
             .connect(format!("127.0.0.1:{port}").parse().expect("address"))
             .await
     })?;
-    let mut s = s.into_std()?;
+    let s = s.into_std()?;
     s.set_nonblocking(false)?;
+    Ok(s)
+}
+
+/// A GET of `/metrics` from the loopback address `from`.
+fn scrape_from(from: &str, port: u16) -> std::io::Result<u16> {
+    let mut s = connect_from(from, port)?;
     s.set_read_timeout(Some(Duration::from_secs(20)))?;
     write!(
         s,
