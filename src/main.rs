@@ -25,9 +25,9 @@ use edgesight::config::{self, ConfigError, Overrides};
 use edgesight::frame::{LayoutError, PixelFormat, Size};
 use edgesight::input::{self, InputError};
 use edgesight::pipeline::{
-    Border, FrameResult, Images, Magnitude, Pipeline, PipelineOptions, Region, RegionError,
-    StageTimings,
+    Border, FrameResult, Images, Magnitude, Pipeline, PipelineOptions, StageTimings,
 };
+use edgesight::region::{Region, RegionError};
 use edgesight::report::{self, Report};
 
 #[derive(Parser)]

@@ -7,8 +7,9 @@ mod common;
 use common::{assert_image_eq, gpu, Rng};
 use edgesight::cl::Gpu;
 use edgesight::frame::{FrameLayout, PixelFormat};
-use edgesight::pipeline::{Border, Magnitude, Pipeline, PipelineOptions, Region, Tuning};
+use edgesight::pipeline::{Border, Magnitude, Pipeline, PipelineOptions, Tuning};
 use edgesight::reference;
+use edgesight::region::Region;
 use proptest::prelude::*;
 
 /// Runs one frame through the pipeline with every tuning and compares every output with the

@@ -18,7 +18,8 @@ use crate::cl::{FrameSlot, Gpu};
 use crate::config::CameraSettings;
 use crate::frame::FrameLayout;
 use crate::metrics::CameraMetrics;
-use crate::pipeline::{FrameResult, Pipeline, PipelineOptions, Region};
+use crate::pipeline::{FrameResult, Pipeline, PipelineOptions};
+use crate::region::Region;
 
 /// How long a source may wait for a frame before the loop looks at its channels and the
 /// stop flag again; bounds the time to shut down.

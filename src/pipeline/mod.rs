@@ -37,8 +37,7 @@ use crate::cl::{
     Gpu, Plain,
 };
 use crate::frame::{FrameLayout, LayoutError, PixelFormat};
-
-pub use integral::{Region, RegionError, RegionStats};
+use crate::region::{Region, RegionError, RegionStats};
 
 /// How Sobel reads pixels outside the frame (OpenCV's border types).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
