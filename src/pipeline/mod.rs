@@ -26,68 +26,24 @@ mod sobel;
 mod buffers;
 mod launch;
 mod options;
+mod processed;
 mod timings;
 
 use opencl3::event::Event;
-use opencl3::memory::ClMem;
 
 use crate::cl::{event_interval, ClError, FrameSlot, Gpu};
 use crate::frame::{FrameLayout, LayoutError, PixelFormat};
-use crate::region::{Region, RegionError, RegionStats};
+use crate::region::{Region, RegionError};
 
-use buffers::{device_buffer, read_buffer, DeviceImage, DeviceImages, QueueDrain, ReadBack};
+use buffers::{device_buffer, DeviceImage, DeviceImages, QueueDrain, ReadBack};
 pub(crate) use launch::Launch;
 use launch::StageContext;
 pub use options::{
     Border, HistogramCounting, IntegralLayout, Magnitude, OtsuArithmetic, PipelineOptions,
     SobelLayout, Stores, Tuning, UnknownBorder,
 };
+pub use processed::{FrameImages, FrameResult, Images, Processed};
 pub use timings::{Stage, StageTimings};
-
-/// What one frame produced, without the full images.
-#[derive(Clone, Debug)]
-pub struct FrameResult {
-    pub width: u32,
-    pub height: u32,
-    pub histogram: [u32; 256],
-    pub otsu_threshold: u8,
-    /// The whole frame as a region.
-    pub frame: RegionStats,
-    /// The configured regions, in order.
-    pub regions: Vec<(Region, RegionStats)>,
-    pub timings: StageTimings,
-}
-
-impl FrameResult {
-    /// A result with nothing in it yet, to be filled by [`Pipeline::process_into`].
-    pub fn empty() -> FrameResult {
-        FrameResult {
-            width: 0,
-            height: 0,
-            histogram: [0; 256],
-            otsu_threshold: 0,
-            frame: RegionStats::default(),
-            regions: Vec::new(),
-            timings: StageTimings::default(),
-        }
-    }
-}
-
-/// The full per-pixel outputs of the last frame, dense, row-major.
-#[derive(Clone, Debug, Default)]
-pub struct Images {
-    pub luma: Vec<u8>,
-    pub dx: Vec<i16>,
-    pub dy: Vec<i16>,
-    pub magnitude: Vec<u8>,
-    pub edges: Vec<u8>,
-    pub mask: Vec<u8>,
-    /// `(height + 1) x (width + 1)`, as the three below.
-    pub integral_sum: Vec<u32>,
-    pub integral_sqsum: Vec<u64>,
-    pub integral_edges: Vec<u32>,
-    pub integral_foreground: Vec<u32>,
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum PipelineError {
@@ -107,10 +63,6 @@ pub enum PipelineError {
         #[source]
         source: ClError,
     },
-    #[error("the last frame's luma is its frame slot: its images need that slot, still held")]
-    SlotNotHeld,
-    #[error("the slot given is not the one the last frame was processed from")]
-    NotTheFramesSlot,
     #[error(transparent)]
     Cl(#[from] ClError),
 }
@@ -135,10 +87,6 @@ pub struct Pipeline {
     /// the mapped slot in device memory, and reading it costs the stages about 2.5 µs more
     /// per 4K frame where the copy costs 10 µs: either way the copy would be pure cost.
     luma_in_slot: bool,
-    /// The handle of the slot the last frame was read from when `luma_in_slot`, only to
-    /// check that `read_images` is handed that slot: never read through, because once
-    /// its holder lets the slot go the source may refill it with a newer frame.
-    last_slot: Option<usize>,
     /// Whether the histogram buffer holds zeros, as the last frame's Otsu kernel leaves it;
     /// a frame that failed before that kernel ran leaves it to be cleared.
     hist_zeroed: bool,
@@ -193,7 +141,6 @@ impl Pipeline {
             last_span: 0,
             luma_in_slot: matches!(layout.format, PixelFormat::Grey | PixelFormat::Nv12)
                 && layout.stride == layout.width,
-            last_slot: None,
             hist_zeroed: false,
             read_back,
         })
@@ -224,21 +171,26 @@ impl Pipeline {
         FrameSlot::new(gpu, self.layout.frame_bytes())
     }
 
-    /// Processes the frame in `slot` and waits for the results.
-    pub fn process(&mut self, gpu: &Gpu, slot: &FrameSlot) -> Result<FrameResult, PipelineError> {
+    /// Processes the frame in `slot` and waits for the results, which come with the
+    /// frame's images for as long as `slot` is held.
+    pub fn process<'a>(
+        &'a mut self,
+        gpu: &Gpu,
+        slot: &'a FrameSlot,
+    ) -> Result<Processed<'a>, PipelineError> {
         let mut result = FrameResult::empty();
-        self.process_into(gpu, slot, &mut result)?;
-        Ok(result)
+        let images = self.process_into(gpu, slot, &mut result)?;
+        Ok(Processed { result, images })
     }
 
     /// As [`Pipeline::process`], into `result`, reusing what it holds: once `result` has
     /// been filled for this pipeline's regions, a frame allocates no host memory.
-    pub fn process_into(
-        &mut self,
+    pub fn process_into<'a>(
+        &'a mut self,
         gpu: &Gpu,
-        slot: &FrameSlot,
+        slot: &'a FrameSlot,
         result: &mut FrameResult,
-    ) -> Result<(), PipelineError> {
+    ) -> Result<FrameImages<'a>, PipelineError> {
         let need = self.layout.frame_bytes();
         if slot.len() < need {
             return Err(PipelineError::SlotTooSmall {
@@ -280,7 +232,10 @@ impl Pipeline {
         result.height = l.height;
         result.otsu_threshold = read.results[256] as u8;
         result.timings = timings;
-        Ok(())
+        Ok(FrameImages {
+            pipeline: self,
+            slot,
+        })
     }
 
     /// Enqueues every stage's kernels on the frame in `slot` and the reads of the small
@@ -288,9 +243,6 @@ impl Pipeline {
     /// this returns, before touching `read_back`.
     fn enqueue_frame(&mut self, gpu: &Gpu, slot: &FrameSlot) -> Result<(), PipelineError> {
         let l = self.layout;
-        if self.luma_in_slot {
-            self.last_slot = Some(slot.buffer().get() as usize);
-        }
         let b = &self.bufs;
         let events = &mut self.events;
         events.clear();
@@ -404,51 +356,6 @@ impl Pipeline {
             .filter(|&(_, intact)| !intact)
             .map(|(name, _)| name)
             .collect())
-    }
-
-    /// Whether the last frame's luma is its frame slot rather than a pipeline buffer
-    /// (grey or NV12 frames at stride = width): then its images can be
-    /// read back only while that slot is held, before the source refills it.
-    pub fn luma_reads_slot(&self) -> bool {
-        self.luma_in_slot
-    }
-
-    /// Reads back every per-pixel output of the last processed frame.
-    ///
-    /// `slot` is the slot that frame was processed from, still held (for a
-    /// [`FrameSource`](crate::capture::FrameSource), before the next `next_frame`, which
-    /// may requeue and refill it), or `None` where the caller no longer holds it. Where
-    /// [`Pipeline::luma_reads_slot`], luma is read from `slot`, so `None` or another slot
-    /// is refused: luma from a refilled slot would belong to a newer frame than the edges
-    /// and mask.
-    pub fn read_images(
-        &self,
-        gpu: &Gpu,
-        slot: Option<&FrameSlot>,
-    ) -> Result<Images, PipelineError> {
-        let b = &self.bufs;
-        let luma = if self.luma_in_slot {
-            let slot = slot.ok_or(PipelineError::SlotNotHeld)?;
-            if self.last_slot != Some(slot.buffer().get() as usize) {
-                return Err(PipelineError::NotTheFramesSlot);
-            }
-            read_buffer(gpu, slot.buffer(), b.luma.len)?
-        } else {
-            b.luma.read(gpu)?
-        };
-        let (sum, sqsum, edges, foreground) = self.integral.read_integrals(gpu)?;
-        Ok(Images {
-            luma,
-            dx: b.dx.read(gpu)?,
-            dy: b.dy.read(gpu)?,
-            magnitude: b.magnitude.read(gpu)?,
-            edges: b.edges.read(gpu)?,
-            mask: b.mask.read(gpu)?,
-            integral_sum: sum,
-            integral_sqsum: sqsum,
-            integral_edges: edges,
-            integral_foreground: foreground,
-        })
     }
 }
 
