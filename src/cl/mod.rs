@@ -12,7 +12,7 @@ mod device;
 mod launch;
 mod slot;
 
-pub use device::{list_devices, DeviceInfo, DeviceSpec, PlatformDevices};
+pub use device::{list_devices, ClDeviceInfo, DeviceSpec, PlatformDevices};
 pub(crate) use launch::launch;
 pub use slot::FrameSlot;
 
@@ -96,7 +96,7 @@ pub struct Gpu {
     pub device: Device,
     pub context: Context,
     pub queue: CommandQueue,
-    pub info: DeviceInfo,
+    pub info: ClDeviceInfo,
     /// Programs built so far, by file and defines: a pipeline built again (new size, new
     /// options, a reload) reuses them instead of calling the compiler again.
     programs: Mutex<HashMap<ProgramKey, Arc<Program>>>,
