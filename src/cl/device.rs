@@ -14,7 +14,7 @@ use serde::Serialize;
 use super::{CallContext, ClError};
 
 /// What `edgesight devices` prints about an OpenCL device, and what the reports name (the
-/// V4L2 nodes have their own `capture::v4l2::DeviceInfo`).
+/// V4L2 nodes have their own `capture::v4l2::list::DeviceInfo`).
 #[derive(Clone, Debug, Serialize)]
 pub struct ClDeviceInfo {
     pub platform: String,
