@@ -22,10 +22,11 @@
  *                          count (one work-item per rect).
  */
 
-/* Sum of a rect from the four corners; uint arithmetic wraps, but the true sum fits. */
-#define RECT_SUM(I, stride, r) \
-    (I[(r.y + r.w) * stride + r.x + r.z] - I[(r.y + r.w) * stride + r.x] - \
-     I[r.y * stride + r.x + r.z] + I[r.y * stride + r.x])
+/* Sum of the w x h rect at (x, y) from the four corners; uint arithmetic wraps, but the
+ * true sum fits. */
+#define RECT_SUM(I, stride, x, y, w, h) \
+    (I[((y) + (h)) * (stride) + (x) + (w)] - I[((y) + (h)) * (stride) + (x)] - \
+     I[(y) * (stride) + (x) + (w)] + I[(y) * (stride) + (x)])
 
 __kernel void region_sums(uint width, __global const uint4 *rects, uint count,
                           __global const uint *sum, __global const ulong *sqsum,
@@ -35,12 +36,13 @@ __kernel void region_sums(uint width, __global const uint4 *rects, uint count,
     uint i = get_global_id(0);
     if (i >= count)
         return;
-    uint4 r = rects[i];
+    uint4 rect = rects[i];
+    uint x = rect.x, y = rect.y, w = rect.z, h = rect.w;
     size_t stride = (size_t)width + 1;
-    out[4 * i + 0] = (uint)RECT_SUM(sum, stride, r);
-    out[4 * i + 1] = RECT_SUM(sqsum, stride, r);
-    out[4 * i + 2] = (uint)RECT_SUM(edges, stride, r);
-    out[4 * i + 3] = (uint)RECT_SUM(foreground, stride, r);
+    out[4 * i + 0] = (uint)RECT_SUM(sum, stride, x, y, w, h);
+    out[4 * i + 1] = RECT_SUM(sqsum, stride, x, y, w, h);
+    out[4 * i + 2] = (uint)RECT_SUM(edges, stride, x, y, w, h);
+    out[4 * i + 3] = (uint)RECT_SUM(foreground, stride, x, y, w, h);
 }
 
 /*
@@ -59,9 +61,9 @@ __kernel void region_sums(uint width, __global const uint4 *rects, uint count,
  *                          registers, and writes all four images through local memory, so
  *                          that neighbouring work-items store neighbouring elements.
  * Inputs are read twice, each output is written once, and the images are never read back
- * (a column pass over written images would read and write them again). On an NVIDIA H100 at
- * 4K, storing each work-item's four elements straight from registers (addresses 16 or 32
- * bytes apart across a warp) took 260 us, twice the time of the staged stores.
+ * (a column pass over written images would read and write them again). Storing each
+ * work-item's four elements straight from registers puts addresses 16 or 32 bytes apart
+ * across a warp, which on a GPU is much slower than the staged stores (BENCHMARKS.md).
  */
 #define BAND_GROUP_MAX 256
 #define BAND_ROWS_MAX 64

@@ -20,8 +20,7 @@ const BAND_GROUP_MAX: usize = 256;
 /// Most rows in a GPU band (`BAND_ROWS_MAX` in integral.cl).
 const BAND_ROWS_MAX: u32 = 64;
 /// Fewest rows in a GPU band: below that, the bands' column sums cost more than the
-/// parallelism gains (8 rows at 4K on an NVIDIA H100: 146 us for the images, 27 + 20 us
-/// for the column sums and their scan; 17 rows: 217 + 24 + 11 us).
+/// parallelism gains (measured on an NVIDIA H100: BENCHMARKS.md).
 const MIN_BAND_ROWS: u32 = 4;
 /// GPU bands per compute unit.
 const BANDS_PER_GPU_COMPUTE_UNIT: u32 = 2;

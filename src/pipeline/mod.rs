@@ -84,8 +84,8 @@ pub struct Pipeline {
     /// Whether the stages read luma straight from the slot: grey (or NV12's Y plane) rows
     /// packed at stride = width already are the luma image. On unified memory (POCL, Mali)
     /// the slot is as fast to read as a device buffer; on an NVIDIA H100 the driver keeps
-    /// the mapped slot in device memory, and reading it costs the stages about 2.5 µs more
-    /// per 4K frame where the copy costs 10 µs: either way the copy would be pure cost.
+    /// the mapped slot in device memory, and reading it costs the stages less than the copy
+    /// would (BENCHMARKS.md): either way the copy would be pure cost.
     luma_in_slot: bool,
     /// Whether the histogram buffer holds zeros, as the last frame's Otsu kernel leaves it;
     /// a frame that failed before that kernel ran leaves it to be cleared.

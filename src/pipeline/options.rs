@@ -160,7 +160,7 @@ pub enum OtsuArithmetic {
     Emulated,
     /// The device's own doubles where it offers `cl_khr_fp64` (correctly rounded add,
     /// subtract, multiply and divide, contraction off), else the emulation. A GPU runs the
-    /// emulation's sequential part on one slow thread (0.5 ms on an NVIDIA H100).
+    /// emulation's sequential part on one slow thread (BENCHMARKS.md, NVIDIA H100).
     NativeWhereAvailable,
 }
 
@@ -183,8 +183,8 @@ pub enum HistogramCounting {
     /// where local memory and its atomics are on chip).
     LocalAtomics,
     /// One work-item per group counts with plain increments: on a CPU local memory is
-    /// ordinary memory and every atomic a locked instruction (on POCL at 1080p: 1.4-2.2 ms
-    /// instead of 8-14 ms).
+    /// ordinary memory and every atomic a locked instruction (several times faster on
+    /// POCL: BENCHMARKS.md).
     OneItemPerGroup,
 }
 
