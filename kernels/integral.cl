@@ -9,6 +9,10 @@
  * CPUs (integral_band_columns, integral_bands, at the end of this file): bands of rows,
  * column sums per band first, then each band writes all four images row by row.
  *
+ * The kernels that read the width x height inputs take (luma, src_stride, width, height,
+ * edges, mask, ...): luma, the edge mask and the foreground mask are dense and share their
+ * row offsets, so src_stride must equal width.
+ *
  * GPUs (integral_band_sums, integral_band_carries, integral_band_images): bands of rows,
  * a work-group per band that scans each row in chunks and keeps the column totals in
  * registers; described below.
@@ -120,9 +124,10 @@ inline uint4 group_exclusive_scan(uint4 v, __local uint4 *buf, uint lid, uint n,
     return inclusive - v;
 }
 
-__kernel void integral_band_sums(uint width, uint height, uint band_rows,
-                                 __global const uchar *luma, __global const uchar *edges,
-                                 __global const uchar *mask, __global uint4 *cols)
+__kernel void integral_band_sums(__global const uchar *luma, uint src_stride, uint width,
+                                 uint height, __global const uchar *edges,
+                                 __global const uchar *mask, uint band_rows,
+                                 __global uint4 *cols)
 {
     uint x = 4 * get_global_id(0), b = get_global_id(1);
     uint y0 = b * band_rows;
@@ -175,9 +180,10 @@ __kernel void integral_band_carries(uint width, uint bands, __global uint4 *cols
     }
 }
 
-__kernel void integral_band_images(uint width, uint height, uint band_rows,
-                                   __global const uchar *luma, __global const uchar *edges,
-                                   __global const uchar *mask, __global const uint4 *cols,
+__kernel void integral_band_images(__global const uchar *luma, uint src_stride, uint width,
+                                   uint height, __global const uchar *edges,
+                                   __global const uchar *mask, uint band_rows,
+                                   __global const uint4 *cols,
                                    __global uint *sum, __global ulong *sqsum,
                                    __global uint *ecount, __global uint *fcount)
 {
@@ -317,9 +323,10 @@ inline uint16 prefix16(uint16 v)
     return v;
 }
 
-__kernel void integral_band_columns(uint width, uint height, uint bands,
-                                    __global const uchar *luma, __global const uchar *edges,
-                                    __global const uchar *mask, __global uint *cols)
+__kernel void integral_band_columns(__global const uchar *luma, uint src_stride, uint width,
+                                    uint height, __global const uchar *edges,
+                                    __global const uchar *mask, uint bands,
+                                    __global uint *cols)
 {
     uint b = get_global_id(0);
     if (b >= bands)
@@ -375,9 +382,9 @@ inline void integral_bands_scalar(uint x0, uint x1, __global const uchar *luma,
     *r = s;
 }
 
-__kernel void integral_bands(uint width, uint height, uint bands, __global const uchar *luma,
-                             __global const uchar *edges, __global const uchar *mask,
-                             __global const uint *cols, __global uint *tops,
+__kernel void integral_bands(__global const uchar *luma, uint src_stride, uint width,
+                             uint height, __global const uchar *edges,
+                             __global const uchar *mask, uint bands, __global const uint *cols, __global uint *tops,
                              __global ulong *tops2, __global uint *sum, __global ulong *sqsum,
                              __global uint *ecount, __global uint *fcount)
 {

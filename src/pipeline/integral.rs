@@ -189,6 +189,8 @@ impl IntegralStage {
         mut event: impl FnMut(Event),
     ) -> Result<(), ClError> {
         let (w, h) = (layout.width, layout.height);
+        // Luma and the masks are dense: their rows are `w` apart.
+        let src_stride = w;
         match &self.passes {
             Passes::ItemBands {
                 columns_kernel,
@@ -201,8 +203,8 @@ impl IntegralStage {
                 let what = "clEnqueueNDRangeKernel(integral bands)";
                 // One work-item per group: a band is a long sequential walk.
                 let global = [*bands as usize];
-                // SAFETY: the arguments are integral.cl's integral_band_columns (width,
-                // height, bands, luma, edges, mask, cols). Work-item b < `bands` walks the
+                // SAFETY: the arguments are integral.cl's integral_band_columns (luma,
+                // src_stride, width, height, edges, mask, bands, cols), src_stride = width. Work-item b < `bands` walks the
                 // rows of band b (all below `height`), `width` columns of each of the three
                 // `pixels()`-byte inputs, and writes its band's 4 x `width` column sums.
                 // `cols` holds 4 x `bands` x `width` words, made in `IntegralStage::new`
@@ -212,14 +214,24 @@ impl IntegralStage {
                     launch(
                         gpu,
                         columns_kernel,
-                        &[&w, &h, bands, luma, edge_mask, foreground_mask, cols],
+                        &[
+                            luma,
+                            &src_stride,
+                            &w,
+                            &h,
+                            edge_mask,
+                            foreground_mask,
+                            bands,
+                            cols,
+                        ],
                         &global,
                         &[1],
                         what,
                     )
                 }?);
-                // SAFETY: the arguments are integral_bands' (width, height, bands, luma,
-                // edges, mask, cols, tops, tops2, sum, sqsum, ecount, fcount). Work-item
+                // SAFETY: the arguments are integral_bands' (luma, src_stride, width,
+                // height, edges, mask, bands, cols, tops, tops2, sum, sqsum, ecount,
+                // fcount), src_stride = width. Work-item
                 // b < `bands` reads its band's rows of the inputs and the column sums
                 // above it, writes its band's row of `tops` (3 x (width + 1) words) and
                 // `tops2` (width + 1), and its rows of the four (width + 1) x (height + 1)
@@ -230,12 +242,13 @@ impl IntegralStage {
                         gpu,
                         bands_kernel,
                         &[
+                            luma,
+                            &src_stride,
                             &w,
                             &h,
-                            bands,
-                            luma,
                             edge_mask,
                             foreground_mask,
+                            bands,
                             cols,
                             tops,
                             tops2,
@@ -262,8 +275,8 @@ impl IntegralStage {
                 let what = "clEnqueueNDRangeKernel(integral bands)";
                 let local = self.launch.local[0];
                 let quads = self.launch.global_1d((w as usize).div_ceil(4));
-                // SAFETY: the arguments are integral_band_sums' (width, height, band_rows,
-                // luma, edges, mask, cols). Work-item (x, b) returns unless x < width and
+                // SAFETY: the arguments are integral_band_sums' (luma, src_stride, width,
+                // height, edges, mask, band_rows, cols), src_stride = width. Work-item (x, b) returns unless x < width and
                 // b x band_rows < height, reads four columns from x of its band's rows of
                 // the three `pixels()`-byte inputs, and writes them to band b's row of
                 // `cols`, which holds `bands` x `width` uint4s for `bands` = height /
@@ -273,7 +286,16 @@ impl IntegralStage {
                     launch(
                         gpu,
                         sums_kernel,
-                        &[&w, &h, band_rows, luma, edge_mask, foreground_mask, cols],
+                        &[
+                            luma,
+                            &src_stride,
+                            &w,
+                            &h,
+                            edge_mask,
+                            foreground_mask,
+                            band_rows,
+                            cols,
+                        ],
                         &[quads, *bands as usize],
                         &[local, 1],
                         what,
@@ -292,8 +314,9 @@ impl IntegralStage {
                         what,
                     )
                 }?);
-                // SAFETY: the arguments are integral_band_images' (width, height,
-                // band_rows, luma, edges, mask, cols, sum, sqsum, ecount, fcount). Group b
+                // SAFETY: the arguments are integral_band_images' (luma, src_stride,
+                // width, height, edges, mask, band_rows, cols, sum, sqsum, ecount, fcount),
+                // src_stride = width. Group b
                 // < `bands` scans rows b x band_rows up to `height` of the inputs, `width`
                 // columns each, reads its band's row of `cols` and writes those rows of
                 // the four (width + 1) x (height + 1) images; `group` is at most
@@ -304,12 +327,13 @@ impl IntegralStage {
                         gpu,
                         images_kernel,
                         &[
+                            luma,
+                            &src_stride,
                             &w,
                             &h,
-                            band_rows,
-                            luma,
                             edge_mask,
                             foreground_mask,
+                            band_rows,
                             cols,
                             &self.sum.buf,
                             &self.sqsum.buf,
