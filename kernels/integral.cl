@@ -23,7 +23,8 @@
  *
  * region_sums              reads rects (uint4: x, y, w, h; inside the image) and writes, per
  *                          rect, 4 ulongs: pixel sum, squared sum, edge count, foreground
- *                          count (one work-item per rect).
+ *                          count (one work-item per rect). Its src is the sum image, of a
+ *                          width x height frame: src_stride is the integrals' width + 1.
  */
 
 /* Sum of the w x h rect at (x, y) from the four corners; uint arithmetic wraps, but the
@@ -32,17 +33,17 @@
     (I[((y) + (h)) * (stride) + (x) + (w)] - I[((y) + (h)) * (stride) + (x)] - \
      I[(y) * (stride) + (x) + (w)] + I[(y) * (stride) + (x)])
 
-__kernel void region_sums(uint width, __global const uint4 *rects, uint count,
-                          __global const uint *sum, __global const ulong *sqsum,
-                          __global const uint *edges, __global const uint *foreground,
-                          __global ulong *out)
+__kernel void region_sums(__global const uint *sum, uint src_stride, uint width, uint height,
+                          __global const ulong *sqsum, __global const uint *edges,
+                          __global const uint *foreground, __global const uint4 *rects,
+                          uint count, __global ulong *out)
 {
     uint i = get_global_id(0);
     if (i >= count)
         return;
     uint4 rect = rects[i];
     uint x = rect.x, y = rect.y, w = rect.z, h = rect.w;
-    size_t stride = (size_t)width + 1;
+    size_t stride = src_stride;
     out[4 * i + 0] = (uint)RECT_SUM(sum, stride, x, y, w, h);
     out[4 * i + 1] = RECT_SUM(sqsum, stride, x, y, w, h);
     out[4 * i + 2] = (uint)RECT_SUM(edges, stride, x, y, w, h);

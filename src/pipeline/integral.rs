@@ -357,8 +357,9 @@ impl IntegralStage {
         layout: &FrameLayout,
     ) -> Result<Event, ClError> {
         let count = self.regions.len() as u32;
-        // SAFETY: the arguments are region_sums' (width, rects, count, sum, sqsum, edges,
-        // foreground, out). Work-item i returns unless i < `count`, reads rectangle i of
+        let src_stride = layout.width + 1;
+        // SAFETY: the arguments are region_sums' (sum, src_stride, width, height, sqsum,
+        // edges, foreground, rects, count, out), src_stride = width + 1. Work-item i returns unless i < `count`, reads rectangle i of
         // `rects` (4 x `count` words), the four corners of that rectangle in the four
         // (width + 1) x (height + 1) images, and writes 4 ulongs at 4i of `out`.
         // `set_regions` makes `rects` and `sums` for exactly `self.regions` (4 words
@@ -368,13 +369,15 @@ impl IntegralStage {
                 gpu,
                 &self.region_sums,
                 &[
-                    &layout.width,
-                    &self.rects,
-                    &count,
                     &self.sum.buf,
+                    &src_stride,
+                    &layout.width,
+                    &layout.height,
                     &self.sqsum.buf,
                     &self.edges.buf,
                     &self.foreground.buf,
+                    &self.rects,
+                    &count,
                     &self.sums,
                 ],
                 &[self.launch.global_1d(self.regions.len())],
