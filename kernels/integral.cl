@@ -385,9 +385,9 @@ inline void integral_bands_scalar(uint x0, uint x1, __global const uchar *luma,
 
 __kernel void integral_bands(__global const uchar *luma, uint src_stride, uint width,
                              uint height, __global const uchar *edges,
-                             __global const uchar *mask, uint bands, __global const uint *cols, __global uint *tops,
-                             __global ulong *tops2, __global uint *sum, __global ulong *sqsum,
-                             __global uint *ecount, __global uint *fcount)
+                             __global const uchar *mask, uint bands, __global const uint *cols,
+                             __global uint *tops, __global ulong *tops2, __global uint *sum,
+                             __global ulong *sqsum, __global uint *ecount, __global uint *fcount)
 {
     uint b = get_global_id(0);
     if (b >= bands)

@@ -204,9 +204,10 @@ impl IntegralStage {
                 // One work-item per group: a band is a long sequential walk.
                 let global = [*bands as usize];
                 // SAFETY: the arguments are integral.cl's integral_band_columns (luma,
-                // src_stride, width, height, edges, mask, bands, cols), src_stride = width. Work-item b < `bands` walks the
-                // rows of band b (all below `height`), `width` columns of each of the three
-                // `pixels()`-byte inputs, and writes its band's 4 x `width` column sums.
+                // src_stride, width, height, edges, mask, bands, cols), src_stride = width.
+                // Work-item b < `bands` walks the rows of band b (all below `height`),
+                // `width` columns of each of the three `pixels()`-byte inputs, and writes
+                // its band's 4 x `width` column sums.
                 // `cols` holds 4 x `bands` x `width` words, made in `IntegralStage::new`
                 // for this layout and band count; the pipeline, the only caller, passes
                 // that layout and its inputs of `pixels()` bytes.
@@ -231,12 +232,11 @@ impl IntegralStage {
                 }?);
                 // SAFETY: the arguments are integral_bands' (luma, src_stride, width,
                 // height, edges, mask, bands, cols, tops, tops2, sum, sqsum, ecount,
-                // fcount), src_stride = width. Work-item
-                // b < `bands` reads its band's rows of the inputs and the column sums
-                // above it, writes its band's row of `tops` (3 x (width + 1) words) and
-                // `tops2` (width + 1), and its rows of the four (width + 1) x (height + 1)
-                // images, all of which `IntegralStage::new` made for this layout and band
-                // count.
+                // fcount), src_stride = width. Work-item b < `bands` reads its band's rows
+                // of the inputs and the column sums above it, writes its band's row of
+                // `tops` (3 x (width + 1) words) and `tops2` (width + 1), and its rows of
+                // the four (width + 1) x (height + 1) images, all of which
+                // `IntegralStage::new` made for this layout and band count.
                 event(unsafe {
                     launch(
                         gpu,
@@ -276,12 +276,12 @@ impl IntegralStage {
                 let local = self.launch.local[0];
                 let quads = self.launch.global_1d((w as usize).div_ceil(4));
                 // SAFETY: the arguments are integral_band_sums' (luma, src_stride, width,
-                // height, edges, mask, band_rows, cols), src_stride = width. Work-item (x, b) returns unless x < width and
-                // b x band_rows < height, reads four columns from x of its band's rows of
-                // the three `pixels()`-byte inputs, and writes them to band b's row of
-                // `cols`, which holds `bands` x `width` uint4s for `bands` = height /
-                // band_rows rounded up, as `IntegralStage::new` made it for this layout;
-                // the pipeline, the only caller, passes that layout and its inputs.
+                // height, edges, mask, band_rows, cols), src_stride = width. Work-item (x, b)
+                // returns unless x < width and b x band_rows < height, reads four columns from
+                // x of its band's rows of the three `pixels()`-byte inputs, and writes them to
+                // band b's row of `cols`, which holds `bands` x `width` uint4s for `bands` =
+                // height / band_rows rounded up, as `IntegralStage::new` made it for this
+                // layout; the pipeline, the only caller, passes that layout and its inputs.
                 event(unsafe {
                     launch(
                         gpu,
@@ -358,11 +358,11 @@ impl IntegralStage {
     ) -> Result<Event, ClError> {
         let count = self.regions.len() as u32;
         let src_stride = layout.width + 1;
-        // SAFETY: the arguments are region_sums' (sum, src_stride, width, height, sqsum,
-        // edges, foreground, rects, count, out), src_stride = width + 1. Work-item i returns unless i < `count`, reads rectangle i of
-        // `rects` (4 x `count` words), the four corners of that rectangle in the four
-        // (width + 1) x (height + 1) images, and writes 4 ulongs at 4i of `out`.
-        // `set_regions` makes `rects` and `sums` for exactly `self.regions` (4 words
+        // SAFETY: the arguments are region_sums' (sum, src_stride, width, height, sqsum, edges,
+        // foreground, rects, count, out), src_stride = width + 1. Work-item i returns unless i
+        // < `count`, reads rectangle i of `rects` (4 x `count` words), the four corners of that
+        // rectangle in the four (width + 1) x (height + 1) images, and writes 4 ulongs at 4i of
+        // `out`. `set_regions` makes `rects` and `sums` for exactly `self.regions` (4 words
         // each) after checking that every region lies inside this layout's frame.
         unsafe {
             launch(

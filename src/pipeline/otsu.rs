@@ -87,14 +87,13 @@ impl OtsuStage {
         let global = self
             .binarize_launch
             .global_1d(layout.pixels().div_ceil(PIXELS_PER_ITEM));
-        // SAFETY: the arguments are otsu.cl's (src, src_stride, width, height, results,
-        // dst), with src_stride = width. A work-item returns unless its first pixel is
-        // below `count` = width * height = `pixels()`, reads and writes
-        // at most 16 bytes from there but never past `count` (the tail goes byte by
-        // byte), and reads the threshold at word 256 of `results`. The pipeline, the
-        // only caller, passes luma and mask of `pixels()` bytes (or a grey slot of at
-        // least that) and its 257-word results, made for the one layout it was built for
-        // and always passes.
+        // SAFETY: the arguments are otsu.cl's (src, src_stride, width, height, results, dst),
+        // with src_stride = width. A work-item returns unless its first pixel is below `count`
+        // = width * height = `pixels()`, reads and writes at most 16 bytes from there but never
+        // past `count` (the tail goes byte by byte), and reads the threshold at word 256 of
+        // `results`. The pipeline, the only caller, passes luma and mask of `pixels()` bytes
+        // (or a grey slot of at least that) and its 257-word results, made for the one layout
+        // it was built for and always passes.
         unsafe {
             launch(
                 gpu,
