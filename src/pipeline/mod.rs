@@ -9,10 +9,15 @@
 //! ```
 //!
 //! Grey frames (and NV12's Y plane) packed at stride = width skip the luma copy: the
-//! stages read the slot itself.
+//! stages read the slot itself, so a frame's images can be read only while its slot is
+//! held ([`Processed`]).
 //!
 //! Each stage lives in its own file with the kernel file it launches. Stages never allocate
-//! capture buffers and never touch metrics or HTTP; they fill a [`FrameResult`].
+//! capture buffers and never touch metrics or HTTP; they fill a [`FrameResult`]. Around
+//! them: `options` (what is computed, and the work sizes a device gets), `timings`,
+//! `buffers` (guarded device images and read-back memory), `launch` (work-group geometry)
+//! and `processed` (what a frame gives back). This file holds [`Pipeline`], which runs
+//! them.
 
 // One unsafe operation per block, so each SAFETY comment covers exactly one.
 #![deny(clippy::multiple_unsafe_ops_per_block)]
