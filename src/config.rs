@@ -21,7 +21,8 @@ use toml::Spanned;
 use crate::capture::{check_fps, check_frame_size, IoMode, SourceSpec};
 use crate::cl::{DeviceSpec, Gpu};
 use crate::frame::{FrameLayout, PixelFormat, Size};
-use crate::pipeline::{Border, Magnitude, PipelineOptions, Region};
+use crate::pipeline::{Border, Magnitude, PipelineOptions};
+use crate::region::Region;
 
 /// The port `edgesight run` listens on by default. Prometheus' list of default exporter
 /// ports has filled 9100-9999, so this sits outside that range and away from the

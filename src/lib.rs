@@ -21,5 +21,6 @@ pub mod input;
 pub mod metrics;
 pub mod pipeline;
 pub mod reference;
+pub mod region;
 pub mod report;
 pub mod server;

@@ -25,9 +25,9 @@ use edgesight::config::{self, ConfigError, Overrides};
 use edgesight::frame::{LayoutError, PixelFormat, Size};
 use edgesight::input::{self, InputError};
 use edgesight::pipeline::{
-    Border, FrameResult, Images, Magnitude, Pipeline, PipelineOptions, Region, RegionError,
-    StageTimings,
+    Border, FrameResult, Images, Magnitude, Pipeline, PipelineOptions, StageTimings,
 };
+use edgesight::region::{Region, RegionError};
 use edgesight::report::{self, Report};
 
 #[derive(Parser)]
@@ -411,14 +411,19 @@ fn process(args: &ProcessArgs) -> Result<()> {
         .context("setting up the pipeline")?;
     let mut slot = pipeline.new_slot(&gpu)?;
     let mut runs = Vec::with_capacity(args.repeat as usize);
-    for _ in 0..args.repeat {
+    let mut images = None;
+    for run in 1..=args.repeat {
         slot.write_bytes(&gpu, &frame.bytes)?;
-        runs.push(pipeline.process(&gpu, &slot)?);
+        let processed = pipeline.process(&gpu, &slot)?;
+        if run == args.repeat {
+            images = Some(processed.read_images(&gpu)?);
+        }
+        runs.push(processed.into_result());
     }
     let timings = StageTimings::median(runs.iter().map(|r| &r.timings));
     let mut result = runs.pop().expect("at least one run");
     result.timings = timings;
-    let images = pipeline.read_images(&gpu, Some(&slot))?;
+    let images = images.expect("at least one run");
     let (report, written) = write_results(&args.out, &gpu, &pipeline, &result, &images, args.raw)?;
     print_summary(&args.input, &report, &written);
     Ok(())
@@ -564,7 +569,7 @@ fn capture(args: &CaptureArgs) -> Result<()> {
                         frame.layout
                     );
                 }
-                let result = pipeline.process(&gpu, frame.slot)?;
+                let processed = pipeline.process(&gpu, frame.slot)?;
                 frames += 1;
                 last = Instant::now();
                 first.get_or_insert(last);
@@ -572,7 +577,8 @@ fn capture(args: &CaptureArgs) -> Result<()> {
                     cpu_end = process_cpu_time();
                     // Now, while the frame's slot is held: the next `next_frame` may
                     // requeue it, and luma may be read from it.
-                    last_frame = Some((result, pipeline.read_images(&gpu, Some(frame.slot))?));
+                    let images = processed.read_images(&gpu)?;
+                    last_frame = Some((processed.into_result(), images));
                 }
             }
             Next::Idle => {}

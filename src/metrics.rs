@@ -16,7 +16,7 @@ use prometheus::{
 };
 
 use crate::capture::{CaptureStats, DropReason};
-use crate::cl::DeviceInfo;
+use crate::cl::ClDeviceInfo;
 use crate::pipeline::{FrameResult, Stage};
 
 /// Why a frame was lost after the pipeline: the publisher had not taken the previous ones.
@@ -366,7 +366,7 @@ impl CameraMetrics {
     }
 
     /// Names the OpenCL device the camera runs on (once it was opened on one).
-    pub fn set_device(&self, device: &DeviceInfo) {
+    pub fn set_device(&self, device: &ClDeviceInfo) {
         self.device_info
             .with_label_values(&[&self.name, &device.platform, &device.name, &device.version])
             .set(1);

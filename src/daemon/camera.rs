@@ -14,11 +14,12 @@ use anyhow::{Context, Result};
 use tokio::sync::oneshot;
 
 use crate::capture::{self, FrameSource, Next, SourceSpec};
-use crate::cl::{FrameSlot, Gpu};
+use crate::cl::Gpu;
 use crate::config::CameraSettings;
 use crate::frame::FrameLayout;
 use crate::metrics::CameraMetrics;
-use crate::pipeline::{FrameResult, Pipeline, PipelineOptions, Region};
+use crate::pipeline::{FrameResult, Pipeline, PipelineOptions, Processed};
+use crate::region::Region;
 
 /// How long a source may wait for a frame before the loop looks at its channels and the
 /// stop flag again; bounds the time to shut down.
@@ -325,8 +326,6 @@ fn run_opened(
         );
     }
     let mut failures_logged = 0u32;
-    // What the pipeline's images show now: snapshot requests between frames use it.
-    let mut shown: Option<Shown> = None;
     while !links.stopped() {
         links.state.turn();
         while let Ok(reload) = links.reloads.try_recv() {
@@ -338,20 +337,8 @@ fn run_opened(
             let up = cam.source.is_up();
             links.state.set_waiting(!up);
             m.capture(up, &cam.source.stats());
-            // The last frame's slot may be refilled by now: where luma is read from it,
+            // The last frame's slot may be refilled by now and luma may be read from it:
             // requests wait for the next frame (the server gives up after a while).
-            if let (Some(shown), Some(pipeline)) = (shown.as_ref(), cam.pipeline.as_ref()) {
-                if !pipeline.luma_reads_slot() {
-                    answer_snapshots(
-                        pipeline,
-                        &cam.gpu,
-                        &links.snapshots,
-                        shown,
-                        None,
-                        &settings.name,
-                    );
-                }
-            }
             continue;
         };
         if cam.pipeline.as_ref().map(|p| *p.layout()) != Some(frame.layout) {
@@ -365,8 +352,6 @@ fn run_opened(
                     frame.layout.stride
                 );
             }
-            // The old pipeline's images describe another layout.
-            shown = None;
             cam.pipeline = None;
             cam.pipeline = Some(build_pipeline(&cam.gpu, frame.layout, settings)?);
             cam.describe = Arc::new(SourceInfo {
@@ -379,32 +364,18 @@ fn run_opened(
             continue;
         };
         let (sequence, captured) = (frame.sequence, frame.captured);
-        let processed = pipeline.process(&cam.gpu, frame.slot);
-        // The frame, so its slot, is held up to here: answer while luma may be read from it.
-        shown = processed.as_ref().ok().map(|result| {
-            let now_shown = Shown {
-                width: result.width,
-                height: result.height,
-                histogram: result.histogram,
-                otsu_threshold: result.otsu_threshold,
-            };
-            answer_snapshots(
-                pipeline,
-                &cam.gpu,
-                &links.snapshots,
-                &now_shown,
-                Some(frame.slot),
-                &settings.name,
-            );
-            now_shown
+        let processed = pipeline.process(&cam.gpu, frame.slot).map(|processed| {
+            // The frame, so its slot, is held up to here: answer while luma may be read
+            // from it.
+            answer_snapshots(&processed, &cam.gpu, &links.snapshots, &settings.name);
+            processed.into_result()
         });
         links.state.set_waiting(false);
         m.capture(cam.source.is_up(), &cam.source.stats());
         let result = match processed {
             Ok(result) => result,
             Err(e) => {
-                // `shown` is None now: the images may be half overwritten, so no snapshot
-                // until a frame succeeds.
+                // No snapshot from a failed frame: its images may be half overwritten.
                 m.pipeline_errors.inc();
                 // A failing frame repeats every frame: log the first few, then count.
                 if failures_logged < 5 {
@@ -426,14 +397,6 @@ fn run_opened(
         }
     }
     Ok(())
-}
-
-/// The small results of the frame whose images the pipeline holds.
-struct Shown {
-    width: u32,
-    height: u32,
-    histogram: [u32; 256],
-    otsu_threshold: u8,
 }
 
 /// Takes new options and regions; they also stay in `settings` for a reopened camera.
@@ -458,15 +421,12 @@ fn apply(
     Ok(())
 }
 
-/// Reads the last frame's pictures back once for every request waiting; requests are
-/// rare (the server caches a snapshot for a second), so this costs the loop little.
-/// `slot` is the last frame's slot while it is still held (see [`Pipeline::read_images`]).
+/// Reads the frame's pictures back once for every request waiting; requests are rare
+/// (the server caches a snapshot for a second), so this costs the loop little.
 fn answer_snapshots(
-    pipeline: &Pipeline,
+    frame: &Processed,
     gpu: &Gpu,
     requests: &mpsc::Receiver<SnapshotReply>,
-    shown: &Shown,
-    slot: Option<&FrameSlot>,
     name: &str,
 ) {
     // Requests the server gave up on (a camera that was down) need no read-back.
@@ -474,7 +434,7 @@ fn answer_snapshots(
     if waiting.is_empty() {
         return;
     }
-    let images = match pipeline.read_images(gpu, slot) {
+    let images = match frame.read_images(gpu) {
         Ok(images) => images,
         Err(e) => {
             tracing::warn!(camera = %name, "reading a snapshot: {e:#}");
@@ -482,13 +442,13 @@ fn answer_snapshots(
         }
     };
     let snapshot = Arc::new(Snapshot {
-        width: shown.width,
-        height: shown.height,
+        width: frame.width,
+        height: frame.height,
         luma: images.luma,
         edges: images.magnitude,
         mask: images.mask,
-        histogram: shown.histogram,
-        otsu_threshold: shown.otsu_threshold,
+        histogram: frame.histogram,
+        otsu_threshold: frame.otsu_threshold,
     });
     for reply in waiting {
         let _ = reply.send(Arc::clone(&snapshot));
@@ -499,7 +459,7 @@ fn answer_snapshots(
 mod tests {
     use super::*;
     use crate::capture::{CaptureError, CaptureStats, Frame, IoMode};
-    use crate::cl::DeviceSpec;
+    use crate::cl::{DeviceSpec, FrameSlot};
     use crate::frame::PixelFormat;
     use crate::metrics::Metrics;
 
@@ -571,7 +531,6 @@ mod tests {
                 let gpu = Gpu::open(&device).expect("an OpenCL device");
                 let pipeline = Pipeline::new(&gpu, layout, options, &[]).expect("pipeline");
                 let slot = pipeline.new_slot(&gpu).expect("slot");
-                let luma_reads_slot = pipeline.luma_reads_slot();
                 let source = Box::new(Requeued {
                     layout,
                     slot,
@@ -581,21 +540,14 @@ mod tests {
                     format: layout.format.name(),
                     device: gpu.info.to_string(),
                 });
-                let camera = Camera {
+                Camera {
                     gpu,
                     source,
                     pipeline: None,
                     describe,
-                };
-                (camera, luma_reads_slot)
+                }
             }
         };
-        let (probe, luma_reads_slot) = open_camera();
-        if !luma_reads_slot {
-            eprintln!("skipped: {} has its own luma buffer", probe.gpu.info);
-            return;
-        }
-        drop(probe);
         let mut settings = CameraSettings {
             name: "t".into(),
             device,
@@ -616,7 +568,7 @@ mod tests {
             }
         }
         std::thread::scope(|s| {
-            let camera = s.spawn(move || run_opened(open_camera().0, &mut settings, &m, &links));
+            let camera = s.spawn(move || run_opened(open_camera(), &mut settings, &m, &links));
             let stopper = StopOnDrop(Arc::clone(&stop));
             for i in 0..30 {
                 let (tx, mut rx) = oneshot::channel();
