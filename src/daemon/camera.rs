@@ -17,6 +17,7 @@ use crate::capture::{self, FrameSource, Next, SourceSpec};
 use crate::cl::{FrameSlot, Gpu};
 use crate::config::CameraSettings;
 use crate::frame::FrameLayout;
+use crate::mailbox::{Snapshot, SnapshotReply, SourceInfo};
 use crate::metrics::CameraMetrics;
 use crate::pipeline::{FrameResult, Pipeline, PipelineOptions, Region};
 
@@ -32,19 +33,6 @@ pub struct Published {
     pub captured: Instant,
     pub source: Arc<SourceInfo>,
 }
-
-/// The pictures of the last processed frame, for `/snapshot/*.png`.
-pub struct Snapshot {
-    pub width: u32,
-    pub height: u32,
-    pub luma: Vec<u8>,
-    pub edges: Vec<u8>,
-    pub mask: Vec<u8>,
-    pub histogram: [u32; 256],
-    pub otsu_threshold: u8,
-}
-
-pub type SnapshotReply = oneshot::Sender<Arc<Snapshot>>;
 
 /// New ROIs and options from a SIGHUP; the reply says whether they were taken.
 pub struct Reload {
@@ -175,12 +163,6 @@ struct Camera {
     pipeline: Option<Pipeline>,
     /// What the published results say they came from.
     describe: Arc<SourceInfo>,
-}
-
-/// The format and OpenCL device of a camera's frames, shared by its published results.
-pub struct SourceInfo {
-    pub format: &'static str,
-    pub device: String,
 }
 
 fn open(settings: &CameraSettings) -> Result<Camera> {

@@ -20,8 +20,8 @@ use anyhow::{anyhow, Context, Result};
 use tokio::sync::{mpsc as tmpsc, oneshot, watch};
 
 use crate::config::{self, CameraSettings, Overrides, Settings};
+use crate::mailbox::Latest;
 use crate::metrics::{CameraMetrics, Metrics};
-use crate::pipeline::{FrameResult, PipelineOptions};
 use crate::server::{self, CameraView};
 use camera::{CameraState, Links, Published, Reload};
 use signals::Signal;
@@ -29,16 +29,6 @@ use signals::Signal;
 /// Results waiting for the publisher, per camera. Small on purpose: a publisher that
 /// falls this far behind loses frames (counted) rather than making the camera wait.
 const PUBLISH_QUEUE: usize = 8;
-
-/// The last published frame of a camera.
-pub struct Latest {
-    pub sequence: u64,
-    pub published: Instant,
-    pub result: FrameResult,
-    pub options: PipelineOptions,
-    /// The format and OpenCL device the frame came through.
-    pub source: Arc<camera::SourceInfo>,
-}
 
 struct CameraThread {
     settings: CameraSettings,

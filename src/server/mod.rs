@@ -7,6 +7,8 @@
 mod auth;
 mod page;
 mod routes;
+#[cfg(test)]
+mod routes_test;
 mod slots;
 
 use std::net::SocketAddr;

@@ -15,8 +15,7 @@ use tokio::sync::{oneshot, watch, Mutex};
 use super::auth::{Auth, Verdict};
 use super::page;
 use crate::config::WebSettings;
-use crate::daemon::camera::{Snapshot, SnapshotReply};
-use crate::daemon::Latest;
+use crate::mailbox::{Latest, Snapshot, SnapshotReply};
 use crate::metrics::Metrics;
 use crate::report::{self, Report};
 
