@@ -31,7 +31,9 @@ pub struct Snapshot {
     pub width: u32,
     pub height: u32,
     pub luma: Vec<u8>,
-    pub edges: Vec<u8>,
+    /// The Sobel gradient magnitude, one byte a pixel (not the thresholded edge mask,
+    /// which the pipeline's `Images` calls `edges`).
+    pub gradient: Vec<u8>,
     pub mask: Vec<u8>,
     pub histogram: [u32; 256],
     pub otsu_threshold: u8,

@@ -467,7 +467,7 @@ fn answer_snapshots(
         width: shown.width,
         height: shown.height,
         luma: images.luma,
-        edges: images.magnitude,
+        gradient: images.magnitude,
         mask: images.mask,
         histogram: shown.histogram,
         otsu_threshold: shown.otsu_threshold,

@@ -300,7 +300,8 @@ fn latest(state: &State, query: Option<&str>) -> Response<Body> {
 async fn snapshot(state: &State, name: &str, query: Option<&str>) -> Response<Body> {
     let kind = match name {
         "luma.png" => Picture::Luma,
-        "edges.png" => Picture::Edges,
+        // The gradient picture keeps the path users and `process` know it by.
+        "edges.png" => Picture::Gradient,
         "mask.png" => Picture::Mask,
         "histogram.png" => Picture::Histogram,
         _ => return text(StatusCode::NOT_FOUND, "not found\n"),
@@ -324,7 +325,7 @@ async fn snapshot(state: &State, name: &str, query: Option<&str>) -> Response<Bo
 #[derive(Clone, Copy)]
 enum Picture {
     Luma,
-    Edges,
+    Gradient,
     Mask,
     Histogram,
 }
@@ -347,7 +348,7 @@ fn encode(snap: &Snapshot, kind: Picture) -> image::ImageResult<Vec<u8>> {
         _ => {
             let pixels = match kind {
                 Picture::Luma => &snap.luma,
-                Picture::Edges => &snap.edges,
+                Picture::Gradient => &snap.gradient,
                 _ => &snap.mask,
             };
             encoder.write_image(pixels, snap.width, snap.height, ExtendedColorType::L8)?;

@@ -58,7 +58,7 @@ fn published(name: &str) -> CameraView {
                 width: 4,
                 height: 2,
                 luma: vec![10; 8],
-                edges: vec![20; 8],
+                gradient: vec![20; 8],
                 mask: vec![255; 8],
                 histogram: [1; 256],
                 otsu_threshold: 99,
