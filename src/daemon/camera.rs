@@ -13,12 +13,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use tokio::sync::oneshot;
 
+use super::camera_metrics::CameraMetrics;
 use crate::capture::{self, FrameSource, Next, SourceSpec};
 use crate::cl::{FrameSlot, Gpu};
 use crate::config::CameraSettings;
 use crate::frame::FrameLayout;
 use crate::mailbox::{Snapshot, SnapshotReply, SourceInfo};
-use crate::metrics::CameraMetrics;
 use crate::pipeline::{FrameResult, Pipeline, PipelineOptions, Region};
 
 /// How long a source may wait for a frame before the loop looks at its channels and the
@@ -482,6 +482,7 @@ mod tests {
     use super::*;
     use crate::capture::{CaptureError, CaptureStats, Frame, IoMode};
     use crate::cl::DeviceSpec;
+    use crate::daemon::camera_metrics::CameraFamilies;
     use crate::frame::PixelFormat;
     use crate::metrics::Metrics;
 
@@ -587,8 +588,8 @@ mod tests {
         };
         let stop = Arc::new(AtomicBool::new(false));
         let (links, ends) = Links::new(Arc::clone(&stop), 4);
-        let metrics = Metrics::new(16);
-        let m = metrics.camera("t", None);
+        let metrics = Metrics::new();
+        let m = CameraFamilies::new(&metrics, 16).camera("t", None);
         /// Stops the camera however the test ends: a failed assertion must not leave
         /// the scope waiting for the camera thread forever.
         struct StopOnDrop(Arc<AtomicBool>);
@@ -696,8 +697,8 @@ mod tests {
         };
         let stop = Arc::new(AtomicBool::new(false));
         let (links, ends) = Links::new(Arc::clone(&stop), 4);
-        let metrics = Metrics::new(16);
-        let m = Arc::new(metrics.camera("t", None));
+        let metrics = Metrics::new();
+        let m = Arc::new(CameraFamilies::new(&metrics, 16).camera("t", None));
         let opened = Arc::new(AtomicU64::new(0));
         let open_camera = {
             let opened = Arc::clone(&opened);

@@ -9,6 +9,7 @@ use http_body_util::Full;
 use hyper::body::Body as _;
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
+use prometheus::IntCounterVec;
 use serde::Serialize;
 use tokio::sync::{oneshot, watch, Mutex};
 
@@ -93,9 +94,34 @@ impl CameraView {
     }
 }
 
+/// `edgesight_http_requests_total`, the family the routes set.
+pub struct HttpMetrics {
+    requests: IntCounterVec,
+}
+
+impl HttpMetrics {
+    pub fn new(metrics: &Metrics) -> HttpMetrics {
+        HttpMetrics {
+            requests: metrics.counters(
+                "edgesight_http_requests_total",
+                "HTTP requests answered, by handler and status code.",
+                &["handler", "code"],
+            ),
+        }
+    }
+
+    /// Counts one answer; `handler` is one of a fixed set (see `handler_label`).
+    pub fn answered(&self, handler: &'static str, status: StatusCode) {
+        self.requests
+            .with_label_values(&[handler, status.as_str()])
+            .inc();
+    }
+}
+
 pub struct State {
     web: WebSettings,
     metrics: Arc<Metrics>,
+    http: HttpMetrics,
     cameras: Arc<Vec<CameraView>>,
     auth: Arc<Auth>,
 }
@@ -109,6 +135,7 @@ impl State {
     ) -> State {
         State {
             web,
+            http: HttpMetrics::new(&metrics),
             metrics,
             cameras,
             auth,
@@ -150,11 +177,7 @@ pub async fn handle<B>(state: &State, req: Request<B>) -> Response<Body> {
             .insert(header::CONTENT_LENGTH, HeaderValue::from(length));
         *resp.body_mut() = Full::new(Bytes::new());
     }
-    state
-        .metrics
-        .http_requests
-        .with_label_values(&[handler, resp.status().as_str()])
-        .inc();
+    state.http.answered(handler, resp.status());
     resp
 }
 

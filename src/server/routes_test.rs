@@ -81,7 +81,7 @@ fn state(web: WebSettings, auth: Auth) -> State {
     let cameras = vec![published("front"), silent("idle")];
     State::new(
         web,
-        Arc::new(Metrics::new(16)),
+        Arc::new(Metrics::new()),
         Arc::new(cameras),
         Arc::new(auth),
     )
