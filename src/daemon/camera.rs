@@ -387,7 +387,7 @@ fn run_opened(
             Err(e) => {
                 // `shown` is None now: the images may be half overwritten, so no snapshot
                 // until a frame succeeds.
-                m.pipeline_errors.inc();
+                m.pipeline_error(&e);
                 // A failing frame repeats every frame: log the first few, then count.
                 if failures_logged < 5 {
                     failures_logged += 1;

@@ -1,6 +1,7 @@
-//! The families a camera's threads set: capture, frames, stage timings, the
+//! The families a camera's threads set: capture, frames, stage timings and errors, the
 //! frame's numbers and its regions'. The capture/GPU thread fills the capture counters
-//! ([`CameraMetrics::capture`]) and the publisher copies each [`FrameResult`] in ([`CameraMetrics::frame`]); stages never
+//! ([`CameraMetrics::capture`]) and stage errors ([`CameraMetrics::pipeline_error`]), and
+//! the publisher copies each [`FrameResult`] in ([`CameraMetrics::frame`]); stages never
 //! touch the registry.
 
 use std::collections::BTreeSet;
@@ -14,7 +15,7 @@ use prometheus::{
 use crate::capture::{CaptureStats, DropReason};
 use crate::cl::DeviceInfo;
 use crate::metrics::Metrics;
-use crate::pipeline::{FrameResult, Stage};
+use crate::pipeline::{FrameResult, PipelineError, Stage};
 
 /// Why a frame was lost after the pipeline: the publisher had not taken the previous ones.
 pub const DROP_PUBLISH_BACKLOG: &str = "publish_backlog";
@@ -39,6 +40,7 @@ pub struct CameraFamilies {
     reconnects: IntCounterVec,
     restarts: IntCounterVec,
     pipeline_errors: IntCounterVec,
+    stage_errors: IntCounterVec,
     stage: HistogramVec,
     latency: HistogramVec,
     frame_rate: GaugeVec,
@@ -94,6 +96,11 @@ impl CameraFamilies {
                 "edgesight_pipeline_errors_total",
                 "Frames the OpenCL pipeline failed on.",
                 cam,
+            ),
+            stage_errors: m.counters(
+                "edgesight_stage_errors_total",
+                "Frames a pipeline stage failed on, by stage (a part of edgesight_pipeline_errors_total).",
+                &["camera", "stage"],
             ),
             stage: m.histograms(
                 "edgesight_stage_duration_seconds",
@@ -191,6 +198,8 @@ impl CameraFamilies {
             restarts: self.restarts.with_label_values(l),
             device_info: self.device_info.clone(),
             pipeline_errors: self.pipeline_errors.with_label_values(l),
+            stage_errors: Stage::ALL
+                .map(|s| self.stage_errors.with_label_values(&[name, s.name()])),
             stages: Stage::ALL.map(|s| self.stage.with_label_values(&[name, s.name()])),
             latency: self.latency.with_label_values(l),
             frame_rate: self.frame_rate.with_label_values(l),
@@ -230,7 +239,8 @@ pub struct CameraMetrics {
     reconnects: IntCounter,
     pub restarts: IntCounter,
     device_info: IntGaugeVec,
-    pub pipeline_errors: IntCounter,
+    pipeline_errors: IntCounter,
+    stage_errors: [IntCounter; Stage::ALL.len()],
     stages: [Histogram; Stage::ALL.len()],
     latency: Histogram,
     pub frame_rate: Gauge,
@@ -256,6 +266,17 @@ impl CameraMetrics {
         self.device_info
             .with_label_values(&[&self.name, &device.platform, &device.name, &device.version])
             .set(1);
+    }
+
+    /// Counts a frame the pipeline failed on, and the stage that failed where the error
+    /// names one.
+    pub fn pipeline_error(&self, error: &PipelineError) {
+        self.pipeline_errors.inc();
+        if let PipelineError::Stage { stage, .. } = error {
+            if let Some(i) = Stage::ALL.iter().position(|s| s.name() == *stage) {
+                self.stage_errors[i].inc();
+            }
+        }
     }
 
     /// Copies a source's running totals in (counters grow by the difference).
@@ -327,5 +348,41 @@ impl CameraMetrics {
                 .set(stats.foreground_ratio());
         }
         *names = now;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cl::ClError;
+
+    fn sample(metrics: &Metrics, series: &str) -> Option<f64> {
+        let text = String::from_utf8(metrics.encode()).expect("UTF-8");
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+    }
+
+    #[test]
+    fn a_failed_stage_is_counted_by_its_name_and_in_the_pipeline_errors() {
+        let metrics = Metrics::new();
+        let m = CameraFamilies::new(&metrics, 16).camera("c", None);
+        m.pipeline_error(&PipelineError::Stage {
+            stage: Stage::Sobel.name(),
+            source: ClError::NoPlatform,
+        });
+        // An error of no stage in particular counts only in the pipeline's.
+        m.pipeline_error(&PipelineError::SlotNotHeld);
+        let stage = |s: &str| {
+            sample(
+                &metrics,
+                &format!(r#"edgesight_stage_errors_total{{camera="c",stage="{s}"}}"#),
+            )
+        };
+        assert_eq!(stage("sobel"), Some(1.0));
+        assert_eq!(stage("luma"), Some(0.0));
+        assert_eq!(
+            sample(&metrics, r#"edgesight_pipeline_errors_total{camera="c"}"#),
+            Some(2.0)
+        );
     }
 }
