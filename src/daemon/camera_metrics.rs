@@ -4,7 +4,6 @@
 //! the publisher copies each [`FrameResult`] in ([`CameraMetrics::frame`]); stages never
 //! touch the registry.
 
-use std::collections::BTreeSet;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -15,7 +14,7 @@ use prometheus::{
 use crate::capture::{CaptureStats, DropReason};
 use crate::cl::DeviceInfo;
 use crate::metrics::Metrics;
-use crate::pipeline::{FrameResult, PipelineError, Stage};
+use crate::pipeline::{FrameResult, PipelineError, Region, RegionStats, Stage};
 
 /// Why a frame was lost after the pipeline: the publisher had not taken the previous ones.
 pub const DROP_PUBLISH_BACKLOG: &str = "publish_backlog";
@@ -214,8 +213,10 @@ impl CameraFamilies {
                     self.histogram.with_label_values(&[name, &low])
                 })
                 .collect(),
-            roi: self.roi.clone(),
-            roi_names: Mutex::new(BTreeSet::new()),
+            roi: Mutex::new(RoiSeries {
+                families: self.roi.clone(),
+                regions: Vec::new(),
+            }),
             last_capture: Mutex::new(CaptureStats::default()),
         }
     }
@@ -227,6 +228,62 @@ struct RoiFamilies {
     stddev: GaugeVec,
     edges: GaugeVec,
     foreground: GaugeVec,
+}
+
+/// One region's series, resolved once.
+struct RoiGauges {
+    name: String,
+    mean: Gauge,
+    stddev: Gauge,
+    edges: Gauge,
+    foreground: Gauge,
+}
+
+/// The series of the regions a camera exports now, resolved when its regions change (the
+/// first frame after a reload), so that a frame with the same regions as the last one
+/// sets plain atomics, with no label lookup and no allocation.
+struct RoiSeries {
+    families: RoiFamilies,
+    regions: Vec<RoiGauges>,
+}
+
+impl RoiSeries {
+    fn holds(&self, regions: &[(Region, RegionStats)]) -> bool {
+        self.regions.len() == regions.len()
+            && self
+                .regions
+                .iter()
+                .zip(regions)
+                .all(|(held, (r, _))| held.name == r.name)
+    }
+
+    /// Resolves the series of `regions`; those of regions gone vanish from the export.
+    fn resolve(&mut self, camera: &str, regions: &[(Region, RegionStats)]) {
+        let f = &self.families;
+        for gone in &self.regions {
+            if regions.iter().any(|(r, _)| r.name == gone.name) {
+                continue;
+            }
+            let labels = [camera, gone.name.as_str()];
+            for family in [&f.mean, &f.stddev, &f.edges, &f.foreground] {
+                // Absent already is fine: the aim is only that it is absent.
+                let _ = family.remove_label_values(&labels);
+            }
+        }
+        self.regions = regions
+            .iter()
+            .map(|(r, _)| {
+                let labels = [camera, r.name.as_str()];
+                RoiGauges {
+                    name: r.name.clone(),
+                    mean: f.mean.with_label_values(&labels),
+                    stddev: f.stddev.with_label_values(&labels),
+                    edges: f.edges.with_label_values(&labels),
+                    foreground: f.foreground.with_label_values(&labels),
+                }
+            })
+            .collect();
+    }
 }
 
 /// One camera's series, resolved once so that updates are plain atomics.
@@ -250,9 +307,7 @@ pub struct CameraMetrics {
     foreground: Gauge,
     edges: Gauge,
     histogram: Vec<Gauge>,
-    roi: RoiFamilies,
-    /// The ROI label values exported now, so that regions removed by a reload vanish.
-    roi_names: Mutex<BTreeSet<String>>,
+    roi: Mutex<RoiSeries>,
     last_capture: Mutex<CaptureStats>,
 }
 
@@ -315,39 +370,18 @@ impl CameraMetrics {
                 .sum();
             gauge.set(count as f64 / pixels);
         }
-        let Ok(mut names) = self.roi_names.lock() else {
+        let Ok(mut roi) = self.roi.lock() else {
             return;
         };
-        let now: BTreeSet<String> = result.regions.iter().map(|(r, _)| r.name.clone()).collect();
-        for gone in names.difference(&now) {
-            let labels = [self.name.as_str(), gone.as_str()];
-            for family in [
-                &self.roi.mean,
-                &self.roi.stddev,
-                &self.roi.edges,
-                &self.roi.foreground,
-            ] {
-                // Absent already is fine: the aim is only that it is absent.
-                let _ = family.remove_label_values(&labels);
-            }
+        if !roi.holds(&result.regions) {
+            roi.resolve(&self.name, &result.regions);
         }
-        for (region, stats) in &result.regions {
-            let labels = [self.name.as_str(), region.name.as_str()];
-            self.roi.mean.with_label_values(&labels).set(stats.mean());
-            self.roi
-                .stddev
-                .with_label_values(&labels)
-                .set(stats.stddev());
-            self.roi
-                .edges
-                .with_label_values(&labels)
-                .set(stats.edge_ratio());
-            self.roi
-                .foreground
-                .with_label_values(&labels)
-                .set(stats.foreground_ratio());
+        for (series, (_, stats)) in roi.regions.iter().zip(&result.regions) {
+            series.mean.set(stats.mean());
+            series.stddev.set(stats.stddev());
+            series.edges.set(stats.edge_ratio());
+            series.foreground.set(stats.foreground_ratio());
         }
-        *names = now;
     }
 }
 
@@ -384,5 +418,51 @@ mod tests {
             sample(&metrics, r#"edgesight_pipeline_errors_total{camera="c"}"#),
             Some(2.0)
         );
+    }
+
+    fn region(name: &str, mean: u64) -> (Region, RegionStats) {
+        let region = Region {
+            name: name.into(),
+            x: 0,
+            y: 0,
+            width: 2,
+            height: 2,
+        };
+        let stats = RegionStats {
+            area: 4,
+            sum: 4 * mean,
+            // Every pixel at `mean`: the moments of a real region.
+            sqsum: 4 * mean * mean,
+            ..RegionStats::default()
+        };
+        (region, stats)
+    }
+
+    #[test]
+    fn roi_series_follow_the_regions_and_removed_ones_vanish() {
+        let metrics = Metrics::new();
+        let m = CameraFamilies::new(&metrics, 16).camera("c", None);
+        let mean = |roi: &str| {
+            sample(
+                &metrics,
+                &format!(r#"edgesight_roi_mean_luma{{camera="c",roi="{roi}"}}"#),
+            )
+        };
+        let mut result = FrameResult::empty();
+        result.regions = vec![region("a", 10), region("b", 20)];
+        m.frame(&result, Duration::ZERO);
+        assert_eq!((mean("a"), mean("b")), (Some(10.0), Some(20.0)));
+        // The same regions again: the held series take the new values.
+        result.regions = vec![region("a", 11), region("b", 21)];
+        m.frame(&result, Duration::ZERO);
+        assert_eq!((mean("a"), mean("b")), (Some(11.0), Some(21.0)));
+        // A reload: `a` goes, `c` comes, `b` stays, now second.
+        result.regions = vec![region("c", 30), region("b", 22)];
+        m.frame(&result, Duration::ZERO);
+        assert_eq!(mean("a"), None);
+        assert_eq!((mean("b"), mean("c")), (Some(22.0), Some(30.0)));
+        result.regions.clear();
+        m.frame(&result, Duration::ZERO);
+        assert_eq!((mean("b"), mean("c")), (None, None));
     }
 }
