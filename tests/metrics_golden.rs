@@ -4,6 +4,9 @@
 //! and fails the test; `EDGESIGHT_UPDATE_GOLDEN=1 cargo test --test metrics_golden`
 //! writes the new text to the fixture, for review in the diff.
 //!
+//! The alert rules and the dashboard in `deploy/` are checked to use only families the
+//! fixture has.
+//!
 //! The process families measure this test process, so their values are set to 0; the
 //! build's version is written as `VERSION`. Everything else is as rendered.
 
@@ -243,4 +246,33 @@ fn promtool_finds_nothing_in_the_fixture() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Every edgesight metric the alert rules and the dashboard use is one the daemon exports:
+/// a family in the fixture.
+#[test]
+fn deploy_rules_and_dashboard_use_only_exported_families() {
+    let exported = golden();
+    let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
+    let dashboard =
+        std::fs::read_to_string(deploy.join("grafana-dashboard.json")).expect("dashboard");
+    let parsed: serde_json::Value = serde_json::from_str(&dashboard).expect("dashboard JSON");
+    assert!(parsed["panels"].as_array().is_some_and(|p| p.len() >= 8));
+    let alerts = std::fs::read_to_string(deploy.join("alerts.yml")).expect("alerts");
+    for text in [&dashboard, &alerts] {
+        for (i, _) in text.match_indices("edgesight_") {
+            let name: String = text[i..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            let base = ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|s| name.strip_suffix(s).filter(|b| b.ends_with("_seconds")))
+                .unwrap_or(&name);
+            assert!(
+                exported.contains(&format!("# TYPE {base} ")),
+                "{base} is not exported"
+            );
+        }
+    }
 }
