@@ -18,6 +18,7 @@ pub mod daemon;
 pub mod files;
 pub mod frame;
 pub mod input;
+pub mod mailbox;
 pub mod metrics;
 pub mod pipeline;
 pub mod reference;

@@ -13,11 +13,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use tokio::sync::oneshot;
 
+use super::camera_metrics::CameraMetrics;
 use crate::capture::{self, FrameSource, Next, SourceSpec};
 use crate::cl::Gpu;
 use crate::config::CameraSettings;
 use crate::frame::FrameLayout;
-use crate::metrics::CameraMetrics;
+use crate::mailbox::{Snapshot, SnapshotReply, SourceInfo};
 use crate::pipeline::{FrameResult, Pipeline, PipelineOptions, Processed};
 use crate::region::Region;
 
@@ -33,19 +34,6 @@ pub struct Published {
     pub captured: Instant,
     pub source: Arc<SourceInfo>,
 }
-
-/// The pictures of the last processed frame, for `/snapshot/*.png`.
-pub struct Snapshot {
-    pub width: u32,
-    pub height: u32,
-    pub luma: Vec<u8>,
-    pub edges: Vec<u8>,
-    pub mask: Vec<u8>,
-    pub histogram: [u32; 256],
-    pub otsu_threshold: u8,
-}
-
-pub type SnapshotReply = oneshot::Sender<Arc<Snapshot>>;
 
 /// New ROIs and options from a SIGHUP; the reply says whether they were taken.
 pub struct Reload {
@@ -176,12 +164,6 @@ struct Camera {
     pipeline: Option<Pipeline>,
     /// What the published results say they came from.
     describe: Arc<SourceInfo>,
-}
-
-/// The format and OpenCL device of a camera's frames, shared by its published results.
-pub struct SourceInfo {
-    pub format: &'static str,
-    pub device: String,
 }
 
 fn open(settings: &CameraSettings) -> Result<Camera> {
@@ -376,7 +358,7 @@ fn run_opened(
             Ok(result) => result,
             Err(e) => {
                 // No snapshot from a failed frame: its images may be half overwritten.
-                m.pipeline_errors.inc();
+                m.pipeline_error(&e);
                 // A failing frame repeats every frame: log the first few, then count.
                 if failures_logged < 5 {
                     failures_logged += 1;
@@ -445,7 +427,7 @@ fn answer_snapshots(
         width: frame.width,
         height: frame.height,
         luma: images.luma,
-        edges: images.magnitude,
+        gradient: images.magnitude,
         mask: images.mask,
         histogram: frame.histogram,
         otsu_threshold: frame.otsu_threshold,
@@ -460,6 +442,7 @@ mod tests {
     use super::*;
     use crate::capture::{CaptureError, CaptureStats, Frame, IoMode};
     use crate::cl::{DeviceSpec, FrameSlot};
+    use crate::daemon::camera_metrics::CameraFamilies;
     use crate::frame::PixelFormat;
     use crate::metrics::Metrics;
 
@@ -557,8 +540,8 @@ mod tests {
         };
         let stop = Arc::new(AtomicBool::new(false));
         let (links, ends) = Links::new(Arc::clone(&stop), 4);
-        let metrics = Metrics::new(16);
-        let m = metrics.camera("t", None);
+        let metrics = Metrics::new();
+        let m = CameraFamilies::new(&metrics, 16).camera("t", None);
         /// Stops the camera however the test ends: a failed assertion must not leave
         /// the scope waiting for the camera thread forever.
         struct StopOnDrop(Arc<AtomicBool>);
@@ -666,8 +649,8 @@ mod tests {
         };
         let stop = Arc::new(AtomicBool::new(false));
         let (links, ends) = Links::new(Arc::clone(&stop), 4);
-        let metrics = Metrics::new(16);
-        let m = Arc::new(metrics.camera("t", None));
+        let metrics = Metrics::new();
+        let m = Arc::new(CameraFamilies::new(&metrics, 16).camera("t", None));
         let opened = Arc::new(AtomicU64::new(0));
         let open_camera = {
             let opened = Arc::clone(&opened);
