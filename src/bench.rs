@@ -13,7 +13,7 @@
 //! as many bytes as the stage must move (every input read once, every output written once),
 //! timed the same way.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use opencl3::memory::{Buffer, CL_MEM_READ_WRITE};
 use serde::Serialize;
@@ -105,6 +105,18 @@ pub fn synthetic_frame(width: u32, height: u32) -> Vec<u8> {
         }
     }
     out
+}
+
+/// User plus system CPU time of the whole process so far.
+pub fn process_cpu_time() -> Duration {
+    // SAFETY: a rusage is integers and timevals; all zero is valid.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes one rusage into `usage`, a live local.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return Duration::ZERO;
+    }
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
 }
 
 /// Median and spread of a series of measurements, in milliseconds.
