@@ -37,8 +37,8 @@ use crate::frame::FrameLayout;
 pub use pattern::PatternSource;
 pub use replay::ReplaySource;
 pub use spec::{
-    check_fps, check_frame_size, parse_fps, InvalidSource, SourceSpec, MAX_FPS, MAX_FRAME_SIDE,
-    MIN_FPS,
+    check_fps, check_frame_size, parse_fps, BadParts, InvalidSource, SourceKind, SourcePart,
+    SourceParts, SourceSpec, DEFAULT_FPS, DEFAULT_PATTERN_SIZE, MAX_FPS, MAX_FRAME_SIDE, MIN_FPS,
 };
 pub use v4l2::V4l2Source;
 

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use edgesight::bench::process_cpu_time;
-use edgesight::capture::{self, IoMode, Next, SourceSpec};
+use edgesight::capture::{self, IoMode, Next, SourceKind, SourceParts, SourceSpec};
 use edgesight::cl::Gpu;
 use edgesight::pipeline::Pipeline;
 
@@ -44,12 +44,19 @@ fn capture_source(args: &CaptureArgs) -> Result<SourceSpec, BadSource> {
         }
     };
     match spec {
-        SourceSpec::V4l2 { device, .. } => Ok(SourceSpec::V4l2 {
-            device,
+        SourceSpec::V4l2 { device, .. } => SourceParts {
+            device: Some(device),
             format: args.format,
             size: args.size,
             fps: args.fps,
             io: args.io,
+            ..SourceParts::default()
+        }
+        .build(SourceKind::V4l2)
+        // The flags are named as the parts: only --size can fail here, against --format.
+        .map_err(|e| match e.part {
+            Some(part) => BadSource(format!("--{}: {}", part.key(), e.message)),
+            None => BadSource(e.message),
         }),
         other if args.format.is_some() || args.size.is_some() || args.fps.is_some() || args.io.is_some() => {
             Err(BadSource(format!(

@@ -5,14 +5,13 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::net::SocketAddr;
-use std::ops::Range;
 use std::time::Duration;
 
 use toml::Spanned;
 
 use super::schema::*;
 use super::{flag, ConfigError, Doc, Overrides};
-use crate::capture::{check_fps, check_frame_size, IoMode, SourceSpec};
+use crate::capture::{IoMode, SourceKind, SourcePart, SourceParts, SourceSpec};
 use crate::cl::DeviceSpec;
 use crate::frame::{FrameLayout, PixelFormat, Size};
 use crate::pipeline::{Border, Magnitude, PipelineOptions, Region};
@@ -347,18 +346,6 @@ fn check_source(doc: &Doc, source: &Spanned<SourceConfig>) -> Result<SourceSpec,
             "missing: pattern, v4l2 or replay",
         )
     })?;
-    let kind_name = match kind.get_ref() {
-        SourceKind::Pattern => "pattern",
-        SourceKind::V4l2 => "v4l2",
-        SourceKind::Replay => "replay",
-    };
-    let not_for = |span: Range<usize>, key: &str| {
-        doc.at(
-            span,
-            format!("camera.source.{key}"),
-            format!("does not apply to a {kind_name} source"),
-        )
-    };
     let format = match &s.format {
         Some(f) => Some(
             f.get_ref()
@@ -375,109 +362,56 @@ fn check_source(doc: &Doc, source: &Spanned<SourceConfig>) -> Result<SourceSpec,
         ),
         None => None,
     };
-    let fps = match &s.fps {
-        Some(f) => {
-            Some(check_fps(*f.get_ref()).map_err(|e| doc.at(f.span(), "camera.source.fps", e))?)
-        }
+    let io = match &s.io {
+        // Read only where it applies: a kind that takes no I/O mode refuses it whatever it
+        // says, so elsewhere any mode stands for it.
+        Some(io) if *kind.get_ref() == SourceKind::V4l2 => Some(
+            io.get_ref()
+                .parse::<IoMode>()
+                .map_err(|e| doc.at(io.span(), "camera.source.io", e.to_string()))?,
+        ),
+        Some(_) => Some(IoMode::Mmap),
         None => None,
     };
-    if let (Some(z), Some(size)) = (&s.size, size) {
-        // Without a format (a camera's own), the size limits are those of any format.
-        check_frame_size(size, format).map_err(|e| doc.at(z.span(), "camera.source.size", e))?;
-    }
-    let spec = match kind.get_ref() {
-        SourceKind::Pattern => {
-            for (field, key) in [
-                (s.device.as_ref().map(Spanned::span), "device"),
-                (s.path.as_ref().map(Spanned::span), "path"),
-                (s.io.as_ref().map(Spanned::span), "io"),
-            ] {
-                if let Some(span) = field {
-                    return Err(not_for(span, key));
-                }
-            }
-            SourceSpec::Pattern {
-                size: size.unwrap_or(Size {
-                    width: 1280,
-                    height: 720,
-                }),
-                format: format.unwrap_or(PixelFormat::Grey),
-                fps: fps.unwrap_or(30.0),
-            }
-        }
-        SourceKind::V4l2 => {
-            if let Some(p) = &s.path {
-                return Err(not_for(p.span(), "path"));
-            }
-            let device = s.device.as_ref().ok_or_else(|| {
-                doc.at(
-                    source.span(),
-                    "camera.source.device",
-                    "missing: a v4l2 source needs its device node, e.g. device = \"/dev/video0\"",
-                )
-            })?;
-            if device.get_ref().as_os_str().is_empty() {
-                return Err(doc.at(
-                    device.span(),
-                    "camera.source.device",
-                    "empty: a v4l2 source needs its device node, e.g. device = \"/dev/video0\"",
-                ));
-            }
-            let io = match &s.io {
-                Some(io) => Some(
-                    io.get_ref()
-                        .parse::<IoMode>()
-                        .map_err(|e| doc.at(io.span(), "camera.source.io", e.to_string()))?,
-                ),
-                None => None,
-            };
-            SourceSpec::V4l2 {
-                device: device.get_ref().clone(),
-                format,
-                size,
-                fps,
-                io,
-            }
-        }
-        SourceKind::Replay => {
-            for (field, key) in [
-                (s.device.as_ref().map(Spanned::span), "device"),
-                (s.io.as_ref().map(Spanned::span), "io"),
-            ] {
-                if let Some(span) = field {
-                    return Err(not_for(span, key));
-                }
-            }
-            let path = s.path.as_ref().ok_or_else(|| {
-                doc.at(
-                    source.span(),
-                    "camera.source.path",
-                    "missing: a replay source needs a file or directory",
-                )
-            })?;
-            if !path.get_ref().exists() {
-                return Err(doc.at(
-                    path.span(),
-                    "camera.source.path",
-                    format!("{}: no such file or directory", path.get_ref().display()),
-                ));
-            }
-            let raw = match (size, format) {
-                (Some(size), Some(format)) => Some((size, format)),
-                (None, None) => None,
-                _ => return Err(doc.at(
-                    source.span(),
-                    "camera.source",
-                    "a raw replay file needs both size and format; a directory of images neither",
-                )),
-            };
-            SourceSpec::Replay {
-                path: path.get_ref().clone(),
-                raw,
-                fps: fps.unwrap_or(30.0),
-            }
-        }
+    let parts = SourceParts {
+        device: s.device.as_ref().map(|d| d.get_ref().clone()),
+        path: s.path.as_ref().map(|p| p.get_ref().clone()),
+        format,
+        size,
+        fps: s.fps.as_ref().map(|f| *f.get_ref()),
+        io,
     };
+    let spec = parts.build(*kind.get_ref()).map_err(|e| {
+        let span = |part: SourcePart| match part {
+            SourcePart::Device => s.device.as_ref().map(Spanned::span),
+            SourcePart::Path => s.path.as_ref().map(Spanned::span),
+            SourcePart::Size => s.size.as_ref().map(Spanned::span),
+            SourcePart::Fps => s.fps.as_ref().map(Spanned::span),
+            SourcePart::Io => s.io.as_ref().map(Spanned::span),
+        };
+        match e.part {
+            Some(part) if !e.missing => doc.at(
+                span(part).unwrap_or_else(|| source.span()),
+                format!("camera.source.{}", part.key()),
+                e.message,
+            ),
+            Some(part) => doc.at(
+                source.span(),
+                format!("camera.source.{}", part.key()),
+                e.message,
+            ),
+            None => doc.at(source.span(), "camera.source", e.message),
+        }
+    })?;
+    if let (SourceSpec::Replay { path, .. }, Some(written)) = (&spec, &s.path) {
+        if !path.exists() {
+            return Err(doc.at(
+                written.span(),
+                "camera.source.path",
+                format!("{}: no such file or directory", path.display()),
+            ));
+        }
+    }
     Ok(spec)
 }
 

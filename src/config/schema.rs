@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
+pub use crate::capture::SourceKind;
 use crate::capture::SourceSpec;
 use crate::cl::DeviceSpec;
 use crate::pipeline::{PipelineOptions, Region};
@@ -117,14 +118,6 @@ pub struct CameraConfig {
     pub pipeline: PipelineConfig,
     #[serde(default, rename = "roi")]
     pub rois: Vec<Spanned<RoiConfig>>,
-}
-
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum SourceKind {
-    Pattern,
-    V4l2,
-    Replay,
 }
 
 #[derive(Debug, Default, Deserialize)]
