@@ -9,13 +9,15 @@
 //! `check-config` refuses with the same words.
 //!
 //! The rooms: [`schema`] is the file as serde reads it and the settings it becomes,
-//! `check` turns one into the other, [`validate`] adds the machine, and `print` writes
-//! settings back as TOML. This file places errors: positions, keys, and the file's reading.
+//! `check` turns one into the other (`web` the `[web]` table), [`validate`] adds the
+//! machine, and `print` writes settings back as TOML. This file places errors (positions
+//! and keys) and reads the file.
 
 mod check;
 mod print;
 pub mod schema;
 mod validate;
+mod web;
 
 use std::fmt;
 use std::ops::Range;

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::schema::{CameraSettings, Settings};
-use crate::capture::SourceSpec;
+use crate::capture::{SourceKind, SourceSpec};
 use crate::pipeline::Magnitude;
 
 /// What a password hash is printed as where the hashes are not shown.
@@ -93,7 +93,7 @@ impl Source {
     fn of(spec: &SourceSpec) -> Source {
         match spec {
             SourceSpec::Pattern { size, format, fps } => Source {
-                kind: "pattern",
+                kind: SourceKind::Pattern.name(),
                 size: Some(size.to_string()),
                 format: Some(format.to_string()),
                 fps: Some(*fps),
@@ -106,7 +106,7 @@ impl Source {
                 fps,
                 io,
             } => Source {
-                kind: "v4l2",
+                kind: SourceKind::V4l2.name(),
                 device: Some(device.display().to_string()),
                 size: size.map(|s| s.to_string()),
                 format: format.map(|f| f.to_string()),
@@ -115,7 +115,7 @@ impl Source {
                 ..Source::default()
             },
             SourceSpec::Replay { path, raw, fps } => Source {
-                kind: "replay",
+                kind: SourceKind::Replay.name(),
                 path: Some(path.display().to_string()),
                 size: raw.map(|(size, _)| size.to_string()),
                 format: raw.map(|(_, format)| format.to_string()),
