@@ -22,6 +22,7 @@ macro_rules! capture_log {
     };
 }
 
+mod parts;
 pub mod pattern;
 pub mod replay;
 mod spec;
@@ -34,11 +35,12 @@ use std::time::{Duration, Instant};
 use crate::cl::{ClError, FrameSlot, Gpu};
 use crate::frame::FrameLayout;
 
+pub use parts::{BadParts, SourceKind, SourcePart, SourceParts};
 pub use pattern::PatternSource;
 pub use replay::ReplaySource;
 pub use spec::{
-    check_fps, check_frame_size, parse_fps, BadParts, InvalidSource, SourceKind, SourcePart,
-    SourceParts, SourceSpec, DEFAULT_FPS, DEFAULT_PATTERN_SIZE, MAX_FPS, MAX_FRAME_SIDE, MIN_FPS,
+    check_fps, check_frame_size, parse_fps, InvalidSource, SourceSpec, DEFAULT_FPS,
+    DEFAULT_PATTERN_SIZE, MAX_FPS, MAX_FRAME_SIDE, MIN_FPS,
 };
 pub use v4l2::V4l2Source;
 
