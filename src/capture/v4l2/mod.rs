@@ -10,6 +10,7 @@
 
 mod device;
 mod dmabuf;
+mod formats;
 mod queue;
 
 pub mod list;
@@ -17,8 +18,9 @@ pub mod list;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-pub use device::{control_key, fourcc_name, v4l2_fourcc, BufType, ControlInfo, Device};
+pub use device::{control_key, BufType, ControlInfo, Device};
 use dmabuf::DmabufImporter;
+pub use formats::{fourcc_name, v4l2_fourcc};
 use queue::{Event, StartError, Stream, StreamError};
 
 use super::{CaptureError, CaptureStats, DropReason, Frame, FrameSource, IoMode, Next};
@@ -204,9 +206,9 @@ impl V4l2Source {
                 }
                 f
             }
-            None => device::pixel_format(current.fourcc)
+            None => formats::pixel_format(current.fourcc)
                 .filter(|_| offered.contains(&current.fourcc) || offered.is_empty())
-                .or_else(|| offered.iter().find_map(|&c| device::pixel_format(c)))
+                .or_else(|| offered.iter().find_map(|&c| formats::pixel_format(c)))
                 .ok_or_else(|| {
                     ConnectError::Unusable(format!(
                         "offers none of the formats edgesight reads (grey, yuyv, uyvy, nv12, rgb24, bgr24, rgbx, bgrx); it offers {}",
