@@ -291,13 +291,6 @@ impl Device {
         // SAFETY: VIDIOC_S_CTRL takes a struct v4l2_control: two integers.
         unsafe { self.ioctl(vidioc::VIDIOC_S_CTRL, &mut c) }
     }
-
-    pub fn get_control(&self, id: u32) -> io::Result<i32> {
-        let mut c = v4l2_control { id, value: 0 };
-        // SAFETY: VIDIOC_G_CTRL takes a struct v4l2_control: two integers.
-        unsafe { self.ioctl(vidioc::VIDIOC_G_CTRL, &mut c)? };
-        Ok(c.value)
-    }
 }
 
 #[cfg(test)]

@@ -160,10 +160,6 @@ impl V4l2Source {
         self.negotiated.as_ref()
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Counts the sequence numbers a dequeued buffer used: its own and any it skipped.
     fn account(&mut self, v4l2_sequence: u32) -> u64 {
         let expected = self.last_v4l2_sequence.map_or(0, |s| s.wrapping_add(1));
