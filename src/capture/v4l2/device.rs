@@ -8,7 +8,7 @@ use std::io;
 use std::mem;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use v4l::v4l2::{self as api, vidioc};
 use v4l::v4l_sys::*;
@@ -24,7 +24,7 @@ pub enum BufType {
 }
 
 impl BufType {
-    pub fn raw(self) -> u32 {
+    pub(super) fn raw(self) -> u32 {
         match self {
             BufType::Capture => v4l2_buf_type_V4L2_BUF_TYPE_VIDEO_CAPTURE,
             BufType::CaptureMplane => v4l2_buf_type_V4L2_BUF_TYPE_VIDEO_CAPTURE_MPLANE,
@@ -41,7 +41,7 @@ impl BufType {
 
 /// What VIDIOC_QUERYCAP says.
 #[derive(Clone, Debug)]
-pub struct Caps {
+pub(super) struct Caps {
     pub driver: String,
     pub card: String,
     pub bus: String,
@@ -51,7 +51,7 @@ pub struct Caps {
 
 impl Caps {
     /// The capture type to use, single-planar preferred; `None` if this node cannot capture.
-    pub fn capture_type(&self) -> Option<BufType> {
+    pub(super) fn capture_type(&self) -> Option<BufType> {
         if self.caps & V4L2_CAP_VIDEO_CAPTURE != 0 {
             Some(BufType::Capture)
         } else if self.caps & V4L2_CAP_VIDEO_CAPTURE_MPLANE != 0 {
@@ -61,7 +61,7 @@ impl Caps {
         }
     }
 
-    pub fn streaming(&self) -> bool {
+    pub(super) fn streaming(&self) -> bool {
         self.caps & V4L2_CAP_STREAMING != 0
     }
 }
@@ -76,13 +76,10 @@ pub(super) fn c_string(bytes: &[u8]) -> String {
 pub struct ControlInfo {
     pub id: u32,
     pub name: String,
-    pub minimum: i32,
-    pub maximum: i32,
-    pub default: i32,
 }
 
 /// A control's name as v4l2-ctl spells it: lower case, runs of other characters as '_'.
-pub fn control_key(name: &str) -> String {
+pub(super) fn control_key(name: &str) -> String {
     let mut key = String::new();
     for c in name.chars() {
         if c.is_ascii_alphanumeric() {
@@ -97,7 +94,6 @@ pub fn control_key(name: &str) -> String {
 /// An open V4L2 device node (non-blocking: DQBUF never waits, `poll` does).
 pub struct Device {
     fd: OwnedFd,
-    path: PathBuf,
 }
 
 fn is_retry(e: &io::Error) -> bool {
@@ -120,17 +116,10 @@ impl Device {
         }
         // SAFETY: `fd` was just opened and nothing else owns it.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        Ok(Device {
-            fd,
-            path: path.to_path_buf(),
-        })
+        Ok(Device { fd })
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    pub fn raw_fd(&self) -> RawFd {
+    pub(super) fn raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
     }
 
@@ -138,7 +127,11 @@ impl Device {
     ///
     /// # Safety
     /// `T` must be the argument type `request` is defined with.
-    pub unsafe fn ioctl<T>(&self, request: vidioc::_IOC_TYPE, arg: &mut T) -> io::Result<()> {
+    pub(super) unsafe fn ioctl<T>(
+        &self,
+        request: vidioc::_IOC_TYPE,
+        arg: &mut T,
+    ) -> io::Result<()> {
         loop {
             // SAFETY: the caller guarantees `T` matches `request`; `arg` is a valid pointer.
             match unsafe { api::ioctl(self.raw_fd(), request, (arg as *mut T).cast()) } {
@@ -148,7 +141,7 @@ impl Device {
         }
     }
 
-    pub fn query_caps(&self) -> io::Result<Caps> {
+    pub(super) fn query_caps(&self) -> io::Result<Caps> {
         // SAFETY: a plain C struct, all zero is valid.
         let mut cap: v4l2_capability = unsafe { mem::zeroed() };
         // SAFETY: VIDIOC_QUERYCAP takes a struct v4l2_capability, which holds no pointers:
@@ -167,7 +160,7 @@ impl Device {
         })
     }
 
-    pub fn get_format(&self, buf_type: BufType) -> io::Result<DriverFormat> {
+    pub(super) fn get_format(&self, buf_type: BufType) -> io::Result<DriverFormat> {
         // SAFETY: a plain C struct, all zero is valid.
         let mut f: v4l2_format = unsafe { mem::zeroed() };
         f.type_ = buf_type.raw();
@@ -178,7 +171,12 @@ impl Device {
     }
 
     /// VIDIOC_S_FMT with the fourcc and size asked for; returns what the driver chose.
-    pub fn set_format(&self, buf_type: BufType, code: u32, size: Size) -> io::Result<DriverFormat> {
+    pub(super) fn set_format(
+        &self,
+        buf_type: BufType,
+        code: u32,
+        size: Size,
+    ) -> io::Result<DriverFormat> {
         // Start from the current format so fields we do not set keep the driver's values.
         // SAFETY: a plain C struct, all zero is valid.
         let mut f: v4l2_format = unsafe { mem::zeroed() };
@@ -218,7 +216,7 @@ impl Device {
 
     /// Asks for `fps` with VIDIOC_S_PARM; returns the rate the driver set, or `None` where
     /// the driver cannot set a rate.
-    pub fn set_fps(&self, buf_type: BufType, fps: f64) -> io::Result<Option<f64>> {
+    pub(super) fn set_fps(&self, buf_type: BufType, fps: f64) -> io::Result<Option<f64>> {
         // SAFETY: a plain C struct, all zero is valid.
         let mut p: v4l2_streamparm = unsafe { mem::zeroed() };
         p.type_ = buf_type.raw();
@@ -241,7 +239,7 @@ impl Device {
     }
 
     /// The frame rate the driver runs at, where it says.
-    pub fn get_fps(&self, buf_type: BufType) -> Option<f64> {
+    pub(super) fn get_fps(&self, buf_type: BufType) -> Option<f64> {
         // SAFETY: a plain C struct, all zero is valid.
         let mut p: v4l2_streamparm = unsafe { mem::zeroed() };
         p.type_ = buf_type.raw();
@@ -254,7 +252,7 @@ impl Device {
     }
 
     /// Every control of the node (VIDIOC_QUERYCTRL with V4L2_CTRL_FLAG_NEXT_CTRL).
-    pub fn controls(&self) -> Vec<ControlInfo> {
+    pub(super) fn controls(&self) -> Vec<ControlInfo> {
         let mut out = Vec::new();
         let mut id = 0u32;
         for _ in 0..4096 {
@@ -270,16 +268,14 @@ impl Device {
                 out.push(ControlInfo {
                     id: q.id,
                     name: c_string(&q.name),
-                    minimum: q.minimum,
-                    maximum: q.maximum,
-                    default: q.default_value,
                 });
             }
         }
         out
     }
 
-    /// The control whose v4l2-ctl name ([`control_key`]) is `key`.
+    /// The control whose v4l2-ctl name (lower case, runs of other characters as `_`) is
+    /// `key`.
     pub fn find_control(&self, key: &str) -> Option<ControlInfo> {
         self.controls()
             .into_iter()

@@ -11,12 +11,12 @@ use super::device::{c_string, BufType, Device};
 use crate::frame::{FrameLayout, PixelFormat, Size};
 
 /// A four-character code as V4L2 packs it (first character in the low byte).
-pub const fn fourcc(code: &[u8; 4]) -> u32 {
+pub(super) const fn fourcc(code: &[u8; 4]) -> u32 {
     u32::from_le_bytes(*code)
 }
 
 /// The V4L2 pixel format of each [`PixelFormat`] (memory byte order as the format names it).
-pub fn v4l2_fourcc(format: PixelFormat) -> u32 {
+pub(super) fn v4l2_fourcc(format: PixelFormat) -> u32 {
     match format {
         PixelFormat::Grey => fourcc(b"GREY"),
         PixelFormat::Yuyv => fourcc(b"YUYV"),
@@ -32,14 +32,14 @@ pub fn v4l2_fourcc(format: PixelFormat) -> u32 {
 }
 
 /// The [`PixelFormat`] of a V4L2 pixel format, if the pipeline reads it.
-pub fn pixel_format(code: u32) -> Option<PixelFormat> {
+pub(super) fn pixel_format(code: u32) -> Option<PixelFormat> {
     PixelFormat::ALL
         .into_iter()
         .find(|&f| v4l2_fourcc(f) == code)
 }
 
 /// A fourcc as text ("YUYV"), with unprintable bytes as '?'.
-pub fn fourcc_name(code: u32) -> String {
+pub(super) fn fourcc_name(code: u32) -> String {
     code.to_le_bytes()
         .iter()
         .map(|&b| {
@@ -56,7 +56,7 @@ pub fn fourcc_name(code: u32) -> String {
 
 /// The format the driver chose, read back after VIDIOC_S_FMT.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DriverFormat {
+pub(super) struct DriverFormat {
     pub fourcc: u32,
     pub width: u32,
     pub height: u32,
@@ -68,7 +68,7 @@ pub struct DriverFormat {
 
 impl DriverFormat {
     /// The frame layout, if the pipeline can read this format.
-    pub fn layout(&self) -> Option<FrameLayout> {
+    pub(super) fn layout(&self) -> Option<FrameLayout> {
         let format = pixel_format(self.fourcc)?;
         let layout = FrameLayout {
             format,
@@ -102,7 +102,7 @@ pub enum RateRange {
 
 impl Device {
     /// The pixel formats the node offers, as (fourcc, description).
-    pub fn formats(&self, buf_type: BufType) -> Vec<(u32, String)> {
+    pub(super) fn formats(&self, buf_type: BufType) -> Vec<(u32, String)> {
         let mut out = Vec::new();
         for index in 0..256 {
             // SAFETY: a plain C struct, all zero is valid.
@@ -119,7 +119,7 @@ impl Device {
     }
 
     /// Frame sizes for a format: discrete sizes, or (min, max, step) ranges.
-    pub fn frame_sizes(&self, code: u32) -> Vec<SizeRange> {
+    pub(super) fn frame_sizes(&self, code: u32) -> Vec<SizeRange> {
         let mut out = Vec::new();
         for index in 0..256 {
             // SAFETY: a plain C struct, all zero is valid.
@@ -161,7 +161,7 @@ impl Device {
     }
 
     /// Frame rates for a format and size: discrete rates, or a (min, max) range.
-    pub fn frame_rates(&self, code: u32, size: Size) -> Vec<RateRange> {
+    pub(super) fn frame_rates(&self, code: u32, size: Size) -> Vec<RateRange> {
         let mut out = Vec::new();
         for index in 0..256 {
             // SAFETY: a plain C struct, all zero is valid.
@@ -236,7 +236,7 @@ pub(super) fn read_format(f: &v4l2_format, buf_type: BufType) -> DriverFormat {
 
 /// The frame period of `fps` as a reduced fraction of seconds `(numerator, denominator)`,
 /// as VIDIOC_S_PARM takes it (exact for rates with up to three decimals).
-pub fn period_fraction(fps: f64) -> (u32, u32) {
+pub(super) fn period_fraction(fps: f64) -> (u32, u32) {
     let scaled = (fps * 1000.0).round().clamp(1.0, 4_000_000.0) as u32;
     let (mut n, mut d) = (1000u32, scaled);
     let (mut a, mut b) = (n, d);

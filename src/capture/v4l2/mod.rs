@@ -24,9 +24,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use connect::ConnectError;
-pub use device::{control_key, BufType, ControlInfo, Device};
+pub use device::{BufType, ControlInfo, Device};
 use dmabuf::DmabufImporter;
-pub use formats::{fourcc_name, v4l2_fourcc};
 use queue::{Event, Stream, StreamError};
 
 use super::{CaptureError, CaptureStats, DropReason, Frame, FrameSource, IoMode, Next};
@@ -60,8 +59,8 @@ pub struct Negotiated {
 
 /// The first wait before reopening a lost camera, doubled after each failure up to
 /// [`MAX_BACKOFF`].
-pub const MIN_BACKOFF: Duration = Duration::from_millis(100);
-pub const MAX_BACKOFF: Duration = Duration::from_secs(5);
+const MIN_BACKOFF: Duration = Duration::from_millis(100);
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// With no frame for this long (or four frame periods, if longer) the camera is lost.
 const STALL: Duration = Duration::from_secs(2);
 

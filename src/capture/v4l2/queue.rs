@@ -41,7 +41,7 @@ const MAX_BUFFERS: u32 = 32;
 
 /// Why a stream could not start.
 #[derive(Debug)]
-pub enum StartError {
+pub(super) enum StartError {
     /// The driver (or the OpenCL platform) does not do this I/O mode: try the next one.
     Refused(String),
     /// A failure that a later attempt may not meet (device gone or busy, an error the
@@ -53,7 +53,7 @@ pub enum StartError {
 
 /// Why a running stream stopped.
 #[derive(Debug)]
-pub enum StreamError {
+pub(super) enum StreamError {
     /// The device is gone or broken (ENODEV, EIO, ...): tear down and reconnect.
     Lost(String),
     Cl(ClError),
@@ -61,7 +61,7 @@ pub enum StreamError {
 
 /// What one wait on the queue found.
 #[derive(Debug)]
-pub enum Event {
+pub(super) enum Event {
     /// A good frame, in the slot [`Stream::slot`] returns for `index`.
     Frame {
         index: usize,
@@ -91,7 +91,7 @@ enum Buffers {
 }
 
 /// A V4L2 buffer queue in one I/O mode, streaming.
-pub struct Stream {
+pub(super) struct Stream {
     buf_type: BufType,
     mode: IoMode,
     memory: u32,
@@ -146,7 +146,7 @@ impl Stream {
     /// Requests buffers in `mode`, queues them all and starts streaming. On any error the
     /// queue is released again before returning.
     #[allow(clippy::too_many_arguments)]
-    pub fn start(
+    pub(super) fn start(
         gpu: &Gpu,
         dev: &Device,
         buf_type: BufType,
@@ -321,7 +321,7 @@ impl Stream {
 
 impl Stream {
     /// Buffers the driver gave.
-    pub fn buffer_count(&self) -> u32 {
+    pub(super) fn buffer_count(&self) -> u32 {
         self.count
     }
 
@@ -349,7 +349,7 @@ impl Stream {
     /// The frame slots are *not* released here: when STREAMOFF failed (the device is gone)
     /// the driver may still be writing into USERPTR memory until its fd is closed, so the
     /// caller closes the fd first and then calls [`Stream::release`]. Safe to call twice.
-    pub fn stop(&mut self, dev: &Device) {
+    pub(super) fn stop(&mut self, dev: &Device) {
         if self.streaming {
             let mut kind = self.buf_type.raw() as i32;
             // SAFETY: VIDIOC_STREAMOFF takes an int, the buffer type.
@@ -374,7 +374,7 @@ impl Stream {
 
     /// Releases the frame slots (unmapping USERPTR slots from OpenCL where `gpu` is
     /// given). Only after [`Stream::stop`] and after the device's fd is closed.
-    pub fn release(&mut self, gpu: Option<&Gpu>) {
+    pub(super) fn release(&mut self, gpu: Option<&Gpu>) {
         if let Some(gpu) = gpu {
             if let Buffers::Userptr(slots) = &mut self.buffers {
                 for slot in slots.iter_mut() {

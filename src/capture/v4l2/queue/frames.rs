@@ -18,7 +18,7 @@ use crate::cl::{FrameSlot, Gpu};
 
 impl Stream {
     /// The slot of a frame [`Stream::next`] returned.
-    pub fn slot(&self, index: usize) -> Option<&FrameSlot> {
+    pub(crate) fn slot(&self, index: usize) -> Option<&FrameSlot> {
         match &self.buffers {
             Buffers::Userptr(slots)
             | Buffers::Mmap { slots, .. }
@@ -82,7 +82,7 @@ impl Stream {
     }
 
     /// Gives back the frame the caller held, then waits until `deadline` for the next one.
-    pub fn next(
+    pub(crate) fn next(
         &mut self,
         gpu: &Gpu,
         dev: &Device,
