@@ -2,8 +2,9 @@
  * histogram.cl: exact 256-bin histogram of 8-bit luma (OpenCV's calcHist with 256 bins over
  * [0, 256)).
  *
- * histogram_count reads count bytes of src (dense luma: one flat run of bytes) and adds its
- *   counts to hist[256], which the host zeroes first.
+ * histogram_count reads the width x height image src (dense luma: src_stride = width, as the
+ *   caller must pass, so one flat run of width * height bytes) and adds its counts to
+ *   hist[256], which the host zeroes first.
  *   Work size: 1-D, any number of work-groups of any local size; the work-items stride over
  *   the image in aligned units of 16 bytes (the buffer starts aligned; the last unit may be
  *   partial) and count into a local-memory sub-histogram with local atomics, or, built with
@@ -23,8 +24,10 @@
 #define COUNT(v) atomic_inc(&bins[v])
 #endif
 
-__kernel void histogram_count(__global const uchar *src, uint count, __global uint *hist)
+__kernel void histogram_count(__global const uchar *src, uint src_stride, uint width,
+                              uint height, __global uint *hist)
 {
+    uint count = width * height;
     __local uint bins[BINS];
     uint lid = get_local_id(0), lsize = get_local_size(0);
     for (uint i = lid; i < BINS; i += lsize)

@@ -9,6 +9,10 @@
  * CPUs (integral_band_columns, integral_bands, at the end of this file): bands of rows,
  * column sums per band first, then each band writes all four images row by row.
  *
+ * The kernels that read the width x height inputs take (luma, src_stride, width, height,
+ * edges, mask, ...): luma, the edge mask and the foreground mask are dense and share their
+ * row offsets, so src_stride must equal width.
+ *
  * GPUs (integral_band_sums, integral_band_carries, integral_band_images): bands of rows,
  * a work-group per band that scans each row in chunks and keeps the column totals in
  * registers; described below.
@@ -19,28 +23,31 @@
  *
  * region_sums              reads rects (uint4: x, y, w, h; inside the image) and writes, per
  *                          rect, 4 ulongs: pixel sum, squared sum, edge count, foreground
- *                          count (one work-item per rect).
+ *                          count (one work-item per rect). Its src is the sum image, of a
+ *                          width x height frame: src_stride is the integrals' width + 1.
  */
 
-/* Sum of a rect from the four corners; uint arithmetic wraps, but the true sum fits. */
-#define RECT_SUM(I, stride, r) \
-    (I[(r.y + r.w) * stride + r.x + r.z] - I[(r.y + r.w) * stride + r.x] - \
-     I[r.y * stride + r.x + r.z] + I[r.y * stride + r.x])
+/* Sum of the w x h rect at (x, y) from the four corners; uint arithmetic wraps, but the
+ * true sum fits. */
+#define RECT_SUM(I, stride, x, y, w, h) \
+    (I[((y) + (h)) * (stride) + (x) + (w)] - I[((y) + (h)) * (stride) + (x)] - \
+     I[(y) * (stride) + (x) + (w)] + I[(y) * (stride) + (x)])
 
-__kernel void region_sums(uint width, __global const uint4 *rects, uint count,
-                          __global const uint *sum, __global const ulong *sqsum,
-                          __global const uint *edges, __global const uint *foreground,
-                          __global ulong *out)
+__kernel void region_sums(__global const uint *sum, uint src_stride, uint width, uint height,
+                          __global const ulong *sqsum, __global const uint *edges,
+                          __global const uint *foreground, __global const uint4 *rects,
+                          uint count, __global ulong *out)
 {
     uint i = get_global_id(0);
     if (i >= count)
         return;
-    uint4 r = rects[i];
-    size_t stride = (size_t)width + 1;
-    out[4 * i + 0] = (uint)RECT_SUM(sum, stride, r);
-    out[4 * i + 1] = RECT_SUM(sqsum, stride, r);
-    out[4 * i + 2] = (uint)RECT_SUM(edges, stride, r);
-    out[4 * i + 3] = (uint)RECT_SUM(foreground, stride, r);
+    uint4 rect = rects[i];
+    uint x = rect.x, y = rect.y, w = rect.z, h = rect.w;
+    size_t stride = src_stride;
+    out[4 * i + 0] = (uint)RECT_SUM(sum, stride, x, y, w, h);
+    out[4 * i + 1] = RECT_SUM(sqsum, stride, x, y, w, h);
+    out[4 * i + 2] = (uint)RECT_SUM(edges, stride, x, y, w, h);
+    out[4 * i + 3] = (uint)RECT_SUM(foreground, stride, x, y, w, h);
 }
 
 /*
@@ -59,9 +66,9 @@ __kernel void region_sums(uint width, __global const uint4 *rects, uint count,
  *                          registers, and writes all four images through local memory, so
  *                          that neighbouring work-items store neighbouring elements.
  * Inputs are read twice, each output is written once, and the images are never read back
- * (a column pass over written images would read and write them again). On an NVIDIA H100 at
- * 4K, storing each work-item's four elements straight from registers (addresses 16 or 32
- * bytes apart across a warp) took 260 us, twice the time of the staged stores.
+ * (a column pass over written images would read and write them again). Storing each
+ * work-item's four elements straight from registers puts addresses 16 or 32 bytes apart
+ * across a warp, which on a GPU is much slower than the staged stores (BENCHMARKS.md).
  */
 #define BAND_GROUP_MAX 256
 #define BAND_ROWS_MAX 64
@@ -118,9 +125,10 @@ inline uint4 group_exclusive_scan(uint4 v, __local uint4 *buf, uint lid, uint n,
     return inclusive - v;
 }
 
-__kernel void integral_band_sums(uint width, uint height, uint band_rows,
-                                 __global const uchar *luma, __global const uchar *edges,
-                                 __global const uchar *mask, __global uint4 *cols)
+__kernel void integral_band_sums(__global const uchar *luma, uint src_stride, uint width,
+                                 uint height, __global const uchar *edges,
+                                 __global const uchar *mask, uint band_rows,
+                                 __global uint4 *cols)
 {
     uint x = 4 * get_global_id(0), b = get_global_id(1);
     uint y0 = b * band_rows;
@@ -173,9 +181,10 @@ __kernel void integral_band_carries(uint width, uint bands, __global uint4 *cols
     }
 }
 
-__kernel void integral_band_images(uint width, uint height, uint band_rows,
-                                   __global const uchar *luma, __global const uchar *edges,
-                                   __global const uchar *mask, __global const uint4 *cols,
+__kernel void integral_band_images(__global const uchar *luma, uint src_stride, uint width,
+                                   uint height, __global const uchar *edges,
+                                   __global const uchar *mask, uint band_rows,
+                                   __global const uint4 *cols,
                                    __global uint *sum, __global ulong *sqsum,
                                    __global uint *ecount, __global uint *fcount)
 {
@@ -315,9 +324,10 @@ inline uint16 prefix16(uint16 v)
     return v;
 }
 
-__kernel void integral_band_columns(uint width, uint height, uint bands,
-                                    __global const uchar *luma, __global const uchar *edges,
-                                    __global const uchar *mask, __global uint *cols)
+__kernel void integral_band_columns(__global const uchar *luma, uint src_stride, uint width,
+                                    uint height, __global const uchar *edges,
+                                    __global const uchar *mask, uint bands,
+                                    __global uint *cols)
 {
     uint b = get_global_id(0);
     if (b >= bands)
@@ -373,11 +383,11 @@ inline void integral_bands_scalar(uint x0, uint x1, __global const uchar *luma,
     *r = s;
 }
 
-__kernel void integral_bands(uint width, uint height, uint bands, __global const uchar *luma,
-                             __global const uchar *edges, __global const uchar *mask,
-                             __global const uint *cols, __global uint *tops,
-                             __global ulong *tops2, __global uint *sum, __global ulong *sqsum,
-                             __global uint *ecount, __global uint *fcount)
+__kernel void integral_bands(__global const uchar *luma, uint src_stride, uint width,
+                             uint height, __global const uchar *edges,
+                             __global const uchar *mask, uint bands, __global const uint *cols,
+                             __global uint *tops, __global ulong *tops2, __global uint *sum,
+                             __global ulong *sqsum, __global uint *ecount, __global uint *fcount)
 {
     uint b = get_global_id(0);
     if (b >= bands)

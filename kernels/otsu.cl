@@ -22,10 +22,11 @@
  *   2^32 pixels and values below 256, quotients by probabilities >= FLT_EPSILON, so no result
  *   leaves the normal range (no infinity, NaN or subnormal arises).
  *
- * binarize reads count bytes of src and the threshold (results[256] of otsu_threshold),
- *   writes count bytes of dst: 255 where
- *   src > threshold, else 0 (THRESH_BINARY). Both images are dense (stride = width), so the
- *   kernel treats them as one flat run of bytes. Work size: 1-D, ceil(count / 16)
+ * binarize reads the width x height image src and the threshold (results[256] of
+ *   otsu_threshold), writes the width x height image dst: 255 where
+ *   src > threshold, else 0 (THRESH_BINARY). Both images are dense (src_stride = width, as
+ *   the caller must pass), so the kernel treats them as one flat run of
+ *   count = width * height bytes. Work size: 1-D, ceil(count / 16)
  *   work-items of 16 bytes (aligned 16-byte loads and stores; the buffers start aligned),
  *   the last one finishing a partial run byte by byte. Built with -DSTREAMING_STORES
  *   (CPUs), the stores are non-temporal.
@@ -310,9 +311,10 @@ __kernel void otsu_f64_selftest(__global const ulong *a, __global const ulong *b
 
 #define PIXELS_PER_ITEM 16
 
-__kernel void binarize(__global const uchar *src, uint count, __global const uint *results,
-                       __global uchar *dst)
+__kernel void binarize(__global const uchar *src, uint src_stride, uint width, uint height,
+                       __global const uint *results, __global uchar *dst)
 {
+    uint count = width * height;
     uint i = get_global_id(0);
     uint x0 = i * 16;
     if (x0 >= count)

@@ -158,7 +158,7 @@ __kernel void sobel3x3(__global const uchar *src, uint src_stride, uint width, u
 #ifdef STREAMING_STORES
         /* Non-temporal where the outputs are aligned (rows a multiple of 16 wide): an
          * ordinary store first reads the line it overwrites, a third more memory traffic
-         * for these write-once images (on POCL at 1080p: 2.2 ms instead of 3.0). */
+         * for these write-once images (BENCHMARKS.md). */
         if ((o + x0) % PIXELS_PER_ITEM == 0) {
             __builtin_nontemporal_store(gx, (__global short16 *)(dx + o + x0));
             __builtin_nontemporal_store(gy, (__global short16 *)(dy + o + x0));

@@ -13,11 +13,12 @@
 //! as many bytes as the stage must move (every input read once, every output written once),
 //! timed the same way.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use opencl3::memory::{Buffer, CL_MEM_READ_WRITE};
 use serde::Serialize;
 
+use crate::capture::pattern;
 use crate::cl::{event_nanos, new_buffer, CallContext, ClError, Gpu};
 use crate::frame::{FrameLayout, PixelFormat};
 use crate::pipeline::{FrameResult, Pipeline, PipelineError, PipelineOptions, Stage};
@@ -46,65 +47,26 @@ pub fn bytes_moved(width: u32, height: u32) -> ([u64; Stage::ALL.len()], u64) {
     (stages, pipeline)
 }
 
-/// A deterministic grey frame that looks like a scene: a lit sky gradient, a ground plane,
-/// filled shapes with soft and hard edges, stripes, and mild noise. Not zeros, not noise.
+/// A deterministic grey frame that looks like a scene: the built-in test pattern's first
+/// frame ([`pattern::render`]), a gradient with a disk, a bar and mild noise. Not zeros,
+/// not noise.
 pub fn synthetic_frame(width: u32, height: u32) -> Vec<u8> {
-    let (w, h) = (width as usize, height as usize);
-    let mut out = vec![0u8; w * h];
-    let mut state: u64 = 0x9E37_79B9_7F4A_7C15 ^ ((w as u64) << 32 | h as u64);
-    let mut noise = move || {
-        state ^= state >> 12;
-        state ^= state << 25;
-        state ^= state >> 27;
-        let r = state.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 61; // 0..7
-        r as i32 - 3
-    };
-    let (fw, fh) = (w as f32, h as f32);
-    // Shapes in relative coordinates: circles (cx, cy, r, level) and boxes (x0, y0, x1, y1, level).
-    let circles = [
-        (0.78f32, 0.22f32, 0.09f32, 250.0f32),
-        (0.30, 0.62, 0.14, 40.0),
-        (0.62, 0.70, 0.07, 200.0),
-    ];
-    let boxes = [
-        (0.05f32, 0.45f32, 0.22f32, 0.95f32, 90.0f32),
-        (0.45, 0.40, 0.58, 0.90, 160.0),
-        (0.85, 0.55, 0.97, 0.98, 20.0),
-    ];
-    for y in 0..h {
-        let v = (y as f32 + 0.5) / fh;
-        for x in 0..w {
-            let u = (x as f32 + 0.5) / fw;
-            // Sky above the horizon, a darker ground with a slow texture below.
-            let mut level = if v < 0.42 {
-                200.0 - 110.0 * v + 20.0 * u
-            } else {
-                70.0 + 30.0 * v + 12.0 * ((u * 37.0).sin() * (v * 23.0).cos())
-            };
-            for &(x0, y0, x1, y1, l) in &boxes {
-                if u >= x0 && u < x1 && v >= y0 && v < y1 {
-                    // Window-like stripes on the boxes.
-                    let stripe = if ((v - y0) * fh / 12.0) as i32 % 2 == 0 {
-                        0.0
-                    } else {
-                        25.0
-                    };
-                    level = l + stripe;
-                }
-            }
-            for &(cx, cy, r, l) in &circles {
-                let (dx, dy) = ((u - cx) * fw / fh, v - cy);
-                let d = (dx * dx + dy * dy).sqrt();
-                if d < r {
-                    // A soft, shaded disc.
-                    level = l - 60.0 * (d / r) * (d / r);
-                }
-            }
-            let value = level as i32 + noise();
-            out[y * w + x] = value.clamp(0, 255) as u8;
-        }
-    }
+    let layout = FrameLayout::packed(PixelFormat::Grey, width, height);
+    let mut out = vec![0u8; layout.frame_bytes()];
+    pattern::render(&layout, 0, &mut out);
     out
+}
+
+/// User plus system CPU time of the whole process so far.
+pub fn process_cpu_time() -> Duration {
+    // SAFETY: a rusage is integers and timevals; all zero is valid.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes one rusage into `usage`, a live local.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return Duration::ZERO;
+    }
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
 }
 
 /// Median and spread of a series of measurements, in milliseconds.

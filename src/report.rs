@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use image::{GrayImage, Rgb, RgbImage};
 use serde::Serialize;
 
-use crate::pipeline::{FrameResult, Images, PipelineOptions, RegionStats};
+use crate::pipeline::{FrameResult, Images, PipelineOptions};
+use crate::region::RegionStats;
 
 /// One region's features in the report.
 #[derive(Debug, Serialize)]

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use edgesight::config::CameraSettings;
 use edgesight::daemon::camera::{self, Links};
+use edgesight::daemon::camera_metrics::CameraFamilies;
 use edgesight::metrics::Metrics;
 use edgesight::pipeline::PipelineOptions;
 
@@ -37,10 +38,10 @@ fn a_publisher_that_never_reads_costs_frames_not_the_camera() {
         options: PipelineOptions::default(),
         regions: Vec::new(),
     };
-    let metrics = Arc::new(Metrics::new(16));
+    let metrics = Arc::new(Metrics::new());
     let stop = Arc::new(AtomicBool::new(false));
     let (links, ends) = Links::new(Arc::clone(&stop), 2);
-    let m = Arc::new(metrics.camera("t", None));
+    let m = Arc::new(CameraFamilies::new(&metrics, 16).camera("t", None));
     let thread = std::thread::spawn(move || camera::run(settings, m, links));
     const BACKLOG: &str = r#"edgesight_frames_dropped_total{camera="t",reason="publish_backlog"}"#;
     const GAPS: &str = r#"edgesight_frames_dropped_total{camera="t",reason="sequence_gap"}"#;

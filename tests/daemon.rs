@@ -916,29 +916,6 @@ fn deploy_files_check() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    // Every edgesight metric the rules and dashboard use is one the daemon exports.
-    let exported = include_str!("../src/metrics.rs");
-    let dashboard =
-        std::fs::read_to_string(deploy.join("grafana-dashboard.json")).expect("dashboard");
-    let parsed: serde_json::Value = serde_json::from_str(&dashboard).expect("dashboard JSON");
-    assert!(parsed["panels"].as_array().is_some_and(|p| p.len() >= 8));
-    let alerts = std::fs::read_to_string(deploy.join("alerts.yml")).expect("alerts");
-    for text in [&dashboard, &alerts] {
-        for (i, _) in text.match_indices("edgesight_") {
-            let name: String = text[i..]
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                .collect();
-            let base = ["_bucket", "_sum", "_count"]
-                .iter()
-                .find_map(|s| name.strip_suffix(s).filter(|b| b.ends_with("_seconds")))
-                .unwrap_or(&name);
-            assert!(
-                exported.contains(&format!("\"{base}\"")),
-                "{base} is not exported"
-            );
-        }
-    }
 }
 
 #[test]

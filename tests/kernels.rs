@@ -7,8 +7,9 @@ mod common;
 use common::{assert_image_eq, gpu, Rng};
 use edgesight::cl::Gpu;
 use edgesight::frame::{FrameLayout, PixelFormat};
-use edgesight::pipeline::{Border, Magnitude, Pipeline, PipelineOptions, Region, Tuning};
+use edgesight::pipeline::{Border, Magnitude, Pipeline, PipelineOptions, Tuning};
 use edgesight::reference;
+use edgesight::region::Region;
 use proptest::prelude::*;
 
 /// Runs one frame through the pipeline with every tuning and compares every output with the
@@ -42,7 +43,7 @@ fn check_frame_with(
     let mut slot = pipeline.new_slot(gpu).expect("slot");
     slot.write_bytes(gpu, frame).expect("write slot");
     let result = pipeline.process(gpu, &slot).expect("process");
-    let images = pipeline.read_images(gpu, Some(&slot)).expect("read images");
+    let images = result.read_images(gpu).expect("read images");
     let (w, h) = (layout.width as usize, layout.height as usize);
 
     let luma = reference::luma(&layout, frame);
@@ -240,7 +241,7 @@ fn slots_are_reused_frame_after_frame() {
                 "luma",
                 "reused slot",
                 47,
-                &pipeline.read_images(&gpu, Some(&slot)).unwrap().luma,
+                &result.read_images(&gpu).unwrap().luma,
                 &luma,
             );
         }

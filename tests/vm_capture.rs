@@ -10,6 +10,7 @@ use std::process::Command;
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use edgesight::bench::process_cpu_time;
 use edgesight::capture::v4l2::{list, Device, Request, V4l2Source};
 use edgesight::capture::{DropReason, FrameSource, IoMode, Next};
 use edgesight::cl::Gpu;
@@ -114,14 +115,6 @@ fn stream_briefly(gpu: &Gpu, node: &Path, request: Request, frames: u64) {
     }
 }
 
-fn cpu_time() -> Duration {
-    // SAFETY: a valid rusage to fill.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) }, 0);
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    tv(usage.ru_utime) + tv(usage.ru_stime)
-}
-
 fn open(gpu: &Gpu, node: &Path, request: Request) -> V4l2Source {
     V4l2Source::open(gpu, node, request)
         .unwrap_or_else(|e| panic!("opening {}: {e}", node.display()))
@@ -174,7 +167,7 @@ fn check_frames(gpu: &Gpu, source: &mut V4l2Source, count: usize, limit: Duratio
 /// Over `count` frames of capture alone: the rate the frames were captured at (from the
 /// driver's timestamps) and the process CPU time per frame.
 fn measure(gpu: &Gpu, source: &mut V4l2Source, count: u64) -> (f64, f64) {
-    let cpu = cpu_time();
+    let cpu = process_cpu_time();
     let mut first = None;
     let mut last = Instant::now();
     let mut got = 0;
@@ -185,7 +178,7 @@ fn measure(gpu: &Gpu, source: &mut V4l2Source, count: u64) -> (f64, f64) {
             got += 1;
         }
     }
-    let cpu = (cpu_time() - cpu).as_secs_f64();
+    let cpu = (process_cpu_time() - cpu).as_secs_f64();
     let span = first.map_or(0.0, |f| last.duration_since(f).as_secs_f64());
     ((count - 1) as f64 / span, cpu * 1000.0 / count as f64)
 }

@@ -22,20 +22,26 @@ macro_rules! capture_log {
     };
 }
 
+mod parts;
 pub mod pattern;
 pub mod replay;
+mod spec;
 pub mod v4l2;
 
 use std::fmt;
-use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use crate::cl::{ClError, FrameSlot, Gpu};
-use crate::frame::{FrameLayout, PixelFormat, Size};
+use crate::frame::FrameLayout;
 
+pub use parts::{BadParts, SourceKind, SourcePart, SourceParts};
 pub use pattern::PatternSource;
 pub use replay::ReplaySource;
+pub use spec::{
+    check_fps, check_frame_size, parse_fps, InvalidSource, SourceSpec, DEFAULT_FPS,
+    DEFAULT_PATTERN_SIZE, MAX_FPS, MAX_FRAME_SIDE, MIN_FPS,
+};
 pub use v4l2::V4l2Source;
 
 /// How frames reach the slots; exported as a metric label and logged when chosen.
@@ -187,180 +193,11 @@ pub trait FrameSource: Send {
     fn next_frame(&mut self, gpu: &Gpu, wait: Duration) -> Result<Next<'_>, CaptureError>;
 }
 
-/// Where frames come from, as the command line and the config spell it:
-/// `pattern:1280x720@30` (optionally `pattern:1280x720:yuyv@30`), `v4l2:/dev/video0`,
-/// `replay:FILE:WxH:FORMAT@FPS`, `replay:DIR@FPS` (a directory of PNG/PGM images).
-#[derive(Clone, Debug, PartialEq)]
-pub enum SourceSpec {
-    Pattern {
-        size: Size,
-        format: PixelFormat,
-        fps: f64,
-    },
-    V4l2 {
-        device: PathBuf,
-        format: Option<PixelFormat>,
-        size: Option<Size>,
-        fps: Option<f64>,
-        io: Option<IoMode>,
-    },
-    Replay {
-        path: PathBuf,
-        /// Size and format of a raw file; `None` for a directory of images.
-        raw: Option<(Size, PixelFormat)>,
-        fps: f64,
-    },
-}
-
-impl SourceSpec {
-    /// The built-in default: a 1280x720 grey test pattern at 30 fps.
-    pub fn default_pattern() -> SourceSpec {
-        SourceSpec::Pattern {
-            size: Size {
-                width: 1280,
-                height: 720,
-            },
-            format: PixelFormat::Grey,
-            fps: 30.0,
-        }
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error("invalid source '{spec}': {reason} (expected pattern:WxH[:FORMAT]@FPS, v4l2:DEVICE or replay:FILE:WxH:FORMAT@FPS or replay:DIR@FPS)")]
-pub struct InvalidSource {
-    pub spec: String,
-    pub reason: String,
-}
-
-/// The slowest frame rate a source may be set to: one frame every 100 s. Slower rates
-/// are no camera's, and their frame period no longer fits the monotonic clock's range.
-pub const MIN_FPS: f64 = 0.01;
-/// The fastest frame rate a source may be set to.
-pub const MAX_FPS: f64 = 1000.0;
-/// The longest side of a frame: V4L2 sizes are u32, but real drivers top out far below
-/// (vivid at 4096, the largest sensors near 8192). The pipeline's own limits
-/// ([`crate::frame::MAX_PIXELS`]) apply on top.
-pub const MAX_FRAME_SIDE: u32 = 16_384;
-
-/// Parses a frame rate: a number from [`MIN_FPS`] to [`MAX_FPS`].
-pub fn parse_fps(s: &str) -> Result<f64, String> {
-    s.trim()
-        .parse::<f64>()
-        .ok()
-        .and_then(|fps| check_fps(fps).ok())
-        .ok_or_else(|| format!("frame rate '{s}' is not a number from {MIN_FPS} to {MAX_FPS}"))
-}
-
-/// Checks a frame rate given as a number: from [`MIN_FPS`] to [`MAX_FPS`].
-pub fn check_fps(fps: f64) -> Result<f64, String> {
-    if (MIN_FPS..=MAX_FPS).contains(&fps) {
-        Ok(fps)
-    } else {
-        Err(format!(
-            "frame rate {fps:?} is not a number from {MIN_FPS} to {MAX_FPS}"
-        ))
-    }
-}
-
 /// The time `frames` frames take at `fps`, or `None` where that is not a duration (a rate
 /// of 0, negative or NaN, or so slow that the time overflows). Every conversion of a rate
 /// into a time goes through here, rates from drivers included.
 pub fn frames_time(frames: f64, fps: f64) -> Option<Duration> {
     Duration::try_from_secs_f64(frames / fps).ok()
-}
-
-/// Checks a frame size against [`MAX_FRAME_SIDE`] and, with its format (grey where a
-/// camera will choose), against what the pipeline can process.
-pub fn check_frame_size(size: Size, format: Option<PixelFormat>) -> Result<(), String> {
-    if size.width > MAX_FRAME_SIDE || size.height > MAX_FRAME_SIDE {
-        return Err(format!(
-            "frame size {size} is too large (at most {MAX_FRAME_SIDE} on a side)"
-        ));
-    }
-    FrameLayout::packed(format.unwrap_or(PixelFormat::Grey), size.width, size.height)
-        .validate()
-        .map_err(|e| e.to_string())
-}
-
-impl FromStr for SourceSpec {
-    type Err = InvalidSource;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let bad = |reason: String| InvalidSource {
-            spec: s.to_string(),
-            reason,
-        };
-        let (kind, rest) = s
-            .split_once(':')
-            .ok_or_else(|| bad("no kind before ':'".into()))?;
-        match kind {
-            "pattern" => {
-                let (geometry, fps) = rest.rsplit_once('@').ok_or_else(|| bad("no @FPS".into()))?;
-                let fps = parse_fps(fps).map_err(bad)?;
-                let (size, format) = match geometry.split_once(':') {
-                    Some((size, format)) => {
-                        (size, format.parse().map_err(|e| bad(format!("{e}")))?)
-                    }
-                    None => (geometry, PixelFormat::Grey),
-                };
-                let size = size.parse().map_err(|e| bad(format!("{e}")))?;
-                check_frame_size(size, Some(format)).map_err(bad)?;
-                Ok(SourceSpec::Pattern { size, format, fps })
-            }
-            "v4l2" if !rest.is_empty() => Ok(SourceSpec::V4l2 {
-                device: PathBuf::from(rest),
-                format: None,
-                size: None,
-                fps: None,
-                io: None,
-            }),
-            "v4l2" => Err(bad("no device path".into())),
-            "replay" => {
-                let (body, fps) = rest.rsplit_once('@').ok_or_else(|| bad("no @FPS".into()))?;
-                let fps = parse_fps(fps).map_err(bad)?;
-                // FILE may itself hold ':', so the size and format are taken from the right.
-                let mut parts = body.rsplitn(3, ':');
-                let last = parts.next().unwrap_or_default();
-                match (last.parse::<PixelFormat>(), parts.next(), parts.next()) {
-                    (Ok(format), Some(size), Some(path)) if !path.is_empty() => {
-                        let size = size.parse().map_err(|e| bad(format!("{e}")))?;
-                        check_frame_size(size, Some(format)).map_err(bad)?;
-                        Ok(SourceSpec::Replay {
-                            path: PathBuf::from(path),
-                            raw: Some((size, format)),
-                            fps,
-                        })
-                    }
-                    _ if !body.is_empty() => Ok(SourceSpec::Replay {
-                        path: PathBuf::from(body),
-                        raw: None,
-                        fps,
-                    }),
-                    _ => Err(bad("no file or directory".into())),
-                }
-            }
-            other => Err(bad(format!("unknown kind '{other}'"))),
-        }
-    }
-}
-
-impl fmt::Display for SourceSpec {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SourceSpec::Pattern { size, format, fps } => write!(f, "pattern:{size}:{format}@{fps}"),
-            SourceSpec::V4l2 { device, .. } => write!(f, "v4l2:{}", device.display()),
-            SourceSpec::Replay {
-                path,
-                raw: Some((size, format)),
-                fps,
-            } => write!(f, "replay:{}:{size}:{format}@{fps}", path.display()),
-            SourceSpec::Replay {
-                path,
-                raw: None,
-                fps,
-            } => write!(f, "replay:{}@{fps}", path.display()),
-        }
-    }
 }
 
 /// Opens the source `spec` describes, with its slots on `gpu`.
@@ -574,90 +411,6 @@ impl Pacer {
 mod tests {
     use super::*;
 
-    fn size(width: u32, height: u32) -> Size {
-        Size { width, height }
-    }
-
-    #[test]
-    fn parses_source_specs() {
-        assert_eq!(
-            "pattern:1280x720@30".parse::<SourceSpec>().unwrap(),
-            SourceSpec::Pattern {
-                size: size(1280, 720),
-                format: PixelFormat::Grey,
-                fps: 30.0
-            }
-        );
-        assert_eq!(
-            "pattern:64x48:yuyv@7.5".parse::<SourceSpec>().unwrap(),
-            SourceSpec::Pattern {
-                size: size(64, 48),
-                format: PixelFormat::Yuyv,
-                fps: 7.5
-            }
-        );
-        assert_eq!(
-            "v4l2:/dev/video0".parse::<SourceSpec>().unwrap(),
-            SourceSpec::V4l2 {
-                device: "/dev/video0".into(),
-                format: None,
-                size: None,
-                fps: None,
-                io: None
-            }
-        );
-        assert_eq!(
-            "replay:/data/a:b.raw:640x480:nv12@15"
-                .parse::<SourceSpec>()
-                .unwrap(),
-            SourceSpec::Replay {
-                path: "/data/a:b.raw".into(),
-                raw: Some((size(640, 480), PixelFormat::Nv12)),
-                fps: 15.0
-            }
-        );
-        assert_eq!(
-            "replay:frames/@2".parse::<SourceSpec>().unwrap(),
-            SourceSpec::Replay {
-                path: "frames/".into(),
-                raw: None,
-                fps: 2.0
-            }
-        );
-    }
-
-    #[test]
-    fn rejects_bad_specs_with_the_reason() {
-        for (spec, reason) in [
-            ("pattern:1280x720", "no @FPS"),
-            ("pattern:1280x0@30", "invalid size"),
-            ("pattern:64x48:yuv@30", "unknown pixel format 'yuv'"),
-            ("pattern:64x48@0", "frame rate '0'"),
-            ("pattern:64x48@nan", "frame rate 'nan'"),
-            ("v4l2:", "no device path"),
-            ("camera:/dev/video0", "unknown kind 'camera'"),
-            ("replay:@30", "no file or directory"),
-            ("/dev/video0", "no kind"),
-        ] {
-            let err = spec.parse::<SourceSpec>().unwrap_err().to_string();
-            assert!(err.contains(reason), "{spec}: {err}");
-            assert!(err.contains(spec), "{spec}: {err}");
-        }
-    }
-
-    #[test]
-    fn specs_print_as_they_parse() {
-        for spec in [
-            "pattern:64x48:yuyv@7.5",
-            "v4l2:/dev/video2",
-            "replay:x.raw:8x8:grey@3",
-            "replay:dir@1",
-        ] {
-            let parsed: SourceSpec = spec.parse().unwrap();
-            assert_eq!(parsed.to_string().parse::<SourceSpec>().unwrap(), parsed);
-        }
-    }
-
     fn due(sequence: u64, due: Instant, skipped: u64) -> Pace {
         Pace::Due {
             sequence,
@@ -724,62 +477,5 @@ mod tests {
         for fps in [0.0, -1.0, 1e-300, f64::NAN] {
             assert_eq!(frames_time(4.0, fps), None, "{fps}");
         }
-    }
-
-    #[test]
-    fn rates_outside_the_bounds_are_refused_everywhere() {
-        for fps in ["1e-300", "6e-20", "0.009", "1000.5", "inf", "-1"] {
-            assert_eq!(
-                parse_fps(fps),
-                Err(format!(
-                    "frame rate '{fps}' is not a number from 0.01 to 1000"
-                ))
-            );
-            let spec = format!("pattern:64x48@{fps}");
-            let err = spec.parse::<SourceSpec>().unwrap_err().to_string();
-            assert!(
-                err.starts_with(&format!(
-                    "invalid source '{spec}': frame rate '{fps}' is not a number from 0.01 to 1000"
-                )),
-                "{err}"
-            );
-        }
-        assert_eq!(parse_fps("0.01"), Ok(0.01));
-        assert_eq!(parse_fps("1000"), Ok(1000.0));
-    }
-
-    #[test]
-    fn frame_sizes_beyond_the_caps_are_refused_in_specs() {
-        for (spec, reason) in [
-            (
-                "pattern:100000x100000@1",
-                "frame size 100000x100000 is too large (at most 16384 on a side)",
-            ),
-            (
-                "pattern:16384x16384@1",
-                "frame size 16384x16384 is too large (at most 16843009 pixels",
-            ),
-            (
-                "replay:x.raw:16385x1:grey@1",
-                "frame size 16385x1 is too large (at most 16384 on a side)",
-            ),
-        ] {
-            let err = spec.parse::<SourceSpec>().unwrap_err().to_string();
-            assert!(
-                err.starts_with(&format!("invalid source '{spec}': {reason}")),
-                "{err}"
-            );
-        }
-        assert!("pattern:16384x1024@1".parse::<SourceSpec>().is_ok());
-        assert_eq!(
-            check_frame_size(
-                Size {
-                    width: 16384,
-                    height: 2
-                },
-                None
-            ),
-            Ok(())
-        );
     }
 }

@@ -13,9 +13,10 @@ use serde::Serialize;
 
 use super::{CallContext, ClError};
 
-/// What `edgesight devices` prints about a device, and what the reports name.
+/// What `edgesight devices` prints about an OpenCL device, and what the reports name (the
+/// V4L2 nodes have their own `capture::v4l2::list::DeviceInfo`).
 #[derive(Clone, Debug, Serialize)]
-pub struct DeviceInfo {
+pub struct ClDeviceInfo {
     pub platform: String,
     pub platform_version: String,
     pub name: String,
@@ -33,7 +34,7 @@ pub struct DeviceInfo {
     pub fp64: bool,
 }
 
-impl fmt::Display for DeviceInfo {
+impl fmt::Display for ClDeviceInfo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} ({})", self.name, self.platform)
     }
@@ -43,7 +44,7 @@ impl fmt::Display for DeviceInfo {
 pub struct PlatformDevices {
     pub platform: Platform,
     pub name: String,
-    pub devices: Vec<(Device, DeviceInfo)>,
+    pub devices: Vec<(Device, ClDeviceInfo)>,
 }
 
 fn kind_name(device_type: u64) -> &'static str {
@@ -58,10 +59,10 @@ fn kind_name(device_type: u64) -> &'static str {
     }
 }
 
-fn describe(platform: &Platform, device: &Device) -> Result<DeviceInfo, ClError> {
+fn describe(platform: &Platform, device: &Device) -> Result<ClDeviceInfo, ClError> {
     let q = "clGetDeviceInfo";
     let extensions = device.extensions().call(q)?;
-    Ok(DeviceInfo {
+    Ok(ClDeviceInfo {
         platform: platform.name().call("clGetPlatformInfo")?,
         platform_version: platform.version().call("clGetPlatformInfo")?,
         name: device.name().call(q)?.trim().to_string(),
@@ -224,7 +225,7 @@ fn choose(
     }
 }
 
-pub(super) fn select(spec: &DeviceSpec) -> Result<(Device, DeviceInfo), ClError> {
+pub(super) fn select(spec: &DeviceSpec) -> Result<(Device, ClDeviceInfo), ClError> {
     let mut platforms = list_devices()?;
     let names: Vec<(String, Vec<(String, &'static str)>)> = platforms
         .iter()

@@ -12,7 +12,7 @@ mod device;
 mod launch;
 mod slot;
 
-pub use device::{list_devices, DeviceInfo, DeviceSpec, PlatformDevices};
+pub use device::{list_devices, ClDeviceInfo, DeviceSpec, PlatformDevices};
 pub(crate) use launch::launch;
 pub use slot::FrameSlot;
 
@@ -96,7 +96,7 @@ pub struct Gpu {
     pub device: Device,
     pub context: Context,
     pub queue: CommandQueue,
-    pub info: DeviceInfo,
+    pub info: ClDeviceInfo,
     /// Programs built so far, by file and defines: a pipeline built again (new size, new
     /// options, a reload) reuses them instead of calling the compiler again.
     programs: Mutex<HashMap<ProgramKey, Arc<Program>>>,
@@ -133,8 +133,8 @@ impl Gpu {
     /// Builds one kernel file with extra options (`-D` defines) after [`BUILD_OPTIONS`]. The
     /// program is kept: a later call with the same file and defines (another pipeline, a
     /// new frame size, a reload) gets it back without a compiler call. Even on a cache hit
-    /// POCL preprocesses the source with all its OpenCL headers, ~40 ms per build natively
-    /// and ~0.2 s under qemu.
+    /// POCL preprocesses the source with all its OpenCL headers, which costs each build a
+    /// noticeable time natively and far more under emulation (BENCHMARKS.md).
     pub fn build_with(&self, source: KernelSource, defines: &str) -> Result<Arc<Program>, ClError> {
         let key = (source.file, source.text, defines.to_string());
         let mut programs = self.programs.lock().unwrap_or_else(|e| e.into_inner());

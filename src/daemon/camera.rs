@@ -4,21 +4,31 @@
 //! The thread never waits for anyone downstream: results go to the publisher through a
 //! bounded channel, and a full channel drops the frame and counts it. Reloads and
 //! snapshot requests arrive on channels it polls between frames.
+//!
+//! This file holds the frame loop of an open camera (frames, reloads, snapshots);
+//! `supervise` opens the camera, restarts it when it fails, and keeps the state the
+//! thread shows the rest of the daemon.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use tokio::sync::oneshot;
 
+use super::camera_metrics::CameraMetrics;
 use crate::capture::{self, FrameSource, Next, SourceSpec};
-use crate::cl::{FrameSlot, Gpu};
+use crate::cl::Gpu;
 use crate::config::CameraSettings;
 use crate::frame::FrameLayout;
-use crate::metrics::CameraMetrics;
-use crate::pipeline::{FrameResult, Pipeline, PipelineOptions, Region};
+use crate::mailbox::{Snapshot, SnapshotReply, SourceInfo};
+use crate::pipeline::{FrameResult, Pipeline, PipelineOptions, Processed};
+use crate::region::Region;
+
+mod supervise;
+
+pub use supervise::{run, CameraState};
 
 /// How long a source may wait for a frame before the loop looks at its channels and the
 /// stop flag again; bounds the time to shut down.
@@ -33,90 +43,11 @@ pub struct Published {
     pub source: Arc<SourceInfo>,
 }
 
-/// The pictures of the last processed frame, for `/snapshot/*.png`.
-pub struct Snapshot {
-    pub width: u32,
-    pub height: u32,
-    pub luma: Vec<u8>,
-    pub edges: Vec<u8>,
-    pub mask: Vec<u8>,
-    pub histogram: [u32; 256],
-    pub otsu_threshold: u8,
-}
-
-pub type SnapshotReply = oneshot::Sender<Arc<Snapshot>>;
-
 /// New ROIs and options from a SIGHUP; the reply says whether they were taken.
 pub struct Reload {
     pub options: PipelineOptions,
     pub regions: Vec<Region>,
     pub reply: oneshot::Sender<Result<(), String>>,
-}
-
-/// A camera that failed waits this long before it is opened again, doubled after each
-/// failure up to [`MAX_RESTART_DELAY`]; a camera that ran for [`RESTART_RESET`] starts
-/// over at the shortest delay.
-const MIN_RESTART_DELAY: Duration = Duration::from_secs(1);
-const MAX_RESTART_DELAY: Duration = Duration::from_secs(30);
-const RESTART_RESET: Duration = Duration::from_secs(60);
-
-/// State shared between a camera thread and the rest of the daemon.
-pub struct CameraState {
-    /// Milliseconds since `epoch` at the loop's last turn: the watchdog's evidence that
-    /// the loop (and so the GPU) is not stuck.
-    last_turn_ms: AtomicU64,
-    epoch: Instant,
-    /// Set while the camera delivers no frames (its device absent, or restarting after a
-    /// failure): it has started as far as it can, so it does not hold READY up.
-    waiting: AtomicBool,
-    /// The layout the pipeline is built for; `None` until the camera delivered a frame.
-    layout: Mutex<Option<FrameLayout>>,
-}
-
-impl CameraState {
-    pub fn new() -> CameraState {
-        CameraState {
-            last_turn_ms: AtomicU64::new(0),
-            epoch: Instant::now(),
-            waiting: AtomicBool::new(false),
-            layout: Mutex::new(None),
-        }
-    }
-
-    fn turn(&self) {
-        let ms = self.epoch.elapsed().as_millis() as u64;
-        self.last_turn_ms.store(ms, Ordering::Relaxed);
-    }
-
-    /// Time since the loop last turned.
-    pub fn since_last_turn(&self) -> Duration {
-        let last = Duration::from_millis(self.last_turn_ms.load(Ordering::Relaxed));
-        self.epoch.elapsed().saturating_sub(last)
-    }
-
-    /// Whether the camera is waiting for its device or for a restart.
-    pub fn waiting(&self) -> bool {
-        self.waiting.load(Ordering::Relaxed)
-    }
-
-    fn set_waiting(&self, waiting: bool) {
-        self.waiting.store(waiting, Ordering::Relaxed);
-    }
-
-    /// The layout of the frames the camera delivers, once it delivered one.
-    pub fn layout(&self) -> Option<FrameLayout> {
-        *self.layout.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn set_layout(&self, layout: FrameLayout) {
-        *self.layout.lock().unwrap_or_else(|e| e.into_inner()) = Some(layout);
-    }
-}
-
-impl Default for CameraState {
-    fn default() -> Self {
-        CameraState::new()
-    }
 }
 
 /// The channels a camera thread is given.
@@ -177,12 +108,6 @@ struct Camera {
     describe: Arc<SourceInfo>,
 }
 
-/// The format and OpenCL device of a camera's frames, shared by its published results.
-pub struct SourceInfo {
-    pub format: &'static str,
-    pub device: String,
-}
-
 fn open(settings: &CameraSettings) -> Result<Camera> {
     let gpu = Gpu::open(&settings.device).context("OpenCL device")?;
     let source = capture::open(&settings.source, &gpu)
@@ -204,83 +129,6 @@ pub fn target_fps(settings: &CameraSettings) -> Option<f64> {
     match &settings.source {
         SourceSpec::Pattern { fps, .. } | SourceSpec::Replay { fps, .. } => Some(*fps),
         SourceSpec::V4l2 { fps, .. } => *fps,
-    }
-}
-
-/// The thread's body: opens the camera and runs it until the stop flag is set. A camera
-/// that fails (its OpenCL device, its source, a pipeline that cannot be built, a panic)
-/// is shown down, logged once per distinct reason, and opened again after a growing
-/// delay; it never ends the thread, so it never stops the other cameras or the daemon.
-pub fn run(settings: CameraSettings, m: Arc<CameraMetrics>, links: Links) {
-    run_with(settings, m, links, open);
-}
-
-/// [`run`] with the opening of the camera given, so that tests can hand it a source.
-fn run_with(
-    mut settings: CameraSettings,
-    m: Arc<CameraMetrics>,
-    links: Links,
-    mut open: impl FnMut(&CameraSettings) -> Result<Camera>,
-) {
-    let name = settings.name.clone();
-    let mut delay = MIN_RESTART_DELAY;
-    let mut last_problem: Option<String> = None;
-    while !links.stopped() {
-        links.state.turn();
-        let attempt_start = Instant::now();
-        let attempt = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let cam = open(&settings)?;
-            run_opened(cam, &mut settings, &m, &links)
-        }));
-        let problem = match attempt {
-            Ok(Ok(())) => break,
-            Ok(Err(e)) => format!("{e:#}"),
-            Err(panic) => format!("panicked: {}", panic_message(&panic)),
-        };
-        m.set_up(false);
-        m.restarts.inc();
-        links.state.set_waiting(true);
-        if attempt_start.elapsed() >= RESTART_RESET {
-            delay = MIN_RESTART_DELAY;
-        }
-        if last_problem.as_deref() == Some(problem.as_str()) {
-            tracing::debug!(camera = %name, "failed again: {problem}");
-        } else {
-            tracing::error!(
-                camera = %name,
-                "camera failed: {problem}; opening it again in {} s, then with growing delays",
-                delay.as_secs()
-            );
-            last_problem = Some(problem);
-        }
-        wait_to_restart(delay, &mut settings, &links);
-        delay = (delay * 2).min(MAX_RESTART_DELAY);
-    }
-    tracing::info!(camera = %name, "camera stopped");
-}
-
-/// Sleeps `delay` in short steps, turning the loop for the watchdog and taking reloads,
-/// which then apply when the camera opens again.
-fn wait_to_restart(delay: Duration, settings: &mut CameraSettings, links: &Links) {
-    let until = Instant::now() + delay;
-    while !links.stopped() && Instant::now() < until {
-        links.state.turn();
-        while let Ok(reload) = links.reloads.try_recv() {
-            settings.options = reload.options;
-            settings.regions = reload.regions;
-            let _ = reload.reply.send(Ok(()));
-        }
-        std::thread::sleep(POLL.min(until.saturating_duration_since(Instant::now())));
-    }
-}
-
-fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
-    if let Some(s) = panic.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "(no message)".into()
     }
 }
 
@@ -325,8 +173,6 @@ fn run_opened(
         );
     }
     let mut failures_logged = 0u32;
-    // What the pipeline's images show now: snapshot requests between frames use it.
-    let mut shown: Option<Shown> = None;
     while !links.stopped() {
         links.state.turn();
         while let Ok(reload) = links.reloads.try_recv() {
@@ -338,20 +184,8 @@ fn run_opened(
             let up = cam.source.is_up();
             links.state.set_waiting(!up);
             m.capture(up, &cam.source.stats());
-            // The last frame's slot may be refilled by now: where luma is read from it,
+            // The last frame's slot may be refilled by now and luma may be read from it:
             // requests wait for the next frame (the server gives up after a while).
-            if let (Some(shown), Some(pipeline)) = (shown.as_ref(), cam.pipeline.as_ref()) {
-                if !pipeline.luma_reads_slot() {
-                    answer_snapshots(
-                        pipeline,
-                        &cam.gpu,
-                        &links.snapshots,
-                        shown,
-                        None,
-                        &settings.name,
-                    );
-                }
-            }
             continue;
         };
         if cam.pipeline.as_ref().map(|p| *p.layout()) != Some(frame.layout) {
@@ -365,8 +199,6 @@ fn run_opened(
                     frame.layout.stride
                 );
             }
-            // The old pipeline's images describe another layout.
-            shown = None;
             cam.pipeline = None;
             cam.pipeline = Some(build_pipeline(&cam.gpu, frame.layout, settings)?);
             cam.describe = Arc::new(SourceInfo {
@@ -379,33 +211,19 @@ fn run_opened(
             continue;
         };
         let (sequence, captured) = (frame.sequence, frame.captured);
-        let processed = pipeline.process(&cam.gpu, frame.slot);
-        // The frame, so its slot, is held up to here: answer while luma may be read from it.
-        shown = processed.as_ref().ok().map(|result| {
-            let now_shown = Shown {
-                width: result.width,
-                height: result.height,
-                histogram: result.histogram,
-                otsu_threshold: result.otsu_threshold,
-            };
-            answer_snapshots(
-                pipeline,
-                &cam.gpu,
-                &links.snapshots,
-                &now_shown,
-                Some(frame.slot),
-                &settings.name,
-            );
-            now_shown
+        let processed = pipeline.process(&cam.gpu, frame.slot).map(|processed| {
+            // The frame, so its slot, is held up to here: answer while luma may be read
+            // from it.
+            answer_snapshots(&processed, &cam.gpu, &links.snapshots, &settings.name);
+            processed.into_result()
         });
         links.state.set_waiting(false);
         m.capture(cam.source.is_up(), &cam.source.stats());
         let result = match processed {
             Ok(result) => result,
             Err(e) => {
-                // `shown` is None now: the images may be half overwritten, so no snapshot
-                // until a frame succeeds.
-                m.pipeline_errors.inc();
+                // No snapshot from a failed frame: its images may be half overwritten.
+                m.pipeline_error(&e);
                 // A failing frame repeats every frame: log the first few, then count.
                 if failures_logged < 5 {
                     failures_logged += 1;
@@ -426,14 +244,6 @@ fn run_opened(
         }
     }
     Ok(())
-}
-
-/// The small results of the frame whose images the pipeline holds.
-struct Shown {
-    width: u32,
-    height: u32,
-    histogram: [u32; 256],
-    otsu_threshold: u8,
 }
 
 /// Takes new options and regions; they also stay in `settings` for a reopened camera.
@@ -458,15 +268,12 @@ fn apply(
     Ok(())
 }
 
-/// Reads the last frame's pictures back once for every request waiting; requests are
-/// rare (the server caches a snapshot for a second), so this costs the loop little.
-/// `slot` is the last frame's slot while it is still held (see [`Pipeline::read_images`]).
+/// Reads the frame's pictures back once for every request waiting; requests are rare
+/// (the server caches a snapshot for a second), so this costs the loop little.
 fn answer_snapshots(
-    pipeline: &Pipeline,
+    frame: &Processed,
     gpu: &Gpu,
     requests: &mpsc::Receiver<SnapshotReply>,
-    shown: &Shown,
-    slot: Option<&FrameSlot>,
     name: &str,
 ) {
     // Requests the server gave up on (a camera that was down) need no read-back.
@@ -474,7 +281,7 @@ fn answer_snapshots(
     if waiting.is_empty() {
         return;
     }
-    let images = match pipeline.read_images(gpu, slot) {
+    let images = match frame.read_images(gpu) {
         Ok(images) => images,
         Err(e) => {
             tracing::warn!(camera = %name, "reading a snapshot: {e:#}");
@@ -482,13 +289,13 @@ fn answer_snapshots(
         }
     };
     let snapshot = Arc::new(Snapshot {
-        width: shown.width,
-        height: shown.height,
+        width: frame.width,
+        height: frame.height,
         luma: images.luma,
-        edges: images.magnitude,
+        gradient: images.magnitude,
         mask: images.mask,
-        histogram: shown.histogram,
-        otsu_threshold: shown.otsu_threshold,
+        histogram: frame.histogram,
+        otsu_threshold: frame.otsu_threshold,
     });
     for reply in waiting {
         let _ = reply.send(Arc::clone(&snapshot));
@@ -499,7 +306,8 @@ fn answer_snapshots(
 mod tests {
     use super::*;
     use crate::capture::{CaptureError, CaptureStats, Frame, IoMode};
-    use crate::cl::DeviceSpec;
+    use crate::cl::{DeviceSpec, FrameSlot};
+    use crate::daemon::camera_metrics::CameraFamilies;
     use crate::frame::PixelFormat;
     use crate::metrics::Metrics;
 
@@ -571,7 +379,6 @@ mod tests {
                 let gpu = Gpu::open(&device).expect("an OpenCL device");
                 let pipeline = Pipeline::new(&gpu, layout, options, &[]).expect("pipeline");
                 let slot = pipeline.new_slot(&gpu).expect("slot");
-                let luma_reads_slot = pipeline.luma_reads_slot();
                 let source = Box::new(Requeued {
                     layout,
                     slot,
@@ -581,21 +388,14 @@ mod tests {
                     format: layout.format.name(),
                     device: gpu.info.to_string(),
                 });
-                let camera = Camera {
+                Camera {
                     gpu,
                     source,
                     pipeline: None,
                     describe,
-                };
-                (camera, luma_reads_slot)
+                }
             }
         };
-        let (probe, luma_reads_slot) = open_camera();
-        if !luma_reads_slot {
-            eprintln!("skipped: {} has its own luma buffer", probe.gpu.info);
-            return;
-        }
-        drop(probe);
         let mut settings = CameraSettings {
             name: "t".into(),
             device,
@@ -605,8 +405,8 @@ mod tests {
         };
         let stop = Arc::new(AtomicBool::new(false));
         let (links, ends) = Links::new(Arc::clone(&stop), 4);
-        let metrics = Metrics::new(16);
-        let m = metrics.camera("t", None);
+        let metrics = Metrics::new();
+        let m = CameraFamilies::new(&metrics, 16).camera("t", None);
         /// Stops the camera however the test ends: a failed assertion must not leave
         /// the scope waiting for the camera thread forever.
         struct StopOnDrop(Arc<AtomicBool>);
@@ -616,7 +416,7 @@ mod tests {
             }
         }
         std::thread::scope(|s| {
-            let camera = s.spawn(move || run_opened(open_camera().0, &mut settings, &m, &links));
+            let camera = s.spawn(move || run_opened(open_camera(), &mut settings, &m, &links));
             let stopper = StopOnDrop(Arc::clone(&stop));
             for i in 0..30 {
                 let (tx, mut rx) = oneshot::channel();
@@ -651,117 +451,5 @@ mod tests {
             drop(stopper);
             camera.join().expect("no panic").expect("a clean stop");
         });
-    }
-
-    /// A source that hands out one frame and then panics, as the test pattern's pacer did
-    /// at 6e-20 fps (its second frame's due time overflowed the clock).
-    struct PanicsAfterOneFrame {
-        layout: FrameLayout,
-        slot: FrameSlot,
-        calls: u32,
-    }
-
-    impl FrameSource for PanicsAfterOneFrame {
-        fn describe(&self) -> String {
-            "one frame, then a panic".into()
-        }
-        fn layout(&self) -> FrameLayout {
-            self.layout
-        }
-        fn io_mode(&self) -> IoMode {
-            IoMode::Generated
-        }
-        fn is_up(&self) -> bool {
-            true
-        }
-        fn stats(&self) -> CaptureStats {
-            CaptureStats::default()
-        }
-        fn next_frame(&mut self, _gpu: &Gpu, _wait: Duration) -> Result<Next<'_>, CaptureError> {
-            self.calls += 1;
-            assert!(self.calls == 1, "the source broke after its first frame");
-            Ok(Next::Frame(Frame {
-                slot: &self.slot,
-                layout: self.layout,
-                sequence: 0,
-                captured: Instant::now(),
-            }))
-        }
-    }
-
-    /// The value of `series` in a scrape of `metrics`.
-    fn scraped(metrics: &Metrics, series: &str) -> Option<f64> {
-        let text = String::from_utf8(metrics.encode()).expect("UTF-8");
-        text.lines().find_map(|l| {
-            let (s, v) = l.rsplit_once(' ')?;
-            (s == series).then(|| v.parse().ok())?
-        })
-    }
-
-    #[test]
-    fn a_panic_after_the_first_frame_shows_the_camera_down_and_restarts_it() {
-        let device: DeviceSpec = std::env::var("EDGESIGHT_TEST_DEVICE")
-            .unwrap_or_default()
-            .parse()
-            .expect("device spec");
-        let layout = FrameLayout::packed(PixelFormat::Grey, 32, 24);
-        let settings = CameraSettings {
-            name: "t".into(),
-            device: device.clone(),
-            source: "pattern:32x24@100".parse().expect("spec"),
-            options: PipelineOptions::default(),
-            regions: Vec::new(),
-        };
-        let stop = Arc::new(AtomicBool::new(false));
-        let (links, ends) = Links::new(Arc::clone(&stop), 4);
-        let metrics = Metrics::new(16);
-        let m = Arc::new(metrics.camera("t", None));
-        let opened = Arc::new(AtomicU64::new(0));
-        let open_camera = {
-            let opened = Arc::clone(&opened);
-            move |_: &CameraSettings| -> Result<Camera> {
-                opened.fetch_add(1, Ordering::Relaxed);
-                let gpu = Gpu::open(&device)?;
-                let slot = FrameSlot::new(&gpu, layout.frame_bytes())?;
-                let describe = Arc::new(SourceInfo {
-                    format: layout.format.name(),
-                    device: gpu.info.to_string(),
-                });
-                let source = Box::new(PanicsAfterOneFrame {
-                    layout,
-                    slot,
-                    calls: 0,
-                });
-                Ok(Camera {
-                    gpu,
-                    source,
-                    pipeline: None,
-                    describe,
-                })
-            }
-        };
-        let camera = std::thread::spawn(move || run_with(settings, m, links, open_camera));
-        // The frame went through the pipeline (published, so the camera was up) before
-        // the source panicked.
-        let frame = ends
-            .published
-            .recv_timeout(Duration::from_secs(60))
-            .expect("the first frame");
-        assert_eq!(frame.sequence, 0);
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while scraped(&metrics, r#"edgesight_camera_restarts_total{camera="t"}"#) != Some(1.0) {
-            assert!(Instant::now() < deadline, "no restart counted");
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        assert_eq!(
-            scraped(&metrics, r#"edgesight_camera_up{camera="t"}"#),
-            Some(0.0)
-        );
-        // Opened once so far; it is opened again after the restart delay.
-        assert_eq!(opened.load(Ordering::Relaxed), 1);
-        stop.store(true, Ordering::Relaxed);
-        camera
-            .join()
-            .expect("the camera thread itself does not panic");
     }
 }

@@ -7,6 +7,8 @@
 //! within their poll interval, the server stops accepting, and the threads are joined.
 
 pub mod camera;
+pub mod camera_metrics;
+pub mod reload;
 mod signals;
 
 use std::collections::VecDeque;
@@ -17,28 +19,20 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context, Result};
-use tokio::sync::{mpsc as tmpsc, oneshot, watch};
+use tokio::sync::{mpsc as tmpsc, watch};
 
 use crate::config::{self, CameraSettings, Overrides, Settings};
-use crate::metrics::{CameraMetrics, Metrics};
-use crate::pipeline::{FrameResult, PipelineOptions};
+use crate::mailbox::Latest;
+use crate::metrics::Metrics;
 use crate::server::{self, CameraView};
 use camera::{CameraState, Links, Published, Reload};
+use camera_metrics::{CameraFamilies, CameraMetrics};
+use reload::{reload, ReloadMetrics};
 use signals::Signal;
 
 /// Results waiting for the publisher, per camera. Small on purpose: a publisher that
 /// falls this far behind loses frames (counted) rather than making the camera wait.
 const PUBLISH_QUEUE: usize = 8;
-
-/// The last published frame of a camera.
-pub struct Latest {
-    pub sequence: u64,
-    pub published: Instant,
-    pub result: FrameResult,
-    pub options: PipelineOptions,
-    /// The format and OpenCL device the frame came through.
-    pub source: Arc<camera::SourceInfo>,
-}
 
 struct CameraThread {
     settings: CameraSettings,
@@ -134,7 +128,9 @@ pub fn run(config_path: Option<PathBuf>, overrides: Overrides) -> Result<()> {
         tracing::warn!("{warning}");
     }
     let listener = server::Listener::prepare(&settings.web)?;
-    let metrics = Arc::new(Metrics::new(settings.histogram_bins));
+    let metrics = Arc::new(Metrics::new());
+    let camera_families = CameraFamilies::new(&metrics, settings.histogram_bins);
+    let reloads = ReloadMetrics::new(&metrics);
     let stop = Arc::new(AtomicBool::new(false));
     let (exits_tx, exits_rx) = tmpsc::unbounded_channel::<String>();
 
@@ -144,7 +140,7 @@ pub fn run(config_path: Option<PathBuf>, overrides: Overrides) -> Result<()> {
     let mut views = Vec::new();
     for c in &settings.cameras {
         let (links, ends) = Links::new(Arc::clone(&stop), PUBLISH_QUEUE);
-        let m = Arc::new(metrics.camera(&c.name, camera::target_fps(c)));
+        let m = Arc::new(camera_families.camera(&c.name, camera::target_fps(c)));
         let (settings_c, m_c, exits) = (c.clone(), Arc::clone(&m), exits_tx.clone());
         let name = c.name.clone();
         let thread = std::thread::Builder::new()
@@ -178,6 +174,7 @@ pub fn run(config_path: Option<PathBuf>, overrides: Overrides) -> Result<()> {
         config_path,
         overrides,
         &metrics,
+        &reloads,
         &threads,
         Arc::new(views),
         listener,
@@ -222,6 +219,7 @@ async fn serve(
     config_path: Option<PathBuf>,
     overrides: Overrides,
     metrics: &Arc<Metrics>,
+    reloads: &ReloadMetrics,
     threads: &[CameraThread],
     views: Arc<Vec<CameraView>>,
     listener: server::Listener,
@@ -250,7 +248,7 @@ async fn serve(
             &overrides,
             settings,
             threads,
-            metrics,
+            reloads,
         ))
     };
     let mut reloading = None;
@@ -362,99 +360,4 @@ async fn supervise(
             last_ping = Some(Instant::now());
         }
     }
-}
-
-/// SIGHUP: reads the config again and hands each running camera its new ROIs and
-/// options. Anything that would need the camera or socket reopened is logged and left
-/// as it is; a config that does not check is refused whole.
-async fn reload(
-    path: Option<&std::path::Path>,
-    overrides: &Overrides,
-    current: &Settings,
-    threads: &[CameraThread],
-    metrics: &Metrics,
-) {
-    let outcome = reload_inner(path, overrides, current, threads).await;
-    let result = if outcome.is_ok() {
-        "success"
-    } else {
-        "failure"
-    };
-    metrics.reloads.with_label_values(&[result]).inc();
-    match outcome {
-        Ok(()) => tracing::info!("SIGHUP: configuration reloaded"),
-        Err(e) => {
-            tracing::error!("SIGHUP: reload refused, keeping the running configuration: {e:#}")
-        }
-    }
-}
-
-async fn reload_inner(
-    path: Option<&std::path::Path>,
-    overrides: &Overrides,
-    current: &Settings,
-    threads: &[CameraThread],
-) -> Result<()> {
-    let path = path.ok_or_else(|| anyhow!("no --config file to read again"))?;
-    let path_owned = path.to_path_buf();
-    let overrides_owned = overrides.clone();
-    // The checks `run` made at start, all of them: a config that would not start is not
-    // taken by a reload either.
-    let checked =
-        tokio::task::spawn_blocking(move || config::validate(Some(&path_owned), &overrides_owned))
-            .await
-            .context("reading the config")??;
-    for warning in &checked.warnings {
-        tracing::warn!("SIGHUP: {warning}");
-    }
-    let new = checked.settings;
-    if new.web != current.web {
-        tracing::warn!("SIGHUP: [web] changes take a restart; keeping the running ones");
-    }
-    for c in &new.cameras {
-        if !threads.iter().any(|t| t.settings.name == c.name) {
-            tracing::warn!(camera = %c.name, "SIGHUP: new cameras take a restart");
-        }
-    }
-    // Regions are checked against the sizes the cameras really deliver before any camera
-    // is told, so that a reload is taken by all cameras or by none. A camera that has not
-    // delivered a frame yet checks them when it does.
-    for t in threads {
-        let Some(layout) = t.state.layout() else {
-            continue;
-        };
-        if let Some(c) = new.cameras.iter().find(|c| c.name == t.settings.name) {
-            for r in &c.regions {
-                r.validate(&layout)
-                    .with_context(|| format!("camera '{}'", c.name))?;
-            }
-        }
-    }
-    let mut replies = Vec::new();
-    for t in threads {
-        let Some(c) = new.cameras.iter().find(|c| c.name == t.settings.name) else {
-            tracing::warn!(camera = %t.settings.name, "SIGHUP: removing cameras takes a restart");
-            continue;
-        };
-        if c.source != t.settings.source || c.device != t.settings.device {
-            tracing::warn!(camera = %c.name, "SIGHUP: source and device changes take a restart");
-        }
-        let (reply, rx) = oneshot::channel();
-        t.reloads
-            .send(Reload {
-                options: c.options,
-                regions: c.regions.clone(),
-                reply,
-            })
-            .map_err(|_| anyhow!("camera '{}' is not running", c.name))?;
-        replies.push((c.name.clone(), rx));
-    }
-    for (name, rx) in replies {
-        match tokio::time::timeout(Duration::from_secs(5), rx).await {
-            Ok(Ok(Ok(()))) => {}
-            Ok(Ok(Err(e))) => return Err(anyhow!("camera '{name}': {e}")),
-            _ => return Err(anyhow!("camera '{name}' did not answer")),
-        }
-    }
-    Ok(())
 }

@@ -71,19 +71,22 @@ impl HistogramStage {
         layout: &FrameLayout,
         hist: &Buffer<u32>,
     ) -> Result<Event, ClError> {
-        let count = layout.width * layout.height;
+        let (width, height) = (layout.width, layout.height);
+        // The kernel reads luma as one flat run: the pipeline's luma is dense (a slot is
+        // read in place only at stride = width).
+        let src_stride = width;
         let local = self.launch.local[0];
-        // SAFETY: the arguments are histogram.cl's (src, count, hist). Work-items stride
-        // over the `count` = `pixels()` bytes of `src` (whole uchar16s, then a byte at a
-        // time for the tail) and add to the 256 counts of `hist`. The pipeline, the only
-        // caller, passes its luma of `pixels()` bytes (or a grey slot of at least that)
-        // and its 256-count buffer, made for the one layout it was built for and always
-        // passes.
+        // SAFETY: the arguments are histogram.cl's (src, src_stride, width, height, hist), with
+        // src_stride = width. Work-items stride over the width * height = `pixels()` bytes of
+        // `src` (whole uchar16s, then a byte at a time for the tail) and add to the 256 counts
+        // of `hist`. The pipeline, the only caller, passes its luma of `pixels()` bytes (or a
+        // grey slot of at least that) and its 256-count buffer, made for the one layout it was
+        // built for and always passes.
         unsafe {
             launch(
                 gpu,
                 &self.kernel,
-                &[luma, &count, hist],
+                &[luma, &src_stride, &width, &height, hist],
                 &[self.groups * local],
                 &[local],
                 "clEnqueueNDRangeKernel(histogram_count)",

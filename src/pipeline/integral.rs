@@ -2,153 +2,14 @@
 //! foreground masks (`kernels/integral.cl`, all four in bands of rows), and the
 //! region stage that reads any rectangle's sums from them in O(1) (`region_sums`).
 
-use std::fmt;
-use std::str::FromStr;
-
 use opencl3::event::Event;
 use opencl3::kernel::Kernel;
 use opencl3::memory::Buffer;
-use serde::Serialize;
 
 use super::{device_buffer, DeviceImage, IntegralLayout, Launch, PipelineError, Tuning};
 use crate::cl::{launch, write_blocking, CallContext, ClError, Gpu, INTEGRAL_CL};
 use crate::frame::FrameLayout;
-
-/// A named rectangle of the frame whose features are measured on every frame.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Region {
-    pub name: String,
-    pub x: u32,
-    pub y: u32,
-    #[serde(rename = "w")]
-    pub width: u32,
-    #[serde(rename = "h")]
-    pub height: u32,
-}
-
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum RegionError {
-    #[error("invalid ROI '{0}' (expected NAME:X,Y,W,H, e.g. door:10,20,64,48)")]
-    Syntax(String),
-    #[error("ROI '{name}' is empty ({width}x{height})")]
-    Empty {
-        name: String,
-        width: u32,
-        height: u32,
-    },
-    #[error("ROI '{name}' ({x},{y} {width}x{height}) lies outside the {frame_width}x{frame_height} frame")]
-    Outside {
-        name: String,
-        x: u32,
-        y: u32,
-        width: u32,
-        height: u32,
-        frame_width: u32,
-        frame_height: u32,
-    },
-}
-
-impl Region {
-    /// Checks that the region is non-empty and inside a frame of `layout`.
-    pub fn validate(&self, layout: &FrameLayout) -> Result<(), RegionError> {
-        if self.width == 0 || self.height == 0 {
-            return Err(RegionError::Empty {
-                name: self.name.clone(),
-                width: self.width,
-                height: self.height,
-            });
-        }
-        let right = u64::from(self.x) + u64::from(self.width);
-        let bottom = u64::from(self.y) + u64::from(self.height);
-        if right > u64::from(layout.width) || bottom > u64::from(layout.height) {
-            return Err(RegionError::Outside {
-                name: self.name.clone(),
-                x: self.x,
-                y: self.y,
-                width: self.width,
-                height: self.height,
-                frame_width: layout.width,
-                frame_height: layout.height,
-            });
-        }
-        Ok(())
-    }
-}
-
-impl FromStr for Region {
-    type Err = RegionError;
-    /// `NAME:X,Y,W,H`.
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let bad = || RegionError::Syntax(s.to_string());
-        let (name, rect) = s.rsplit_once(':').ok_or_else(bad)?;
-        let nums: Vec<u32> = rect
-            .split(',')
-            .map(|v| v.trim().parse::<u32>())
-            .collect::<Result<_, _>>()
-            .map_err(|_| bad())?;
-        let [x, y, width, height] = nums[..] else {
-            return Err(bad());
-        };
-        if name.trim().is_empty() {
-            return Err(bad());
-        }
-        Ok(Region {
-            name: name.trim().to_string(),
-            x,
-            y,
-            width,
-            height,
-        })
-    }
-}
-
-impl fmt::Display for Region {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}:{},{},{},{}",
-            self.name, self.x, self.y, self.width, self.height
-        )
-    }
-}
-
-/// The sums a region's features come from.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RegionStats {
-    pub area: u64,
-    pub sum: u64,
-    pub sqsum: u64,
-    pub edges: u64,
-    pub foreground: u64,
-}
-
-impl RegionStats {
-    pub fn mean(&self) -> f64 {
-        self.sum as f64 / self.area as f64
-    }
-
-    /// Population standard deviation of luma, from exact integer moments.
-    pub fn stddev(&self) -> f64 {
-        let (n, s, q) = (
-            u128::from(self.area),
-            u128::from(self.sum),
-            u128::from(self.sqsum),
-        );
-        // n * q >= s² by Cauchy-Schwarz, so this never underflows.
-        let scaled_variance = n * q - s * s;
-        (scaled_variance as f64).sqrt() / self.area as f64
-    }
-
-    /// Share of the region's pixels that are edges (magnitude >= the edge threshold).
-    pub fn edge_ratio(&self) -> f64 {
-        self.edges as f64 / self.area as f64
-    }
-
-    /// Share of the region's pixels above the Otsu threshold.
-    pub fn foreground_ratio(&self) -> f64 {
-        self.foreground as f64 / self.area as f64
-    }
-}
+use crate::region::{Region, RegionStats};
 
 /// Work-items per group of the region sums.
 const LINE_GROUP_SIZE: usize = 64;
@@ -159,8 +20,7 @@ const BAND_GROUP_MAX: usize = 256;
 /// Most rows in a GPU band (`BAND_ROWS_MAX` in integral.cl).
 const BAND_ROWS_MAX: u32 = 64;
 /// Fewest rows in a GPU band: below that, the bands' column sums cost more than the
-/// parallelism gains (8 rows at 4K on an NVIDIA H100: 146 us for the images, 27 + 20 us
-/// for the column sums and their scan; 17 rows: 217 + 24 + 11 us).
+/// parallelism gains (measured on an NVIDIA H100: BENCHMARKS.md).
 const MIN_BAND_ROWS: u32 = 4;
 /// GPU bands per compute unit.
 const BANDS_PER_GPU_COMPUTE_UNIT: u32 = 2;
@@ -329,6 +189,8 @@ impl IntegralStage {
         mut event: impl FnMut(Event),
     ) -> Result<(), ClError> {
         let (w, h) = (layout.width, layout.height);
+        // Luma and the masks are dense: their rows are `w` apart.
+        let src_stride = w;
         match &self.passes {
             Passes::ItemBands {
                 columns_kernel,
@@ -341,10 +203,11 @@ impl IntegralStage {
                 let what = "clEnqueueNDRangeKernel(integral bands)";
                 // One work-item per group: a band is a long sequential walk.
                 let global = [*bands as usize];
-                // SAFETY: the arguments are integral.cl's integral_band_columns (width,
-                // height, bands, luma, edges, mask, cols). Work-item b < `bands` walks the
-                // rows of band b (all below `height`), `width` columns of each of the three
-                // `pixels()`-byte inputs, and writes its band's 4 x `width` column sums.
+                // SAFETY: the arguments are integral.cl's integral_band_columns (luma,
+                // src_stride, width, height, edges, mask, bands, cols), src_stride = width.
+                // Work-item b < `bands` walks the rows of band b (all below `height`),
+                // `width` columns of each of the three `pixels()`-byte inputs, and writes
+                // its band's 4 x `width` column sums.
                 // `cols` holds 4 x `bands` x `width` words, made in `IntegralStage::new`
                 // for this layout and band count; the pipeline, the only caller, passes
                 // that layout and its inputs of `pixels()` bytes.
@@ -352,30 +215,40 @@ impl IntegralStage {
                     launch(
                         gpu,
                         columns_kernel,
-                        &[&w, &h, bands, luma, edge_mask, foreground_mask, cols],
+                        &[
+                            luma,
+                            &src_stride,
+                            &w,
+                            &h,
+                            edge_mask,
+                            foreground_mask,
+                            bands,
+                            cols,
+                        ],
                         &global,
                         &[1],
                         what,
                     )
                 }?);
-                // SAFETY: the arguments are integral_bands' (width, height, bands, luma,
-                // edges, mask, cols, tops, tops2, sum, sqsum, ecount, fcount). Work-item
-                // b < `bands` reads its band's rows of the inputs and the column sums
-                // above it, writes its band's row of `tops` (3 x (width + 1) words) and
-                // `tops2` (width + 1), and its rows of the four (width + 1) x (height + 1)
-                // images, all of which `IntegralStage::new` made for this layout and band
-                // count.
+                // SAFETY: the arguments are integral_bands' (luma, src_stride, width,
+                // height, edges, mask, bands, cols, tops, tops2, sum, sqsum, ecount,
+                // fcount), src_stride = width. Work-item b < `bands` reads its band's rows
+                // of the inputs and the column sums above it, writes its band's row of
+                // `tops` (3 x (width + 1) words) and `tops2` (width + 1), and its rows of
+                // the four (width + 1) x (height + 1) images, all of which
+                // `IntegralStage::new` made for this layout and band count.
                 event(unsafe {
                     launch(
                         gpu,
                         bands_kernel,
                         &[
+                            luma,
+                            &src_stride,
                             &w,
                             &h,
-                            bands,
-                            luma,
                             edge_mask,
                             foreground_mask,
+                            bands,
                             cols,
                             tops,
                             tops2,
@@ -402,18 +275,27 @@ impl IntegralStage {
                 let what = "clEnqueueNDRangeKernel(integral bands)";
                 let local = self.launch.local[0];
                 let quads = self.launch.global_1d((w as usize).div_ceil(4));
-                // SAFETY: the arguments are integral_band_sums' (width, height, band_rows,
-                // luma, edges, mask, cols). Work-item (x, b) returns unless x < width and
-                // b x band_rows < height, reads four columns from x of its band's rows of
-                // the three `pixels()`-byte inputs, and writes them to band b's row of
-                // `cols`, which holds `bands` x `width` uint4s for `bands` = height /
-                // band_rows rounded up, as `IntegralStage::new` made it for this layout;
-                // the pipeline, the only caller, passes that layout and its inputs.
+                // SAFETY: the arguments are integral_band_sums' (luma, src_stride, width,
+                // height, edges, mask, band_rows, cols), src_stride = width. Work-item (x, b)
+                // returns unless x < width and b x band_rows < height, reads four columns from
+                // x of its band's rows of the three `pixels()`-byte inputs, and writes them to
+                // band b's row of `cols`, which holds `bands` x `width` uint4s for `bands` =
+                // height / band_rows rounded up, as `IntegralStage::new` made it for this
+                // layout; the pipeline, the only caller, passes that layout and its inputs.
                 event(unsafe {
                     launch(
                         gpu,
                         sums_kernel,
-                        &[&w, &h, band_rows, luma, edge_mask, foreground_mask, cols],
+                        &[
+                            luma,
+                            &src_stride,
+                            &w,
+                            &h,
+                            edge_mask,
+                            foreground_mask,
+                            band_rows,
+                            cols,
+                        ],
                         &[quads, *bands as usize],
                         &[local, 1],
                         what,
@@ -432,8 +314,9 @@ impl IntegralStage {
                         what,
                     )
                 }?);
-                // SAFETY: the arguments are integral_band_images' (width, height,
-                // band_rows, luma, edges, mask, cols, sum, sqsum, ecount, fcount). Group b
+                // SAFETY: the arguments are integral_band_images' (luma, src_stride,
+                // width, height, edges, mask, band_rows, cols, sum, sqsum, ecount, fcount),
+                // src_stride = width. Group b
                 // < `bands` scans rows b x band_rows up to `height` of the inputs, `width`
                 // columns each, reads its band's row of `cols` and writes those rows of
                 // the four (width + 1) x (height + 1) images; `group` is at most
@@ -444,12 +327,13 @@ impl IntegralStage {
                         gpu,
                         images_kernel,
                         &[
+                            luma,
+                            &src_stride,
                             &w,
                             &h,
-                            band_rows,
-                            luma,
                             edge_mask,
                             foreground_mask,
+                            band_rows,
                             cols,
                             &self.sum.buf,
                             &self.sqsum.buf,
@@ -473,24 +357,27 @@ impl IntegralStage {
         layout: &FrameLayout,
     ) -> Result<Event, ClError> {
         let count = self.regions.len() as u32;
-        // SAFETY: the arguments are region_sums' (width, rects, count, sum, sqsum, edges,
-        // foreground, out). Work-item i returns unless i < `count`, reads rectangle i of
-        // `rects` (4 x `count` words), the four corners of that rectangle in the four
-        // (width + 1) x (height + 1) images, and writes 4 ulongs at 4i of `out`.
-        // `set_regions` makes `rects` and `sums` for exactly `self.regions` (4 words
+        let src_stride = layout.width + 1;
+        // SAFETY: the arguments are region_sums' (sum, src_stride, width, height, sqsum, edges,
+        // foreground, rects, count, out), src_stride = width + 1. Work-item i returns unless i
+        // < `count`, reads rectangle i of `rects` (4 x `count` words), the four corners of that
+        // rectangle in the four (width + 1) x (height + 1) images, and writes 4 ulongs at 4i of
+        // `out`. `set_regions` makes `rects` and `sums` for exactly `self.regions` (4 words
         // each) after checking that every region lies inside this layout's frame.
         unsafe {
             launch(
                 gpu,
                 &self.region_sums,
                 &[
-                    &layout.width,
-                    &self.rects,
-                    &count,
                     &self.sum.buf,
+                    &src_stride,
+                    &layout.width,
+                    &layout.height,
                     &self.sqsum.buf,
                     &self.edges.buf,
                     &self.foreground.buf,
+                    &self.rects,
+                    &count,
                     &self.sums,
                 ],
                 &[self.launch.global_1d(self.regions.len())],
@@ -570,77 +457,5 @@ impl IntegralStage {
             self.edges.read(gpu)?,
             self.foreground.read(gpu)?,
         ))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::frame::PixelFormat;
-
-    #[test]
-    fn regions_parse() {
-        let r: Region = "door:10,20,64,48".parse().unwrap();
-        assert_eq!(
-            r,
-            Region {
-                name: "door".into(),
-                x: 10,
-                y: 20,
-                width: 64,
-                height: 48
-            }
-        );
-        assert_eq!(r.to_string(), "door:10,20,64,48");
-        for bad in [
-            "door",
-            "door:1,2,3",
-            ":1,2,3,4",
-            "d:1,2,3,4,5",
-            "d:a,2,3,4",
-            "d:-1,2,3,4",
-        ] {
-            assert_eq!(
-                bad.parse::<Region>(),
-                Err(RegionError::Syntax(bad.into())),
-                "{bad}"
-            );
-        }
-    }
-
-    #[test]
-    fn regions_must_lie_inside_the_frame() {
-        let l = FrameLayout::packed(PixelFormat::Grey, 64, 48);
-        let r = |s: &str| s.parse::<Region>().unwrap().validate(&l);
-        assert!(r("all:0,0,64,48").is_ok());
-        assert!(matches!(
-            r("wide:1,0,64,48"),
-            Err(RegionError::Outside { .. })
-        ));
-        assert!(matches!(
-            r("low:0,40,1,9"),
-            Err(RegionError::Outside { .. })
-        ));
-        assert!(matches!(
-            r("far:4294967295,0,1,1"),
-            Err(RegionError::Outside { .. })
-        ));
-        assert!(matches!(r("none:0,0,0,5"), Err(RegionError::Empty { .. })));
-    }
-
-    #[test]
-    fn stats_from_sums() {
-        // Pixels 1, 2, 3, 4: mean 2.5, population variance 1.25.
-        let s = RegionStats {
-            area: 4,
-            sum: 10,
-            sqsum: 30,
-            edges: 1,
-            foreground: 3,
-        };
-        assert_eq!(s.mean(), 2.5);
-        assert!((s.stddev() - 1.25f64.sqrt()).abs() < 1e-12);
-        assert_eq!(s.edge_ratio(), 0.25);
-        assert_eq!(s.foreground_ratio(), 0.75);
     }
 }

@@ -9,10 +9,15 @@
 //! ```
 //!
 //! Grey frames (and NV12's Y plane) packed at stride = width skip the luma copy: the
-//! stages read the slot itself.
+//! stages read the slot itself, so a frame's images can be read only while its slot is
+//! held ([`Processed`]).
 //!
 //! Each stage lives in its own file with the kernel file it launches. Stages never allocate
-//! capture buffers and never touch metrics or HTTP; they fill a [`FrameResult`].
+//! capture buffers and never touch metrics or HTTP; they fill a [`FrameResult`]. Around
+//! them: `options` (what is computed, and the work sizes a device gets), `timings`,
+//! `buffers` (guarded device images and read-back memory), `launch` (work-group geometry)
+//! and `processed` (what a frame gives back). This file holds [`Pipeline`], which runs
+//! them.
 
 // One unsafe operation per block, so each SAFETY comment covers exactly one.
 #![deny(clippy::multiple_unsafe_ops_per_block)]
@@ -23,341 +28,27 @@ mod luma;
 mod otsu;
 mod sobel;
 
-use std::fmt;
-use std::str::FromStr;
+mod buffers;
+mod launch;
+mod options;
+mod processed;
+mod timings;
 
 use opencl3::event::Event;
-use opencl3::kernel::Kernel;
-use opencl3::memory::{Buffer, ClMem, CL_MEM_READ_WRITE};
-use opencl3::types::CL_NON_BLOCKING;
-use serde::Serialize;
 
-use crate::cl::{
-    event_interval, new_buffer, read_blocking, write_blocking, CallContext, ClError, FrameSlot,
-    Gpu, Plain,
-};
+use crate::cl::{event_interval, ClError, FrameSlot, Gpu};
 use crate::frame::{FrameLayout, LayoutError, PixelFormat};
+use crate::region::{Region, RegionError};
 
-pub use integral::{Region, RegionError, RegionStats};
-
-/// How Sobel reads pixels outside the frame (OpenCV's border types).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Border {
-    /// `gfedcb|abcdefgh|gfedcba`, OpenCV's default `BORDER_REFLECT_101`.
-    #[default]
-    Reflect101,
-    /// `aaaaaa|abcdefgh|hhhhhhh`, `BORDER_REPLICATE`.
-    Replicate,
-    /// `000000|abcdefgh|0000000`, `BORDER_CONSTANT` with 0.
-    Constant,
-}
-
-impl Border {
-    pub const ALL: [Border; 3] = [Border::Reflect101, Border::Replicate, Border::Constant];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Border::Reflect101 => "reflect101",
-            Border::Replicate => "replicate",
-            Border::Constant => "constant",
-        }
-    }
-
-    /// The code sobel.cl's `border` argument takes.
-    fn kernel_code(self) -> i32 {
-        match self {
-            Border::Reflect101 => 0,
-            Border::Replicate => 1,
-            Border::Constant => 2,
-        }
-    }
-}
-
-impl fmt::Display for Border {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error("unknown border mode '{0}' (expected reflect101, replicate or constant)")]
-pub struct UnknownBorder(pub String);
-
-impl FromStr for Border {
-    type Err = UnknownBorder;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.to_ascii_lowercase().replace(['_', '-'], "").as_str() {
-            "reflect101" | "default" => Ok(Border::Reflect101),
-            "replicate" => Ok(Border::Replicate),
-            "constant" => Ok(Border::Constant),
-            _ => Err(UnknownBorder(s.to_string())),
-        }
-    }
-}
-
-/// How the 8-bit gradient magnitude is computed from dx and dy.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Magnitude {
-    /// `min(|dx| + |dy|, 255)`.
-    #[default]
-    L1,
-    /// `min(round(sqrt(dx² + dy²)), 255)`.
-    L2,
-}
-
-impl FromStr for Magnitude {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.to_ascii_lowercase().as_str() {
-            "l1" => Ok(Magnitude::L1),
-            "l2" => Ok(Magnitude::L2),
-            _ => Err(format!("unknown magnitude '{s}' (expected l1 or l2)")),
-        }
-    }
-}
-
-/// Options of the per-frame computation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct PipelineOptions {
-    pub border: Border,
-    pub magnitude: Magnitude,
-    /// A pixel is an edge where its magnitude is at least this.
-    pub edge_threshold: u8,
-}
-
-impl Default for PipelineOptions {
-    fn default() -> Self {
-        PipelineOptions {
-            border: Border::Reflect101,
-            magnitude: Magnitude::L1,
-            edge_threshold: 64,
-        }
-    }
-}
-
-/// Work-size choices that depend on the device, not on what is computed: every choice
-/// gives the same results, so tests run each one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Tuning {
-    /// How the integral passes are laid out.
-    pub integral_layout: IntegralLayout,
-    /// How the histogram's work-groups count into their local sub-histogram.
-    pub histogram_counting: HistogramCounting,
-    /// How Otsu's threshold does OpenCV's double arithmetic.
-    pub otsu_arithmetic: OtsuArithmetic,
-    /// How many pixels a Sobel work-item computes.
-    pub sobel_layout: SobelLayout,
-    /// How Sobel, binarize and the CPU integral write their images.
-    pub stores: Stores,
-}
-
-/// How the kernels that write whole images store them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Stores {
-    /// Ordinary stores (GPUs, which write whole lines without reading them first).
-    Cached,
-    /// Non-temporal stores for aligned vectors (CPUs: an ordinary store first reads the
-    /// cache line it overwrites, a third more memory traffic for write-once images).
-    Streaming,
-}
-
-impl Stores {
-    /// The `-D` option the kernel files take for this choice.
-    fn define(self) -> &'static str {
-        match self {
-            Stores::Cached => "",
-            Stores::Streaming => "-DSTREAMING_STORES",
-        }
-    }
-}
-
-/// The two Sobel kernels of `kernels/sobel.cl`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SobelLayout {
-    /// 16 pixels per work-item with uchar16 vectors (CPUs: one SIMD register a row).
-    Vector16,
-    /// Four pixels per work-item with aligned 4-byte loads and vector stores, one pixel per
-    /// item where the width is not a multiple of 4 (GPUs: neighbouring work-items read
-    /// neighbouring words).
-    FourPixelsPerItem,
-}
-
-/// The two ways `kernels/otsu.cl` computes in binary64.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OtsuArithmetic {
-    /// The integer emulation of binary64: any OpenCL 1.2 device (Mali Bifrost and Valhall
-    /// have no fp64).
-    Emulated,
-    /// The device's own doubles where it offers `cl_khr_fp64` (correctly rounded add,
-    /// subtract, multiply and divide, contraction off), else the emulation. A GPU runs the
-    /// emulation's sequential part on one slow thread (0.5 ms on an NVIDIA H100).
-    NativeWhereAvailable,
-}
-
-/// The two layouts of the integral passes in `kernels/integral.cl`; both read the inputs
-/// twice and write each image once.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum IntegralLayout {
-    /// GPUs: a work-group per band of rows, about one band per compute unit, scanning each
-    /// row in chunks of four pixels per work-item (coalesced rows, many work-items).
-    GroupBands,
-    /// CPUs: a few bands of rows per compute unit, a work-item each, with 16-wide vector
-    /// prefixes along the rows (one core streams through its band).
-    ItemBands,
-}
-
-/// The two ways `kernels/histogram.cl` counts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum HistogramCounting {
-    /// Many work-items per group share the sub-histogram through local atomics (GPUs,
-    /// where local memory and its atomics are on chip).
-    LocalAtomics,
-    /// One work-item per group counts with plain increments: on a CPU local memory is
-    /// ordinary memory and every atomic a locked instruction (on POCL at 1080p: 1.4-2.2 ms
-    /// instead of 8-14 ms).
-    OneItemPerGroup,
-}
-
-impl Tuning {
-    /// The choices for GPUs.
-    pub const FOR_GPU: Tuning = Tuning {
-        integral_layout: IntegralLayout::GroupBands,
-        histogram_counting: HistogramCounting::LocalAtomics,
-        otsu_arithmetic: OtsuArithmetic::NativeWhereAvailable,
-        sobel_layout: SobelLayout::FourPixelsPerItem,
-        stores: Stores::Cached,
-    };
-    /// The choices for CPUs (POCL).
-    pub const FOR_CPU: Tuning = Tuning {
-        integral_layout: IntegralLayout::ItemBands,
-        histogram_counting: HistogramCounting::OneItemPerGroup,
-        otsu_arithmetic: OtsuArithmetic::Emulated,
-        sobel_layout: SobelLayout::Vector16,
-        stores: Stores::Streaming,
-    };
-
-    /// The choices for `gpu`'s kind of device.
-    pub fn for_device(gpu: &Gpu) -> Tuning {
-        if gpu.info.kind == "CPU" {
-            Tuning::FOR_CPU
-        } else {
-            Tuning::FOR_GPU
-        }
-    }
-}
-
-/// The stages, in the order they run; their names label timings and metrics.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Stage {
-    Luma,
-    Sobel,
-    Histogram,
-    Otsu,
-    Binarize,
-    Integral,
-    Regions,
-}
-
-impl Stage {
-    pub const ALL: [Stage; 7] = [
-        Stage::Luma,
-        Stage::Sobel,
-        Stage::Histogram,
-        Stage::Otsu,
-        Stage::Binarize,
-        Stage::Integral,
-        Stage::Regions,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Stage::Luma => "luma",
-            Stage::Sobel => "sobel",
-            Stage::Histogram => "histogram",
-            Stage::Otsu => "otsu",
-            Stage::Binarize => "binarize",
-            Stage::Integral => "integral",
-            Stage::Regions => "regions",
-        }
-    }
-}
-
-/// Device time of each stage for one frame, from profiling events, in nanoseconds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StageTimings(pub [u64; Stage::ALL.len()]);
-
-impl StageTimings {
-    pub fn get(&self, stage: Stage) -> u64 {
-        self.0[stage as usize]
-    }
-
-    /// Each stage's median over several frames (the upper middle for an even count).
-    pub fn median<'a>(runs: impl IntoIterator<Item = &'a StageTimings>) -> StageTimings {
-        let runs: Vec<&StageTimings> = runs.into_iter().collect();
-        let mut out = StageTimings::default();
-        for (i, slot) in out.0.iter_mut().enumerate() {
-            let mut values: Vec<u64> = runs.iter().map(|r| r.0[i]).collect();
-            values.sort_unstable();
-            *slot = values.get(values.len() / 2).copied().unwrap_or(0);
-        }
-        out
-    }
-
-    pub fn total(&self) -> u64 {
-        self.0.iter().sum()
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = (Stage, u64)> + '_ {
-        Stage::ALL.into_iter().map(|s| (s, self.get(s)))
-    }
-}
-
-/// What one frame produced, without the full images.
-#[derive(Clone, Debug)]
-pub struct FrameResult {
-    pub width: u32,
-    pub height: u32,
-    pub histogram: [u32; 256],
-    pub otsu_threshold: u8,
-    /// The whole frame as a region.
-    pub frame: RegionStats,
-    /// The configured regions, in order.
-    pub regions: Vec<(Region, RegionStats)>,
-    pub timings: StageTimings,
-}
-
-impl FrameResult {
-    /// A result with nothing in it yet, to be filled by [`Pipeline::process_into`].
-    pub fn empty() -> FrameResult {
-        FrameResult {
-            width: 0,
-            height: 0,
-            histogram: [0; 256],
-            otsu_threshold: 0,
-            frame: RegionStats::default(),
-            regions: Vec::new(),
-            timings: StageTimings::default(),
-        }
-    }
-}
-
-/// The full per-pixel outputs of the last frame, dense, row-major.
-#[derive(Clone, Debug, Default)]
-pub struct Images {
-    pub luma: Vec<u8>,
-    pub dx: Vec<i16>,
-    pub dy: Vec<i16>,
-    pub magnitude: Vec<u8>,
-    pub edges: Vec<u8>,
-    pub mask: Vec<u8>,
-    /// `(height + 1) x (width + 1)`, as the three below.
-    pub integral_sum: Vec<u32>,
-    pub integral_sqsum: Vec<u64>,
-    pub integral_edges: Vec<u32>,
-    pub integral_foreground: Vec<u32>,
-}
+use buffers::{device_buffer, DeviceImage, DeviceImages, QueueDrain, ReadBack};
+pub(crate) use launch::Launch;
+use launch::StageContext;
+pub use options::{
+    Border, HistogramCounting, IntegralLayout, Magnitude, OtsuArithmetic, PipelineOptions,
+    SobelLayout, Stores, Tuning, UnknownBorder,
+};
+pub use processed::{FrameImages, FrameResult, Images, Processed};
+pub use timings::{Stage, StageTimings};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PipelineError {
@@ -377,127 +68,8 @@ pub enum PipelineError {
         #[source]
         source: ClError,
     },
-    #[error("the last frame's luma is its frame slot: its images need that slot, still held")]
-    SlotNotHeld,
-    #[error("the slot given is not the one the last frame was processed from")]
-    NotTheFramesSlot,
     #[error(transparent)]
     Cl(#[from] ClError),
-}
-
-/// Attaches a stage name to an OpenCL error.
-trait StageContext<T> {
-    fn stage(self, stage: Stage) -> Result<T, PipelineError>;
-}
-
-impl<T> StageContext<T> for Result<T, ClError> {
-    fn stage(self, stage: Stage) -> Result<T, PipelineError> {
-        self.map_err(|source| PipelineError::Stage {
-            stage: stage.name(),
-            source,
-        })
-    }
-}
-
-/// A device buffer of `len` elements (at least one: OpenCL refuses empty buffers).
-fn device_buffer<T>(gpu: &Gpu, len: usize) -> Result<Buffer<T>, ClError> {
-    new_buffer(gpu, CL_MEM_READ_WRITE, len).call("clCreateBuffer")
-}
-
-/// Elements a guard band holds past the end of every per-pixel buffer. The band is filled
-/// with a sentinel when the buffer is made, so tests can prove that no kernel's tail writes
-/// beyond the image ([`Pipeline::broken_guards`]).
-const GUARD_ELEMENTS: usize = 64;
-
-/// An element type with a recognisable guard value.
-pub(crate) trait Sentinel: Plain + PartialEq {
-    const SENTINEL: Self;
-}
-impl Sentinel for u8 {
-    const SENTINEL: u8 = 0xA5;
-}
-impl Sentinel for i16 {
-    const SENTINEL: i16 = 0x5A5A;
-}
-impl Sentinel for u32 {
-    const SENTINEL: u32 = 0xA5A5_5A5A;
-}
-impl Sentinel for u64 {
-    const SENTINEL: u64 = 0xA5A5_5A5A_A5A5_5A5A;
-}
-
-/// A device buffer of `len` elements followed by a guard band.
-pub(crate) struct DeviceImage<T> {
-    pub buf: Buffer<T>,
-    pub len: usize,
-}
-
-impl<T: Sentinel> DeviceImage<T> {
-    fn new(gpu: &Gpu, len: usize) -> Result<DeviceImage<T>, ClError> {
-        let mut buf = device_buffer::<T>(gpu, len + GUARD_ELEMENTS)?;
-        write_blocking(gpu, &mut buf, len, &[T::SENTINEL; GUARD_ELEMENTS])?;
-        Ok(DeviceImage { buf, len })
-    }
-
-    fn read(&self, gpu: &Gpu) -> Result<Vec<T>, ClError> {
-        read_buffer(gpu, &self.buf, self.len)
-    }
-
-    fn guard_intact(&self, gpu: &Gpu) -> Result<bool, ClError> {
-        let mut guard = [T::default(); GUARD_ELEMENTS];
-        read_blocking(gpu, &self.buf, self.len, &mut guard)?;
-        Ok(guard.iter().all(|&g| g == T::SENTINEL))
-    }
-}
-
-/// Reads a whole device buffer (blocking).
-fn read_buffer<T: Plain>(gpu: &Gpu, buffer: &Buffer<T>, len: usize) -> Result<Vec<T>, ClError> {
-    let mut out = vec![T::default(); len];
-    read_blocking(gpu, buffer, 0, &mut out)?;
-    Ok(out)
-}
-
-/// Work-group geometry chosen once per kernel from what the device allows, so the global
-/// size of a new frame size never changes the local size (POCL compiles per local size).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Launch {
-    local: [usize; 2],
-}
-
-impl Launch {
-    /// 2-D groups of up to 16 x 4 work-items.
-    fn two_d(gpu: &Gpu, kernel: &Kernel) -> Result<Launch, ClError> {
-        let max = kernel
-            .get_work_group_size(gpu.device.id())
-            .call("clGetKernelWorkGroupInfo")?
-            .max(1);
-        let x = max.min(16);
-        let y = (max / x).clamp(1, 4);
-        Ok(Launch { local: [x, y] })
-    }
-
-    /// 1-D groups of up to `want` work-items.
-    fn one_d(gpu: &Gpu, kernel: &Kernel, want: usize) -> Result<Launch, ClError> {
-        let max = kernel
-            .get_work_group_size(gpu.device.id())
-            .call("clGetKernelWorkGroupInfo")?
-            .max(1);
-        Ok(Launch {
-            local: [want.min(max), 1],
-        })
-    }
-
-    /// Global sizes rounded up to whole work-groups (OpenCL 1.2 requires it).
-    fn global_2d(&self, x: usize, y: usize) -> [usize; 2] {
-        [
-            x.div_ceil(self.local[0]) * self.local[0],
-            y.div_ceil(self.local[1]) * self.local[1],
-        ]
-    }
-
-    fn global_1d(&self, n: usize) -> usize {
-        n.div_ceil(self.local[0]) * self.local[0]
-    }
 }
 
 /// Runs the stages for frames of one layout; buffers are allocated once, here.
@@ -517,144 +89,14 @@ pub struct Pipeline {
     /// Whether the stages read luma straight from the slot: grey (or NV12's Y plane) rows
     /// packed at stride = width already are the luma image. On unified memory (POCL, Mali)
     /// the slot is as fast to read as a device buffer; on an NVIDIA H100 the driver keeps
-    /// the mapped slot in device memory, and reading it costs the stages about 2.5 µs more
-    /// per 4K frame where the copy costs 10 µs: either way the copy would be pure cost.
+    /// the mapped slot in device memory, and reading it costs the stages less than the copy
+    /// would (BENCHMARKS.md): either way the copy would be pure cost.
     luma_in_slot: bool,
-    /// The handle of the slot the last frame was read from when `luma_in_slot`, only to
-    /// check that `read_images` is handed that slot: never read through, because once
-    /// its holder lets the slot go the source may refill it with a newer frame.
-    last_slot: Option<usize>,
     /// Whether the histogram buffer holds zeros, as the last frame's Otsu kernel leaves it;
     /// a frame that failed before that kernel ran leaves it to be cleared.
     hist_zeroed: bool,
     /// Where the small results are read back to.
     read_back: ReadBack,
-}
-
-/// Host memory the small results of a frame are read back into without blocking, owned
-/// by the pipeline: on the heap, so moving the pipeline does not move it, and never
-/// resized or freed while a read into it may be pending, because `process_into` finishes
-/// the queue on every way out ([`QueueDrain`]) before anything else can touch it.
-struct ReadBack {
-    /// The histogram counts and, at index 256, the threshold.
-    results: Box<[u32; 257]>,
-    /// Four sums per region, the whole frame first.
-    sums: Vec<u64>,
-    /// The last frame's read commands.
-    events: [Option<Event>; 2],
-    /// A failure injected between the two reads, to test what a failed frame leaves.
-    #[cfg(test)]
-    fail_between_reads: bool,
-}
-
-impl ReadBack {
-    fn new(sums: usize) -> ReadBack {
-        ReadBack {
-            results: Box::new([0; 257]),
-            sums: vec![0; sums],
-            events: [None, None],
-            #[cfg(test)]
-            fail_between_reads: false,
-        }
-    }
-
-    /// Room for `len` region sums (outside `process_into`, so no read is pending).
-    fn resize_sums(&mut self, len: usize) {
-        self.sums.resize(len, 0);
-    }
-
-    /// Enqueues non-blocking reads of `results` and `sums` behind the frame's kernels.
-    ///
-    /// # Safety
-    /// The queue must be finished before this memory is read, resized or freed: the
-    /// device writes into it until the reads complete.
-    unsafe fn enqueue(
-        &mut self,
-        gpu: &Gpu,
-        results: &Buffer<u32>,
-        sums: &Buffer<u64>,
-    ) -> Result<(), ClError> {
-        self.events = [None, None];
-        // SAFETY: 257 words into 257 words of heap memory the pipeline owns; the caller
-        // keeps it alive, unresized and unread until the queue is finished.
-        let read = unsafe {
-            gpu.queue
-                .enqueue_read_buffer(results, CL_NON_BLOCKING, 0, &mut self.results[..], &[])
-        }
-        .call("clEnqueueReadBuffer(results)")?;
-        self.events[0] = Some(read);
-        #[cfg(test)]
-        if self.fail_between_reads {
-            return Err(ClError::Call {
-                call: "clEnqueueReadBuffer(sums), failing as a test asked",
-                code: opencl3::error_codes::ClError(opencl3::error_codes::CL_OUT_OF_RESOURCES),
-            });
-        }
-        // SAFETY: as above; `sums` holds as many elements as the device buffer (both
-        // sized from the regions in `set_regions`), and a longer read would be refused.
-        let read = unsafe {
-            gpu.queue
-                .enqueue_read_buffer(sums, CL_NON_BLOCKING, 0, &mut self.sums, &[])
-        }
-        .call("clEnqueueReadBuffer(sums)")?;
-        self.events[1] = Some(read);
-        Ok(())
-    }
-
-    /// Leaks the memory a queue whose finish failed may still write into, and takes
-    /// fresh memory in its place: a few kilobytes lost for a device that is failing,
-    /// rather than a write into freed memory.
-    fn abandon(&mut self) {
-        Box::leak(std::mem::replace(&mut self.results, Box::new([0; 257])));
-        let len = self.sums.len();
-        std::mem::replace(&mut self.sums, vec![0; len]).leak();
-    }
-}
-
-/// Finishes `gpu`'s queue when dropped, so that however `process_into` ends (an error
-/// after the reads were enqueued, a panic), the device has stopped writing into the
-/// pipeline's read-back memory before the caller may free or move anything.
-struct QueueDrain<'a> {
-    gpu: &'a Gpu,
-    finished: bool,
-}
-
-impl<'a> QueueDrain<'a> {
-    fn new(gpu: &'a Gpu) -> QueueDrain<'a> {
-        QueueDrain {
-            gpu,
-            finished: false,
-        }
-    }
-
-    /// Finishes the queue and says whether that worked.
-    fn finish(mut self) -> Result<(), ClError> {
-        self.finished = true;
-        self.gpu.finish()
-    }
-}
-
-impl Drop for QueueDrain<'_> {
-    fn drop(&mut self) {
-        if !self.finished {
-            // Unwinding: nothing to report the error to.
-            let _ = self.gpu.finish();
-        }
-    }
-}
-
-/// The intermediate images, kept on the device.
-struct DeviceImages {
-    luma: DeviceImage<u8>,
-    dx: DeviceImage<i16>,
-    dy: DeviceImage<i16>,
-    magnitude: DeviceImage<u8>,
-    edges: DeviceImage<u8>,
-    mask: DeviceImage<u8>,
-    /// The counts, zero between frames (the Otsu kernel clears them after reading).
-    hist: Buffer<u32>,
-    /// The counts and, at index 256, the threshold: what the host reads of both.
-    results: Buffer<u32>,
 }
 
 impl Pipeline {
@@ -704,7 +146,6 @@ impl Pipeline {
             last_span: 0,
             luma_in_slot: matches!(layout.format, PixelFormat::Grey | PixelFormat::Nv12)
                 && layout.stride == layout.width,
-            last_slot: None,
             hist_zeroed: false,
             read_back,
         })
@@ -735,21 +176,26 @@ impl Pipeline {
         FrameSlot::new(gpu, self.layout.frame_bytes())
     }
 
-    /// Processes the frame in `slot` and waits for the results.
-    pub fn process(&mut self, gpu: &Gpu, slot: &FrameSlot) -> Result<FrameResult, PipelineError> {
+    /// Processes the frame in `slot` and waits for the results, which come with the
+    /// frame's images for as long as `slot` is held.
+    pub fn process<'a>(
+        &'a mut self,
+        gpu: &Gpu,
+        slot: &'a FrameSlot,
+    ) -> Result<Processed<'a>, PipelineError> {
         let mut result = FrameResult::empty();
-        self.process_into(gpu, slot, &mut result)?;
-        Ok(result)
+        let images = self.process_into(gpu, slot, &mut result)?;
+        Ok(Processed { result, images })
     }
 
     /// As [`Pipeline::process`], into `result`, reusing what it holds: once `result` has
     /// been filled for this pipeline's regions, a frame allocates no host memory.
-    pub fn process_into(
-        &mut self,
+    pub fn process_into<'a>(
+        &'a mut self,
         gpu: &Gpu,
-        slot: &FrameSlot,
+        slot: &'a FrameSlot,
         result: &mut FrameResult,
-    ) -> Result<(), PipelineError> {
+    ) -> Result<FrameImages<'a>, PipelineError> {
         let need = self.layout.frame_bytes();
         if slot.len() < need {
             return Err(PipelineError::SlotTooSmall {
@@ -791,7 +237,10 @@ impl Pipeline {
         result.height = l.height;
         result.otsu_threshold = read.results[256] as u8;
         result.timings = timings;
-        Ok(())
+        Ok(FrameImages {
+            pipeline: self,
+            slot,
+        })
     }
 
     /// Enqueues every stage's kernels on the frame in `slot` and the reads of the small
@@ -799,9 +248,6 @@ impl Pipeline {
     /// this returns, before touching `read_back`.
     fn enqueue_frame(&mut self, gpu: &Gpu, slot: &FrameSlot) -> Result<(), PipelineError> {
         let l = self.layout;
-        if self.luma_in_slot {
-            self.last_slot = Some(slot.buffer().get() as usize);
-        }
         let b = &self.bufs;
         let events = &mut self.events;
         events.clear();
@@ -916,51 +362,6 @@ impl Pipeline {
             .map(|(name, _)| name)
             .collect())
     }
-
-    /// Whether the last frame's luma is its frame slot rather than a pipeline buffer
-    /// (grey or NV12 frames at stride = width): then its images can be
-    /// read back only while that slot is held, before the source refills it.
-    pub fn luma_reads_slot(&self) -> bool {
-        self.luma_in_slot
-    }
-
-    /// Reads back every per-pixel output of the last processed frame.
-    ///
-    /// `slot` is the slot that frame was processed from, still held (for a
-    /// [`FrameSource`](crate::capture::FrameSource), before the next `next_frame`, which
-    /// may requeue and refill it), or `None` where the caller no longer holds it. Where
-    /// [`Pipeline::luma_reads_slot`], luma is read from `slot`, so `None` or another slot
-    /// is refused: luma from a refilled slot would belong to a newer frame than the edges
-    /// and mask.
-    pub fn read_images(
-        &self,
-        gpu: &Gpu,
-        slot: Option<&FrameSlot>,
-    ) -> Result<Images, PipelineError> {
-        let b = &self.bufs;
-        let luma = if self.luma_in_slot {
-            let slot = slot.ok_or(PipelineError::SlotNotHeld)?;
-            if self.last_slot != Some(slot.buffer().get() as usize) {
-                return Err(PipelineError::NotTheFramesSlot);
-            }
-            read_buffer(gpu, slot.buffer(), b.luma.len)?
-        } else {
-            b.luma.read(gpu)?
-        };
-        let (sum, sqsum, edges, foreground) = self.integral.read_integrals(gpu)?;
-        Ok(Images {
-            luma,
-            dx: b.dx.read(gpu)?,
-            dy: b.dy.read(gpu)?,
-            magnitude: b.magnitude.read(gpu)?,
-            edges: b.edges.read(gpu)?,
-            mask: b.mask.read(gpu)?,
-            integral_sum: sum,
-            integral_sqsum: sqsum,
-            integral_edges: edges,
-            integral_foreground: foreground,
-        })
-    }
 }
 
 #[cfg(test)]
@@ -1024,20 +425,5 @@ mod tests {
         assert_eq!(result.otsu_threshold, reference::otsu_threshold(&hist));
         assert_eq!(result.regions[0].1.area, 640 * 480);
         assert_eq!(pipeline.unfinished_commands(), 0);
-    }
-
-    #[test]
-    fn median_per_stage() {
-        let runs = [
-            StageTimings([5, 1, 9, 0, 0, 0, 2]),
-            StageTimings([1, 2, 8, 0, 0, 0, 2]),
-            StageTimings([3, 3, 7, 0, 0, 4, 2]),
-        ];
-        assert_eq!(
-            StageTimings::median(&runs),
-            StageTimings([3, 2, 8, 0, 0, 0, 2])
-        );
-        assert_eq!(StageTimings::median(&runs[..2]).0[0], 5);
-        assert_eq!(StageTimings::median(&[]), StageTimings::default());
     }
 }

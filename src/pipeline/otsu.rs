@@ -80,22 +80,25 @@ impl OtsuStage {
         results: &Buffer<u32>,
         mask: &Buffer<u8>,
     ) -> Result<Event, ClError> {
-        let count = layout.width * layout.height;
+        let (width, height) = (layout.width, layout.height);
+        // The kernel reads luma as one flat run: the pipeline's luma is dense (a slot is
+        // read in place only at stride = width).
+        let src_stride = width;
         let global = self
             .binarize_launch
-            .global_1d((count as usize).div_ceil(PIXELS_PER_ITEM));
-        // SAFETY: the arguments are otsu.cl's (src, count, results, dst). A work-item
-        // returns unless its first pixel is below `count` = `pixels()`, reads and writes
-        // at most 16 bytes from there but never past `count` (the tail goes byte by
-        // byte), and reads the threshold at word 256 of `results`. The pipeline, the
-        // only caller, passes luma and mask of `pixels()` bytes (or a grey slot of at
-        // least that) and its 257-word results, made for the one layout it was built for
-        // and always passes.
+            .global_1d(layout.pixels().div_ceil(PIXELS_PER_ITEM));
+        // SAFETY: the arguments are otsu.cl's (src, src_stride, width, height, results, dst),
+        // with src_stride = width. A work-item returns unless its first pixel is below `count`
+        // = width * height = `pixels()`, reads and writes at most 16 bytes from there but never
+        // past `count` (the tail goes byte by byte), and reads the threshold at word 256 of
+        // `results`. The pipeline, the only caller, passes luma and mask of `pixels()` bytes
+        // (or a grey slot of at least that) and its 257-word results, made for the one layout
+        // it was built for and always passes.
         unsafe {
             launch(
                 gpu,
                 &self.binarize_kernel,
-                &[luma, &count, results, mask],
+                &[luma, &src_stride, &width, &height, results, mask],
                 &[global],
                 &[self.binarize_launch.local[0]],
                 "clEnqueueNDRangeKernel(binarize)",

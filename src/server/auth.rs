@@ -129,6 +129,30 @@ impl Auth {
         }
     }
 
+    /// Puts a bcrypt queue in place that nobody takes from, filled up, so that every
+    /// check that needs bcrypt finds it busy; the queue lives as long as what this
+    /// returns (for tests).
+    #[cfg(test)]
+    pub(super) fn fill_bcrypt_queue(&mut self) -> impl Sized {
+        let (bcrypt, queue) = Bcrypt::unstarted();
+        let mut answers = Vec::new();
+        for _ in 0..BCRYPT_QUEUE {
+            let (reply, answer) = oneshot::channel();
+            let job = Job {
+                password: "x".into(),
+                hash: "y".into(),
+                reply,
+            };
+            bcrypt
+                .jobs
+                .try_send(job)
+                .unwrap_or_else(|_| panic!("queue full early"));
+            answers.push(answer);
+        }
+        self.bcrypt = Some(bcrypt);
+        (queue, answers)
+    }
+
     /// bcrypt checks run so far (for tests).
     #[cfg(test)]
     fn bcrypt_runs(&self) -> u64 {
@@ -365,23 +389,7 @@ mod tests {
     #[tokio::test]
     async fn a_full_bcrypt_queue_answers_busy_at_once() {
         let mut auth = auth("s3cret", 4);
-        // A queue nobody takes from, filled up.
-        let (bcrypt, _queue) = Bcrypt::unstarted();
-        let mut answers = Vec::new();
-        for _ in 0..BCRYPT_QUEUE {
-            let (reply, answer) = oneshot::channel();
-            let job = Job {
-                password: "x".into(),
-                hash: "y".into(),
-                reply,
-            };
-            bcrypt
-                .jobs
-                .try_send(job)
-                .unwrap_or_else(|_| panic!("queue full early"));
-            answers.push(answer);
-        }
-        auth.bcrypt = Some(bcrypt);
+        let _queue = auth.fill_bcrypt_queue();
         for user in ["prom", "mallory"] {
             assert_eq!(
                 auth.check(Some(&header(user, "wrong"))).await,

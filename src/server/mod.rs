@@ -7,6 +7,8 @@
 mod auth;
 mod page;
 mod routes;
+#[cfg(test)]
+mod routes_test;
 mod slots;
 
 use std::net::SocketAddr;
@@ -29,7 +31,7 @@ use crate::files;
 use crate::metrics::Metrics;
 
 pub use auth::{check_hash, MAX_COST};
-pub use routes::CameraView;
+pub use routes::{CameraView, HttpMetrics};
 
 /// Request head bytes hyper buffers at most (its minimum is 8 KiB); longer heads get 431.
 const MAX_HEAD_BYTES: usize = 16 * 1024;

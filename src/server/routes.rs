@@ -9,14 +9,14 @@ use http_body_util::Full;
 use hyper::body::Body as _;
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
+use prometheus::IntCounterVec;
 use serde::Serialize;
 use tokio::sync::{oneshot, watch, Mutex};
 
 use super::auth::{Auth, Verdict};
 use super::page;
 use crate::config::WebSettings;
-use crate::daemon::camera::{Snapshot, SnapshotReply};
-use crate::daemon::Latest;
+use crate::mailbox::{Latest, Snapshot, SnapshotReply};
 use crate::metrics::Metrics;
 use crate::report::{self, Report};
 
@@ -94,9 +94,34 @@ impl CameraView {
     }
 }
 
+/// `edgesight_http_requests_total`, the family the routes set.
+pub struct HttpMetrics {
+    requests: IntCounterVec,
+}
+
+impl HttpMetrics {
+    pub fn new(metrics: &Metrics) -> HttpMetrics {
+        HttpMetrics {
+            requests: metrics.counters(
+                "edgesight_http_requests_total",
+                "HTTP requests answered, by handler and status code.",
+                &["handler", "code"],
+            ),
+        }
+    }
+
+    /// Counts one answer; `handler` is one of a fixed set (see `handler_label`).
+    pub fn answered(&self, handler: &'static str, status: StatusCode) {
+        self.requests
+            .with_label_values(&[handler, status.as_str()])
+            .inc();
+    }
+}
+
 pub struct State {
     web: WebSettings,
     metrics: Arc<Metrics>,
+    http: HttpMetrics,
     cameras: Arc<Vec<CameraView>>,
     auth: Arc<Auth>,
 }
@@ -110,6 +135,7 @@ impl State {
     ) -> State {
         State {
             web,
+            http: HttpMetrics::new(&metrics),
             metrics,
             cameras,
             auth,
@@ -151,11 +177,7 @@ pub async fn handle<B>(state: &State, req: Request<B>) -> Response<Body> {
             .insert(header::CONTENT_LENGTH, HeaderValue::from(length));
         *resp.body_mut() = Full::new(Bytes::new());
     }
-    state
-        .metrics
-        .http_requests
-        .with_label_values(&[handler, resp.status().as_str()])
-        .inc();
+    state.http.answered(handler, resp.status());
     resp
 }
 
@@ -301,7 +323,8 @@ fn latest(state: &State, query: Option<&str>) -> Response<Body> {
 async fn snapshot(state: &State, name: &str, query: Option<&str>) -> Response<Body> {
     let kind = match name {
         "luma.png" => Picture::Luma,
-        "edges.png" => Picture::Edges,
+        // The gradient picture keeps the path users and `process` know it by.
+        "edges.png" => Picture::Gradient,
         "mask.png" => Picture::Mask,
         "histogram.png" => Picture::Histogram,
         _ => return text(StatusCode::NOT_FOUND, "not found\n"),
@@ -325,7 +348,7 @@ async fn snapshot(state: &State, name: &str, query: Option<&str>) -> Response<Bo
 #[derive(Clone, Copy)]
 enum Picture {
     Luma,
-    Edges,
+    Gradient,
     Mask,
     Histogram,
 }
@@ -348,7 +371,7 @@ fn encode(snap: &Snapshot, kind: Picture) -> image::ImageResult<Vec<u8>> {
         _ => {
             let pixels = match kind {
                 Picture::Luma => &snap.luma,
-                Picture::Edges => &snap.edges,
+                Picture::Gradient => &snap.gradient,
                 _ => &snap.mask,
             };
             encoder.write_image(pixels, snap.width, snap.height, ExtendedColorType::L8)?;

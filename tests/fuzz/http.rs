@@ -45,7 +45,7 @@ fn server_port() -> u16 {
             let (snapshots, _) = mpsc::channel();
             let cameras = Arc::new(vec![CameraView::new("c".into(), latest, snapshots)]);
             let (_stop, shutdown) = tokio::sync::watch::channel(false);
-            let metrics = Arc::new(Metrics::new(32));
+            let metrics = Arc::new(Metrics::new());
             let _ = ready.send(());
             let served = runtime.block_on(server::serve(listener, web, metrics, cameras, shutdown));
             panic!("the fuzzed server stopped: {served:?}");

@@ -1,62 +1,20 @@
 //! One open V4L2 device node and the ioctls edgesight issues on it, through the `v4l`
 //! crate's bindings (`v4l::v4l2::ioctl`, `v4l::v4l_sys`): capabilities, format and frame-rate
-//! negotiation, controls. Owns only the file descriptor; the buffer queue is in `queue.rs`.
+//! negotiation, controls. Owns only the file descriptor; the buffer queue is in `queue.rs`,
+//! the fourcc table and the enumeration of sizes and rates in `formats.rs`.
 
 use std::ffi::CString;
 use std::io;
 use std::mem;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use v4l::v4l2::{self as api, vidioc};
 use v4l::v4l_sys::*;
 
-use crate::frame::{FrameLayout, PixelFormat, Size};
-
-/// A four-character code as V4L2 packs it (first character in the low byte).
-pub const fn fourcc(code: &[u8; 4]) -> u32 {
-    u32::from_le_bytes(*code)
-}
-
-/// The V4L2 pixel format of each [`PixelFormat`] (memory byte order as the format names it).
-pub fn v4l2_fourcc(format: PixelFormat) -> u32 {
-    match format {
-        PixelFormat::Grey => fourcc(b"GREY"),
-        PixelFormat::Yuyv => fourcc(b"YUYV"),
-        PixelFormat::Uyvy => fourcc(b"UYVY"),
-        PixelFormat::Nv12 => fourcc(b"NV12"),
-        PixelFormat::Rgb24 => fourcc(b"RGB3"),
-        PixelFormat::Bgr24 => fourcc(b"BGR3"),
-        // V4L2_PIX_FMT_RGBX32: bytes R, G, B, X.
-        PixelFormat::Rgbx => fourcc(b"XB24"),
-        // V4L2_PIX_FMT_XBGR32: bytes B, G, R, X.
-        PixelFormat::Bgrx => fourcc(b"XR24"),
-    }
-}
-
-/// The [`PixelFormat`] of a V4L2 pixel format, if the pipeline reads it.
-pub fn pixel_format(code: u32) -> Option<PixelFormat> {
-    PixelFormat::ALL
-        .into_iter()
-        .find(|&f| v4l2_fourcc(f) == code)
-}
-
-/// A fourcc as text ("YUYV"), with unprintable bytes as '?'.
-pub fn fourcc_name(code: u32) -> String {
-    code.to_le_bytes()
-        .iter()
-        .map(|&b| {
-            if b.is_ascii_graphic() || b == b' ' {
-                b as char
-            } else {
-                '?'
-            }
-        })
-        .collect::<String>()
-        .trim_end()
-        .to_string()
-}
+use super::formats::{period_fraction, read_format, DriverFormat};
+use crate::frame::Size;
 
 /// Single-planar or multi-planar capture (most ARM ISPs are multi-planar).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,7 +24,7 @@ pub enum BufType {
 }
 
 impl BufType {
-    pub fn raw(self) -> u32 {
+    pub(super) fn raw(self) -> u32 {
         match self {
             BufType::Capture => v4l2_buf_type_V4L2_BUF_TYPE_VIDEO_CAPTURE,
             BufType::CaptureMplane => v4l2_buf_type_V4L2_BUF_TYPE_VIDEO_CAPTURE_MPLANE,
@@ -83,7 +41,7 @@ impl BufType {
 
 /// What VIDIOC_QUERYCAP says.
 #[derive(Clone, Debug)]
-pub struct Caps {
+pub(super) struct Caps {
     pub driver: String,
     pub card: String,
     pub bus: String,
@@ -93,7 +51,7 @@ pub struct Caps {
 
 impl Caps {
     /// The capture type to use, single-planar preferred; `None` if this node cannot capture.
-    pub fn capture_type(&self) -> Option<BufType> {
+    pub(super) fn capture_type(&self) -> Option<BufType> {
         if self.caps & V4L2_CAP_VIDEO_CAPTURE != 0 {
             Some(BufType::Capture)
         } else if self.caps & V4L2_CAP_VIDEO_CAPTURE_MPLANE != 0 {
@@ -103,42 +61,14 @@ impl Caps {
         }
     }
 
-    pub fn streaming(&self) -> bool {
+    pub(super) fn streaming(&self) -> bool {
         self.caps & V4L2_CAP_STREAMING != 0
     }
 }
 
-fn c_string(bytes: &[u8]) -> String {
+pub(super) fn c_string(bytes: &[u8]) -> String {
     let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
     String::from_utf8_lossy(bytes.get(..end).unwrap_or_default()).into_owned()
-}
-
-/// The format the driver chose, read back after VIDIOC_S_FMT.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DriverFormat {
-    pub fourcc: u32,
-    pub width: u32,
-    pub height: u32,
-    pub bytesperline: u32,
-    /// Bytes a buffer must hold.
-    pub sizeimage: u32,
-    pub planes: u8,
-}
-
-impl DriverFormat {
-    /// The frame layout, if the pipeline can read this format.
-    pub fn layout(&self) -> Option<FrameLayout> {
-        let format = pixel_format(self.fourcc)?;
-        let layout = FrameLayout {
-            format,
-            width: self.width,
-            height: self.height,
-            stride: self
-                .bytesperline
-                .max(self.width.saturating_mul(format.bytes_per_pixel())),
-        };
-        layout.validate().ok().map(|()| layout)
-    }
 }
 
 /// A control found by name.
@@ -146,13 +76,10 @@ impl DriverFormat {
 pub struct ControlInfo {
     pub id: u32,
     pub name: String,
-    pub minimum: i32,
-    pub maximum: i32,
-    pub default: i32,
 }
 
 /// A control's name as v4l2-ctl spells it: lower case, runs of other characters as '_'.
-pub fn control_key(name: &str) -> String {
+pub(super) fn control_key(name: &str) -> String {
     let mut key = String::new();
     for c in name.chars() {
         if c.is_ascii_alphanumeric() {
@@ -167,7 +94,6 @@ pub fn control_key(name: &str) -> String {
 /// An open V4L2 device node (non-blocking: DQBUF never waits, `poll` does).
 pub struct Device {
     fd: OwnedFd,
-    path: PathBuf,
 }
 
 fn is_retry(e: &io::Error) -> bool {
@@ -190,17 +116,10 @@ impl Device {
         }
         // SAFETY: `fd` was just opened and nothing else owns it.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        Ok(Device {
-            fd,
-            path: path.to_path_buf(),
-        })
+        Ok(Device { fd })
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    pub fn raw_fd(&self) -> RawFd {
+    pub(super) fn raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
     }
 
@@ -208,7 +127,11 @@ impl Device {
     ///
     /// # Safety
     /// `T` must be the argument type `request` is defined with.
-    pub unsafe fn ioctl<T>(&self, request: vidioc::_IOC_TYPE, arg: &mut T) -> io::Result<()> {
+    pub(super) unsafe fn ioctl<T>(
+        &self,
+        request: vidioc::_IOC_TYPE,
+        arg: &mut T,
+    ) -> io::Result<()> {
         loop {
             // SAFETY: the caller guarantees `T` matches `request`; `arg` is a valid pointer.
             match unsafe { api::ioctl(self.raw_fd(), request, (arg as *mut T).cast()) } {
@@ -218,7 +141,7 @@ impl Device {
         }
     }
 
-    pub fn query_caps(&self) -> io::Result<Caps> {
+    pub(super) fn query_caps(&self) -> io::Result<Caps> {
         // SAFETY: a plain C struct, all zero is valid.
         let mut cap: v4l2_capability = unsafe { mem::zeroed() };
         // SAFETY: VIDIOC_QUERYCAP takes a struct v4l2_capability, which holds no pointers:
@@ -237,107 +160,7 @@ impl Device {
         })
     }
 
-    /// The pixel formats the node offers, as (fourcc, description).
-    pub fn formats(&self, buf_type: BufType) -> Vec<(u32, String)> {
-        let mut out = Vec::new();
-        for index in 0..256 {
-            // SAFETY: a plain C struct, all zero is valid.
-            let mut desc: v4l2_fmtdesc = unsafe { mem::zeroed() };
-            desc.index = index;
-            desc.type_ = buf_type.raw();
-            // SAFETY: VIDIOC_ENUM_FMT takes a struct v4l2_fmtdesc, which holds no pointers.
-            if unsafe { self.ioctl(vidioc::VIDIOC_ENUM_FMT, &mut desc) }.is_err() {
-                break;
-            }
-            out.push((desc.pixelformat, c_string(&desc.description)));
-        }
-        out
-    }
-
-    /// Frame sizes for a format: discrete sizes, or (min, max, step) ranges.
-    pub fn frame_sizes(&self, code: u32) -> Vec<SizeRange> {
-        let mut out = Vec::new();
-        for index in 0..256 {
-            // SAFETY: a plain C struct, all zero is valid.
-            let mut e: v4l2_frmsizeenum = unsafe { mem::zeroed() };
-            e.index = index;
-            e.pixel_format = code;
-            // SAFETY: VIDIOC_ENUM_FRAMESIZES takes a struct v4l2_frmsizeenum, which holds
-            // no pointers.
-            if unsafe { self.ioctl(vidioc::VIDIOC_ENUM_FRAMESIZES, &mut e) }.is_err() {
-                break;
-            }
-            // SAFETY: both union members are plain u32 fields, valid for any bytes; the
-            // one read is the one `type_` says the driver filled.
-            unsafe {
-                if e.type_ == v4l2_frmsizetypes_V4L2_FRMSIZE_TYPE_DISCRETE {
-                    let d = e.__bindgen_anon_1.discrete;
-                    out.push(SizeRange::Discrete(Size {
-                        width: d.width,
-                        height: d.height,
-                    }));
-                } else {
-                    let s = e.__bindgen_anon_1.stepwise;
-                    out.push(SizeRange::Stepwise {
-                        min: Size {
-                            width: s.min_width,
-                            height: s.min_height,
-                        },
-                        max: Size {
-                            width: s.max_width,
-                            height: s.max_height,
-                        },
-                        step: (s.step_width, s.step_height),
-                    });
-                    break;
-                }
-            }
-        }
-        out
-    }
-
-    /// Frame rates for a format and size: discrete rates, or a (min, max) range.
-    pub fn frame_rates(&self, code: u32, size: Size) -> Vec<RateRange> {
-        let mut out = Vec::new();
-        for index in 0..256 {
-            // SAFETY: a plain C struct, all zero is valid.
-            let mut e: v4l2_frmivalenum = unsafe { mem::zeroed() };
-            e.index = index;
-            e.pixel_format = code;
-            e.width = size.width;
-            e.height = size.height;
-            // SAFETY: VIDIOC_ENUM_FRAMEINTERVALS takes a struct v4l2_frmivalenum, which
-            // holds no pointers.
-            if unsafe { self.ioctl(vidioc::VIDIOC_ENUM_FRAMEINTERVALS, &mut e) }.is_err() {
-                break;
-            }
-            let fps = |f: v4l2_fract| {
-                if f.numerator == 0 {
-                    0.0
-                } else {
-                    f64::from(f.denominator) / f64::from(f.numerator)
-                }
-            };
-            // SAFETY: both union members are plain u32 fractions, valid for any bytes; the
-            // one read is the one `type_` says the driver filled.
-            unsafe {
-                if e.type_ == v4l2_frmivaltypes_V4L2_FRMIVAL_TYPE_DISCRETE {
-                    out.push(RateRange::Discrete(fps(e.__bindgen_anon_1.discrete)));
-                } else {
-                    let s = e.__bindgen_anon_1.stepwise;
-                    // The longest interval is the lowest rate.
-                    out.push(RateRange::Range {
-                        min: fps(s.max),
-                        max: fps(s.min),
-                    });
-                    break;
-                }
-            }
-        }
-        out
-    }
-
-    pub fn get_format(&self, buf_type: BufType) -> io::Result<DriverFormat> {
+    pub(super) fn get_format(&self, buf_type: BufType) -> io::Result<DriverFormat> {
         // SAFETY: a plain C struct, all zero is valid.
         let mut f: v4l2_format = unsafe { mem::zeroed() };
         f.type_ = buf_type.raw();
@@ -348,7 +171,12 @@ impl Device {
     }
 
     /// VIDIOC_S_FMT with the fourcc and size asked for; returns what the driver chose.
-    pub fn set_format(&self, buf_type: BufType, code: u32, size: Size) -> io::Result<DriverFormat> {
+    pub(super) fn set_format(
+        &self,
+        buf_type: BufType,
+        code: u32,
+        size: Size,
+    ) -> io::Result<DriverFormat> {
         // Start from the current format so fields we do not set keep the driver's values.
         // SAFETY: a plain C struct, all zero is valid.
         let mut f: v4l2_format = unsafe { mem::zeroed() };
@@ -388,7 +216,7 @@ impl Device {
 
     /// Asks for `fps` with VIDIOC_S_PARM; returns the rate the driver set, or `None` where
     /// the driver cannot set a rate.
-    pub fn set_fps(&self, buf_type: BufType, fps: f64) -> io::Result<Option<f64>> {
+    pub(super) fn set_fps(&self, buf_type: BufType, fps: f64) -> io::Result<Option<f64>> {
         // SAFETY: a plain C struct, all zero is valid.
         let mut p: v4l2_streamparm = unsafe { mem::zeroed() };
         p.type_ = buf_type.raw();
@@ -411,7 +239,7 @@ impl Device {
     }
 
     /// The frame rate the driver runs at, where it says.
-    pub fn get_fps(&self, buf_type: BufType) -> Option<f64> {
+    pub(super) fn get_fps(&self, buf_type: BufType) -> Option<f64> {
         // SAFETY: a plain C struct, all zero is valid.
         let mut p: v4l2_streamparm = unsafe { mem::zeroed() };
         p.type_ = buf_type.raw();
@@ -424,7 +252,7 @@ impl Device {
     }
 
     /// Every control of the node (VIDIOC_QUERYCTRL with V4L2_CTRL_FLAG_NEXT_CTRL).
-    pub fn controls(&self) -> Vec<ControlInfo> {
+    pub(super) fn controls(&self) -> Vec<ControlInfo> {
         let mut out = Vec::new();
         let mut id = 0u32;
         for _ in 0..4096 {
@@ -440,16 +268,14 @@ impl Device {
                 out.push(ControlInfo {
                     id: q.id,
                     name: c_string(&q.name),
-                    minimum: q.minimum,
-                    maximum: q.maximum,
-                    default: q.default_value,
                 });
             }
         }
         out
     }
 
-    /// The control whose v4l2-ctl name ([`control_key`]) is `key`.
+    /// The control whose v4l2-ctl name (lower case, runs of other characters as `_`) is
+    /// `key`.
     pub fn find_control(&self, key: &str) -> Option<ControlInfo> {
         self.controls()
             .into_iter()
@@ -461,103 +287,11 @@ impl Device {
         // SAFETY: VIDIOC_S_CTRL takes a struct v4l2_control: two integers.
         unsafe { self.ioctl(vidioc::VIDIOC_S_CTRL, &mut c) }
     }
-
-    pub fn get_control(&self, id: u32) -> io::Result<i32> {
-        let mut c = v4l2_control { id, value: 0 };
-        // SAFETY: VIDIOC_G_CTRL takes a struct v4l2_control: two integers.
-        unsafe { self.ioctl(vidioc::VIDIOC_G_CTRL, &mut c)? };
-        Ok(c.value)
-    }
-}
-
-/// Sizes a format offers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SizeRange {
-    Discrete(Size),
-    Stepwise {
-        min: Size,
-        max: Size,
-        step: (u32, u32),
-    },
-}
-
-/// Frame rates a format and size offer.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum RateRange {
-    Discrete(f64),
-    Range { min: f64, max: f64 },
-}
-
-fn read_format(f: &v4l2_format, buf_type: BufType) -> DriverFormat {
-    // SAFETY: reads of plain integer fields (valid for any bytes) of the union member
-    // `type_` names, the one the driver filled.
-    unsafe {
-        match buf_type {
-            BufType::Capture => {
-                let p = f.fmt.pix;
-                DriverFormat {
-                    fourcc: p.pixelformat,
-                    width: p.width,
-                    height: p.height,
-                    bytesperline: p.bytesperline,
-                    sizeimage: p.sizeimage,
-                    planes: 1,
-                }
-            }
-            BufType::CaptureMplane => {
-                let p = f.fmt.pix_mp;
-                let plane = p.plane_fmt[0];
-                DriverFormat {
-                    fourcc: p.pixelformat,
-                    width: p.width,
-                    height: p.height,
-                    bytesperline: plane.bytesperline,
-                    sizeimage: plane.sizeimage,
-                    planes: p.num_planes,
-                }
-            }
-        }
-    }
-}
-
-/// The frame period of `fps` as a reduced fraction of seconds `(numerator, denominator)`,
-/// as VIDIOC_S_PARM takes it (exact for rates with up to three decimals).
-pub fn period_fraction(fps: f64) -> (u32, u32) {
-    let scaled = (fps * 1000.0).round().clamp(1.0, 4_000_000.0) as u32;
-    let (mut n, mut d) = (1000u32, scaled);
-    let (mut a, mut b) = (n, d);
-    while b != 0 {
-        (a, b) = (b, a % b);
-    }
-    if a > 1 {
-        n /= a;
-        d /= a;
-    }
-    (n, d)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn fourccs_match_v4l2() {
-        assert_eq!(fourcc(b"YUYV"), 0x5659_5559);
-        assert_eq!(fourcc_name(v4l2_fourcc(PixelFormat::Rgb24)), "RGB3");
-        for f in PixelFormat::ALL {
-            assert_eq!(pixel_format(v4l2_fourcc(f)), Some(f));
-        }
-        assert_eq!(pixel_format(fourcc(b"MJPG")), None);
-    }
-
-    #[test]
-    fn frame_periods_are_exact_fractions() {
-        assert_eq!(period_fraction(30.0), (1, 30));
-        assert_eq!(period_fraction(25.0), (1, 25));
-        assert_eq!(period_fraction(7.5), (2, 15));
-        assert_eq!(period_fraction(29.97), (100, 2997));
-        assert_eq!(period_fraction(0.5), (2, 1));
-    }
 
     #[test]
     fn control_keys_are_v4l2_ctl_names() {

@@ -3,7 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::device::{fourcc_name, pixel_format, Device, RateRange, SizeRange};
+use super::device::Device;
+use super::formats::{fourcc_name, pixel_format, RateRange, SizeRange};
 use crate::frame::{PixelFormat, Size};
 
 /// One pixel format of a device.

@@ -12,12 +12,15 @@
 //!   slots and the buffer queued again at once.
 //!
 //! Nothing here panics: indices are checked, every failure is an error value.
+//!
+//! This file starts and stops a stream (requesting, mapping or exporting the buffers and
+//! queueing them all; STREAMOFF and freeing them); `frames.rs` dequeues and requeues
+//! the frames of a running one.
 
 use std::io;
 use std::mem;
 use std::os::fd::{FromRawFd, OwnedFd};
-use std::ptr::NonNull;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use memmap2::{Mmap, MmapOptions};
 use v4l::v4l2::vidioc;
@@ -29,6 +32,8 @@ use crate::capture::{DropReason, IoMode};
 use crate::cl::{ClError, FrameSlot, Gpu};
 use crate::frame::FrameLayout;
 
+mod frames;
+
 /// Buffers asked of the driver: one being filled, one with the caller, two spare.
 const BUFFERS: u32 = 4;
 /// Buffers accepted from a driver that gives more than asked.
@@ -36,7 +41,7 @@ const MAX_BUFFERS: u32 = 32;
 
 /// Why a stream could not start.
 #[derive(Debug)]
-pub enum StartError {
+pub(super) enum StartError {
     /// The driver (or the OpenCL platform) does not do this I/O mode: try the next one.
     Refused(String),
     /// A failure that a later attempt may not meet (device gone or busy, an error the
@@ -48,7 +53,7 @@ pub enum StartError {
 
 /// Why a running stream stopped.
 #[derive(Debug)]
-pub enum StreamError {
+pub(super) enum StreamError {
     /// The device is gone or broken (ENODEV, EIO, ...): tear down and reconnect.
     Lost(String),
     Cl(ClError),
@@ -56,7 +61,7 @@ pub enum StreamError {
 
 /// What one wait on the queue found.
 #[derive(Debug)]
-pub enum Event {
+pub(super) enum Event {
     /// A good frame, in the slot [`Stream::slot`] returns for `index`.
     Frame {
         index: usize,
@@ -86,7 +91,7 @@ enum Buffers {
 }
 
 /// A V4L2 buffer queue in one I/O mode, streaming.
-pub struct Stream {
+pub(super) struct Stream {
     buf_type: BufType,
     mode: IoMode,
     memory: u32,
@@ -141,7 +146,7 @@ impl Stream {
     /// Requests buffers in `mode`, queues them all and starts streaming. On any error the
     /// queue is released again before returning.
     #[allow(clippy::too_many_arguments)]
-    pub fn start(
+    pub(super) fn start(
         gpu: &Gpu,
         dev: &Device,
         buf_type: BufType,
@@ -316,18 +321,8 @@ impl Stream {
 
 impl Stream {
     /// Buffers the driver gave.
-    pub fn buffer_count(&self) -> u32 {
+    pub(super) fn buffer_count(&self) -> u32 {
         self.count
-    }
-
-    /// The slot of a frame [`Stream::next`] returned.
-    pub fn slot(&self, index: usize) -> Option<&FrameSlot> {
-        match &self.buffers {
-            Buffers::Userptr(slots)
-            | Buffers::Mmap { slots, .. }
-            | Buffers::Dmabuf { slots, .. } => slots.get(index),
-            Buffers::None => None,
-        }
     }
 
     /// The mmap offset and length of buffer `index` (VIDIOC_QUERYBUF).
@@ -347,173 +342,6 @@ impl Stream {
         })
     }
 
-    /// Queues buffer `index`; `userptr` is the host address and length for USERPTR.
-    fn qbuf(
-        &self,
-        dev: &Device,
-        index: u32,
-        userptr: Option<(NonNull<u8>, usize)>,
-    ) -> io::Result<()> {
-        let mut raw = RawBuffer::new(self.buf_type, self.memory, index);
-        if let Some((ptr, len)) = userptr {
-            let len = u32::try_from(len)
-                .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "buffer over 4 GiB"))?;
-            let address = ptr.as_ptr() as libc::c_ulong;
-            match self.buf_type {
-                BufType::Capture => {
-                    raw.buf.m.userptr = address;
-                    raw.buf.length = len;
-                }
-                BufType::CaptureMplane => {
-                    raw.plane.m.userptr = address;
-                    raw.plane.length = len;
-                }
-            }
-        }
-        // SAFETY: VIDIOC_QBUF takes a struct v4l2_buffer; `m.planes` (multi-planar) points
-        // to `raw.plane`, alive for the call, with `length` 1. For USERPTR the driver keeps
-        // `address` and writes up to `len` bytes there until the buffer is dequeued or the
-        // stream stopped: it is a mapped `FrameSlot` of at least `len` bytes held in
-        // `self.buffers`, which stays mapped until DQBUF hands it back (`next`), and is
-        // released only after STREAMOFF and the fd's close (`stop`, then `release`).
-        unsafe { dev.ioctl(vidioc::VIDIOC_QBUF, &mut raw.buf) }
-    }
-
-    /// Gives buffer `index` back to the driver after the caller or a drop is done with it.
-    fn requeue(&mut self, gpu: &Gpu, dev: &Device, index: usize) -> Result<(), StreamError> {
-        let lost = |e: io::Error| StreamError::Lost(format!("VIDIOC_QBUF: {e}"));
-        let userptr = match &mut self.buffers {
-            Buffers::Userptr(slots) => {
-                let slot = slots
-                    .get_mut(index)
-                    .ok_or_else(|| StreamError::Lost(format!("no buffer {index}")))?;
-                // Mapping waits for the kernels still reading the previous frame.
-                let ptr = slot.map(gpu).map_err(StreamError::Cl)?;
-                Some((ptr, slot.len()))
-            }
-            Buffers::Dmabuf { .. } => {
-                // The camera may write into the buffer as soon as it is queued.
-                gpu.finish().map_err(StreamError::Cl)?;
-                None
-            }
-            Buffers::Mmap { .. } | Buffers::None => None,
-        };
-        self.qbuf(dev, index as u32, userptr).map_err(lost)
-    }
-
-    /// Gives back the frame the caller held, then waits until `deadline` for the next one.
-    pub fn next(
-        &mut self,
-        gpu: &Gpu,
-        dev: &Device,
-        deadline: Instant,
-    ) -> Result<Event, StreamError> {
-        if let Some(index) = self.lent.take() {
-            self.requeue(gpu, dev, index)?;
-        }
-        let raw = loop {
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            let mut fds = libc::pollfd {
-                fd: dev.raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            let ms = remaining.as_millis().min(i32::MAX as u128) as i32
-                + i32::from(!remaining.subsec_micros().is_multiple_of(1000));
-            // SAFETY: one valid pollfd.
-            let ready = unsafe { libc::poll(&mut fds, 1, ms) };
-            if ready < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(StreamError::Lost(format!("poll: {e}")));
-            }
-            if ready == 0 {
-                return Ok(Event::Timeout);
-            }
-            let mut raw = RawBuffer::new(self.buf_type, self.memory, 0);
-            // SAFETY: VIDIOC_DQBUF takes a struct v4l2_buffer; `m.planes` (multi-planar)
-            // points to `raw.plane`, alive for the call, with `length` 1: the driver
-            // writes that struct and one plane.
-            match unsafe { dev.ioctl(vidioc::VIDIOC_DQBUF, &mut raw.buf) } {
-                Ok(()) => break raw,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    if Instant::now() >= deadline {
-                        return Ok(Event::Timeout);
-                    }
-                    // POLLIN without a buffer: do not spin on a driver that says so.
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-                Err(e) => return Err(StreamError::Lost(format!("VIDIOC_DQBUF: {e}"))),
-            }
-        };
-        let index = raw.buf.index as usize;
-        if raw.buf.index >= self.count {
-            return Err(StreamError::Lost(format!(
-                "VIDIOC_DQBUF returned buffer {index} of {}",
-                self.count
-            )));
-        }
-        let sequence = raw.buf.sequence;
-        let bytesused = raw.bytesused(self.buf_type) as usize;
-        let reason = if raw.buf.flags & V4L2_BUF_FLAG_ERROR != 0 {
-            Some(DropReason::BufferError)
-        } else if bytesused < self.need {
-            Some(DropReason::ShortFrame)
-        } else {
-            None
-        };
-        if let Some(reason) = reason {
-            self.requeue(gpu, dev, index)?;
-            return Ok(Event::Dropped { reason, sequence });
-        }
-        let captured = captured_at(&raw.buf);
-        let need = self.need;
-        // Userptr and dmabuf lend the buffer's own slot; mmap copies into the next of its
-        // two slots and gives the buffer back at once.
-        let (slot_index, copied) = match &mut self.buffers {
-            Buffers::Userptr(slots) => {
-                let unmapped = match slots.get_mut(index) {
-                    Some(slot) => slot.unmap(gpu).map_err(StreamError::Cl),
-                    None => Err(StreamError::Lost(format!("no buffer {index}"))),
-                };
-                (index, unmapped.map(|()| false))
-            }
-            Buffers::Dmabuf { .. } => (index, Ok(false)),
-            Buffers::Mmap { maps, slots, next } => {
-                let copy_to = *next;
-                *next = (copy_to + 1) % slots.len().max(1);
-                let bytes = maps.get(index).and_then(|m| m.get(..need));
-                let copied = match (bytes, slots.get_mut(copy_to)) {
-                    (Some(bytes), Some(slot)) => slot
-                        .write(gpu, |out| {
-                            if let Some(out) = out.get_mut(..need) {
-                                out.copy_from_slice(bytes);
-                            }
-                        })
-                        .map(|()| true)
-                        .map_err(StreamError::Cl),
-                    _ => Err(StreamError::Lost(format!(
-                        "buffer {index} is smaller than a frame ({need} bytes)"
-                    ))),
-                };
-                (copy_to, copied)
-            }
-            Buffers::None => return Err(StreamError::Lost("no buffers".into())),
-        };
-        match copied {
-            Ok(true) => self.requeue(gpu, dev, index)?,
-            Ok(false) => self.lent = Some(index),
-            Err(e) => return Err(e),
-        }
-        Ok(Event::Frame {
-            index: slot_index,
-            sequence,
-            captured,
-        })
-    }
-
     /// Stops the driver using the buffers: STREAMOFF, unmap V4L2's buffers (V4L2 refuses
     /// to free mapped buffers, and a later VIDIOC_S_FMT would fail with EBUSY), then
     /// VIDIOC_REQBUFS(0). Errors are ignored: a vanished device fails every call.
@@ -521,7 +349,7 @@ impl Stream {
     /// The frame slots are *not* released here: when STREAMOFF failed (the device is gone)
     /// the driver may still be writing into USERPTR memory until its fd is closed, so the
     /// caller closes the fd first and then calls [`Stream::release`]. Safe to call twice.
-    pub fn stop(&mut self, dev: &Device) {
+    pub(super) fn stop(&mut self, dev: &Device) {
         if self.streaming {
             let mut kind = self.buf_type.raw() as i32;
             // SAFETY: VIDIOC_STREAMOFF takes an int, the buffer type.
@@ -546,7 +374,7 @@ impl Stream {
 
     /// Releases the frame slots (unmapping USERPTR slots from OpenCL where `gpu` is
     /// given). Only after [`Stream::stop`] and after the device's fd is closed.
-    pub fn release(&mut self, gpu: Option<&Gpu>) {
+    pub(super) fn release(&mut self, gpu: Option<&Gpu>) {
         if let Some(gpu) = gpu {
             if let Buffers::Userptr(slots) = &mut self.buffers {
                 for slot in slots.iter_mut() {
@@ -557,35 +385,5 @@ impl Stream {
             let _ = gpu.finish();
         }
         self.buffers = Buffers::None;
-    }
-}
-
-/// When the driver finished the buffer, on our monotonic clock: V4L2 stamps buffers with
-/// CLOCK_MONOTONIC (the flag says so), and `Instant` is that clock, so the stamp's age is
-/// taken from now. Other clocks (or a stamp from the future) give "now".
-fn captured_at(buf: &v4l2_buffer) -> Instant {
-    let now = Instant::now();
-    if buf.flags & V4L2_BUF_FLAG_TIMESTAMP_MASK != V4L2_BUF_FLAG_TIMESTAMP_MONOTONIC {
-        return now;
-    }
-    // SAFETY: a timespec is two integers; all zero is valid.
-    let mut ts: libc::timespec = unsafe { mem::zeroed() };
-    // SAFETY: clock_gettime writes one timespec into `ts`, a live local.
-    if unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) } != 0 {
-        return now;
-    }
-    // time_t and the microseconds are 32 bits on armv7, 64 on aarch64 and x86-64.
-    let to_nanos = |secs: i64, nanos: i64| i128::from(secs) * 1_000_000_000 + i128::from(nanos);
-    #[allow(clippy::useless_conversion)]
-    let (mono, stamp) = (
-        to_nanos(i64::from(ts.tv_sec), i64::from(ts.tv_nsec)),
-        to_nanos(
-            i64::from(buf.timestamp.tv_sec),
-            i64::from(buf.timestamp.tv_usec) * 1000,
-        ),
-    );
-    match u64::try_from(mono - stamp) {
-        Ok(age) => now.checked_sub(Duration::from_nanos(age)).unwrap_or(now),
-        Err(_) => now,
     }
 }

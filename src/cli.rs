@@ -1,0 +1,201 @@
+//! The command line's definitions: the commands, their flags and the help clap makes of
+//! them (and edgesight(1) of that help). What each command does is in `commands`.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use edgesight::capture::{self, IoMode, SourceSpec};
+use edgesight::cl::DeviceSpec;
+use edgesight::frame::{PixelFormat, Size};
+use edgesight::pipeline::{Border, Magnitude, PipelineOptions};
+use edgesight::region::Region;
+
+#[derive(Parser)]
+#[command(
+    name = "edgesight",
+    version,
+    about = "Vision telemetry: camera frames through OpenCL kernels into metrics"
+)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Subcommand)]
+pub(crate) enum Command {
+    /// List every OpenCL platform and device, and the V4L2 capture devices.
+    Devices,
+    /// Run the pipeline on one image or raw frame and write the results into a directory.
+    Process(ProcessArgs),
+    /// Measure the pipeline on synthetic frames: per-stage and pipeline device time, host
+    /// wall time per frame, bandwidth against a device copy of the same bytes, ns per pixel.
+    Bench(BenchArgs),
+    /// Run the daemon: capture, process and export metrics over HTTP until SIGTERM.
+    Run(RunArgs),
+    /// Check a config file and print the effective configuration (defaults filled in).
+    CheckConfig(CheckConfigArgs),
+    /// Capture N frames from a camera, run the pipeline on each, and write the last one's
+    /// results (as `process` does) plus capture.json.
+    Capture(CaptureArgs),
+    /// Print the man page edgesight(1); with --dir, write it and one page per command.
+    /// Hidden: scripts/package-deb.sh runs it to put the pages into the Debian package.
+    #[command(hide = true)]
+    Manpage(ManpageArgs),
+}
+
+#[derive(clap::Args)]
+pub(crate) struct ManpageArgs {
+    /// Write edgesight.1 and edgesight-COMMAND.1 for every command into DIR (created if
+    /// missing) instead of printing edgesight.1.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) dir: Option<PathBuf>,
+    /// The date in the pages' footer, YYYY-MM-DD (the package takes its changelog's).
+    #[arg(long)]
+    pub(crate) date: Option<String>,
+}
+
+#[derive(clap::Args)]
+pub(crate) struct BenchArgs {
+    /// Frame sizes, WIDTHxHEIGHT, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1280x720,1920x1080,3840x2160",
+        value_parser = frame_size
+    )]
+    pub(crate) sizes: Vec<Size>,
+    /// Timed runs per size (after the warm-up runs).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub(crate) runs: u32,
+    /// Untimed runs per size first (kernel loading, caches, clocks).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(0..=10_000))]
+    pub(crate) warmup: u32,
+    /// Also write the medians and spreads as JSON to this file.
+    #[arg(long)]
+    pub(crate) json: Option<PathBuf>,
+    /// Write each size's synthetic frame to DIR/frame-WIDTHxHEIGHT.gray (raw 8-bit grey,
+    /// rows packed), so other programs can be measured on the same bytes.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) save_frames: Option<PathBuf>,
+    /// OpenCL device, as for `process`.
+    #[arg(long, default_value = "default")]
+    pub(crate) device: DeviceSpec,
+}
+
+#[derive(clap::Args)]
+pub(crate) struct CaptureArgs {
+    /// A V4L2 device (/dev/video0), or any source: v4l2:DEVICE, pattern:WxH[:FORMAT]@FPS,
+    /// replay:FILE:WxH:FORMAT@FPS, replay:DIR@FPS.
+    pub(crate) source: String,
+    /// Frames to capture and process.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) frames: u64,
+    /// Directory for report.json, the pictures and capture.json (created if missing).
+    #[arg(long)]
+    pub(crate) out: PathBuf,
+    /// Also write the exact outputs of the last frame as raw files.
+    #[arg(long)]
+    pub(crate) raw: bool,
+    /// Pixel format to ask the camera for (default: the camera's current one).
+    #[arg(long)]
+    pub(crate) format: Option<PixelFormat>,
+    /// Frame size to ask the camera for, WIDTHxHEIGHT (default: the camera's current one).
+    #[arg(long, value_parser = frame_size)]
+    pub(crate) size: Option<Size>,
+    /// Frame rate to ask the camera for (default: the camera's current one).
+    #[arg(long, value_parser = capture::parse_fps)]
+    pub(crate) fps: Option<f64>,
+    /// I/O mode: dmabuf, userptr or mmap (default: the first of those that works).
+    #[arg(long)]
+    pub(crate) io: Option<IoMode>,
+    /// Give up when the frames have not all arrived after this many seconds.
+    #[arg(long, default_value_t = 60)]
+    pub(crate) timeout: u64,
+    #[command(flatten)]
+    pub(crate) pipeline: PipelineArgs,
+}
+
+#[derive(clap::Args)]
+pub(crate) struct PipelineArgs {
+    /// Sobel border mode: reflect101 (OpenCV's default), replicate or constant (zero).
+    #[arg(long, default_value = "reflect101")]
+    pub(crate) border: Border,
+    /// Gradient magnitude: l1 (|dx|+|dy|) or l2 (sqrt(dx²+dy²)), saturated to 255.
+    #[arg(long, default_value = "l1")]
+    pub(crate) magnitude: Magnitude,
+    /// A pixel is an edge where its magnitude is at least this (1-255).
+    #[arg(long, default_value_t = PipelineOptions::default().edge_threshold,
+          value_parser = clap::value_parser!(u8).range(1..))]
+    pub(crate) edge_threshold: u8,
+    /// A region to measure, NAME:X,Y,W,H (repeatable).
+    #[arg(long = "roi", value_name = "NAME:X,Y,W,H")]
+    pub(crate) rois: Vec<Region>,
+    /// OpenCL device: an index from `edgesight devices`, PLATFORM:DEVICE (indices or name
+    /// substrings), or a name substring. Default: the first GPU, else the first device.
+    #[arg(long, default_value = "default")]
+    pub(crate) device: DeviceSpec,
+}
+
+#[derive(clap::Args)]
+pub(crate) struct RunArgs {
+    /// The TOML config file (see deploy/edgesight.toml); built-in defaults without it.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
+    /// Frame source, replacing the config's (which must have at most one camera):
+    /// pattern:1280x720@30, pattern:WxH:FORMAT@FPS, v4l2:/dev/video0,
+    /// replay:FILE:WxH:FORMAT@FPS or replay:DIR@FPS.
+    #[arg(long, value_name = "SPEC")]
+    pub(crate) source: Option<SourceSpec>,
+    /// Address to serve HTTP on, IP:PORT, replacing [web] listen_address.
+    #[arg(long, alias = "web.listen-address", value_name = "IP:PORT")]
+    pub(crate) listen: Option<String>,
+}
+
+#[derive(clap::Args)]
+pub(crate) struct CheckConfigArgs {
+    /// The TOML config file.
+    pub(crate) file: PathBuf,
+}
+
+impl PipelineArgs {
+    pub(crate) fn options(&self) -> PipelineOptions {
+        PipelineOptions {
+            border: self.border,
+            magnitude: self.magnitude,
+            edge_threshold: self.edge_threshold,
+        }
+    }
+}
+
+#[derive(clap::Args)]
+pub(crate) struct ProcessArgs {
+    /// A PNG, JPEG or PGM/PPM image, or a raw frame with --format and --size.
+    pub(crate) input: PathBuf,
+    /// Directory for report.json and the pictures (created if missing).
+    #[arg(long)]
+    pub(crate) out: PathBuf,
+    /// Also write the exact outputs as little-endian raw files (luma.u8, sobel_dx.s16, ...).
+    #[arg(long)]
+    pub(crate) raw: bool,
+    /// Pixel format of a raw INPUT: grey, yuyv, uyvy, nv12, rgb24, bgr24, rgbx, bgrx.
+    #[arg(long, requires = "size")]
+    pub(crate) format: Option<PixelFormat>,
+    /// Size of a raw INPUT, WIDTHxHEIGHT.
+    #[arg(long, requires = "format", value_parser = frame_size)]
+    pub(crate) size: Option<Size>,
+    /// Run the pipeline this many times on the frame and report each stage's median
+    /// device time (the first run includes one-off driver work such as loading kernels).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub(crate) repeat: u32,
+    #[command(flatten)]
+    pub(crate) pipeline: PipelineArgs,
+}
+
+/// A frame size on the command line: `WxH` within [`capture::MAX_FRAME_SIDE`] and the
+/// pipeline's limits, as in source specs and the config.
+pub(crate) fn frame_size(s: &str) -> Result<Size, String> {
+    let size: Size = s.parse().map_err(|e| format!("{e}"))?;
+    capture::check_frame_size(size, None)?;
+    Ok(size)
+}

@@ -1,0 +1,140 @@
+//! `edgesight bench`: the pipeline's cost per frame size, printed and optionally saved as
+//! JSON (the measuring is the library's `bench` module).
+
+use std::io::Write;
+
+use anyhow::{Context, Result};
+
+use edgesight::bench::{self, JsonReport, JsonSize, SizeFigures};
+use edgesight::cl::Gpu;
+use edgesight::frame::PixelFormat;
+
+use super::BadOutDir;
+use crate::cli::BenchArgs;
+
+pub(crate) fn bench(args: &BenchArgs) -> Result<()> {
+    for size in &args.sizes {
+        edgesight::frame::FrameLayout::packed(PixelFormat::Grey, size.width, size.height)
+            .validate()?;
+    }
+    if let Some(dir) = &args.save_frames {
+        std::fs::create_dir_all(dir).map_err(|e| BadOutDir {
+            path: dir.clone(),
+            reason: e.to_string(),
+        })?;
+    }
+    let gpu = Gpu::open(&args.device)?;
+    let device = gpu.info.to_string();
+    println!("edgesight bench on {device}");
+    println!(
+        "grey frames, {} warm-up then {} timed runs per size; medians [10th-90th percentile]",
+        args.warmup, args.runs
+    );
+    let mut figures = Vec::with_capacity(args.sizes.len());
+    for size in &args.sizes {
+        let frame = bench::synthetic_frame(size.width, size.height);
+        if let Some(dir) = &args.save_frames {
+            let path = dir.join(format!("frame-{}x{}.gray", size.width, size.height));
+            std::fs::write(&path, &frame).with_context(|| format!("writing {}", path.display()))?;
+        }
+        let mut progress = |w: u32, h: u32, done: usize, total: usize| {
+            eprint!("\r  {w}x{h}: run {done}/{total}   ");
+            let _ = std::io::stderr().flush();
+        };
+        let f = bench::bench_size(
+            &gpu,
+            size.width,
+            size.height,
+            &frame,
+            args.warmup as usize,
+            args.runs as usize,
+            &mut progress,
+        )
+        .with_context(|| format!("benchmarking {size}"))?;
+        eprint!("\r{:40}\r", "");
+        print_bench(&f);
+        figures.push(f);
+    }
+    if figures.len() > 1 {
+        let first = &figures[0];
+        let last = &figures[figures.len() - 1];
+        let per_px = |f: &SizeFigures| f.pipeline_device.median * 1e6 / f.pixels() as f64;
+        println!(
+            "ns per pixel, {}x{} / {}x{}: {:.2}",
+            last.width,
+            last.height,
+            first.width,
+            first.height,
+            per_px(last) / per_px(first)
+        );
+    }
+    if let Some(path) = &args.json {
+        let report = JsonReport {
+            device,
+            format: "grey",
+            runs: args.runs as usize,
+            warmup: args.warmup as usize,
+            results: figures.iter().map(JsonSize::new).collect(),
+        };
+        let text = serde_json::to_string_pretty(&report)?;
+        std::fs::write(path, text + "\n").map_err(|e| BadOutDir {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+        println!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+fn print_bench(f: &SizeFigures) {
+    let px = f.pixels() as f64;
+    println!();
+    println!(
+        "{}x{} ({} runs, Otsu threshold {})",
+        f.width, f.height, f.runs, f.otsu_threshold
+    );
+    println!(
+        "  {:<10} {:>26} {:>9} {:>10} {:>9} {:>9} {:>7}",
+        "stage", "device ms [p10-p90]", "MB moved", "GB/s", "floor ms", "of floor", "ns/px"
+    );
+    let row = |name: &str, s: &bench::Spread, bytes: u64, floor: f64| {
+        let gbs = bench::gb_per_s(bytes, s.median);
+        let frac = if s.median > 0.0 {
+            floor / s.median
+        } else {
+            0.0
+        };
+        println!(
+            "  {:<10} {:>9.3} [{:>6.3}-{:>7.3}] {:>9.2} {:>10.1} {:>9.4} {:>8.0}% {:>7.3}",
+            name,
+            s.median,
+            s.p10,
+            s.p90,
+            bytes as f64 / 1e6,
+            gbs,
+            floor,
+            100.0 * frac,
+            s.median * 1e6 / px
+        );
+    };
+    for st in &f.stages {
+        row(st.name, &st.device, st.bytes, st.floor_ms);
+    }
+    row(
+        "pipeline",
+        &f.pipeline_device,
+        f.pipeline_bytes,
+        f.pipeline_floor_ms,
+    );
+    println!(
+        "  device span (first kernel start to last end) {:.3} ms [{:.3}-{:.3}]",
+        f.pipeline_span.median, f.pipeline_span.p10, f.pipeline_span.p90
+    );
+    println!(
+        "  host wall per frame (map, write, unmap, kernels, results) {:.3} ms [{:.3}-{:.3}], {:.2}x device time",
+        f.pipeline_wall.median,
+        f.pipeline_wall.p10,
+        f.pipeline_wall.p90,
+        f.pipeline_wall.median / f.pipeline_device.median.max(1e-9)
+    );
+}

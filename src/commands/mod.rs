@@ -1,0 +1,108 @@
+//! One module per command, each with its body; what several share (the output
+//! directory, the `--roi` names, the results `process` and `capture` write) is here.
+
+pub(crate) mod bench;
+pub(crate) mod capture;
+pub(crate) mod check_config;
+pub(crate) mod devices;
+pub(crate) mod manpage;
+pub(crate) mod process;
+pub(crate) mod run;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+
+use edgesight::cl::Gpu;
+use edgesight::config;
+use edgesight::pipeline::{FrameResult, Images, Pipeline};
+use edgesight::region::Region;
+use edgesight::report::{self, Report};
+
+/// A `--roi` name the config would refuse, or one given twice.
+#[derive(Debug, thiserror::Error)]
+#[error("--roi: {0}")]
+pub(crate) struct BadRoiName(String);
+
+/// Checks the `--roi` names as the config checks a camera's (see
+/// [`config::check_region_name`]).
+pub(crate) fn check_roi_names(rois: &[Region]) -> Result<(), BadRoiName> {
+    let mut seen = std::collections::HashSet::new();
+    rois.iter()
+        .try_for_each(|r| config::check_region_name(&r.name, &mut seen).map_err(BadRoiName))
+}
+
+/// An output directory that cannot be created.
+#[derive(Debug, thiserror::Error)]
+#[error("output directory {path}: {reason}")]
+pub(crate) struct BadOutDir {
+    pub(crate) path: PathBuf,
+    pub(crate) reason: String,
+}
+
+fn create_out_dir(out: &Path) -> Result<(), BadOutDir> {
+    std::fs::create_dir_all(out).map_err(|e| BadOutDir {
+        path: out.to_path_buf(),
+        reason: e.to_string(),
+    })
+}
+
+/// Writes what `process` writes for the pipeline's last frame: report.json, the pictures,
+/// and with `raw` the exact outputs.
+pub(crate) fn write_results(
+    out: &Path,
+    gpu: &Gpu,
+    pipeline: &Pipeline,
+    result: &FrameResult,
+    images: &Images,
+    raw: bool,
+) -> Result<(Report, Vec<PathBuf>)> {
+    let report = Report::new(
+        result,
+        pipeline.layout().format.name(),
+        &gpu.info.to_string(),
+        *pipeline.options(),
+    );
+    let mut written = report::write_outputs(out, &report, images)?;
+    if raw {
+        written.extend(report::write_raw(out, images)?);
+    }
+    Ok((report, written))
+}
+
+pub(crate) fn print_summary(input: &Path, report: &Report, written: &[PathBuf]) {
+    println!(
+        "{}: {}x{} {} on {}",
+        input.display(),
+        report.width,
+        report.height,
+        report.format,
+        report.device
+    );
+    println!(
+        "  otsu threshold {}, mean luma {:.2}, foreground {:.1}%, edges {:.1}%",
+        report.otsu_threshold,
+        report.mean_luma,
+        100.0 * report.foreground_ratio,
+        100.0 * report.edge_ratio
+    );
+    for roi in &report.rois {
+        println!(
+            "  roi {}: mean {:.2}, stddev {:.2}, edges {:.1}%, foreground {:.1}%",
+            roi.name,
+            roi.mean,
+            roi.stddev,
+            100.0 * roi.edge_ratio,
+            100.0 * roi.foreground_ratio
+        );
+    }
+    let timings: Vec<String> = report
+        .timings_ms
+        .iter()
+        .map(|(stage, ms)| format!("{stage} {ms:.3}"))
+        .collect();
+    println!("  device time (ms): {}", timings.join(", "));
+    for path in written {
+        println!("  wrote {}", path.display());
+    }
+}

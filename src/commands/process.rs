@@ -1,0 +1,44 @@
+//! `edgesight process`: the pipeline on one image or raw frame, its results written into a
+//! directory.
+
+use anyhow::{Context, Result};
+
+use edgesight::cl::Gpu;
+use edgesight::input;
+use edgesight::pipeline::{Pipeline, StageTimings};
+
+use super::{check_roi_names, create_out_dir, print_summary, write_results};
+use crate::cli::ProcessArgs;
+
+pub(crate) fn process(args: &ProcessArgs) -> Result<()> {
+    check_roi_names(&args.pipeline.rois)?;
+    let raw = args.format.zip(args.size);
+    let frame = input::load(&args.input, raw)?;
+    for roi in &args.pipeline.rois {
+        roi.validate(&frame.layout)?;
+    }
+    create_out_dir(&args.out)?;
+
+    let gpu = Gpu::open(&args.pipeline.device)?;
+    let options = args.pipeline.options();
+    let mut pipeline = Pipeline::new(&gpu, frame.layout, options, &args.pipeline.rois)
+        .context("setting up the pipeline")?;
+    let mut slot = pipeline.new_slot(&gpu)?;
+    let mut runs = Vec::with_capacity(args.repeat as usize);
+    let mut images = None;
+    for run in 1..=args.repeat {
+        slot.write_bytes(&gpu, &frame.bytes)?;
+        let processed = pipeline.process(&gpu, &slot)?;
+        if run == args.repeat {
+            images = Some(processed.read_images(&gpu)?);
+        }
+        runs.push(processed.into_result());
+    }
+    let timings = StageTimings::median(runs.iter().map(|r| &r.timings));
+    let mut result = runs.pop().expect("at least one run");
+    result.timings = timings;
+    let images = images.expect("at least one run");
+    let (report, written) = write_results(&args.out, &gpu, &pipeline, &result, &images, args.raw)?;
+    print_summary(&args.input, &report, &written);
+    Ok(())
+}

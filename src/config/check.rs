@@ -1,0 +1,490 @@
+//! The checks that turn a parsed [`FileConfig`] (plus command-line overrides) into
+//! [`Settings`]: every value in range, every name a valid label, every file the config
+//! names present, each refusal placed at its key's FILE:LINE:COLUMN. Nothing here opens a
+//! device; [`super::validate`] adds what needs the machine.
+
+use std::collections::HashSet;
+
+use toml::Spanned;
+
+use super::schema::*;
+use super::{flag, ConfigError, Doc, Overrides};
+use crate::capture::{IoMode, SourceKind, SourcePart, SourceParts, SourceSpec};
+use crate::cl::DeviceSpec;
+use crate::frame::{FrameLayout, PixelFormat, Size};
+use crate::pipeline::{Border, Magnitude, PipelineOptions};
+use crate::region::Region;
+
+pub(super) fn check(
+    doc: &Doc,
+    file: &FileConfig,
+    overrides: &Overrides,
+) -> Result<Settings, ConfigError> {
+    let level = file.log.level.get_ref().to_ascii_lowercase();
+    if !["error", "warn", "info", "debug", "trace"].contains(&level.as_str()) {
+        return Err(doc.at(
+            file.log.level.span(),
+            "log.level",
+            format!("unknown level '{level}' (expected error, warn, info, debug or trace)"),
+        ));
+    }
+    let bins = *file.metrics.histogram_bins.get_ref();
+    if !(1..=256).contains(&bins) || !bins.is_power_of_two() {
+        return Err(doc.at(
+            file.metrics.histogram_bins.span(),
+            "metrics.histogram_bins",
+            format!("{bins} is not a power of two from 1 to 256"),
+        ));
+    }
+    let web = super::web::check_web(doc, &file.web, overrides)?;
+    let default_device: DeviceSpec = file.opencl.device.get_ref().parse().unwrap_or_default();
+
+    let mut cameras = Vec::new();
+    let mut names = HashSet::new();
+    for camera in &file.cameras {
+        let c = check_camera(doc, camera, &default_device)?;
+        if !names.insert(c.name.clone()) {
+            return Err(doc.at(
+                camera.get_ref().name.span(),
+                "camera.name",
+                format!("camera '{}' is named twice", c.name),
+            ));
+        }
+        cameras.push(c);
+    }
+    if let Some(source) = &overrides.source {
+        match cameras.len() {
+            0 => cameras.push(CameraSettings {
+                name: "default".into(),
+                device: default_device.clone(),
+                source: source.clone(),
+                options: PipelineOptions::default(),
+                regions: Vec::new(),
+            }),
+            1 => {
+                let camera = &mut cameras[0];
+                camera.source = source.clone();
+                for r in &camera.regions {
+                    if let Some(layout) = known_layout(source) {
+                        r.validate(&layout)
+                            .map_err(|e| flag("--source", "camera.roi", e.to_string()))?;
+                    }
+                }
+            }
+            n => {
+                return Err(flag(
+                    "--source",
+                    "camera",
+                    format!("the config has {n} cameras; --source replaces the source of one"),
+                ))
+            }
+        }
+        check_source_exists(source).map_err(|m| flag("--source", "source", m))?;
+    }
+    if cameras.is_empty() {
+        cameras.push(CameraSettings {
+            name: "default".into(),
+            device: default_device,
+            source: SourceSpec::default_pattern(),
+            options: PipelineOptions::default(),
+            regions: Vec::new(),
+        });
+    }
+    Ok(Settings {
+        log_level: level,
+        web,
+        histogram_bins: bins,
+        cameras,
+    })
+}
+
+/// The frame layout a source will produce, where the config alone says it.
+fn known_layout(spec: &SourceSpec) -> Option<FrameLayout> {
+    let (size, format) = match spec {
+        SourceSpec::Pattern { size, format, .. } => (*size, *format),
+        SourceSpec::V4l2 {
+            size: Some(size),
+            format,
+            ..
+        } => (*size, format.unwrap_or(PixelFormat::Grey)),
+        SourceSpec::Replay {
+            raw: Some((size, format)),
+            ..
+        } => (*size, *format),
+        _ => return None,
+    };
+    Some(FrameLayout::packed(format, size.width, size.height))
+}
+
+fn check_source_exists(spec: &SourceSpec) -> Result<(), String> {
+    match spec {
+        // A camera absent now is waited for: boards enumerate USB cameras late, and
+        // cameras get unplugged.
+        SourceSpec::Pattern { .. } | SourceSpec::V4l2 { .. } => Ok(()),
+        SourceSpec::Replay { path, .. } if !path.exists() => {
+            Err(format!("{}: no such file or directory", path.display()))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn check_camera(
+    doc: &Doc,
+    camera: &Spanned<CameraConfig>,
+    default_device: &DeviceSpec,
+) -> Result<CameraSettings, ConfigError> {
+    let c = camera.get_ref();
+    let name = c.name.get_ref();
+    let label_safe = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|ch| ch.is_ascii_alphanumeric() || "_-.".contains(ch));
+    if !label_safe {
+        return Err(doc.at(
+            c.name.span(),
+            "camera.name",
+            format!("'{name}': use 1-64 letters, digits, '_', '-' or '.'"),
+        ));
+    }
+    let source = check_source(doc, &c.source)?;
+    let p = &c.pipeline;
+    let border: Border =
+        p.border
+            .get_ref()
+            .parse()
+            .map_err(|e: crate::pipeline::UnknownBorder| {
+                doc.at(p.border.span(), "camera.pipeline.border", e.to_string())
+            })?;
+    let magnitude: Magnitude = p
+        .magnitude
+        .get_ref()
+        .parse()
+        .map_err(|e: String| doc.at(p.magnitude.span(), "camera.pipeline.magnitude", e))?;
+    let threshold = *p.edge_threshold.get_ref();
+    let edge_threshold = u8::try_from(threshold)
+        .ok()
+        .filter(|t| *t >= 1)
+        .ok_or_else(|| {
+            doc.at(
+                p.edge_threshold.span(),
+                "camera.pipeline.edge_threshold",
+                format!("{threshold} is not between 1 and 255"),
+            )
+        })?;
+    let layout = known_layout(&source);
+    let mut regions = Vec::new();
+    let mut roi_names = HashSet::new();
+    for roi in &c.rois {
+        let r = roi.get_ref();
+        let region = Region {
+            name: r.name.clone(),
+            x: r.x,
+            y: r.y,
+            width: r.w,
+            height: r.h,
+        };
+        check_region_name(&r.name, &mut roi_names)
+            .map_err(|m| doc.at(roi.span(), "camera.roi.name", m))?;
+        if let Some(layout) = &layout {
+            region
+                .validate(layout)
+                .map_err(|e| doc.at(roi.span(), "camera.roi", e.to_string()))?;
+        }
+        regions.push(region);
+    }
+    Ok(CameraSettings {
+        name: name.clone(),
+        device: c
+            .opencl_device
+            .as_ref()
+            .map(|d| d.get_ref().parse().unwrap_or_default())
+            .unwrap_or_else(|| default_device.clone()),
+        source,
+        options: PipelineOptions {
+            border,
+            magnitude,
+            edge_threshold,
+        },
+        regions,
+    })
+}
+
+/// Checks a ROI name as the config and the command line (`--roi`) both take them: it
+/// becomes a Prometheus label value and a JSON key, and must differ from the `seen`
+/// names of the same camera (it is added to them).
+pub fn check_region_name(name: &str, seen: &mut HashSet<String>) -> Result<(), String> {
+    let label_safe = !name.is_empty()
+        && name.chars().count() <= 64
+        && !name
+            .chars()
+            .any(|c| c == '"' || c == '\\' || c.is_control());
+    if !label_safe {
+        return Err(format!(
+            "{name:?}: use 1-64 characters without quotes, backslashes or control characters"
+        ));
+    }
+    if !seen.insert(name.to_string()) {
+        return Err(format!("ROI '{name}' is named twice"));
+    }
+    Ok(())
+}
+
+fn check_source(doc: &Doc, source: &Spanned<SourceConfig>) -> Result<SourceSpec, ConfigError> {
+    let s = source.get_ref();
+    let kind = s.kind.as_ref().ok_or_else(|| {
+        doc.at(
+            source.span(),
+            "camera.source.kind",
+            "missing: pattern, v4l2 or replay",
+        )
+    })?;
+    let format = match &s.format {
+        Some(f) => Some(
+            f.get_ref()
+                .parse::<PixelFormat>()
+                .map_err(|e| doc.at(f.span(), "camera.source.format", e.to_string()))?,
+        ),
+        None => None,
+    };
+    let size = match &s.size {
+        Some(z) => Some(
+            z.get_ref()
+                .parse::<Size>()
+                .map_err(|e| doc.at(z.span(), "camera.source.size", e.to_string()))?,
+        ),
+        None => None,
+    };
+    let io = match &s.io {
+        // Read only where it applies: a kind that takes no I/O mode refuses it whatever it
+        // says, so elsewhere any mode stands for it.
+        Some(io) if *kind.get_ref() == SourceKind::V4l2 => Some(
+            io.get_ref()
+                .parse::<IoMode>()
+                .map_err(|e| doc.at(io.span(), "camera.source.io", e.to_string()))?,
+        ),
+        Some(_) => Some(IoMode::Mmap),
+        None => None,
+    };
+    let parts = SourceParts {
+        device: s.device.as_ref().map(|d| d.get_ref().clone()),
+        path: s.path.as_ref().map(|p| p.get_ref().clone()),
+        format,
+        size,
+        fps: s.fps.as_ref().map(|f| *f.get_ref()),
+        io,
+    };
+    let spec = parts.build(*kind.get_ref()).map_err(|e| {
+        let span = |part: SourcePart| match part {
+            SourcePart::Device => s.device.as_ref().map(Spanned::span),
+            SourcePart::Path => s.path.as_ref().map(Spanned::span),
+            SourcePart::Size => s.size.as_ref().map(Spanned::span),
+            SourcePart::Fps => s.fps.as_ref().map(Spanned::span),
+            SourcePart::Io => s.io.as_ref().map(Spanned::span),
+        };
+        match e.part {
+            Some(part) if !e.missing => doc.at(
+                span(part).unwrap_or_else(|| source.span()),
+                format!("camera.source.{}", part.key()),
+                e.message,
+            ),
+            Some(part) => doc.at(
+                source.span(),
+                format!("camera.source.{}", part.key()),
+                e.message,
+            ),
+            None => doc.at(source.span(), "camera.source", e.message),
+        }
+    })?;
+    if let (SourceSpec::Replay { path, .. }, Some(written)) = (&spec, &s.path) {
+        if !path.exists() {
+            return Err(doc.at(
+                written.span(),
+                "camera.source.path",
+                format!("{}: no such file or directory", path.display()),
+            ));
+        }
+    }
+    Ok(spec)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::super::test_support::{at, load_text, refusal, GOOD};
+    use super::super::{parse, Origin};
+    use super::*;
+
+    #[test]
+    fn defaults_run_one_pattern_camera_on_loopback() {
+        let s = load_text("").unwrap();
+        assert_eq!(
+            s.web.listen,
+            format!("127.0.0.1:{DEFAULT_PORT}").parse().unwrap()
+        );
+        assert!(!s.web.snapshots);
+        assert_eq!(s.cameras.len(), 1);
+        assert_eq!(s.cameras[0].name, "default");
+        assert_eq!(s.cameras[0].source, SourceSpec::default_pattern());
+        assert_eq!(s.histogram_bins, 32);
+    }
+
+    #[test]
+    fn a_full_camera_section() {
+        let s = load_text(GOOD).unwrap();
+        let c = &s.cameras[0];
+        assert_eq!(c.name, "front");
+        assert_eq!(
+            c.source,
+            SourceSpec::Pattern {
+                size: Size {
+                    width: 320,
+                    height: 240
+                },
+                format: PixelFormat::Grey,
+                fps: 10.0
+            }
+        );
+        assert_eq!(c.options.edge_threshold, 40);
+        assert_eq!(c.regions[0].width, 320);
+        // What check-config prints reads back as the same settings.
+        assert_eq!(load_text(&s.to_toml()).unwrap(), s);
+    }
+
+    #[test]
+    fn roi_outside_the_frame() {
+        let err = load_text(&GOOD.replace("w = 320", "w = 321")).unwrap_err();
+        assert_eq!(at(&err), (13, 1));
+        assert_eq!(err.key, "camera.roi");
+        assert!(err.message.contains("outside the 320x240 frame"), "{err}");
+    }
+
+    #[test]
+    fn v4l2_without_a_device_or_with_an_absent_one() {
+        let text = "[[camera]]\nname = \"c\"\n[camera.source]\nkind = \"v4l2\"\n";
+        let err = load_text(text).unwrap_err();
+        assert_eq!(
+            (at(&err), err.key.as_str()),
+            ((3, 1), "camera.source.device")
+        );
+        // A camera that is not plugged in now is waited for, not refused.
+        let settings = load_text(&format!("{text}device = \"/dev/video-none\"\n")).unwrap();
+        assert!(matches!(
+            &settings.cameras[0].source,
+            SourceSpec::V4l2 { device, .. } if device == Path::new("/dev/video-none")
+        ));
+    }
+
+    #[test]
+    fn source_override_replaces_the_one_camera_and_rechecks_rois() {
+        let file = parse(Path::new("t.toml"), GOOD).unwrap();
+        let doc = Doc {
+            path: Some(Path::new("t.toml")),
+            text: GOOD,
+        };
+        let small = Overrides {
+            source: Some("pattern:160x120@5".parse().unwrap()),
+            listen: None,
+        };
+        let err = check(&doc, &file, &small).unwrap_err();
+        assert_eq!(err.origin, Origin::Flag("--source"));
+        assert!(err.message.contains("outside the 160x120 frame"), "{err}");
+        let listen = Overrides {
+            source: None,
+            listen: Some("127.0.0.1:1234".into()),
+        };
+        assert_eq!(check(&doc, &file, &listen).unwrap().web.listen.port(), 1234);
+    }
+
+    #[test]
+    fn bad_values_name_their_key() {
+        for (text, key, pos) in [
+            ("[log]\nlevel = \"loud\"\n", "log.level", (2, 9)),
+            ("[metrics]\nhistogram_bins = 24\n", "metrics.histogram_bins", (2, 18)),
+            // Found by the config fuzz target: accepted, it became a time of 0.
+            ("[web]\nstale_after_seconds = 1e-10\n", "web.stale_after_seconds", (2, 23)),
+            ("[web]\nlisten_address = \"localhost\"\n", "web.listen_address", (2, 18)),
+            (
+                "[[camera]]\nname = \"a b\"\n[camera.source]\nkind = \"pattern\"\n",
+                "camera.name",
+                (2, 8),
+            ),
+            (
+                "[[camera]]\nname = \"a\"\n[camera.source]\nkind = \"pattern\"\n[camera.pipeline]\nedge_threshold = 0\n",
+                "camera.pipeline.edge_threshold",
+                (6, 18),
+            ),
+            (
+                "[[camera]]\nname = \"a\"\n[camera.source]\nkind = \"pattern\"\ndevice = \"/dev/video0\"\n",
+                "camera.source.device",
+                (5, 10),
+            ),
+        ] {
+            let err = load_text(text).unwrap_err();
+            assert_eq!((err.key.as_str(), at(&err)), (key, pos), "{err}");
+        }
+    }
+
+    fn pattern_camera(source_extra: &str) -> String {
+        format!("[[camera]]\nname = \"c\"\n[camera.source]\nkind = \"pattern\"\n{source_extra}")
+    }
+
+    #[test]
+    fn tiny_and_huge_frame_rates_are_refused_at_their_key() {
+        for fps in ["1e-300", "6e-20", "0.001", "1001.0"] {
+            assert_eq!(
+                refusal(&pattern_camera(&format!("fps = {fps}\n"))),
+                format!("t.toml:5:7: camera.source.fps: frame rate {fps} is not a number from 0.01 to 1000")
+            );
+        }
+        let slowest = load_text(&pattern_camera("fps = 0.01\n")).unwrap();
+        assert!(
+            matches!(slowest.cameras[0].source, SourceSpec::Pattern { fps, .. } if fps == 0.01)
+        );
+    }
+
+    #[test]
+    fn frame_sizes_beyond_the_caps_are_refused_at_their_key() {
+        assert_eq!(
+            refusal(&pattern_camera("size = \"100000x100000\"\n")),
+            "t.toml:5:8: camera.source.size: frame size 100000x100000 is too large (at most 16384 on a side)"
+        );
+        assert_eq!(
+            refusal(&pattern_camera("size = \"16384x16384\"\n")),
+            "t.toml:5:8: camera.source.size: frame size 16384x16384 is too large (at most 16843009 pixels and a width of at most 65535)"
+        );
+        let v4l2 = "[[camera]]\nname = \"c\"\n[camera.source]\nkind = \"v4l2\"\n\
+                    device = \"/dev/video-none\"\nsize = \"20000x10\"\n";
+        assert_eq!(
+            refusal(v4l2),
+            "t.toml:6:8: camera.source.size: frame size 20000x10 is too large (at most 16384 on a side)"
+        );
+        assert!(load_text(&pattern_camera("size = \"16384x1024\"\n")).is_ok());
+    }
+
+    #[test]
+    fn roi_names_must_be_labels_and_differ() {
+        let roi =
+            |name: &str| format!("[[camera.roi]]\nname = {name}\nx = 0\ny = 0\nw = 8\nh = 8\n");
+        let camera = pattern_camera("size = \"64x48\"\n");
+        for (name, message) in [
+            (r#""a\"b""#, r#""a\"b": use 1-64 characters"#),
+            (r#""a\nb""#, r#""a\nb": use 1-64 characters"#),
+            (r#""tab\there""#, r#""tab\there": use 1-64 characters"#),
+            (r#""""#, r#""": use 1-64 characters"#),
+        ] {
+            let err = load_text(&format!("{camera}{}", roi(name))).unwrap_err();
+            assert_eq!((err.key.as_str(), at(&err)), ("camera.roi.name", (6, 1)));
+            assert!(err.message.starts_with(message), "{name}: {err}");
+        }
+        let err =
+            load_text(&format!("{camera}{}{}", roi("\"door\""), roi("\"door\""))).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "t.toml:12:1: camera.roi.name: ROI 'door' is named twice"
+        );
+        let mut seen = HashSet::new();
+        assert_eq!(check_region_name("ünï cödé", &mut seen), Ok(()));
+    }
+}

@@ -1,0 +1,216 @@
+//! [`Settings`] written back as TOML in the file's schema (what `check-config` prints): a
+//! printable form of the settings, serialised by the `toml` crate, so that what is printed
+//! reads back as the same settings.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::schema::{CameraSettings, Settings};
+use crate::capture::{SourceKind, SourceSpec};
+use crate::pipeline::Magnitude;
+
+/// What a password hash is printed as where the hashes are not shown.
+const HIDDEN_HASH: &str = "(bcrypt hash)";
+
+#[derive(Serialize)]
+struct Printed<'a> {
+    log: Log<'a>,
+    web: Web,
+    metrics: Metrics,
+    camera: Vec<Camera>,
+}
+
+#[derive(Serialize)]
+struct Log<'a> {
+    level: &'a str,
+}
+
+#[derive(Serialize)]
+struct Web {
+    listen_address: String,
+    snapshots: bool,
+    stale_after_seconds: f64,
+    max_connections: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tls_cert_file: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tls_key_file: Option<String>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    basic_auth_users: BTreeMap<String, String>,
+}
+
+#[derive(Serialize)]
+struct Metrics {
+    histogram_bins: u32,
+}
+
+#[derive(Serialize)]
+struct Camera {
+    name: String,
+    opencl_device: String,
+    source: Source,
+    pipeline: Pipeline,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    roi: Vec<Roi>,
+}
+
+/// A source as `[camera.source]` spells it; absent fields are left out.
+#[derive(Serialize, Default)]
+struct Source {
+    kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    device: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    path: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    size: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    format: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fps: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    io: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Pipeline {
+    border: String,
+    magnitude: &'static str,
+    edge_threshold: u8,
+}
+
+#[derive(Serialize)]
+struct Roi {
+    name: String,
+    x: u32,
+    y: u32,
+    w: u32,
+    h: u32,
+}
+
+impl Source {
+    fn of(spec: &SourceSpec) -> Source {
+        match spec {
+            SourceSpec::Pattern { size, format, fps } => Source {
+                kind: SourceKind::Pattern.name(),
+                size: Some(size.to_string()),
+                format: Some(format.to_string()),
+                fps: Some(*fps),
+                ..Source::default()
+            },
+            SourceSpec::V4l2 {
+                device,
+                format,
+                size,
+                fps,
+                io,
+            } => Source {
+                kind: SourceKind::V4l2.name(),
+                device: Some(device.display().to_string()),
+                size: size.map(|s| s.to_string()),
+                format: format.map(|f| f.to_string()),
+                fps: *fps,
+                io: io.map(|io| io.to_string()),
+                ..Source::default()
+            },
+            SourceSpec::Replay { path, raw, fps } => Source {
+                kind: SourceKind::Replay.name(),
+                path: Some(path.display().to_string()),
+                size: raw.map(|(size, _)| size.to_string()),
+                format: raw.map(|(_, format)| format.to_string()),
+                fps: Some(*fps),
+                ..Source::default()
+            },
+        }
+    }
+}
+
+impl Camera {
+    fn of(c: &CameraSettings) -> Camera {
+        let o = &c.options;
+        Camera {
+            name: c.name.clone(),
+            opencl_device: c.device.to_string(),
+            source: Source::of(&c.source),
+            pipeline: Pipeline {
+                border: o.border.to_string(),
+                magnitude: match o.magnitude {
+                    Magnitude::L1 => "l1",
+                    Magnitude::L2 => "l2",
+                },
+                edge_threshold: o.edge_threshold,
+            },
+            roi: c
+                .regions
+                .iter()
+                .map(|r| Roi {
+                    name: r.name.clone(),
+                    x: r.x,
+                    y: r.y,
+                    w: r.width,
+                    h: r.height,
+                })
+                .collect(),
+        }
+    }
+}
+
+impl Settings {
+    /// The effective settings as TOML, in the file's schema (what `check-config` prints).
+    /// Password hashes are shown as "(bcrypt hash)".
+    pub fn to_toml(&self) -> String {
+        self.print(false)
+    }
+
+    /// [`Settings::to_toml`] with the password hashes: text that reads back as the same
+    /// settings.
+    pub fn to_toml_with_hashes(&self) -> String {
+        self.print(true)
+    }
+
+    fn print(&self, hashes: bool) -> String {
+        let w = &self.web;
+        let printed = Printed {
+            log: Log {
+                level: &self.log_level,
+            },
+            web: Web {
+                listen_address: w.listen.to_string(),
+                snapshots: w.snapshots,
+                stale_after_seconds: w.stale_after.as_secs_f64(),
+                max_connections: w.max_connections,
+                tls_cert_file: w.tls.as_ref().map(|(cert, _)| cert.display().to_string()),
+                tls_key_file: w.tls.as_ref().map(|(_, key)| key.display().to_string()),
+                basic_auth_users: w
+                    .users
+                    .iter()
+                    .map(|(user, hash)| {
+                        let hash = if hashes { hash.as_str() } else { HIDDEN_HASH };
+                        (user.clone(), hash.to_string())
+                    })
+                    .collect(),
+            },
+            metrics: Metrics {
+                histogram_bins: self.histogram_bins,
+            },
+            camera: self.cameras.iter().map(Camera::of).collect(),
+        };
+        // Every field is a string, number, bool, map or table of them: nothing here can
+        // fail to serialise.
+        toml::to_string(&printed).expect("settings serialise as TOML")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{load_text, GOOD};
+
+    #[test]
+    fn printed_settings_read_back_the_same() {
+        let s = load_text(GOOD).unwrap();
+        let printed = s.to_toml();
+        assert!(printed.contains("[[camera.roi]]"), "{printed}");
+        assert_eq!(load_text(&printed).unwrap(), s);
+    }
+}

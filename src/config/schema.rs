@@ -1,0 +1,195 @@
+//! The config file's schema as serde reads it ([`FileConfig`], each field spanned so that a
+//! check can name its line), and the checked [`Settings`] the daemon runs on.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+pub use crate::capture::SourceKind;
+use crate::capture::SourceSpec;
+use crate::cl::DeviceSpec;
+use crate::pipeline::PipelineOptions;
+use crate::region::Region;
+
+/// The port `edgesight run` listens on by default. Prometheus' list of default exporter
+/// ports has filled 9100-9999, so this sits outside that range and away from the
+/// Prometheus server's own 9090-9094.
+pub const DEFAULT_PORT: u16 = 8947;
+
+/// The file as written (defaults filled in by serde).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FileConfig {
+    pub log: LogConfig,
+    pub opencl: OpenclConfig,
+    pub web: WebConfig,
+    pub metrics: MetricsConfig,
+    #[serde(rename = "camera")]
+    pub cameras: Vec<Spanned<CameraConfig>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    /// error, warn, info, debug or trace; `RUST_LOG` naming a level overrides it.
+    pub level: Spanned<String>,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            level: Spanned::new(0..0, "info".into()),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OpenclConfig {
+    /// As `edgesight devices` numbers them, or a name; cameras may override it.
+    pub device: Spanned<String>,
+}
+
+impl Default for OpenclConfig {
+    fn default() -> Self {
+        OpenclConfig {
+            device: Spanned::new(0..0, "default".into()),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WebConfig {
+    pub listen_address: Spanned<String>,
+    /// Serve `/snapshot/*.png` and the status page `/` with pictures.
+    pub snapshots: Spanned<bool>,
+    /// `/healthz` answers 503 once the newest frame is older than this.
+    pub stale_after_seconds: Spanned<f64>,
+    /// Connections served at once; more wait in the kernel's backlog.
+    pub max_connections: Spanned<u32>,
+    pub tls_cert_file: Option<Spanned<PathBuf>>,
+    pub tls_key_file: Option<Spanned<PathBuf>>,
+    /// User name → bcrypt hash, as Prometheus' own web config takes them.
+    pub basic_auth_users: Spanned<BTreeMap<String, Spanned<String>>>,
+}
+
+impl Default for WebConfig {
+    fn default() -> Self {
+        WebConfig {
+            listen_address: Spanned::new(0..0, format!("127.0.0.1:{DEFAULT_PORT}")),
+            snapshots: Spanned::new(0..0, false),
+            stale_after_seconds: Spanned::new(0..0, 5.0),
+            max_connections: Spanned::new(0..0, 64),
+            tls_cert_file: None,
+            tls_key_file: None,
+            basic_auth_users: Spanned::new(0..0, BTreeMap::new()),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// Buckets of the exported luma histogram: 256 or a power of two below it.
+    pub histogram_bins: Spanned<u32>,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        MetricsConfig {
+            histogram_bins: Spanned::new(0..0, 32),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CameraConfig {
+    /// The `camera` label on this camera's metrics.
+    pub name: Spanned<String>,
+    /// OpenCL device for this camera's pipeline; `[opencl] device` when absent.
+    pub opencl_device: Option<Spanned<String>>,
+    pub source: Spanned<SourceConfig>,
+    #[serde(default)]
+    pub pipeline: PipelineConfig,
+    #[serde(default, rename = "roi")]
+    pub rois: Vec<Spanned<RoiConfig>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceConfig {
+    pub kind: Option<Spanned<SourceKind>>,
+    /// v4l2: the video device node.
+    pub device: Option<Spanned<PathBuf>>,
+    /// replay: a raw file (with size and format) or a directory of images.
+    pub path: Option<Spanned<PathBuf>>,
+    pub format: Option<Spanned<String>>,
+    /// WIDTHxHEIGHT.
+    pub size: Option<Spanned<String>>,
+    pub fps: Option<Spanned<f64>>,
+    /// v4l2: dmabuf, userptr or mmap; tried in that order when absent.
+    pub io: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PipelineConfig {
+    pub border: Spanned<String>,
+    pub magnitude: Spanned<String>,
+    pub edge_threshold: Spanned<i64>,
+}
+
+impl Default for PipelineConfig {
+    fn default() -> Self {
+        let d = PipelineOptions::default();
+        PipelineConfig {
+            border: Spanned::new(0..0, d.border.name().into()),
+            magnitude: Spanned::new(0..0, "l1".into()),
+            edge_threshold: Spanned::new(0..0, i64::from(d.edge_threshold)),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoiConfig {
+    pub name: String,
+    pub x: u32,
+    pub y: u32,
+    pub w: u32,
+    pub h: u32,
+}
+
+/// What the daemon runs on, checked.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Settings {
+    pub log_level: String,
+    pub web: WebSettings,
+    pub histogram_bins: u32,
+    pub cameras: Vec<CameraSettings>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct WebSettings {
+    pub listen: SocketAddr,
+    pub snapshots: bool,
+    pub stale_after: Duration,
+    pub max_connections: u32,
+    pub tls: Option<(PathBuf, PathBuf)>,
+    pub users: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct CameraSettings {
+    pub name: String,
+    pub device: DeviceSpec,
+    pub source: SourceSpec,
+    pub options: PipelineOptions,
+    pub regions: Vec<Region>,
+}

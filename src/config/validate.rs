@@ -1,0 +1,196 @@
+//! What `run`, SIGHUP and `check-config` check beyond the file: that each camera's OpenCL
+//! device resolves and each V4L2 node is a video device, and how many cameras there are.
+
+use std::path::Path;
+
+use toml::Spanned;
+
+use super::{flag, load_text, ConfigError, Doc, FileConfig, Overrides, Settings};
+use crate::capture::SourceSpec;
+use crate::cl::{DeviceSpec, Gpu};
+
+/// its own OpenCL context, buffers and kernels: 17 test-pattern cameras of 320x240 took
+/// 153 MB and 32 threads more than one did, with POCL on a 2-core x86-64 VM.
+pub const MANY_CAMERAS: usize = 16;
+
+/// A config as `run` takes it: checked by [`load`] and against the machine.
+pub struct Checked {
+    pub file: FileConfig,
+    pub settings: Settings,
+    /// Things that do not stop `run` but that its log and `check-config` show.
+    pub warnings: Vec<String>,
+}
+
+/// Everything `run` checks before it starts anything, in one place for `run`, SIGHUP and
+/// `check-config`: [`load`], then each camera's OpenCL device must resolve to a device,
+/// a V4L2 node that exists must be a video device (one that does not exist yet is waited
+/// for: boards enumerate USB cameras late), and many cameras draw a warning.
+pub fn validate(path: Option<&Path>, overrides: &Overrides) -> Result<Checked, ConfigError> {
+    let (text, file, settings) = load_text(path, overrides)?;
+    let doc = Doc { path, text: &text };
+    let mut warnings = Vec::new();
+    let mut devices: Vec<(&DeviceSpec, Result<(), String>)> = Vec::new();
+    for (i, camera) in settings.cameras.iter().enumerate() {
+        let written = file.cameras.get(i).map(Spanned::get_ref);
+        let resolved = match devices.iter().find(|(spec, _)| **spec == camera.device) {
+            Some((_, resolved)) => resolved.clone(),
+            None => {
+                let resolved = Gpu::open(&camera.device)
+                    .map(drop)
+                    .map_err(|e| e.to_string());
+                devices.push((&camera.device, resolved.clone()));
+                resolved
+            }
+        };
+        if let Err(why) = resolved {
+            let message = format!("camera '{}': {why}", camera.name);
+            return Err(match written.and_then(|c| c.opencl_device.as_ref()) {
+                Some(d) => doc.at(d.span(), "camera.opencl_device", message),
+                None => doc.at(file.opencl.device.span(), "opencl.device", message),
+            });
+        }
+        let SourceSpec::V4l2 { device, .. } = &camera.source else {
+            continue;
+        };
+        match video_node(device) {
+            Ok(true) => {}
+            Ok(false) => warnings.push(format!(
+                "camera '{}': {} is not present now; `run` waits for it",
+                camera.name,
+                device.display()
+            )),
+            Err(why) if i == 0 && overrides.source.is_some() => {
+                return Err(flag("--source", "source", why))
+            }
+            Err(why) => {
+                let span = written
+                    .and_then(|c| c.source.get_ref().device.as_ref())
+                    .map_or(0..0, Spanned::span);
+                return Err(doc.at(span, "camera.source.device", why));
+            }
+        }
+    }
+    if settings.cameras.len() > MANY_CAMERAS {
+        warnings.push(format!(
+            "{} cameras: each one is two threads (capture and publisher) and its own OpenCL \
+             context, frame buffers and kernels (about 10 MB at 320x240 on a CPU device); \
+             more than {MANY_CAMERAS} rarely keep their frame rates on one board",
+            settings.cameras.len()
+        ));
+    }
+    Ok(Checked {
+        file,
+        settings,
+        warnings,
+    })
+}
+
+/// The character device major number of every V4L2 node (`VIDEO_MAJOR` in the kernel).
+const VIDEO_MAJOR: u32 = 81;
+
+/// Whether the V4L2 node `path` is there (`Ok(false)` when it does not exist yet), or why
+/// it cannot be a camera.
+fn video_node(path: &Path) -> Result<bool, String> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let meta = match std::fs::metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    if !meta.file_type().is_char_device() {
+        return Err(format!(
+            "{} is {}, not a V4L2 device (a character device such as /dev/video0)",
+            path.display(),
+            crate::files::kind_name(meta.file_type())
+        ));
+    }
+    let major = libc::major(meta.rdev());
+    if major != VIDEO_MAJOR {
+        return Err(format!(
+            "{} is not a V4L2 device: a character device of major {major}, where V4L2's are \
+             {VIDEO_MAJOR}",
+            path.display()
+        ));
+    }
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{refusal, write_tmp, GOOD};
+    use super::*;
+
+    fn validate_text(name: &str, text: &str) -> Result<Checked, String> {
+        let path = write_tmp(name, text);
+        validate(Some(&path), &Overrides::default()).map_err(|e| {
+            let shown = e.to_string();
+            shown.replace(&path.display().to_string(), "FILE")
+        })
+    }
+
+    #[test]
+    fn validate_resolves_opencl_devices_at_their_key() {
+        let text = "[[camera]]\nname = \"front\"\nopencl_device = \"99:99\"\n\
+                    [camera.source]\nkind = \"pattern\"\n";
+        let err = validate_text("device.toml", text).err().expect("refused");
+        assert!(
+            err.starts_with("FILE:3:17: camera.opencl_device: camera 'front': no OpenCL device matches '99:99'; available: 0:0 "),
+            "{err}"
+        );
+        let err = validate_text(
+            "default-device.toml",
+            "[opencl]\ndevice = \"no-such-device\"\n",
+        )
+        .err()
+        .expect("refused");
+        assert!(
+            err.starts_with("FILE:2:10: opencl.device: camera 'default': no OpenCL device matches 'no-such-device'; available: "),
+            "{err}"
+        );
+        assert!(validate_text("good.toml", GOOD).is_ok());
+    }
+
+    #[test]
+    fn validate_takes_only_video_devices_for_v4l2() {
+        let v4l2 = |device: &str| {
+            format!("[[camera]]\nname = \"c\"\n[camera.source]\nkind = \"v4l2\"\ndevice = \"{device}\"\n")
+        };
+        assert_eq!(
+            validate_text("null.toml", &v4l2("/dev/null")).err(),
+            Some("FILE:5:10: camera.source.device: /dev/null is not a V4L2 device: a character device of major 1, where V4L2's are 81".into())
+        );
+        let plain = write_tmp("plain-file", "");
+        assert_eq!(
+            validate_text("plain.toml", &v4l2(&plain.display().to_string())).err(),
+            Some(format!("FILE:5:10: camera.source.device: {} is a regular file, not a V4L2 device (a character device such as /dev/video0)", plain.display()))
+        );
+        let absent = validate_text("absent.toml", &v4l2("/dev/video-edgesight-none")).unwrap();
+        assert_eq!(
+            absent.warnings,
+            ["camera 'c': /dev/video-edgesight-none is not present now; `run` waits for it"]
+        );
+        assert_eq!(
+            refusal(&v4l2("")),
+            "t.toml:5:10: camera.source.device: empty: a v4l2 source needs its device node, e.g. device = \"/dev/video0\""
+        );
+    }
+
+    #[test]
+    fn many_cameras_draw_a_warning() {
+        let cameras = |n: usize| -> String {
+            (0..n)
+                .map(|i| format!("[[camera]]\nname = \"c{i}\"\n[camera.source]\nkind = \"pattern\"\nsize = \"64x48\"\n"))
+                .collect()
+        };
+        assert!(validate_text("16.toml", &cameras(16))
+            .unwrap()
+            .warnings
+            .is_empty());
+        let warnings = validate_text("17.toml", &cameras(17)).unwrap().warnings;
+        assert_eq!(warnings.len(), 1);
+        assert!(
+            warnings[0].starts_with("17 cameras: each one is two threads"),
+            "{warnings:?}"
+        );
+    }
+}

@@ -1,0 +1,295 @@
+//! The `[web]` table's checks: the listen address (or `--listen`), the staleness time, the
+//! connection limit, the TLS files loaded with the server's own loader, and the bcrypt
+//! hashes parsed with its verifier; pictures beyond loopback need basic auth.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use super::schema::{WebConfig, WebSettings};
+use super::{flag, ConfigError, Doc, Overrides};
+
+pub(super) fn check_web(
+    doc: &Doc,
+    web: &WebConfig,
+    overrides: &Overrides,
+) -> Result<WebSettings, ConfigError> {
+    let listen = match &overrides.listen {
+        Some(addr) => addr.parse::<SocketAddr>().map_err(|e| {
+            flag(
+                "--listen",
+                "web.listen_address",
+                format!("'{addr}': {e} (expected IP:PORT)"),
+            )
+        })?,
+        None => web.listen_address.get_ref().parse().map_err(|e| {
+            doc.at(
+                web.listen_address.span(),
+                "web.listen_address",
+                format!("'{}': {e} (expected IP:PORT)", web.listen_address.get_ref()),
+            )
+        })?,
+    };
+    let stale = *web.stale_after_seconds.get_ref();
+    // From 1 ms: a shorter time is 0 once it is a Duration, and every frame is stale.
+    if !(stale.is_finite() && (0.001..=3600.0).contains(&stale)) {
+        return Err(doc.at(
+            web.stale_after_seconds.span(),
+            "web.stale_after_seconds",
+            format!("{stale} is not a time from 0.001 to 3600 seconds"),
+        ));
+    }
+    let max_connections = *web.max_connections.get_ref();
+    if !(1..=4096).contains(&max_connections) {
+        return Err(doc.at(
+            web.max_connections.span(),
+            "web.max_connections",
+            format!("{max_connections} is not between 1 and 4096"),
+        ));
+    }
+    let tls = match (&web.tls_cert_file, &web.tls_key_file) {
+        (None, None) => None,
+        (Some(cert), Some(key)) => {
+            for (file, name) in [(cert, "web.tls_cert_file"), (key, "web.tls_key_file")] {
+                if !file.get_ref().is_file() {
+                    return Err(doc.at(
+                        file.span(),
+                        name,
+                        format!("{}: no such file", file.get_ref().display()),
+                    ));
+                }
+            }
+            // The server's own loader: what passes here is what `run` serves.
+            if let Err(e) = crate::server::tls_config(cert.get_ref(), key.get_ref()) {
+                let (file, name) = match e {
+                    crate::server::TlsError::Cert(_) => (cert, "web.tls_cert_file"),
+                    crate::server::TlsError::Key(_) => (key, "web.tls_key_file"),
+                };
+                return Err(doc.at(file.span(), name, e.to_string()));
+            }
+            Some((cert.get_ref().clone(), key.get_ref().clone()))
+        }
+        (Some(one), None) | (None, Some(one)) => {
+            return Err(doc.at(
+                one.span(),
+                "web.tls_cert_file",
+                "TLS needs both tls_cert_file and tls_key_file",
+            ))
+        }
+    };
+    let mut users = BTreeMap::new();
+    for (user, hash) in web.basic_auth_users.get_ref() {
+        let key = format!("web.basic_auth_users.{user}");
+        if user.contains(':') || user.is_empty() {
+            return Err(doc.at(
+                hash.span(),
+                key,
+                format!("user '{user}': a user name is not empty and has no ':'"),
+            ));
+        }
+        // The verifier's own parser: a hash that passes here is one `run` can check.
+        crate::server::check_hash(hash.get_ref())
+            .map_err(|e| doc.at(hash.span(), key, format!("user '{user}': {e}")))?;
+        users.insert(user.clone(), hash.get_ref().clone());
+    }
+    let snapshots = *web.snapshots.get_ref();
+    // TLS only hides the pictures from the network; who may see them is auth's to say.
+    if snapshots && users.is_empty() && !listen.ip().is_loopback() {
+        let message = format!(
+            "snapshots and the status page show camera pictures: listening on {listen}, \
+             beyond loopback, they need basic_auth_users (TLS encrypts them but lets \
+             anyone see them)"
+        );
+        return Err(match &overrides.listen {
+            Some(_) => flag("--listen", "web.snapshots", message),
+            None => doc.at(web.snapshots.span(), "web.snapshots", message),
+        });
+    }
+    Ok(WebSettings {
+        listen,
+        snapshots,
+        stale_after: Duration::from_secs_f64(stale),
+        max_connections,
+        tls,
+        users,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    use super::super::test_support::{at, load_text};
+
+    /// A throwaway self-signed P-256 certificate and its key (rustls does not check the
+    /// dates), and a key of another pair.
+    const TEST_CERT: &str = "\
+-----BEGIN CERTIFICATE-----\n\
+MIIBiTCCAS+gAwIBAgIULRh2PXlsukYs7J2Kl7qfLNe0rHIwCgYIKoZIzj0EAwIw\n\
+GTEXMBUGA1UEAwwOZWRnZXNpZ2h0LXRlc3QwIBcNMjYxMTIzMTYyMzUxWhgPMjEy\n\
+NjEwMzAxNjIzNTFaMBkxFzAVBgNVBAMMDmVkZ2VzaWdodC10ZXN0MFkwEwYHKoZI\n\
+zj0CAQYIKoZIzj0DAQcDQgAEVC2asniYlAZrSE0JV4haIrOfqoIkMpWtYOfUH0og\n\
+w5gXvsX7Pq9k/eKuapg8YStz6Pr0TTGnvS9L+UUL4VJ4lKNTMFEwHQYDVR0OBBYE\n\
+FDik6ys8KCnmhBYhSGYYJOWX8VJ1MB8GA1UdIwQYMBaAFDik6ys8KCnmhBYhSGYY\n\
+JOWX8VJ1MA8GA1UdEwEB/wQFMAMBAf8wCgYIKoZIzj0EAwIDSAAwRQIgbQnTUAuf\n\
+xmRwaL2TuobFfWUpY48FjahkpIJt1tzQ/poCIQCxWYaBNX09WO0GSEEtgPIM+WRQ\n\
+3GTfvdwyXWZQb0F1zw==\n\
+-----END CERTIFICATE-----
+";
+    const TEST_KEY: &str = "\
+-----BEGIN PRIVATE KEY-----\n\
+MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgQ6HGR9h0bBvscbyg\n\
+ajYSoHUk/AtWbvQzrZIeHGZKTsihRANCAARULZqyeJiUBmtITQlXiFois5+qgiQy\n\
+la1g59QfSiDDmBe+xfs+r2T94q5qmDxhK3Po+vRNMae9L0v5RQvhUniU\n\
+-----END PRIVATE KEY-----
+";
+    const OTHER_KEY: &str = "\
+-----BEGIN PRIVATE KEY-----\n\
+MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgd1Il8fUStfLNY2oF\n\
+92OPSGXTtz8vU1uuEGTTJCbsjk6hRANCAARS9s72qgSvY1WfQvSmcPyc4Z1W6XMa\n\
+eFI5wNssFJ7TtRqnt+EpkJzH/GEDN+dIHY9n0wOy3/D2pJMkfdcEwo58\n\
+-----END PRIVATE KEY-----
+";
+
+    /// Writes `files` into a fresh directory; returns its path.
+    fn files(name: &str, files: &[(&str, &str)]) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("edgesight-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        for (file, text) in files {
+            std::fs::write(dir.join(file), text).unwrap();
+        }
+        dir
+    }
+
+    fn tls_section(dir: &Path, cert: &str, key: &str) -> String {
+        format!(
+            "tls_cert_file = \"{}\"\ntls_key_file = \"{}\"\n",
+            dir.join(cert).display(),
+            dir.join(key).display()
+        )
+    }
+
+    #[test]
+    fn snapshots_beyond_loopback_need_auth_even_with_tls() {
+        let text = "[web]\nlisten_address = \"0.0.0.0:9000\"\nsnapshots = true\n";
+        let err = load_text(text).unwrap_err();
+        assert_eq!((at(&err), err.key.as_str()), ((3, 13), "web.snapshots"));
+        assert_eq!(
+            err.message,
+            "snapshots and the status page show camera pictures: listening on 0.0.0.0:9000, \
+             beyond loopback, they need basic_auth_users (TLS encrypts them but lets anyone \
+             see them)"
+        );
+        // TLS alone encrypts the pictures for anyone who asks: still refused.
+        let dir = files("tls-only", &[("c.pem", TEST_CERT), ("k.pem", TEST_KEY)]);
+        let tls = format!("{text}{}", tls_section(&dir, "c.pem", "k.pem"));
+        let err = load_text(&tls).unwrap_err();
+        assert_eq!((at(&err), err.key.as_str()), ((3, 13), "web.snapshots"));
+        let hash = bcrypt::hash("pw", 4).unwrap();
+        let users = format!("[web.basic_auth_users]\nprom = \"{hash}\"\n");
+        assert!(load_text(&format!("{text}{users}")).unwrap().web.snapshots);
+        assert!(load_text(&format!("{tls}{users}")).unwrap().web.snapshots);
+        assert!(
+            load_text("[web]\nsnapshots = true\n")
+                .unwrap()
+                .web
+                .snapshots
+        );
+    }
+
+    #[test]
+    fn tls_files_are_loaded_as_the_server_loads_them() {
+        let dir = files(
+            "tls-files",
+            &[
+                ("c.pem", TEST_CERT),
+                ("k.pem", TEST_KEY),
+                ("other.pem", OTHER_KEY),
+                ("garbage.pem", "not a PEM file\n"),
+            ],
+        );
+        let path = |f: &str| dir.join(f).display().to_string();
+        assert!(load_text(&format!("[web]\n{}", tls_section(&dir, "c.pem", "k.pem"))).is_ok());
+        for (cert, key, place, expect) in [
+            (
+                "garbage.pem",
+                "k.pem",
+                ((2, 17), "web.tls_cert_file"),
+                format!("{}: no PEM certificate in it", path("garbage.pem")),
+            ),
+            (
+                "k.pem",
+                "k.pem",
+                ((2, 17), "web.tls_cert_file"),
+                format!("{}: no PEM certificate in it", path("k.pem")),
+            ),
+            (
+                "c.pem",
+                "garbage.pem",
+                ((3, 16), "web.tls_key_file"),
+                format!("{}: no PEM private key in it", path("garbage.pem")),
+            ),
+            (
+                "c.pem",
+                "c.pem",
+                ((3, 16), "web.tls_key_file"),
+                format!("{}: no PEM private key in it", path("c.pem")),
+            ),
+            (
+                "c.pem",
+                "other.pem",
+                ((3, 16), "web.tls_key_file"),
+                format!(
+                    "{} and {} do not make a TLS identity",
+                    path("c.pem"),
+                    path("other.pem")
+                ),
+            ),
+        ] {
+            let text = format!("[web]\n{}", tls_section(&dir, cert, key));
+            let err = load_text(&text).unwrap_err();
+            assert_eq!((at(&err), err.key.as_str()), place, "{cert} {key}: {err}");
+            assert!(err.message.starts_with(&expect), "{cert} {key}: {err}");
+        }
+    }
+
+    #[test]
+    fn bcrypt_hashes_are_parsed_as_the_verifier_reads_them() {
+        let good = bcrypt::hash("pw", 4).unwrap();
+        let tail = &good[7..];
+        let bad_chars = tail.replace(|c: char| c.is_ascii_digit(), "!");
+        for (hash, expect) in [
+            (
+                format!("$2y$31${tail}"),
+                "bcrypt cost 31 is too slow to serve",
+            ),
+            (
+                format!("$2y$99${tail}"),
+                "bcrypt cost 99 is too slow to serve",
+            ),
+            (
+                format!("$2y$04${bad_chars}"),
+                "not a bcrypt hash: its salt or hash has characters",
+            ),
+            (
+                "$2y$10$short".to_string(),
+                "not a bcrypt hash ($2y$COST$ and 53 characters)",
+            ),
+        ] {
+            let text =
+                format!("[web]\n[web.basic_auth_users]\nadmin = \"{good}\"\nprom = \"{hash}\"\n");
+            let err = load_text(&text).unwrap_err();
+            assert_eq!(
+                (at(&err), err.key.as_str()),
+                ((4, 8), "web.basic_auth_users.prom"),
+                "{hash}: {err}"
+            );
+            let expect = format!("user 'prom': {expect}");
+            assert!(err.message.starts_with(&expect), "{hash}: {err}");
+        }
+        let cost_14 = format!("$2y$14${tail}");
+        let text = format!("[web.basic_auth_users]\nprom = \"{cost_14}\"\n");
+        assert_eq!(load_text(&text).unwrap().web.users["prom"], cost_14);
+    }
+}

@@ -1,0 +1,283 @@
+//! A camera thread's supervision: [`run`] opens the camera, runs its frame loop, and when
+//! the camera fails (an error or a panic) shows it down, logs why once, and opens it
+//! again after a growing delay. [`CameraState`] is what the thread shows the rest of the
+//! daemon meanwhile: the watchdog's evidence that it turns, whether it is waiting, and
+//! the layout of its frames.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+
+use super::{open, run_opened, Camera, Links, POLL};
+use crate::config::CameraSettings;
+use crate::daemon::camera_metrics::CameraMetrics;
+use crate::frame::FrameLayout;
+
+/// A camera that failed waits this long before it is opened again, doubled after each
+/// failure up to [`MAX_RESTART_DELAY`]; a camera that ran for [`RESTART_RESET`] starts
+/// over at the shortest delay.
+const MIN_RESTART_DELAY: Duration = Duration::from_secs(1);
+const MAX_RESTART_DELAY: Duration = Duration::from_secs(30);
+const RESTART_RESET: Duration = Duration::from_secs(60);
+
+/// State shared between a camera thread and the rest of the daemon.
+pub struct CameraState {
+    /// Milliseconds since `epoch` at the loop's last turn: the watchdog's evidence that
+    /// the loop (and so the GPU) is not stuck.
+    last_turn_ms: AtomicU64,
+    epoch: Instant,
+    /// Set while the camera delivers no frames (its device absent, or restarting after a
+    /// failure): it has started as far as it can, so it does not hold READY up.
+    waiting: AtomicBool,
+    /// The layout the pipeline is built for; `None` until the camera delivered a frame.
+    layout: Mutex<Option<FrameLayout>>,
+}
+
+impl CameraState {
+    pub fn new() -> CameraState {
+        CameraState {
+            last_turn_ms: AtomicU64::new(0),
+            epoch: Instant::now(),
+            waiting: AtomicBool::new(false),
+            layout: Mutex::new(None),
+        }
+    }
+
+    pub(super) fn turn(&self) {
+        let ms = self.epoch.elapsed().as_millis() as u64;
+        self.last_turn_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// Time since the loop last turned.
+    pub fn since_last_turn(&self) -> Duration {
+        let last = Duration::from_millis(self.last_turn_ms.load(Ordering::Relaxed));
+        self.epoch.elapsed().saturating_sub(last)
+    }
+
+    /// Whether the camera is waiting for its device or for a restart.
+    pub fn waiting(&self) -> bool {
+        self.waiting.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn set_waiting(&self, waiting: bool) {
+        self.waiting.store(waiting, Ordering::Relaxed);
+    }
+
+    /// The layout of the frames the camera delivers, once it delivered one.
+    pub fn layout(&self) -> Option<FrameLayout> {
+        *self.layout.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn set_layout(&self, layout: FrameLayout) {
+        *self.layout.lock().unwrap_or_else(|e| e.into_inner()) = Some(layout);
+    }
+}
+
+impl Default for CameraState {
+    fn default() -> Self {
+        CameraState::new()
+    }
+}
+
+/// The thread's body: opens the camera and runs it until the stop flag is set. A camera
+/// that fails (its OpenCL device, its source, a pipeline that cannot be built, a panic)
+/// is shown down, logged once per distinct reason, and opened again after a growing
+/// delay; it never ends the thread, so it never stops the other cameras or the daemon.
+pub fn run(settings: CameraSettings, m: Arc<CameraMetrics>, links: Links) {
+    run_with(settings, m, links, open);
+}
+
+/// [`run`] with the opening of the camera given, so that tests can hand it a source.
+fn run_with(
+    mut settings: CameraSettings,
+    m: Arc<CameraMetrics>,
+    links: Links,
+    mut open: impl FnMut(&CameraSettings) -> Result<Camera>,
+) {
+    let name = settings.name.clone();
+    let mut delay = MIN_RESTART_DELAY;
+    let mut last_problem: Option<String> = None;
+    while !links.stopped() {
+        links.state.turn();
+        let attempt_start = Instant::now();
+        let attempt = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let cam = open(&settings)?;
+            run_opened(cam, &mut settings, &m, &links)
+        }));
+        let problem = match attempt {
+            Ok(Ok(())) => break,
+            Ok(Err(e)) => format!("{e:#}"),
+            Err(panic) => format!("panicked: {}", panic_message(&panic)),
+        };
+        m.set_up(false);
+        m.restarts.inc();
+        links.state.set_waiting(true);
+        if attempt_start.elapsed() >= RESTART_RESET {
+            delay = MIN_RESTART_DELAY;
+        }
+        if last_problem.as_deref() == Some(problem.as_str()) {
+            tracing::debug!(camera = %name, "failed again: {problem}");
+        } else {
+            tracing::error!(
+                camera = %name,
+                "camera failed: {problem}; opening it again in {} s, then with growing delays",
+                delay.as_secs()
+            );
+            last_problem = Some(problem);
+        }
+        wait_to_restart(delay, &mut settings, &links);
+        delay = (delay * 2).min(MAX_RESTART_DELAY);
+    }
+    tracing::info!(camera = %name, "camera stopped");
+}
+
+/// Sleeps `delay` in short steps, turning the loop for the watchdog and taking reloads,
+/// which then apply when the camera opens again.
+fn wait_to_restart(delay: Duration, settings: &mut CameraSettings, links: &Links) {
+    let until = Instant::now() + delay;
+    while !links.stopped() && Instant::now() < until {
+        links.state.turn();
+        while let Ok(reload) = links.reloads.try_recv() {
+            settings.options = reload.options;
+            settings.regions = reload.regions;
+            let _ = reload.reply.send(Ok(()));
+        }
+        std::thread::sleep(POLL.min(until.saturating_duration_since(Instant::now())));
+    }
+}
+
+fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "(no message)".into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capture::{CaptureError, CaptureStats, Frame, FrameSource, IoMode, Next};
+    use crate::cl::{DeviceSpec, FrameSlot, Gpu};
+    use crate::daemon::camera_metrics::CameraFamilies;
+    use crate::frame::PixelFormat;
+    use crate::mailbox::SourceInfo;
+    use crate::metrics::Metrics;
+    use crate::pipeline::PipelineOptions;
+
+    /// A source that hands out one frame and then panics, as the test pattern's pacer did
+    /// at 6e-20 fps (its second frame's due time overflowed the clock).
+    struct PanicsAfterOneFrame {
+        layout: FrameLayout,
+        slot: FrameSlot,
+        calls: u32,
+    }
+
+    impl FrameSource for PanicsAfterOneFrame {
+        fn describe(&self) -> String {
+            "one frame, then a panic".into()
+        }
+        fn layout(&self) -> FrameLayout {
+            self.layout
+        }
+        fn io_mode(&self) -> IoMode {
+            IoMode::Generated
+        }
+        fn is_up(&self) -> bool {
+            true
+        }
+        fn stats(&self) -> CaptureStats {
+            CaptureStats::default()
+        }
+        fn next_frame(&mut self, _gpu: &Gpu, _wait: Duration) -> Result<Next<'_>, CaptureError> {
+            self.calls += 1;
+            assert!(self.calls == 1, "the source broke after its first frame");
+            Ok(Next::Frame(Frame {
+                slot: &self.slot,
+                layout: self.layout,
+                sequence: 0,
+                captured: Instant::now(),
+            }))
+        }
+    }
+
+    /// The value of `series` in a scrape of `metrics`.
+    fn scraped(metrics: &Metrics, series: &str) -> Option<f64> {
+        let text = String::from_utf8(metrics.encode()).expect("UTF-8");
+        text.lines().find_map(|l| {
+            let (s, v) = l.rsplit_once(' ')?;
+            (s == series).then(|| v.parse().ok())?
+        })
+    }
+
+    #[test]
+    fn a_panic_after_the_first_frame_shows_the_camera_down_and_restarts_it() {
+        let device: DeviceSpec = std::env::var("EDGESIGHT_TEST_DEVICE")
+            .unwrap_or_default()
+            .parse()
+            .expect("device spec");
+        let layout = FrameLayout::packed(PixelFormat::Grey, 32, 24);
+        let settings = CameraSettings {
+            name: "t".into(),
+            device: device.clone(),
+            source: "pattern:32x24@100".parse().expect("spec"),
+            options: PipelineOptions::default(),
+            regions: Vec::new(),
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let (links, ends) = Links::new(Arc::clone(&stop), 4);
+        let metrics = Metrics::new();
+        let m = Arc::new(CameraFamilies::new(&metrics, 16).camera("t", None));
+        let opened = Arc::new(AtomicU64::new(0));
+        let open_camera = {
+            let opened = Arc::clone(&opened);
+            move |_: &CameraSettings| -> Result<Camera> {
+                opened.fetch_add(1, Ordering::Relaxed);
+                let gpu = Gpu::open(&device)?;
+                let slot = FrameSlot::new(&gpu, layout.frame_bytes())?;
+                let describe = Arc::new(SourceInfo {
+                    format: layout.format.name(),
+                    device: gpu.info.to_string(),
+                });
+                let source = Box::new(PanicsAfterOneFrame {
+                    layout,
+                    slot,
+                    calls: 0,
+                });
+                Ok(Camera {
+                    gpu,
+                    source,
+                    pipeline: None,
+                    describe,
+                })
+            }
+        };
+        let camera = std::thread::spawn(move || run_with(settings, m, links, open_camera));
+        // The frame went through the pipeline (published, so the camera was up) before
+        // the source panicked.
+        let frame = ends
+            .published
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the first frame");
+        assert_eq!(frame.sequence, 0);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while scraped(&metrics, r#"edgesight_camera_restarts_total{camera="t"}"#) != Some(1.0) {
+            assert!(Instant::now() < deadline, "no restart counted");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(
+            scraped(&metrics, r#"edgesight_camera_up{camera="t"}"#),
+            Some(0.0)
+        );
+        // Opened once so far; it is opened again after the restart delay.
+        assert_eq!(opened.load(Ordering::Relaxed), 1);
+        stop.store(true, Ordering::Relaxed);
+        camera
+            .join()
+            .expect("the camera thread itself does not panic");
+    }
+}

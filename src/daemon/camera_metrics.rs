@@ -1,0 +1,473 @@
+//! The families a camera's threads set: capture, frames, stage timings and errors, the
+//! frame's numbers and its regions'. The capture/GPU thread fills the capture counters
+//! ([`CameraMetrics::capture`]) and stage errors ([`CameraMetrics::pipeline_error`]), and
+//! the publisher copies each [`FrameResult`] in ([`CameraMetrics::frame`]); stages never
+//! touch the registry.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use prometheus::{
+    Gauge, GaugeVec, Histogram, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
+};
+
+use crate::capture::{CaptureStats, DropReason};
+use crate::cl::ClDeviceInfo;
+use crate::metrics::Metrics;
+use crate::pipeline::{FrameResult, PipelineError, Stage};
+use crate::region::{Region, RegionStats};
+
+/// Why a frame was lost after the pipeline: the publisher had not taken the previous ones.
+pub const DROP_PUBLISH_BACKLOG: &str = "publish_backlog";
+
+/// Device time buckets: 50 µs to 250 ms, for stages from a GPU's fraction of a millisecond
+/// to a slow CPU driver's tens of milliseconds.
+const STAGE_BUCKETS: [f64; 12] = [
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+];
+/// Capture-to-published buckets: 2.5 ms to 2.5 s, finest around a 30 fps frame period
+/// where latency matters most.
+const LATENCY_BUCKETS: [f64; 16] = [
+    0.0025, 0.005, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.065, 0.08, 0.1, 0.15, 0.2, 0.35, 0.6, 2.5,
+];
+
+/// The per-camera families; one [`CameraMetrics`] per camera hangs off them.
+pub struct CameraFamilies {
+    device_info: IntGaugeVec,
+    camera_up: IntGaugeVec,
+    frames: IntCounterVec,
+    dropped: IntCounterVec,
+    reconnects: IntCounterVec,
+    restarts: IntCounterVec,
+    pipeline_errors: IntCounterVec,
+    stage_errors: IntCounterVec,
+    stage: HistogramVec,
+    latency: HistogramVec,
+    frame_rate: GaugeVec,
+    target_rate: GaugeVec,
+    otsu: IntGaugeVec,
+    mean_luma: GaugeVec,
+    luma_stddev: GaugeVec,
+    foreground: GaugeVec,
+    edges: GaugeVec,
+    histogram: GaugeVec,
+    roi: RoiFamilies,
+    histogram_bins: u32,
+}
+
+impl CameraFamilies {
+    /// Registers the camera families in `metrics`; `histogram_bins` (a power of two up
+    /// to 256) is how many buckets the exported luma histogram has.
+    pub fn new(metrics: &Metrics, histogram_bins: u32) -> CameraFamilies {
+        let m = metrics;
+        let cam = &["camera"];
+        CameraFamilies {
+            device_info: m.int_gauges(
+                "edgesight_opencl_device_info",
+                "Always 1; the OpenCL device a camera's pipeline runs on.",
+                &["camera", "platform", "device", "version"],
+            ),
+            camera_up: m.int_gauges(
+                "edgesight_camera_up",
+                "1 while the camera can deliver frames, 0 while it is gone.",
+                cam,
+            ),
+            frames: m.counters(
+                "edgesight_frames_total",
+                "Frames processed and published.",
+                cam,
+            ),
+            dropped: m.counters(
+                "edgesight_frames_dropped_total",
+                "Frames lost, by reason: capture gaps, damaged or short buffers, bad replay images, or a publisher that fell behind.",
+                &["camera", "reason"],
+            ),
+            reconnects: m.counters(
+                "edgesight_camera_reconnects_total",
+                "Times the camera was lost and opened again.",
+                cam,
+            ),
+            restarts: m.counters(
+                "edgesight_camera_restarts_total",
+                "Times the camera failed (its OpenCL device, its source, its pipeline) and was opened again after a delay.",
+                cam,
+            ),
+            pipeline_errors: m.counters(
+                "edgesight_pipeline_errors_total",
+                "Frames the OpenCL pipeline failed on.",
+                cam,
+            ),
+            stage_errors: m.counters(
+                "edgesight_stage_errors_total",
+                "Frames a pipeline stage failed on, by stage (a part of edgesight_pipeline_errors_total).",
+                &["camera", "stage"],
+            ),
+            stage: m.histograms(
+                "edgesight_stage_duration_seconds",
+                "Device time of each pipeline stage per frame, in seconds, from OpenCL profiling events.",
+                &["camera", "stage"],
+                &STAGE_BUCKETS,
+            ),
+            latency: m.histograms(
+                "edgesight_frame_latency_seconds",
+                "Time from a frame's capture to its results being published, in seconds.",
+                cam,
+                &LATENCY_BUCKETS,
+            ),
+            frame_rate: m.gauges(
+                "edgesight_frame_rate",
+                "Frames published per second, measured over the last two seconds.",
+                cam,
+            ),
+            target_rate: m.gauges(
+                "edgesight_target_frame_rate",
+                "Frames per second the source is set to deliver (absent when the camera chooses).",
+                cam,
+            ),
+            otsu: m.int_gauges(
+                "edgesight_otsu_threshold",
+                "Otsu threshold of the last frame's luma (0-255).",
+                cam,
+            ),
+            mean_luma: m.gauges(
+                "edgesight_mean_luma",
+                "Mean luma of the last frame (0-255).",
+                cam,
+            ),
+            luma_stddev: m.gauges(
+                "edgesight_luma_stddev",
+                "Standard deviation of the last frame's luma.",
+                cam,
+            ),
+            foreground: m.gauges(
+                "edgesight_foreground_ratio",
+                "Fraction of the last frame's pixels above the Otsu threshold.",
+                cam,
+            ),
+            edges: m.gauges(
+                "edgesight_edge_ratio",
+                "Fraction of the last frame's pixels whose gradient magnitude reaches the edge threshold.",
+                cam,
+            ),
+            histogram: m.gauges(
+                "edgesight_luma_bin_ratio",
+                "Fraction of the last frame's pixels in each luma bin; bin is the bin's lowest luma.",
+                &["camera", "bin"],
+            ),
+            roi: RoiFamilies {
+                mean: m.gauges(
+                    "edgesight_roi_mean_luma",
+                    "Mean luma inside a region of interest (0-255).",
+                    &["camera", "roi"],
+                ),
+                stddev: m.gauges(
+                    "edgesight_roi_luma_stddev",
+                    "Standard deviation of luma inside a region of interest.",
+                    &["camera", "roi"],
+                ),
+                edges: m.gauges(
+                    "edgesight_roi_edge_ratio",
+                    "Fraction of a region's pixels that are edges.",
+                    &["camera", "roi"],
+                ),
+                foreground: m.gauges(
+                    "edgesight_roi_foreground_ratio",
+                    "Fraction of a region's pixels above the Otsu threshold.",
+                    &["camera", "roi"],
+                ),
+            },
+            histogram_bins,
+        }
+    }
+
+    /// The handles one camera's threads update; `target_fps` is the rate its source is set
+    /// to, when the config says it. The camera is down until its source says otherwise.
+    pub fn camera(&self, name: &str, target_fps: Option<f64>) -> CameraMetrics {
+        if let Some(fps) = target_fps {
+            self.target_rate.with_label_values(&[name]).set(fps);
+        }
+        let l = &[name];
+        let dropped = |reason: &str| self.dropped.with_label_values(&[name, reason]);
+        CameraMetrics {
+            name: name.to_string(),
+            up: self.camera_up.with_label_values(l),
+            frames: self.frames.with_label_values(l),
+            capture_dropped: DropReason::ALL.map(|r| dropped(r.name())),
+            backlog_dropped: dropped(DROP_PUBLISH_BACKLOG),
+            reconnects: self.reconnects.with_label_values(l),
+            restarts: self.restarts.with_label_values(l),
+            device_info: self.device_info.clone(),
+            pipeline_errors: self.pipeline_errors.with_label_values(l),
+            stage_errors: Stage::ALL
+                .map(|s| self.stage_errors.with_label_values(&[name, s.name()])),
+            stages: Stage::ALL.map(|s| self.stage.with_label_values(&[name, s.name()])),
+            latency: self.latency.with_label_values(l),
+            frame_rate: self.frame_rate.with_label_values(l),
+            otsu: self.otsu.with_label_values(l),
+            mean_luma: self.mean_luma.with_label_values(l),
+            luma_stddev: self.luma_stddev.with_label_values(l),
+            foreground: self.foreground.with_label_values(l),
+            edges: self.edges.with_label_values(l),
+            histogram: (0..self.histogram_bins)
+                .map(|b| {
+                    let low = (b * (256 / self.histogram_bins)).to_string();
+                    self.histogram.with_label_values(&[name, &low])
+                })
+                .collect(),
+            roi: Mutex::new(RoiSeries {
+                families: self.roi.clone(),
+                regions: Vec::new(),
+            }),
+            last_capture: Mutex::new(CaptureStats::default()),
+        }
+    }
+}
+
+#[derive(Clone)]
+struct RoiFamilies {
+    mean: GaugeVec,
+    stddev: GaugeVec,
+    edges: GaugeVec,
+    foreground: GaugeVec,
+}
+
+/// One region's series, resolved once.
+struct RoiGauges {
+    name: String,
+    mean: Gauge,
+    stddev: Gauge,
+    edges: Gauge,
+    foreground: Gauge,
+}
+
+/// The series of the regions a camera exports now, resolved when its regions change (the
+/// first frame after a reload), so that a frame with the same regions as the last one
+/// sets plain atomics, with no label lookup and no allocation.
+struct RoiSeries {
+    families: RoiFamilies,
+    regions: Vec<RoiGauges>,
+}
+
+impl RoiSeries {
+    fn holds(&self, regions: &[(Region, RegionStats)]) -> bool {
+        self.regions.len() == regions.len()
+            && self
+                .regions
+                .iter()
+                .zip(regions)
+                .all(|(held, (r, _))| held.name == r.name)
+    }
+
+    /// Resolves the series of `regions`; those of regions gone vanish from the export.
+    fn resolve(&mut self, camera: &str, regions: &[(Region, RegionStats)]) {
+        let f = &self.families;
+        for gone in &self.regions {
+            if regions.iter().any(|(r, _)| r.name == gone.name) {
+                continue;
+            }
+            let labels = [camera, gone.name.as_str()];
+            for family in [&f.mean, &f.stddev, &f.edges, &f.foreground] {
+                // Absent already is fine: the aim is only that it is absent.
+                let _ = family.remove_label_values(&labels);
+            }
+        }
+        self.regions = regions
+            .iter()
+            .map(|(r, _)| {
+                let labels = [camera, r.name.as_str()];
+                RoiGauges {
+                    name: r.name.clone(),
+                    mean: f.mean.with_label_values(&labels),
+                    stddev: f.stddev.with_label_values(&labels),
+                    edges: f.edges.with_label_values(&labels),
+                    foreground: f.foreground.with_label_values(&labels),
+                }
+            })
+            .collect();
+    }
+}
+
+/// One camera's series, resolved once so that updates are plain atomics.
+pub struct CameraMetrics {
+    pub name: String,
+    up: IntGauge,
+    frames: IntCounter,
+    capture_dropped: [IntCounter; DropReason::ALL.len()],
+    pub backlog_dropped: IntCounter,
+    reconnects: IntCounter,
+    pub restarts: IntCounter,
+    device_info: IntGaugeVec,
+    pipeline_errors: IntCounter,
+    stage_errors: [IntCounter; Stage::ALL.len()],
+    stages: [Histogram; Stage::ALL.len()],
+    latency: Histogram,
+    pub frame_rate: Gauge,
+    otsu: IntGauge,
+    mean_luma: Gauge,
+    luma_stddev: Gauge,
+    foreground: Gauge,
+    edges: Gauge,
+    histogram: Vec<Gauge>,
+    roi: Mutex<RoiSeries>,
+    last_capture: Mutex<CaptureStats>,
+}
+
+impl CameraMetrics {
+    pub fn set_up(&self, up: bool) {
+        self.up.set(i64::from(up));
+    }
+
+    /// Names the OpenCL device the camera runs on (once it was opened on one).
+    pub fn set_device(&self, device: &ClDeviceInfo) {
+        self.device_info
+            .with_label_values(&[&self.name, &device.platform, &device.name, &device.version])
+            .set(1);
+    }
+
+    /// Counts a frame the pipeline failed on, and the stage that failed where the error
+    /// names one.
+    pub fn pipeline_error(&self, error: &PipelineError) {
+        self.pipeline_errors.inc();
+        if let PipelineError::Stage { stage, .. } = error {
+            if let Some(i) = Stage::ALL.iter().position(|s| s.name() == *stage) {
+                self.stage_errors[i].inc();
+            }
+        }
+    }
+
+    /// Copies a source's running totals in (counters grow by the difference).
+    pub fn capture(&self, up: bool, stats: &CaptureStats) {
+        self.up.set(i64::from(up));
+        let Ok(mut last) = self.last_capture.lock() else {
+            return;
+        };
+        for reason in DropReason::ALL {
+            let i = reason as usize;
+            self.capture_dropped[i].inc_by(stats.dropped[i].saturating_sub(last.dropped[i]));
+        }
+        self.reconnects
+            .inc_by(stats.reconnects.saturating_sub(last.reconnects));
+        *last = *stats;
+    }
+
+    /// Copies one frame's results in; `latency` is capture to now.
+    pub fn frame(&self, result: &FrameResult, latency: Duration) {
+        self.frames.inc();
+        for (stage, ns) in result.timings.iter() {
+            self.stages[stage as usize].observe(ns as f64 / 1e9);
+        }
+        self.latency.observe(latency.as_secs_f64());
+        self.otsu.set(i64::from(result.otsu_threshold));
+        self.mean_luma.set(result.frame.mean());
+        self.luma_stddev.set(result.frame.stddev());
+        self.foreground.set(result.frame.foreground_ratio());
+        self.edges.set(result.frame.edge_ratio());
+        let pixels = result.frame.area.max(1) as f64;
+        let per_bin = 256 / self.histogram.len();
+        for (bin, gauge) in self.histogram.iter().enumerate() {
+            let count: u64 = result.histogram[bin * per_bin..(bin + 1) * per_bin]
+                .iter()
+                .map(|&c| u64::from(c))
+                .sum();
+            gauge.set(count as f64 / pixels);
+        }
+        let Ok(mut roi) = self.roi.lock() else {
+            return;
+        };
+        if !roi.holds(&result.regions) {
+            roi.resolve(&self.name, &result.regions);
+        }
+        for (series, (_, stats)) in roi.regions.iter().zip(&result.regions) {
+            series.mean.set(stats.mean());
+            series.stddev.set(stats.stddev());
+            series.edges.set(stats.edge_ratio());
+            series.foreground.set(stats.foreground_ratio());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cl::ClError;
+
+    fn sample(metrics: &Metrics, series: &str) -> Option<f64> {
+        let text = String::from_utf8(metrics.encode()).expect("UTF-8");
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+    }
+
+    #[test]
+    fn a_failed_stage_is_counted_by_its_name_and_in_the_pipeline_errors() {
+        let metrics = Metrics::new();
+        let m = CameraFamilies::new(&metrics, 16).camera("c", None);
+        m.pipeline_error(&PipelineError::Stage {
+            stage: Stage::Sobel.name(),
+            source: ClError::NoPlatform,
+        });
+        // An error of no stage in particular counts only in the pipeline's.
+        m.pipeline_error(&PipelineError::SlotTooSmall {
+            have: 1,
+            need: 2,
+            layout: "grey 1x2".into(),
+        });
+        let stage = |s: &str| {
+            sample(
+                &metrics,
+                &format!(r#"edgesight_stage_errors_total{{camera="c",stage="{s}"}}"#),
+            )
+        };
+        assert_eq!(stage("sobel"), Some(1.0));
+        assert_eq!(stage("luma"), Some(0.0));
+        assert_eq!(
+            sample(&metrics, r#"edgesight_pipeline_errors_total{camera="c"}"#),
+            Some(2.0)
+        );
+    }
+
+    fn region(name: &str, mean: u64) -> (Region, RegionStats) {
+        let region = Region {
+            name: name.into(),
+            x: 0,
+            y: 0,
+            width: 2,
+            height: 2,
+        };
+        let stats = RegionStats {
+            area: 4,
+            sum: 4 * mean,
+            // Every pixel at `mean`: the moments of a real region.
+            sqsum: 4 * mean * mean,
+            ..RegionStats::default()
+        };
+        (region, stats)
+    }
+
+    #[test]
+    fn roi_series_follow_the_regions_and_removed_ones_vanish() {
+        let metrics = Metrics::new();
+        let m = CameraFamilies::new(&metrics, 16).camera("c", None);
+        let mean = |roi: &str| {
+            sample(
+                &metrics,
+                &format!(r#"edgesight_roi_mean_luma{{camera="c",roi="{roi}"}}"#),
+            )
+        };
+        let mut result = FrameResult::empty();
+        result.regions = vec![region("a", 10), region("b", 20)];
+        m.frame(&result, Duration::ZERO);
+        assert_eq!((mean("a"), mean("b")), (Some(10.0), Some(20.0)));
+        // The same regions again: the held series take the new values.
+        result.regions = vec![region("a", 11), region("b", 21)];
+        m.frame(&result, Duration::ZERO);
+        assert_eq!((mean("a"), mean("b")), (Some(11.0), Some(21.0)));
+        // A reload: `a` goes, `c` comes, `b` stays, now second.
+        result.regions = vec![region("c", 30), region("b", 22)];
+        m.frame(&result, Duration::ZERO);
+        assert_eq!(mean("a"), None);
+        assert_eq!((mean("b"), mean("c")), (Some(22.0), Some(30.0)));
+        result.regions.clear();
+        m.frame(&result, Duration::ZERO);
+        assert_eq!((mean("b"), mean("c")), (None, None));
+    }
+}

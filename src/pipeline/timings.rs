@@ -1,0 +1,87 @@
+//! The stages' names and their device time per frame.
+
+/// The stages, in the order they run; their names label timings and metrics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    Luma,
+    Sobel,
+    Histogram,
+    Otsu,
+    Binarize,
+    Integral,
+    Regions,
+}
+
+impl Stage {
+    pub const ALL: [Stage; 7] = [
+        Stage::Luma,
+        Stage::Sobel,
+        Stage::Histogram,
+        Stage::Otsu,
+        Stage::Binarize,
+        Stage::Integral,
+        Stage::Regions,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Luma => "luma",
+            Stage::Sobel => "sobel",
+            Stage::Histogram => "histogram",
+            Stage::Otsu => "otsu",
+            Stage::Binarize => "binarize",
+            Stage::Integral => "integral",
+            Stage::Regions => "regions",
+        }
+    }
+}
+
+/// Device time of each stage for one frame, from profiling events, in nanoseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StageTimings(pub [u64; Stage::ALL.len()]);
+
+impl StageTimings {
+    pub fn get(&self, stage: Stage) -> u64 {
+        self.0[stage as usize]
+    }
+
+    /// Each stage's median over several frames (the upper middle for an even count).
+    pub fn median<'a>(runs: impl IntoIterator<Item = &'a StageTimings>) -> StageTimings {
+        let runs: Vec<&StageTimings> = runs.into_iter().collect();
+        let mut out = StageTimings::default();
+        for (i, slot) in out.0.iter_mut().enumerate() {
+            let mut values: Vec<u64> = runs.iter().map(|r| r.0[i]).collect();
+            values.sort_unstable();
+            *slot = values.get(values.len() / 2).copied().unwrap_or(0);
+        }
+        out
+    }
+
+    pub fn total(&self) -> u64 {
+        self.0.iter().sum()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (Stage, u64)> + '_ {
+        Stage::ALL.into_iter().map(|s| (s, self.get(s)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_per_stage() {
+        let runs = [
+            StageTimings([5, 1, 9, 0, 0, 0, 2]),
+            StageTimings([1, 2, 8, 0, 0, 0, 2]),
+            StageTimings([3, 3, 7, 0, 0, 4, 2]),
+        ];
+        assert_eq!(
+            StageTimings::median(&runs),
+            StageTimings([3, 2, 8, 0, 0, 0, 2])
+        );
+        assert_eq!(StageTimings::median(&runs[..2]).0[0], 5);
+        assert_eq!(StageTimings::median(&[]), StageTimings::default());
+    }
+}

@@ -1,0 +1,218 @@
+//! Regions of interest: the named rectangles measured on every frame, their parsing
+//! and validation against a frame size, and the sums their features come from. Config,
+//! the pipeline, metrics and reports all speak of them.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::Serialize;
+
+use crate::frame::FrameLayout;
+
+/// A named rectangle of the frame whose features are measured on every frame.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Region {
+    pub name: String,
+    pub x: u32,
+    pub y: u32,
+    #[serde(rename = "w")]
+    pub width: u32,
+    #[serde(rename = "h")]
+    pub height: u32,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum RegionError {
+    #[error("invalid ROI '{0}' (expected NAME:X,Y,W,H, e.g. door:10,20,64,48)")]
+    Syntax(String),
+    #[error("ROI '{name}' is empty ({width}x{height})")]
+    Empty {
+        name: String,
+        width: u32,
+        height: u32,
+    },
+    #[error("ROI '{name}' ({x},{y} {width}x{height}) lies outside the {frame_width}x{frame_height} frame")]
+    Outside {
+        name: String,
+        x: u32,
+        y: u32,
+        width: u32,
+        height: u32,
+        frame_width: u32,
+        frame_height: u32,
+    },
+}
+
+impl Region {
+    /// Checks that the region is non-empty and inside a frame of `layout`.
+    pub fn validate(&self, layout: &FrameLayout) -> Result<(), RegionError> {
+        if self.width == 0 || self.height == 0 {
+            return Err(RegionError::Empty {
+                name: self.name.clone(),
+                width: self.width,
+                height: self.height,
+            });
+        }
+        let right = u64::from(self.x) + u64::from(self.width);
+        let bottom = u64::from(self.y) + u64::from(self.height);
+        if right > u64::from(layout.width) || bottom > u64::from(layout.height) {
+            return Err(RegionError::Outside {
+                name: self.name.clone(),
+                x: self.x,
+                y: self.y,
+                width: self.width,
+                height: self.height,
+                frame_width: layout.width,
+                frame_height: layout.height,
+            });
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for Region {
+    type Err = RegionError;
+    /// `NAME:X,Y,W,H`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || RegionError::Syntax(s.to_string());
+        let (name, rect) = s.rsplit_once(':').ok_or_else(bad)?;
+        let nums: Vec<u32> = rect
+            .split(',')
+            .map(|v| v.trim().parse::<u32>())
+            .collect::<Result<_, _>>()
+            .map_err(|_| bad())?;
+        let [x, y, width, height] = nums[..] else {
+            return Err(bad());
+        };
+        if name.trim().is_empty() {
+            return Err(bad());
+        }
+        Ok(Region {
+            name: name.trim().to_string(),
+            x,
+            y,
+            width,
+            height,
+        })
+    }
+}
+
+impl fmt::Display for Region {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:{},{},{},{}",
+            self.name, self.x, self.y, self.width, self.height
+        )
+    }
+}
+
+/// The sums a region's features come from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RegionStats {
+    pub area: u64,
+    pub sum: u64,
+    pub sqsum: u64,
+    pub edges: u64,
+    pub foreground: u64,
+}
+
+impl RegionStats {
+    pub fn mean(&self) -> f64 {
+        self.sum as f64 / self.area as f64
+    }
+
+    /// Population standard deviation of luma, from exact integer moments.
+    pub fn stddev(&self) -> f64 {
+        let (n, s, q) = (
+            u128::from(self.area),
+            u128::from(self.sum),
+            u128::from(self.sqsum),
+        );
+        // n * q >= s² by Cauchy-Schwarz, so this never underflows.
+        let scaled_variance = n * q - s * s;
+        (scaled_variance as f64).sqrt() / self.area as f64
+    }
+
+    /// Share of the region's pixels that are edges (magnitude >= the edge threshold).
+    pub fn edge_ratio(&self) -> f64 {
+        self.edges as f64 / self.area as f64
+    }
+
+    /// Share of the region's pixels above the Otsu threshold.
+    pub fn foreground_ratio(&self) -> f64 {
+        self.foreground as f64 / self.area as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::PixelFormat;
+
+    #[test]
+    fn regions_parse() {
+        let r: Region = "door:10,20,64,48".parse().unwrap();
+        assert_eq!(
+            r,
+            Region {
+                name: "door".into(),
+                x: 10,
+                y: 20,
+                width: 64,
+                height: 48
+            }
+        );
+        assert_eq!(r.to_string(), "door:10,20,64,48");
+        for bad in [
+            "door",
+            "door:1,2,3",
+            ":1,2,3,4",
+            "d:1,2,3,4,5",
+            "d:a,2,3,4",
+            "d:-1,2,3,4",
+        ] {
+            assert_eq!(
+                bad.parse::<Region>(),
+                Err(RegionError::Syntax(bad.into())),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn regions_must_lie_inside_the_frame() {
+        let l = FrameLayout::packed(PixelFormat::Grey, 64, 48);
+        let r = |s: &str| s.parse::<Region>().unwrap().validate(&l);
+        assert!(r("all:0,0,64,48").is_ok());
+        assert!(matches!(
+            r("wide:1,0,64,48"),
+            Err(RegionError::Outside { .. })
+        ));
+        assert!(matches!(
+            r("low:0,40,1,9"),
+            Err(RegionError::Outside { .. })
+        ));
+        assert!(matches!(
+            r("far:4294967295,0,1,1"),
+            Err(RegionError::Outside { .. })
+        ));
+        assert!(matches!(r("none:0,0,0,5"), Err(RegionError::Empty { .. })));
+    }
+
+    #[test]
+    fn stats_from_sums() {
+        // Pixels 1, 2, 3, 4: mean 2.5, population variance 1.25.
+        let s = RegionStats {
+            area: 4,
+            sum: 10,
+            sqsum: 30,
+            edges: 1,
+            foreground: 3,
+        };
+        assert_eq!(s.mean(), 2.5);
+        assert!((s.stddev() - 1.25f64.sqrt()).abs() < 1e-12);
+        assert_eq!(s.edge_ratio(), 0.25);
+        assert_eq!(s.foreground_ratio(), 0.75);
+    }
+}

@@ -1,0 +1,350 @@
+//! The routes against fake cameras, in process: no socket, no binary, no OpenCL. A fake
+//! camera is the two ends a camera thread would hold (its latest-frame slot and its
+//! snapshot requests), answered by a plain thread.
+
+use std::collections::BTreeMap;
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::header::{self, HeaderMap};
+use hyper::{Method, Request, StatusCode};
+use tokio::sync::watch;
+
+use super::auth::Auth;
+use super::routes::{self, CameraView, State};
+use crate::config::WebSettings;
+use crate::mailbox::{Latest, Snapshot, SnapshotReply, SourceInfo};
+use crate::metrics::Metrics;
+use crate::pipeline::{FrameResult, PipelineOptions};
+
+const PASSWORD: &str = "s3cret";
+
+fn web(snapshots: bool) -> WebSettings {
+    WebSettings {
+        listen: "127.0.0.1:0".parse().expect("address"),
+        snapshots,
+        stale_after: Duration::from_secs(60),
+        max_connections: 8,
+        tls: None,
+        users: BTreeMap::new(),
+    }
+}
+
+/// A camera that has published frame 7 of 4x2 pixels and answers snapshot requests.
+fn published(name: &str) -> CameraView {
+    let result = FrameResult {
+        width: 4,
+        height: 2,
+        otsu_threshold: 99,
+        ..FrameResult::empty()
+    };
+    let (_tx, latest) = watch::channel(Some(Arc::new(Latest {
+        sequence: 7,
+        published: Instant::now(),
+        result,
+        options: PipelineOptions::default(),
+        source: Arc::new(SourceInfo {
+            format: "GREY",
+            device: "fake".into(),
+        }),
+    })));
+    let (requests, taken) = mpsc::channel::<SnapshotReply>();
+    std::thread::spawn(move || {
+        for reply in taken {
+            let _ = reply.send(Arc::new(Snapshot {
+                width: 4,
+                height: 2,
+                luma: vec![10; 8],
+                gradient: vec![20; 8],
+                mask: vec![255; 8],
+                histogram: [1; 256],
+                otsu_threshold: 99,
+            }));
+        }
+    });
+    CameraView::new(name.into(), latest, requests)
+}
+
+/// A camera that has published nothing and has no pictures to give.
+fn silent(name: &str) -> CameraView {
+    let (_tx, latest) = watch::channel(None);
+    let (requests, taken) = mpsc::channel::<SnapshotReply>();
+    // Each request is dropped unanswered, as a camera thread does with no pictures.
+    std::thread::spawn(move || taken.into_iter().for_each(drop));
+    CameraView::new(name.into(), latest, requests)
+}
+
+fn state(web: WebSettings, auth: Auth) -> State {
+    let cameras = vec![published("front"), silent("idle")];
+    State::new(
+        web,
+        Arc::new(Metrics::new()),
+        Arc::new(cameras),
+        Arc::new(auth),
+    )
+}
+
+fn open(snapshots: bool) -> State {
+    state(
+        web(snapshots),
+        Auth::new(BTreeMap::new()).expect("no users"),
+    )
+}
+
+/// Snapshots on and one user, `prom`; `busy` fills the bcrypt queue first, and the
+/// second value keeps it full.
+fn protected(busy: bool) -> (State, Option<impl Sized>) {
+    let hash = bcrypt::hash(PASSWORD, 4).expect("bcrypt");
+    let users = BTreeMap::from([("prom".to_string(), hash)]);
+    let mut auth = Auth::new(users.clone()).expect("users");
+    let queue = busy.then(|| auth.fill_bcrypt_queue());
+    let mut settings = web(true);
+    settings.users = users;
+    (state(settings, auth), queue)
+}
+
+fn basic(user: &str, password: &str) -> String {
+    let raw = format!("{user}:{password}");
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(raw)
+    )
+}
+
+struct Answer {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+impl Answer {
+    fn header(&self, name: header::HeaderName) -> &str {
+        self.headers
+            .get(&name)
+            .unwrap_or_else(|| panic!("no {name} header"))
+            .to_str()
+            .expect("ASCII header")
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+async fn ask(state: &State, method: Method, uri: &str, authorization: Option<&str>) -> Answer {
+    let mut req = Request::builder().method(method).uri(uri);
+    if let Some(a) = authorization {
+        req = req.header(header::AUTHORIZATION, a);
+    }
+    let resp = routes::handle(state, req.body(()).expect("request")).await;
+    let (parts, body) = resp.into_parts();
+    Answer {
+        status: parts.status,
+        headers: parts.headers,
+        body: body.collect().await.expect("body").to_bytes(),
+    }
+}
+
+async fn get(state: &State, uri: &str) -> Answer {
+    ask(state, Method::GET, uri, None).await
+}
+
+#[tokio::test]
+async fn metrics_are_prometheus_text_never_cached() {
+    let s = open(false);
+    let a = get(&s, "/metrics").await;
+    assert_eq!(a.status, StatusCode::OK);
+    assert_eq!(
+        a.header(header::CONTENT_TYPE),
+        "text/plain; version=0.0.4; charset=utf-8"
+    );
+    assert_eq!(a.header(header::CACHE_CONTROL), "no-store");
+    assert!(a.text().contains("# TYPE edgesight_build_info gauge"));
+    // The first request is counted by the time the second renders.
+    let again = get(&s, "/metrics").await;
+    assert!(again
+        .text()
+        .contains(r#"edgesight_http_requests_total{code="200",handler="metrics"} 1"#));
+}
+
+#[tokio::test]
+async fn head_gets_the_length_of_get_and_no_body() {
+    let s = open(true);
+    for path in ["/", "/snapshot/luma.png", "/healthz"] {
+        let full = get(&s, path).await;
+        let head = ask(&s, Method::HEAD, path, None).await;
+        assert_eq!(head.status, full.status, "{path}");
+        assert_eq!(
+            head.header(header::CONTENT_LENGTH),
+            full.body.len().to_string(),
+            "{path}"
+        );
+        assert!(head.body.is_empty(), "{path}");
+        assert_eq!(
+            head.header(header::CONTENT_TYPE),
+            full.header(header::CONTENT_TYPE)
+        );
+    }
+    // The metrics change between two requests; HEAD still says a length.
+    let head = ask(&s, Method::HEAD, "/metrics", None).await;
+    assert!(
+        head.header(header::CONTENT_LENGTH)
+            .parse::<usize>()
+            .expect("number")
+            > 0
+    );
+    assert!(head.body.is_empty());
+}
+
+#[tokio::test]
+async fn other_methods_bodies_and_paths_are_refused() {
+    let s = open(true);
+    let post = ask(&s, Method::POST, "/metrics", None).await;
+    assert_eq!(post.status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(post.header(header::ALLOW), "GET, HEAD");
+
+    let req = Request::get("/metrics")
+        .header(header::CONTENT_LENGTH, "5")
+        .body(())
+        .expect("request");
+    let with_body = routes::handle(&s, req).await;
+    assert_eq!(with_body.status(), StatusCode::PAYLOAD_TOO_LARGE);
+
+    let missing = get(&s, "/nothing").await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        missing.header(header::CONTENT_TYPE),
+        "text/plain; charset=utf-8"
+    );
+}
+
+#[tokio::test]
+async fn healthz_names_the_cameras_without_a_recent_frame() {
+    let s = open(false);
+    let a = get(&s, "/healthz").await;
+    assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(a.text(), "no recent frames from: idle\n");
+}
+
+#[tokio::test]
+async fn latest_is_json_for_a_camera_that_published() {
+    let s = open(false);
+    let a = get(&s, "/api/v1/latest?camera=front").await;
+    assert_eq!(a.status, StatusCode::OK);
+    assert_eq!(a.header(header::CONTENT_TYPE), "application/json");
+    assert_eq!(a.header(header::CACHE_CONTROL), "no-store");
+    let json: serde_json::Value = serde_json::from_slice(&a.body).expect("JSON");
+    assert_eq!(json["camera"], "front");
+    assert_eq!(json["sequence"], 7);
+    // Without a camera named, the first one.
+    let first: serde_json::Value =
+        serde_json::from_slice(&get(&s, "/api/v1/latest").await.body).expect("JSON");
+    assert_eq!(first["camera"], "front");
+
+    let idle = get(&s, "/api/v1/latest?camera=idle").await;
+    assert_eq!(idle.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(idle.text(), "no frame yet\n");
+    let unknown = get(&s, "/api/v1/latest?camera=nope").await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND);
+    assert_eq!(unknown.text(), "no camera 'nope'\n");
+}
+
+#[tokio::test]
+async fn snapshots_of_a_camera_that_published_are_pngs() {
+    let s = open(true);
+    for picture in ["luma", "edges", "mask"] {
+        let a = get(&s, &format!("/snapshot/{picture}.png?camera=front")).await;
+        assert_eq!(a.status, StatusCode::OK, "{picture}");
+        assert_eq!(a.header(header::CONTENT_TYPE), "image/png");
+        assert_eq!(a.header(header::CACHE_CONTROL), "no-store");
+        let png = image::load_from_memory(&a.body).expect("a PNG");
+        assert_eq!((png.width(), png.height()), (4, 2), "{picture}");
+    }
+    let chart = get(&s, "/snapshot/histogram.png").await;
+    assert_eq!(chart.status, StatusCode::OK);
+    image::load_from_memory(&chart.body).expect("a PNG");
+    let page = get(&s, "/").await;
+    assert_eq!(
+        page.header(header::CONTENT_TYPE),
+        "text/html; charset=utf-8"
+    );
+    assert!(page.text().contains("/snapshot/luma.png?camera=front"));
+}
+
+#[tokio::test]
+async fn snapshots_of_silent_unknown_or_unnamed_things_are_refused() {
+    let s = open(true);
+    let idle = get(&s, "/snapshot/luma.png?camera=idle").await;
+    assert_eq!(idle.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(
+        idle.text(),
+        "camera 'idle' gave no pictures (see the log)\n"
+    );
+    let unknown = get(&s, "/snapshot/luma.png?camera=nope").await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND);
+    assert_eq!(unknown.text(), "no camera 'nope'\n");
+    let picture = get(&s, "/snapshot/dx.png?camera=front").await;
+    assert_eq!(picture.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn snapshots_off_means_no_pictures_and_the_landing_page() {
+    let s = open(false);
+    let a = get(&s, "/snapshot/luma.png?camera=front").await;
+    assert_eq!(a.status, StatusCode::NOT_FOUND);
+    let page = get(&s, "/").await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page
+        .text()
+        .contains("Snapshots and the status page are off"));
+}
+
+#[tokio::test]
+async fn every_path_asks_for_credentials_and_takes_only_the_right_ones() {
+    let (s, _) = protected(false);
+    let right = basic("prom", PASSWORD);
+    for path in [
+        "/metrics",
+        "/healthz",
+        "/api/v1/latest",
+        "/",
+        "/snapshot/luma.png",
+    ] {
+        for wrong in [
+            None,
+            Some(basic("prom", "wrong")),
+            Some(basic("mallory", PASSWORD)),
+            Some("Bearer abc".to_string()),
+        ] {
+            let a = ask(&s, Method::GET, path, wrong.as_deref()).await;
+            assert_eq!(a.status, StatusCode::UNAUTHORIZED, "{path} {wrong:?}");
+            assert_eq!(
+                a.header(header::WWW_AUTHENTICATE),
+                "Basic realm=\"edgesight\""
+            );
+            assert_eq!(a.header(header::CACHE_CONTROL), "no-store");
+        }
+    }
+    let a = ask(&s, Method::GET, "/metrics", Some(&right)).await;
+    assert_eq!(a.status, StatusCode::OK);
+    let head = ask(&s, Method::HEAD, "/", Some(&right)).await;
+    assert_eq!(head.status, StatusCode::OK);
+    assert!(head.body.is_empty());
+}
+
+#[tokio::test]
+async fn a_full_bcrypt_queue_answers_503_with_retry_after() {
+    let (s, _queue) = protected(true);
+    for user in ["prom", "mallory"] {
+        let a = ask(&s, Method::GET, "/metrics", Some(&basic(user, PASSWORD))).await;
+        assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE, "{user}");
+        assert_eq!(a.header(header::RETRY_AFTER), "1");
+        assert!(a.headers.get(header::WWW_AUTHENTICATE).is_none());
+    }
+    // No credentials need no bcrypt: still 401, not 503.
+    let none = get(&s, "/metrics").await;
+    assert_eq!(none.status, StatusCode::UNAUTHORIZED);
+}

@@ -1,0 +1,279 @@
+//! `/metrics` against a fixture: every family declared in the daemon, fed a fixed set of
+//! frame results, captures, errors, reloads and HTTP answers (no camera, no clock), and
+//! rendered. A family renamed, dropped, relabelled or described anew changes the text
+//! and fails the test; `EDGESIGHT_UPDATE_GOLDEN=1 cargo test --test metrics_golden`
+//! writes the new text to the fixture, for review in the diff.
+//!
+//! The alert rules and the dashboard in `deploy/` are checked to use only families the
+//! fixture has.
+//!
+//! The process families measure this test process, so their values are set to 0; the
+//! build's version is written as `VERSION`. Everything else is as rendered.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use edgesight::capture::{CaptureStats, DropReason};
+use edgesight::cl::{ClDeviceInfo, ClError};
+use edgesight::daemon::camera_metrics::CameraFamilies;
+use edgesight::daemon::reload::ReloadMetrics;
+use edgesight::metrics::Metrics;
+use edgesight::pipeline::{FrameResult, PipelineError, Stage, StageTimings};
+use edgesight::region::{Region, RegionStats};
+use edgesight::server::HttpMetrics;
+use hyper::StatusCode;
+
+const FIXTURE: &str = "tests/fixtures/metrics.golden";
+
+fn device() -> ClDeviceInfo {
+    ClDeviceInfo {
+        platform: "Portable Computing Language".into(),
+        platform_version: "OpenCL 3.0 PoCL".into(),
+        name: "cpu".into(),
+        vendor: "test".into(),
+        kind: "CPU",
+        version: "OpenCL 3.0".into(),
+        driver_version: "6.0".into(),
+        opencl_c_version: "OpenCL C 1.2".into(),
+        compute_units: 2,
+        local_mem_bytes: 32768,
+        global_mem_bytes: 1 << 30,
+        max_work_group_size: 4096,
+        unified_memory: Some(true),
+        fp64: true,
+    }
+}
+
+/// A 64x48 frame: its luma all in two histogram bins, one region, fixed stage times.
+fn frame(otsu: u8, luma_sum: u64) -> FrameResult {
+    let area = 64 * 48;
+    let mut histogram = [0u32; 256];
+    histogram[40] = area as u32 / 4;
+    histogram[200] = area as u32 - histogram[40];
+    let mut timings = StageTimings::default();
+    for (i, stage) in Stage::ALL.iter().enumerate() {
+        // 40 µs, 80 µs, ... : each stage lands in its own bucket range.
+        timings.0[*stage as usize] = 40_000 * (i as u64 + 1);
+    }
+    let region = Region {
+        name: "door".into(),
+        x: 8,
+        y: 8,
+        width: 16,
+        height: 16,
+    };
+    FrameResult {
+        width: 64,
+        height: 48,
+        histogram,
+        otsu_threshold: otsu,
+        frame: RegionStats {
+            area,
+            sum: luma_sum,
+            sqsum: luma_sum * 200,
+            edges: area / 8,
+            foreground: area * 3 / 4,
+        },
+        regions: vec![(
+            region,
+            RegionStats {
+                area: 256,
+                sum: 256 * 100,
+                sqsum: 256 * 100 * 100,
+                edges: 64,
+                foreground: 128,
+            },
+        )],
+        timings,
+    }
+}
+
+/// Every family, fed a fixed history.
+fn rendered() -> String {
+    let metrics = Metrics::new();
+    let cameras = CameraFamilies::new(&metrics, 16);
+    let reloads = ReloadMetrics::new(&metrics);
+    let http = HttpMetrics::new(&metrics);
+
+    let front = cameras.camera("front", Some(30.0));
+    front.set_device(&device());
+    let mut stats = CaptureStats {
+        frames: 3,
+        reconnects: 1,
+        ..CaptureStats::default()
+    };
+    stats.dropped[DropReason::SequenceGap as usize] = 2;
+    front.capture(true, &stats);
+    front.frame(&frame(120, 64 * 48 * 160), Duration::from_millis(12));
+    front.frame(&frame(121, 64 * 48 * 161), Duration::from_millis(45));
+    front.frame_rate.set(29.5);
+    front.backlog_dropped.inc();
+    front.pipeline_error(&PipelineError::Stage {
+        stage: Stage::Sobel.name(),
+        source: ClError::NoPlatform,
+    });
+    front.restarts.inc();
+
+    // A camera whose device is absent: down, no rate set, nothing published.
+    let idle = cameras.camera("idle", None);
+    idle.set_up(false);
+
+    reloads.count(true);
+    reloads.count(false);
+    http.answered("metrics", StatusCode::OK);
+    http.answered("snapshot", StatusCode::SERVICE_UNAVAILABLE);
+
+    normalise(&String::from_utf8(metrics.encode()).expect("UTF-8"))
+}
+
+/// The values that depend on the process and the build, made fixed.
+fn normalise(text: &str) -> String {
+    let version = format!("version=\"{}\"", env!("CARGO_PKG_VERSION"));
+    let mut out = String::new();
+    for line in text.lines() {
+        let line = if line.starts_with("process_") {
+            let (series, _) = line.rsplit_once(' ').expect("a sample line");
+            format!("{series} 0")
+        } else if line.starts_with("edgesight_build_info{") {
+            line.replace(&version, "version=\"VERSION\"")
+        } else {
+            line.to_string()
+        };
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
+fn updating() -> bool {
+    std::env::var_os("EDGESIGHT_UPDATE_GOLDEN").is_some_and(|v| v == "1")
+}
+
+/// The fixture's text; while it is being updated, the text it is being given (the tests
+/// run at once, and may not read a fixture half written).
+fn golden() -> String {
+    if updating() {
+        return rendered();
+    }
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(FIXTURE))
+        .expect("reading the fixture")
+}
+
+#[test]
+fn metrics_match_the_fixture() {
+    let now = rendered();
+    if updating() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(FIXTURE);
+        std::fs::write(&path, &now).expect("writing the fixture");
+        return;
+    }
+    let golden = golden();
+    if now != golden {
+        let (line, (want, got)) = golden
+            .lines()
+            .zip(now.lines())
+            .enumerate()
+            .find(|(_, (a, b))| a != b)
+            .unwrap_or((
+                golden.lines().count().min(now.lines().count()),
+                ("(end)", "(end)"),
+            ));
+        panic!(
+            "/metrics differs from {FIXTURE} at line {}:\n  fixture:  {want}\n  rendered: {got}\n\
+             ({} lines in the fixture, {} rendered). If the change is meant, rerun with \
+             EDGESIGHT_UPDATE_GOLDEN=1 and review the fixture's diff.",
+            line + 1,
+            golden.lines().count(),
+            now.lines().count()
+        );
+    }
+}
+
+#[test]
+fn the_fixture_names_every_family_with_its_help_and_type() {
+    let golden = golden();
+    let families: Vec<&str> = golden
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split(' ').next())
+        .collect();
+    for family in &families {
+        assert!(
+            golden.contains(&format!("# HELP {family} ")),
+            "{family} has no HELP line"
+        );
+    }
+    for family in [
+        "edgesight_stage_errors_total",
+        "edgesight_config_reloads_total",
+        "edgesight_http_requests_total",
+        "edgesight_roi_mean_luma",
+        "process_resident_memory_bytes",
+    ] {
+        assert!(families.contains(&family), "{family} missing");
+    }
+}
+
+/// Prometheus's own linter, where it is installed.
+#[test]
+fn promtool_finds_nothing_in_the_fixture() {
+    let golden = golden();
+    let child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
+    let mut child = match child {
+        Ok(child) => child,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            eprintln!("promtool not installed: not checked");
+            return;
+        }
+        Err(e) => panic!("starting promtool: {e}"),
+    };
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(golden.as_bytes())
+        .expect("writing to promtool");
+    let out = child.wait_with_output().expect("promtool");
+    assert!(
+        out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+        "promtool check metrics: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Every edgesight metric the alert rules and the dashboard use is one the daemon exports:
+/// a family in the fixture.
+#[test]
+fn deploy_rules_and_dashboard_use_only_exported_families() {
+    let exported = golden();
+    let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
+    let dashboard =
+        std::fs::read_to_string(deploy.join("grafana-dashboard.json")).expect("dashboard");
+    let parsed: serde_json::Value = serde_json::from_str(&dashboard).expect("dashboard JSON");
+    assert!(parsed["panels"].as_array().is_some_and(|p| p.len() >= 8));
+    let alerts = std::fs::read_to_string(deploy.join("alerts.yml")).expect("alerts");
+    for text in [&dashboard, &alerts] {
+        for (i, _) in text.match_indices("edgesight_") {
+            let name: String = text[i..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            let base = ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|s| name.strip_suffix(s).filter(|b| b.ends_with("_seconds")))
+                .unwrap_or(&name);
+            assert!(
+                exported.contains(&format!("# TYPE {base} ")),
+                "{base} is not exported"
+            );
+        }
+    }
+}
