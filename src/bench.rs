@@ -23,9 +23,6 @@ use crate::cl::{event_nanos, new_buffer, CallContext, ClError, Gpu};
 use crate::frame::{FrameLayout, PixelFormat};
 use crate::pipeline::{FrameResult, Pipeline, PipelineError, PipelineOptions, Stage};
 
-/// The sizes benchmarked when none are given: 720p, 1080p and 4K.
-pub const DEFAULT_SIZES: [(u32, u32); 3] = [(1280, 720), (1920, 1080), (3840, 2160)];
-
 /// Bytes each stage must move for a grey frame of `width` x `height` (inputs read once,
 /// outputs written once), in [`Stage::ALL`] order, and for the whole pipeline (the frame
 /// read once and every output the pipeline keeps written once).

@@ -60,8 +60,6 @@ pub enum InputError {
         expected: usize,
         actual: u64,
     },
-    #[error("{path}: --format and --size go together (a raw frame needs both)")]
-    RawArgs { path: PathBuf },
     #[error("{path}: {reason}")]
     Layout { path: PathBuf, reason: String },
 }

@@ -82,9 +82,6 @@ pub const HISTOGRAM_CL: KernelSource = kernel_source!("histogram.cl");
 pub const OTSU_CL: KernelSource = kernel_source!("otsu.cl");
 pub const INTEGRAL_CL: KernelSource = kernel_source!("integral.cl");
 
-/// Every kernel file, for tools that build them all.
-pub const ALL_SOURCES: [KernelSource; 5] = [LUMA_CL, SOBEL_CL, HISTOGRAM_CL, OTSU_CL, INTEGRAL_CL];
-
 /// Options every program is built with: the OpenCL C version Mali drivers accept.
 pub const BUILD_OPTIONS: &str = "-cl-std=CL1.2";
 

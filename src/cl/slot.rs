@@ -147,11 +147,6 @@ impl FrameSlot {
         }
     }
 
-    /// Whether the slot is left mapped for the host.
-    pub fn is_mapped(&self) -> bool {
-        self.mapped.is_some()
-    }
-
     /// Reads the slot's bytes back (blocking): what the kernels see.
     pub fn read(&self, gpu: &Gpu) -> Result<Vec<u8>, ClError> {
         let mut out = vec![0u8; self.len];

@@ -2,7 +2,7 @@
 //! file (plus command-line overrides) into [`Settings`] the daemon can run on.
 //!
 //! Every error names the file, line and column, and the key it is about, so a bad
-//! config is refused before a thread starts. [`load`] opens no device or socket; it checks
+//! config is refused before a thread starts. Loading opens no device or socket; it checks
 //! that the files the config names exist and loads the TLS files with the server's own
 //! loader. [`validate`] adds what needs the machine (the OpenCL devices, the V4L2 nodes):
 //! `run`, SIGHUP and `check-config` all go through it, so whatever `run` refuses,
@@ -179,16 +179,10 @@ pub fn parse(path: &Path, text: &str) -> Result<FileConfig, ConfigError> {
 /// The most a config file may hold; a longer one is refused rather than read whole.
 pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
-/// Reads, parses and checks `path` (or the defaults when `None`) with `overrides` applied.
-/// Touches no device: [`validate`] adds what needs the machine.
-pub fn load(
-    path: Option<&Path>,
-    overrides: &Overrides,
-) -> Result<(FileConfig, Settings), ConfigError> {
-    load_text(path, overrides).map(|(_, file, settings)| (file, settings))
-}
-
-fn load_text(
+/// Reads, parses and checks `path` (or the defaults when `None`) with `overrides` applied,
+/// and hands back the text and the parsed file beside the settings, so that [`validate`]
+/// can place its errors. Touches no device: [`validate`] adds what needs the machine.
+fn load(
     path: Option<&Path>,
     overrides: &Overrides,
 ) -> Result<(String, FileConfig, Settings), ConfigError> {
@@ -215,7 +209,7 @@ fn load_text(
     Ok((text, file, settings))
 }
 
-/// [`parse`] and every check of [`load`] on a config's text (what `check-config` does short
+/// [`parse`] and every check of `load` on a config's text (what `check-config` does short
 /// of looking at devices); `path` only names it in errors. The fuzz target's entry.
 pub fn check_text(path: &Path, text: &str) -> Result<Settings, ConfigError> {
     let file = parse(path, text)?;
