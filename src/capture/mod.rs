@@ -36,12 +36,10 @@ use crate::cl::{ClError, FrameSlot, Gpu};
 use crate::frame::FrameLayout;
 
 pub use parts::{BadParts, SourceKind, SourcePart, SourceParts};
-pub use pattern::PatternSource;
-pub use replay::ReplaySource;
-pub use spec::{
-    check_fps, check_frame_size, parse_fps, InvalidSource, SourceSpec, DEFAULT_FPS,
-    DEFAULT_PATTERN_SIZE, MAX_FPS, MAX_FRAME_SIDE, MIN_FPS,
-};
+pub(crate) use pattern::PatternSource;
+pub(crate) use replay::ReplaySource;
+pub use spec::{check_frame_size, parse_fps, InvalidSource, SourceSpec, MAX_FRAME_SIDE};
+pub(crate) use spec::{MAX_FPS, MIN_FPS};
 pub use v4l2::V4l2Source;
 
 /// How frames reach the slots; exported as a metric label and logged when chosen.
@@ -196,7 +194,7 @@ pub trait FrameSource: Send {
 /// The time `frames` frames take at `fps`, or `None` where that is not a duration (a rate
 /// of 0, negative or NaN, or so slow that the time overflows). Every conversion of a rate
 /// into a time goes through here, rates from drivers included.
-pub fn frames_time(frames: f64, fps: f64) -> Option<Duration> {
+pub(crate) fn frames_time(frames: f64, fps: f64) -> Option<Duration> {
     Duration::try_from_secs_f64(frames / fps).ok()
 }
 
@@ -320,7 +318,7 @@ impl PacedSlots {
 /// [`Pacer::next_at`] takes the time as an argument, so tests drive it with a clock of
 /// their own; [`Pacer::wait_next`] is the same on the real clock, with the sleeping.
 #[derive(Clone, Debug)]
-pub struct Pacer {
+pub(crate) struct Pacer {
     /// Set by the first call, as a camera's clock starts with streaming, not with opening.
     start: Option<Instant>,
     period: Duration,
@@ -330,7 +328,7 @@ pub struct Pacer {
 
 /// What a [`Pacer`] says at a given time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Pace {
+pub(crate) enum Pace {
     /// Frame `sequence` is due (since `due`); `skipped` frames were missed before it.
     Due {
         sequence: u64,

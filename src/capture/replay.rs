@@ -46,7 +46,7 @@ enum Frames {
 }
 
 /// Frames from a replay, paced at `fps`, looping.
-pub struct ReplaySource {
+pub(crate) struct ReplaySource {
     path: PathBuf,
     layout: FrameLayout,
     fps: f64,

@@ -30,7 +30,7 @@ type ImportMemoryArm = unsafe extern "C" fn(
 ) -> cl_mem;
 
 /// `clImportMemoryARM` of the GPU's platform.
-pub struct DmabufImporter {
+pub(crate) struct DmabufImporter {
     import: ImportMemoryArm,
 }
 
