@@ -76,14 +76,14 @@ macro_rules! kernel_source {
     };
 }
 
-pub const LUMA_CL: KernelSource = kernel_source!("luma.cl");
-pub const SOBEL_CL: KernelSource = kernel_source!("sobel.cl");
-pub const HISTOGRAM_CL: KernelSource = kernel_source!("histogram.cl");
+pub(crate) const LUMA_CL: KernelSource = kernel_source!("luma.cl");
+pub(crate) const SOBEL_CL: KernelSource = kernel_source!("sobel.cl");
+pub(crate) const HISTOGRAM_CL: KernelSource = kernel_source!("histogram.cl");
 pub const OTSU_CL: KernelSource = kernel_source!("otsu.cl");
-pub const INTEGRAL_CL: KernelSource = kernel_source!("integral.cl");
+pub(crate) const INTEGRAL_CL: KernelSource = kernel_source!("integral.cl");
 
 /// Options every program is built with: the OpenCL C version Mali drivers accept.
-pub const BUILD_OPTIONS: &str = "-cl-std=CL1.2";
+pub(crate) const BUILD_OPTIONS: &str = "-cl-std=CL1.2";
 
 /// A built program's file name, source text and `-D` defines.
 type ProgramKey = (&'static str, &'static str, String);
@@ -233,7 +233,7 @@ pub(crate) fn new_buffer<T>(
 
 /// Start and end of a finished command on the device clock, in nanoseconds, from its
 /// profiling event.
-pub fn event_interval(event: &Event) -> Result<(u64, u64), ClError> {
+pub(crate) fn event_interval(event: &Event) -> Result<(u64, u64), ClError> {
     let start = event
         .profiling_command_start()
         .call("clGetEventProfilingInfo")?;
@@ -244,7 +244,7 @@ pub fn event_interval(event: &Event) -> Result<(u64, u64), ClError> {
 }
 
 /// Device time of a finished command, in nanoseconds, from its profiling event.
-pub fn event_nanos(event: &Event) -> Result<u64, ClError> {
+pub(crate) fn event_nanos(event: &Event) -> Result<u64, ClError> {
     let (start, end) = event_interval(event)?;
     Ok(end.saturating_sub(start))
 }
