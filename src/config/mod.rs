@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 
 pub use check::check_region_name;
 pub use schema::*;
-pub use validate::{validate, Checked, MANY_CAMERAS};
+pub use validate::{validate, Checked};
 
 use crate::capture::SourceSpec;
 
@@ -64,7 +64,7 @@ impl fmt::Display for Origin {
 }
 
 /// 1-based line and column (in characters) of byte `offset` in `text`.
-pub fn line_column(text: &str, offset: usize) -> (usize, usize) {
+pub(crate) fn line_column(text: &str, offset: usize) -> (usize, usize) {
     let offset = offset.min(text.len());
     let before = &text[..offset];
     let line = before.matches('\n').count() + 1;
@@ -160,7 +160,7 @@ fn flag(flag: &'static str, key: &str, message: impl Into<String>) -> ConfigErro
 }
 
 /// Parses a config file's text; `path` only names it in errors.
-pub fn parse(path: &Path, text: &str) -> Result<FileConfig, ConfigError> {
+pub(crate) fn parse(path: &Path, text: &str) -> Result<FileConfig, ConfigError> {
     toml::from_str::<FileConfig>(text).map_err(|e| {
         let span = e.span().unwrap_or(0..0);
         let (line, column) = line_column(text, span.start);
@@ -177,7 +177,7 @@ pub fn parse(path: &Path, text: &str) -> Result<FileConfig, ConfigError> {
 }
 
 /// The most a config file may hold; a longer one is refused rather than read whole.
-pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+pub(crate) const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
 /// Reads, parses and checks `path` (or the defaults when `None`) with `overrides` applied,
 /// and hands back the text and the parsed file beside the settings, so that [`validate`]

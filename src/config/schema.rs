@@ -18,12 +18,12 @@ use crate::region::Region;
 /// The port `edgesight run` listens on by default. Prometheus' list of default exporter
 /// ports has filled 9100-9999, so this sits outside that range and away from the
 /// Prometheus server's own 9090-9094.
-pub const DEFAULT_PORT: u16 = 8947;
+pub(crate) const DEFAULT_PORT: u16 = 8947;
 
 /// The file as written (defaults filled in by serde).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct FileConfig {
+pub(crate) struct FileConfig {
     pub log: LogConfig,
     pub opencl: OpenclConfig,
     pub web: WebConfig,
@@ -34,7 +34,7 @@ pub struct FileConfig {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct LogConfig {
+pub(crate) struct LogConfig {
     /// error, warn, info, debug or trace; `RUST_LOG` naming a level overrides it.
     pub level: Spanned<String>,
 }
@@ -49,7 +49,7 @@ impl Default for LogConfig {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct OpenclConfig {
+pub(crate) struct OpenclConfig {
     /// As `edgesight devices` numbers them, or a name; cameras may override it.
     pub device: Spanned<String>,
 }
@@ -64,7 +64,7 @@ impl Default for OpenclConfig {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct WebConfig {
+pub(crate) struct WebConfig {
     pub listen_address: Spanned<String>,
     /// Serve `/snapshot/*.png` and the status page `/` with pictures.
     pub snapshots: Spanned<bool>,
@@ -94,7 +94,7 @@ impl Default for WebConfig {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct MetricsConfig {
+pub(crate) struct MetricsConfig {
     /// Buckets of the exported luma histogram: 256 or a power of two below it.
     pub histogram_bins: Spanned<u32>,
 }
@@ -109,7 +109,7 @@ impl Default for MetricsConfig {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct CameraConfig {
+pub(crate) struct CameraConfig {
     /// The `camera` label on this camera's metrics.
     pub name: Spanned<String>,
     /// OpenCL device for this camera's pipeline; `[opencl] device` when absent.
@@ -123,7 +123,7 @@ pub struct CameraConfig {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SourceConfig {
+pub(crate) struct SourceConfig {
     pub kind: Option<Spanned<SourceKind>>,
     /// v4l2: the video device node.
     pub device: Option<Spanned<PathBuf>>,
@@ -139,7 +139,7 @@ pub struct SourceConfig {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct PipelineConfig {
+pub(crate) struct PipelineConfig {
     pub border: Spanned<String>,
     pub magnitude: Spanned<String>,
     pub edge_threshold: Spanned<i64>,
@@ -158,7 +158,7 @@ impl Default for PipelineConfig {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RoiConfig {
+pub(crate) struct RoiConfig {
     pub name: String,
     pub x: u32,
     pub y: u32,

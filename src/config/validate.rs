@@ -11,7 +11,7 @@ use crate::cl::{DeviceSpec, Gpu};
 
 /// its own OpenCL context, buffers and kernels: 17 test-pattern cameras of 320x240 took
 /// 153 MB and 32 threads more than one did, with POCL on a 2-core x86-64 VM.
-pub const MANY_CAMERAS: usize = 16;
+pub(crate) const MANY_CAMERAS: usize = 16;
 
 /// A config as `run` takes it: checked by `load` and against the machine.
 pub struct Checked {
