@@ -118,7 +118,7 @@ impl HttpMetrics {
     }
 }
 
-pub struct State {
+pub(crate) struct State {
     web: WebSettings,
     metrics: Arc<Metrics>,
     http: HttpMetrics,

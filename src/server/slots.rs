@@ -15,7 +15,7 @@ use tokio::sync::Notify;
 /// The share of all slots one peer may hold: `max / PEER_SHARE`, at least one.
 const PEER_SHARE: usize = 4;
 
-pub struct Slots {
+pub(crate) struct Slots {
     max: usize,
     per_peer: usize,
     table: Mutex<Table>,
@@ -35,7 +35,7 @@ struct Open {
 
 /// What the slot table knows of a connection, shared with its task.
 #[derive(Default)]
-pub struct Connection {
+pub(crate) struct Connection {
     /// Requests being answered now; 0 is idle.
     requests: AtomicUsize,
     /// Notified when the slot was given to a newcomer: the connection is to close.
@@ -54,7 +54,7 @@ impl Connection {
     }
 }
 
-pub struct RequestGuard(Arc<Connection>);
+pub(crate) struct RequestGuard(Arc<Connection>);
 
 impl Drop for RequestGuard {
     fn drop(&mut self) {
@@ -63,7 +63,7 @@ impl Drop for RequestGuard {
 }
 
 /// A held slot; dropping it frees the slot.
-pub struct Slot {
+pub(crate) struct Slot {
     slots: Arc<Slots>,
     id: u64,
     pub connection: Arc<Connection>,
