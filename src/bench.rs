@@ -76,7 +76,7 @@ pub struct Spread {
 
 impl Spread {
     /// From nanoseconds; the median is the upper middle for an even count.
-    pub fn of_nanos(values: &[u64]) -> Spread {
+    pub(crate) fn of_nanos(values: &[u64]) -> Spread {
         if values.is_empty() {
             return Spread::default();
         }

@@ -58,7 +58,7 @@ pub enum IoMode {
 
 impl IoMode {
     /// The camera modes, in the order they are tried.
-    pub const CAMERA_ORDER: [IoMode; 3] = [IoMode::Dmabuf, IoMode::Userptr, IoMode::Mmap];
+    pub(crate) const CAMERA_ORDER: [IoMode; 3] = [IoMode::Dmabuf, IoMode::Userptr, IoMode::Mmap];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -357,7 +357,7 @@ impl Pacer {
     }
 
     /// The next frame at time `now`: due (it is then handed out), or how long until it is.
-    pub fn next_at(&mut self, now: Instant) -> Pace {
+    pub(crate) fn next_at(&mut self, now: Instant) -> Pace {
         let start = *self.start.get_or_insert(now);
         let Some(due) = self.due(start, self.next) else {
             return Pace::Wait(Duration::MAX);
@@ -381,7 +381,7 @@ impl Pacer {
     /// Waits up to `wait` for the next frame to be due. Returns its sequence number, its due
     /// time and how many frames were skipped since the last one, or `None` if it is not due
     /// within `wait`.
-    pub fn wait_next(&mut self, wait: Duration) -> Option<(u64, Instant, u64)> {
+    pub(crate) fn wait_next(&mut self, wait: Duration) -> Option<(u64, Instant, u64)> {
         let now = Instant::now();
         let pace = match self.next_at(now) {
             Pace::Wait(pause) if pause <= wait => {

@@ -44,7 +44,7 @@ pub(crate) const DEFAULT_PATTERN_SIZE: Size = Size {
 
 impl SourceSpec {
     /// The built-in default: a 1280x720 grey test pattern at 30 fps.
-    pub fn default_pattern() -> SourceSpec {
+    pub(crate) fn default_pattern() -> SourceSpec {
         SourceSpec::Pattern {
             size: DEFAULT_PATTERN_SIZE,
             format: PixelFormat::Grey,

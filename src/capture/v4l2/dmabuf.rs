@@ -36,7 +36,7 @@ pub(crate) struct DmabufImporter {
 
 impl DmabufImporter {
     /// The importer, or why the platform cannot import dma-bufs.
-    pub fn for_gpu(gpu: &Gpu) -> Result<DmabufImporter, String> {
+    pub(crate) fn for_gpu(gpu: &Gpu) -> Result<DmabufImporter, String> {
         let platform: cl_platform_id = gpu
             .device
             .platform()
