@@ -222,7 +222,7 @@ impl FrameLayout {
     }
 
     /// [`FrameLayout::frame_bytes`], or `None` where it does not fit in a `usize`.
-    pub fn checked_frame_bytes(&self) -> Option<usize> {
+    pub(crate) fn checked_frame_bytes(&self) -> Option<usize> {
         let stride = usize::try_from(self.stride).ok()?;
         let rows = match self.format {
             PixelFormat::Nv12 => usize::try_from(self.height)

@@ -42,7 +42,7 @@ impl FrameSlot {
     }
 
     /// A slot around a buffer made elsewhere (an imported dma-buf), of `len` bytes.
-    pub fn from_buffer(buffer: Buffer<u8>, len: usize) -> FrameSlot {
+    pub(crate) fn from_buffer(buffer: Buffer<u8>, len: usize) -> FrameSlot {
         FrameSlot {
             buffer,
             len,
