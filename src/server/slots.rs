@@ -49,7 +49,7 @@ impl Connection {
         RequestGuard(Arc::clone(self))
     }
 
-    pub async fn evicted(&self) {
+    pub(crate) async fn evicted(&self) {
         self.evicted.notified().await
     }
 }
@@ -89,7 +89,7 @@ impl Slots {
 
     /// A slot for a connection from `peer`, taking an idle connection's where needed;
     /// `None` when every slot it could take is busy with a request.
-    pub fn admit(self: &Arc<Self>, peer: IpAddr) -> Option<Slot> {
+    pub(crate) fn admit(self: &Arc<Self>, peer: IpAddr) -> Option<Slot> {
         let peer = peer_key(peer);
         let mut table = self.table.lock().ok()?;
         let from_peer = table.open.values().filter(|o| o.peer == peer).count();
