@@ -2,9 +2,7 @@
 //! check can name its line), and the checked [`Settings`] the daemon runs on.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use serde::Deserialize;
 use toml::Spanned;
@@ -14,6 +12,7 @@ use crate::capture::SourceSpec;
 use crate::cl::DeviceSpec;
 use crate::pipeline::PipelineOptions;
 use crate::region::Region;
+pub use crate::server::WebSettings;
 
 /// The port `edgesight run` listens on by default. Prometheus' list of default exporter
 /// ports has filled 9100-9999, so this sits outside that range and away from the
@@ -173,16 +172,6 @@ pub struct Settings {
     pub web: WebSettings,
     pub histogram_bins: u32,
     pub cameras: Vec<CameraSettings>,
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct WebSettings {
-    pub listen: SocketAddr,
-    pub snapshots: bool,
-    pub stale_after: Duration,
-    pub max_connections: u32,
-    pub tls: Option<(PathBuf, PathBuf)>,
-    pub users: BTreeMap<String, String>,
 }
 
 #[derive(Clone, Debug, PartialEq)]

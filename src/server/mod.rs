@@ -11,8 +11,9 @@ mod routes;
 mod routes_test;
 mod slots;
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,12 +27,22 @@ use tokio::sync::watch;
 use tokio_rustls::rustls;
 use tokio_rustls::TlsAcceptor;
 
-use crate::config::WebSettings;
 use crate::files;
 use crate::metrics::Metrics;
 
 pub(crate) use auth::check_hash;
 pub use routes::{CameraView, HttpMetrics};
+
+/// The `[web]` table as the server runs it; config checks it and re-exports it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WebSettings {
+    pub listen: SocketAddr,
+    pub snapshots: bool,
+    pub stale_after: Duration,
+    pub max_connections: u32,
+    pub tls: Option<(PathBuf, PathBuf)>,
+    pub users: BTreeMap<String, String>,
+}
 
 /// Request head bytes hyper buffers at most (its minimum is 8 KiB); longer heads get 431.
 const MAX_HEAD_BYTES: usize = 16 * 1024;
