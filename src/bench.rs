@@ -23,13 +23,10 @@ use crate::cl::{event_nanos, new_buffer, CallContext, ClError, Gpu};
 use crate::frame::{FrameLayout, PixelFormat};
 use crate::pipeline::{FrameResult, Pipeline, PipelineError, PipelineOptions, Stage};
 
-/// The sizes benchmarked when none are given: 720p, 1080p and 4K.
-pub const DEFAULT_SIZES: [(u32, u32); 3] = [(1280, 720), (1920, 1080), (3840, 2160)];
-
 /// Bytes each stage must move for a grey frame of `width` x `height` (inputs read once,
 /// outputs written once), in [`Stage::ALL`] order, and for the whole pipeline (the frame
 /// read once and every output the pipeline keeps written once).
-pub fn bytes_moved(width: u32, height: u32) -> ([u64; Stage::ALL.len()], u64) {
+pub(crate) fn bytes_moved(width: u32, height: u32) -> ([u64; Stage::ALL.len()], u64) {
     let n = u64::from(width) * u64::from(height);
     let m = (u64::from(width) + 1) * (u64::from(height) + 1);
     let stages = [
@@ -79,7 +76,7 @@ pub struct Spread {
 
 impl Spread {
     /// From nanoseconds; the median is the upper middle for an even count.
-    pub fn of_nanos(values: &[u64]) -> Spread {
+    pub(crate) fn of_nanos(values: &[u64]) -> Spread {
         if values.is_empty() {
             return Spread::default();
         }
@@ -130,7 +127,7 @@ impl SizeFigures {
 }
 
 /// Reports progress while a size runs: `(width, height, done, total)`.
-pub type Progress<'a> = &'a mut dyn FnMut(u32, u32, usize, usize);
+pub(crate) type Progress<'a> = &'a mut dyn FnMut(u32, u32, usize, usize);
 
 /// Runs the pipeline `warmup` + `runs` times on `frame` (grey, `width` x `height`) and
 /// measures the copy floor for the bytes each stage moves.

@@ -9,7 +9,7 @@ use std::path::Path;
 
 /// Why a file could not be opened for reading.
 #[derive(Debug)]
-pub enum OpenError {
+pub(crate) enum OpenError {
     Io(std::io::Error),
     /// The path names something else than a regular file: [`kind_name`] of it.
     NotRegular(&'static str),
@@ -17,7 +17,7 @@ pub enum OpenError {
 
 /// Opens `path` for reading if it is a regular file, with its length. The open does not
 /// block (O_NONBLOCK) and takes no terminal, so a FIFO is looked at, not waited on.
-pub fn open_regular(path: &Path) -> Result<(File, u64), OpenError> {
+pub(crate) fn open_regular(path: &Path) -> Result<(File, u64), OpenError> {
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
@@ -32,7 +32,7 @@ pub fn open_regular(path: &Path) -> Result<(File, u64), OpenError> {
 
 /// Reads a small text file (a config, or a file a config names): only a regular file, at
 /// most `limit` bytes.
-pub fn read_small_file(path: &Path, limit: u64) -> Result<String, String> {
+pub(crate) fn read_small_file(path: &Path, limit: u64) -> Result<String, String> {
     let (file, _) = open_regular(path).map_err(|e| match e {
         OpenError::Io(e) => format!("cannot read: {e}"),
         OpenError::NotRegular(kind) => format!("not a regular file but {kind}"),
@@ -48,7 +48,7 @@ pub fn read_small_file(path: &Path, limit: u64) -> Result<String, String> {
 }
 
 /// What a file type is, for messages: "a directory", "a FIFO", "a character device"...
-pub fn kind_name(kind: FileType) -> &'static str {
+pub(crate) fn kind_name(kind: FileType) -> &'static str {
     if kind.is_file() {
         "a regular file"
     } else if kind.is_dir() {

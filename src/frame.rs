@@ -8,9 +8,9 @@ use std::str::FromStr;
 
 /// The largest frame the pipeline accepts: the u32 integral image of an all-white frame of
 /// this many pixels still fits (255 * 16_843_009 < 2^32).
-pub const MAX_PIXELS: u64 = 16_843_009;
+pub(crate) const MAX_PIXELS: u64 = 16_843_009;
 /// The widest row: a row's squared sum must fit in u32 inside the integral kernel.
-pub const MAX_WIDTH: u32 = 65_535;
+pub(crate) const MAX_WIDTH: u32 = 65_535;
 
 /// The camera pixel formats the luma stage reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -222,7 +222,7 @@ impl FrameLayout {
     }
 
     /// [`FrameLayout::frame_bytes`], or `None` where it does not fit in a `usize`.
-    pub fn checked_frame_bytes(&self) -> Option<usize> {
+    pub(crate) fn checked_frame_bytes(&self) -> Option<usize> {
         let stride = usize::try_from(self.stride).ok()?;
         let rows = match self.format {
             PixelFormat::Nv12 => usize::try_from(self.height)

@@ -18,7 +18,7 @@ use crate::frame::{FrameLayout, PixelFormat, Size, MAX_PIXELS, MAX_WIDTH};
 
 /// The most bytes a decoder may allocate for one image: the largest frame the pipeline
 /// takes ([`MAX_PIXELS`]) at the widest pixel the decoders produce, 16-bit RGBA (8 bytes).
-pub const MAX_DECODED_BYTES: u64 = MAX_PIXELS * 8;
+pub(crate) const MAX_DECODED_BYTES: u64 = MAX_PIXELS * 8;
 
 /// The largest image file read: an uncompressed image of [`MAX_DECODED_BYTES`] plus 1 MiB
 /// of headers and metadata (about 130 MiB). No file the pipeline could use is larger.
@@ -60,8 +60,6 @@ pub enum InputError {
         expected: usize,
         actual: u64,
     },
-    #[error("{path}: --format and --size go together (a raw frame needs both)")]
-    RawArgs { path: PathBuf },
     #[error("{path}: {reason}")]
     Layout { path: PathBuf, reason: String },
 }
@@ -300,7 +298,7 @@ fn scan_end(bytes: &[u8], mut at: usize) -> Option<usize> {
 
 /// Walks a PNG's chunks by their lengths to IEND; returns the offset just past IEND's CRC,
 /// or why the walk could not reach it.
-pub fn png_end(bytes: &[u8]) -> Result<usize, String> {
+pub(crate) fn png_end(bytes: &[u8]) -> Result<usize, String> {
     const SIGNATURE: [u8; 8] = [0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A];
     if bytes.get(..8) != Some(&SIGNATURE) {
         return Err("no PNG signature".into());

@@ -15,7 +15,7 @@ pub mod capture;
 pub mod cl;
 pub mod config;
 pub mod daemon;
-pub mod files;
+pub(crate) mod files;
 pub mod frame;
 pub mod input;
 pub mod mailbox;

@@ -41,4 +41,4 @@ pub struct Snapshot {
 
 /// How a snapshot request is answered: the camera thread sends the pictures of its next
 /// frame, or drops the sender when it has none to give.
-pub type SnapshotReply = oneshot::Sender<Arc<Snapshot>>;
+pub(crate) type SnapshotReply = oneshot::Sender<Arc<Snapshot>>;

@@ -65,15 +65,15 @@ impl Metrics {
         c
     }
 
-    pub fn gauges(&self, name: &str, help: &str, labels: &[&str]) -> GaugeVec {
+    pub(crate) fn gauges(&self, name: &str, help: &str, labels: &[&str]) -> GaugeVec {
         self.register(GaugeVec::new(Opts::new(name, help), labels).expect("valid gauge"))
     }
 
-    pub fn int_gauges(&self, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+    pub(crate) fn int_gauges(&self, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
         self.register(IntGaugeVec::new(Opts::new(name, help), labels).expect("valid gauge"))
     }
 
-    pub fn counters(&self, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    pub(crate) fn counters(&self, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
         self.register(IntCounterVec::new(Opts::new(name, help), labels).expect("valid counter"))
     }
 

@@ -34,12 +34,12 @@ pub fn luma(layout: &FrameLayout, src: &[u8]) -> Vec<u8> {
 }
 
 /// OpenCV's 8-bit RGB to gray: 15-bit fixed-point weights, rounded half up.
-pub fn rgb_to_luma(r: u8, g: u8, b: u8) -> u8 {
+pub(crate) fn rgb_to_luma(r: u8, g: u8, b: u8) -> u8 {
     ((9798 * u32::from(r) + 19235 * u32::from(g) + 3735 * u32::from(b) + 16384) >> 15) as u8
 }
 
 /// Maps a coordinate at most one step outside `0..len` into it; `None` is the constant 0.
-pub fn border_index(p: isize, len: usize, border: Border) -> Option<usize> {
+pub(crate) fn border_index(p: isize, len: usize, border: Border) -> Option<usize> {
     let len = len as isize;
     if (0..len).contains(&p) {
         return Some(p as usize);

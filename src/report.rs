@@ -121,7 +121,7 @@ fn grey(width: u32, height: u32, pixels: &[u8]) -> GrayImage {
 }
 
 /// A 256-bin bar chart with the Otsu threshold drawn as a red line.
-pub fn histogram_chart(histogram: &[u32; 256], threshold: u8) -> RgbImage {
+pub(crate) fn histogram_chart(histogram: &[u32; 256], threshold: u8) -> RgbImage {
     const BAR: u32 = 2;
     const MARGIN: u32 = 8;
     const PLOT_HEIGHT: u32 = 200;

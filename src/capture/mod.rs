@@ -36,12 +36,10 @@ use crate::cl::{ClError, FrameSlot, Gpu};
 use crate::frame::FrameLayout;
 
 pub use parts::{BadParts, SourceKind, SourcePart, SourceParts};
-pub use pattern::PatternSource;
-pub use replay::ReplaySource;
-pub use spec::{
-    check_fps, check_frame_size, parse_fps, InvalidSource, SourceSpec, DEFAULT_FPS,
-    DEFAULT_PATTERN_SIZE, MAX_FPS, MAX_FRAME_SIDE, MIN_FPS,
-};
+pub(crate) use pattern::PatternSource;
+pub(crate) use replay::ReplaySource;
+pub use spec::{check_frame_size, parse_fps, InvalidSource, SourceSpec, MAX_FRAME_SIDE};
+pub(crate) use spec::{MAX_FPS, MIN_FPS};
 pub use v4l2::V4l2Source;
 
 /// How frames reach the slots; exported as a metric label and logged when chosen.
@@ -60,7 +58,7 @@ pub enum IoMode {
 
 impl IoMode {
     /// The camera modes, in the order they are tried.
-    pub const CAMERA_ORDER: [IoMode; 3] = [IoMode::Dmabuf, IoMode::Userptr, IoMode::Mmap];
+    pub(crate) const CAMERA_ORDER: [IoMode; 3] = [IoMode::Dmabuf, IoMode::Userptr, IoMode::Mmap];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -196,7 +194,7 @@ pub trait FrameSource: Send {
 /// The time `frames` frames take at `fps`, or `None` where that is not a duration (a rate
 /// of 0, negative or NaN, or so slow that the time overflows). Every conversion of a rate
 /// into a time goes through here, rates from drivers included.
-pub fn frames_time(frames: f64, fps: f64) -> Option<Duration> {
+pub(crate) fn frames_time(frames: f64, fps: f64) -> Option<Duration> {
     Duration::try_from_secs_f64(frames / fps).ok()
 }
 
@@ -320,7 +318,7 @@ impl PacedSlots {
 /// [`Pacer::next_at`] takes the time as an argument, so tests drive it with a clock of
 /// their own; [`Pacer::wait_next`] is the same on the real clock, with the sleeping.
 #[derive(Clone, Debug)]
-pub struct Pacer {
+pub(crate) struct Pacer {
     /// Set by the first call, as a camera's clock starts with streaming, not with opening.
     start: Option<Instant>,
     period: Duration,
@@ -330,7 +328,7 @@ pub struct Pacer {
 
 /// What a [`Pacer`] says at a given time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Pace {
+pub(crate) enum Pace {
     /// Frame `sequence` is due (since `due`); `skipped` frames were missed before it.
     Due {
         sequence: u64,
@@ -359,7 +357,7 @@ impl Pacer {
     }
 
     /// The next frame at time `now`: due (it is then handed out), or how long until it is.
-    pub fn next_at(&mut self, now: Instant) -> Pace {
+    pub(crate) fn next_at(&mut self, now: Instant) -> Pace {
         let start = *self.start.get_or_insert(now);
         let Some(due) = self.due(start, self.next) else {
             return Pace::Wait(Duration::MAX);
@@ -383,7 +381,7 @@ impl Pacer {
     /// Waits up to `wait` for the next frame to be due. Returns its sequence number, its due
     /// time and how many frames were skipped since the last one, or `None` if it is not due
     /// within `wait`.
-    pub fn wait_next(&mut self, wait: Duration) -> Option<(u64, Instant, u64)> {
+    pub(crate) fn wait_next(&mut self, wait: Duration) -> Option<(u64, Instant, u64)> {
         let now = Instant::now();
         let pace = match self.next_at(now) {
             Pace::Wait(pause) if pause <= wait => {

@@ -142,7 +142,7 @@ pub fn render(layout: &FrameLayout, sequence: u64, out: &mut [u8]) {
 
 /// The test-pattern source: renders each frame straight into a mapped slot, paced at its
 /// frame rate.
-pub struct PatternSource {
+pub(crate) struct PatternSource {
     layout: FrameLayout,
     fps: f64,
     frames: PacedSlots,

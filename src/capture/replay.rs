@@ -46,7 +46,7 @@ enum Frames {
 }
 
 /// Frames from a replay, paced at `fps`, looping.
-pub struct ReplaySource {
+pub(crate) struct ReplaySource {
     path: PathBuf,
     layout: FrameLayout,
     fps: f64,
@@ -97,7 +97,7 @@ impl ReplaySource {
     }
 
     /// How many frames one loop holds now (for a raw file, the whole frames it has).
-    pub fn frame_count(&self) -> usize {
+    pub(crate) fn frame_count(&self) -> usize {
         match &self.frames {
             Frames::Raw(raw) => raw.count(),
             Frames::Images(dir) => dir.files.len(),

@@ -35,16 +35,16 @@ pub enum SourceSpec {
 }
 
 /// The frame rate of a pattern or replay source that names none.
-pub const DEFAULT_FPS: f64 = 30.0;
+pub(crate) const DEFAULT_FPS: f64 = 30.0;
 /// The frame size of a pattern source that names none.
-pub const DEFAULT_PATTERN_SIZE: Size = Size {
+pub(crate) const DEFAULT_PATTERN_SIZE: Size = Size {
     width: 1280,
     height: 720,
 };
 
 impl SourceSpec {
     /// The built-in default: a 1280x720 grey test pattern at 30 fps.
-    pub fn default_pattern() -> SourceSpec {
+    pub(crate) fn default_pattern() -> SourceSpec {
         SourceSpec::Pattern {
             size: DEFAULT_PATTERN_SIZE,
             format: PixelFormat::Grey,
@@ -62,9 +62,9 @@ pub struct InvalidSource {
 
 /// The slowest frame rate a source may be set to: one frame every 100 s. Slower rates
 /// are no camera's, and their frame period no longer fits the monotonic clock's range.
-pub const MIN_FPS: f64 = 0.01;
+pub(crate) const MIN_FPS: f64 = 0.01;
 /// The fastest frame rate a source may be set to.
-pub const MAX_FPS: f64 = 1000.0;
+pub(crate) const MAX_FPS: f64 = 1000.0;
 /// The longest side of a frame: V4L2 sizes are u32, but real drivers top out far below
 /// (vivid at 4096, the largest sensors near 8192). The pipeline's own limits
 /// ([`crate::frame::MAX_PIXELS`]) apply on top.
@@ -80,7 +80,7 @@ pub fn parse_fps(s: &str) -> Result<f64, String> {
 }
 
 /// Checks a frame rate given as a number: from [`MIN_FPS`] to [`MAX_FPS`].
-pub fn check_fps(fps: f64) -> Result<f64, String> {
+pub(crate) fn check_fps(fps: f64) -> Result<f64, String> {
     if (MIN_FPS..=MAX_FPS).contains(&fps) {
         Ok(fps)
     } else {

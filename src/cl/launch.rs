@@ -31,7 +31,7 @@ mod sealed {
 
 /// A value a kernel argument can be set from: a buffer or a plain integer. Sealed, so no
 /// other type (a reference, a struct with padding, a host pointer) can be passed.
-pub trait KernelArg: sealed::Sealed {}
+pub(crate) trait KernelArg: sealed::Sealed {}
 
 impl<T> KernelArg for Buffer<T> {}
 

@@ -76,17 +76,14 @@ macro_rules! kernel_source {
     };
 }
 
-pub const LUMA_CL: KernelSource = kernel_source!("luma.cl");
-pub const SOBEL_CL: KernelSource = kernel_source!("sobel.cl");
-pub const HISTOGRAM_CL: KernelSource = kernel_source!("histogram.cl");
+pub(crate) const LUMA_CL: KernelSource = kernel_source!("luma.cl");
+pub(crate) const SOBEL_CL: KernelSource = kernel_source!("sobel.cl");
+pub(crate) const HISTOGRAM_CL: KernelSource = kernel_source!("histogram.cl");
 pub const OTSU_CL: KernelSource = kernel_source!("otsu.cl");
-pub const INTEGRAL_CL: KernelSource = kernel_source!("integral.cl");
-
-/// Every kernel file, for tools that build them all.
-pub const ALL_SOURCES: [KernelSource; 5] = [LUMA_CL, SOBEL_CL, HISTOGRAM_CL, OTSU_CL, INTEGRAL_CL];
+pub(crate) const INTEGRAL_CL: KernelSource = kernel_source!("integral.cl");
 
 /// Options every program is built with: the OpenCL C version Mali drivers accept.
-pub const BUILD_OPTIONS: &str = "-cl-std=CL1.2";
+pub(crate) const BUILD_OPTIONS: &str = "-cl-std=CL1.2";
 
 /// A built program's file name, source text and `-D` defines.
 type ProgramKey = (&'static str, &'static str, String);
@@ -135,7 +132,11 @@ impl Gpu {
     /// new frame size, a reload) gets it back without a compiler call. Even on a cache hit
     /// POCL preprocesses the source with all its OpenCL headers, which costs each build a
     /// noticeable time natively and far more under emulation (BENCHMARKS.md).
-    pub fn build_with(&self, source: KernelSource, defines: &str) -> Result<Arc<Program>, ClError> {
+    pub(crate) fn build_with(
+        &self,
+        source: KernelSource,
+        defines: &str,
+    ) -> Result<Arc<Program>, ClError> {
         let key = (source.file, source.text, defines.to_string());
         let mut programs = self.programs.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(program) = programs.get(&key) {
@@ -236,7 +237,7 @@ pub(crate) fn new_buffer<T>(
 
 /// Start and end of a finished command on the device clock, in nanoseconds, from its
 /// profiling event.
-pub fn event_interval(event: &Event) -> Result<(u64, u64), ClError> {
+pub(crate) fn event_interval(event: &Event) -> Result<(u64, u64), ClError> {
     let start = event
         .profiling_command_start()
         .call("clGetEventProfilingInfo")?;
@@ -247,7 +248,7 @@ pub fn event_interval(event: &Event) -> Result<(u64, u64), ClError> {
 }
 
 /// Device time of a finished command, in nanoseconds, from its profiling event.
-pub fn event_nanos(event: &Event) -> Result<u64, ClError> {
+pub(crate) fn event_nanos(event: &Event) -> Result<u64, ClError> {
     let (start, end) = event_interval(event)?;
     Ok(end.saturating_sub(start))
 }

@@ -42,7 +42,7 @@ impl FrameSlot {
     }
 
     /// A slot around a buffer made elsewhere (an imported dma-buf), of `len` bytes.
-    pub fn from_buffer(buffer: Buffer<u8>, len: usize) -> FrameSlot {
+    pub(crate) fn from_buffer(buffer: Buffer<u8>, len: usize) -> FrameSlot {
         FrameSlot {
             buffer,
             len,
@@ -145,11 +145,6 @@ impl FrameSlot {
             Some(HostPtr(ptr)) => self.enqueue_unmap(gpu, ptr),
             None => Ok(()),
         }
-    }
-
-    /// Whether the slot is left mapped for the host.
-    pub fn is_mapped(&self) -> bool {
-        self.mapped.is_some()
     }
 
     /// Reads the slot's bytes back (blocking): what the kernels see.

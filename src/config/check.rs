@@ -230,6 +230,18 @@ pub fn check_region_name(name: &str, seen: &mut HashSet<String>) -> Result<(), S
     Ok(())
 }
 
+/// `value` parsed as a `T`, or its refusal placed at `value` under `key`.
+fn parse_at<T>(doc: &Doc, value: &Spanned<String>, key: &str) -> Result<T, ConfigError>
+where
+    T: std::str::FromStr,
+    T::Err: std::fmt::Display,
+{
+    value
+        .get_ref()
+        .parse::<T>()
+        .map_err(|e| doc.at(value.span(), key, e.to_string()))
+}
+
 fn check_source(doc: &Doc, source: &Spanned<SourceConfig>) -> Result<SourceSpec, ConfigError> {
     let s = source.get_ref();
     let kind = s.kind.as_ref().ok_or_else(|| {
@@ -239,30 +251,22 @@ fn check_source(doc: &Doc, source: &Spanned<SourceConfig>) -> Result<SourceSpec,
             "missing: pattern, v4l2 or replay",
         )
     })?;
-    let format = match &s.format {
-        Some(f) => Some(
-            f.get_ref()
-                .parse::<PixelFormat>()
-                .map_err(|e| doc.at(f.span(), "camera.source.format", e.to_string()))?,
-        ),
-        None => None,
-    };
-    let size = match &s.size {
-        Some(z) => Some(
-            z.get_ref()
-                .parse::<Size>()
-                .map_err(|e| doc.at(z.span(), "camera.source.size", e.to_string()))?,
-        ),
-        None => None,
-    };
+    let format = s
+        .format
+        .as_ref()
+        .map(|f| parse_at::<PixelFormat>(doc, f, "camera.source.format"))
+        .transpose()?;
+    let size = s
+        .size
+        .as_ref()
+        .map(|z| parse_at::<Size>(doc, z, "camera.source.size"))
+        .transpose()?;
     let io = match &s.io {
         // Read only where it applies: a kind that takes no I/O mode refuses it whatever it
         // says, so elsewhere any mode stands for it.
-        Some(io) if *kind.get_ref() == SourceKind::V4l2 => Some(
-            io.get_ref()
-                .parse::<IoMode>()
-                .map_err(|e| doc.at(io.span(), "camera.source.io", e.to_string()))?,
-        ),
+        Some(io) if *kind.get_ref() == SourceKind::V4l2 => {
+            Some(parse_at::<IoMode>(doc, io, "camera.source.io")?)
+        }
         Some(_) => Some(IoMode::Mmap),
         None => None,
     };

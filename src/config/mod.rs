@@ -2,7 +2,7 @@
 //! file (plus command-line overrides) into [`Settings`] the daemon can run on.
 //!
 //! Every error names the file, line and column, and the key it is about, so a bad
-//! config is refused before a thread starts. [`load`] opens no device or socket; it checks
+//! config is refused before a thread starts. Loading opens no device or socket; it checks
 //! that the files the config names exist and loads the TLS files with the server's own
 //! loader. [`validate`] adds what needs the machine (the OpenCL devices, the V4L2 nodes):
 //! `run`, SIGHUP and `check-config` all go through it, so whatever `run` refuses,
@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 
 pub use check::check_region_name;
 pub use schema::*;
-pub use validate::{validate, Checked, MANY_CAMERAS};
+pub use validate::{validate, Checked};
 
 use crate::capture::SourceSpec;
 
@@ -64,7 +64,7 @@ impl fmt::Display for Origin {
 }
 
 /// 1-based line and column (in characters) of byte `offset` in `text`.
-pub fn line_column(text: &str, offset: usize) -> (usize, usize) {
+pub(crate) fn line_column(text: &str, offset: usize) -> (usize, usize) {
     let offset = offset.min(text.len());
     let before = &text[..offset];
     let line = before.matches('\n').count() + 1;
@@ -160,7 +160,7 @@ fn flag(flag: &'static str, key: &str, message: impl Into<String>) -> ConfigErro
 }
 
 /// Parses a config file's text; `path` only names it in errors.
-pub fn parse(path: &Path, text: &str) -> Result<FileConfig, ConfigError> {
+pub(crate) fn parse(path: &Path, text: &str) -> Result<FileConfig, ConfigError> {
     toml::from_str::<FileConfig>(text).map_err(|e| {
         let span = e.span().unwrap_or(0..0);
         let (line, column) = line_column(text, span.start);
@@ -177,18 +177,12 @@ pub fn parse(path: &Path, text: &str) -> Result<FileConfig, ConfigError> {
 }
 
 /// The most a config file may hold; a longer one is refused rather than read whole.
-pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+pub(crate) const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
-/// Reads, parses and checks `path` (or the defaults when `None`) with `overrides` applied.
-/// Touches no device: [`validate`] adds what needs the machine.
-pub fn load(
-    path: Option<&Path>,
-    overrides: &Overrides,
-) -> Result<(FileConfig, Settings), ConfigError> {
-    load_text(path, overrides).map(|(_, file, settings)| (file, settings))
-}
-
-fn load_text(
+/// Reads, parses and checks `path` (or the defaults when `None`) with `overrides` applied,
+/// and hands back the text and the parsed file beside the settings, so that [`validate`]
+/// can place its errors. Touches no device: [`validate`] adds what needs the machine.
+fn load(
     path: Option<&Path>,
     overrides: &Overrides,
 ) -> Result<(String, FileConfig, Settings), ConfigError> {
@@ -215,7 +209,7 @@ fn load_text(
     Ok((text, file, settings))
 }
 
-/// [`parse`] and every check of [`load`] on a config's text (what `check-config` does short
+/// [`parse`] and every check of `load` on a config's text (what `check-config` does short
 /// of looking at devices); `path` only names it in errors. The fuzz target's entry.
 pub fn check_text(path: &Path, text: &str) -> Result<Settings, ConfigError> {
     let file = parse(path, text)?;

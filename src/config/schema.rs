@@ -2,9 +2,7 @@
 //! check can name its line), and the checked [`Settings`] the daemon runs on.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use serde::Deserialize;
 use toml::Spanned;
@@ -14,16 +12,17 @@ use crate::capture::SourceSpec;
 use crate::cl::DeviceSpec;
 use crate::pipeline::PipelineOptions;
 use crate::region::Region;
+pub use crate::server::WebSettings;
 
 /// The port `edgesight run` listens on by default. Prometheus' list of default exporter
 /// ports has filled 9100-9999, so this sits outside that range and away from the
 /// Prometheus server's own 9090-9094.
-pub const DEFAULT_PORT: u16 = 8947;
+pub(crate) const DEFAULT_PORT: u16 = 8947;
 
 /// The file as written (defaults filled in by serde).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct FileConfig {
+pub(crate) struct FileConfig {
     pub log: LogConfig,
     pub opencl: OpenclConfig,
     pub web: WebConfig,
@@ -34,7 +33,7 @@ pub struct FileConfig {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct LogConfig {
+pub(crate) struct LogConfig {
     /// error, warn, info, debug or trace; `RUST_LOG` naming a level overrides it.
     pub level: Spanned<String>,
 }
@@ -49,7 +48,7 @@ impl Default for LogConfig {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct OpenclConfig {
+pub(crate) struct OpenclConfig {
     /// As `edgesight devices` numbers them, or a name; cameras may override it.
     pub device: Spanned<String>,
 }
@@ -64,7 +63,7 @@ impl Default for OpenclConfig {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct WebConfig {
+pub(crate) struct WebConfig {
     pub listen_address: Spanned<String>,
     /// Serve `/snapshot/*.png` and the status page `/` with pictures.
     pub snapshots: Spanned<bool>,
@@ -94,7 +93,7 @@ impl Default for WebConfig {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct MetricsConfig {
+pub(crate) struct MetricsConfig {
     /// Buckets of the exported luma histogram: 256 or a power of two below it.
     pub histogram_bins: Spanned<u32>,
 }
@@ -109,7 +108,7 @@ impl Default for MetricsConfig {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct CameraConfig {
+pub(crate) struct CameraConfig {
     /// The `camera` label on this camera's metrics.
     pub name: Spanned<String>,
     /// OpenCL device for this camera's pipeline; `[opencl] device` when absent.
@@ -123,7 +122,7 @@ pub struct CameraConfig {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SourceConfig {
+pub(crate) struct SourceConfig {
     pub kind: Option<Spanned<SourceKind>>,
     /// v4l2: the video device node.
     pub device: Option<Spanned<PathBuf>>,
@@ -139,7 +138,7 @@ pub struct SourceConfig {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct PipelineConfig {
+pub(crate) struct PipelineConfig {
     pub border: Spanned<String>,
     pub magnitude: Spanned<String>,
     pub edge_threshold: Spanned<i64>,
@@ -158,7 +157,7 @@ impl Default for PipelineConfig {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RoiConfig {
+pub(crate) struct RoiConfig {
     pub name: String,
     pub x: u32,
     pub y: u32,
@@ -173,16 +172,6 @@ pub struct Settings {
     pub web: WebSettings,
     pub histogram_bins: u32,
     pub cameras: Vec<CameraSettings>,
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct WebSettings {
-    pub listen: SocketAddr,
-    pub snapshots: bool,
-    pub stale_after: Duration,
-    pub max_connections: u32,
-    pub tls: Option<(PathBuf, PathBuf)>,
-    pub users: BTreeMap<String, String>,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -5,28 +5,27 @@ use std::path::Path;
 
 use toml::Spanned;
 
-use super::{flag, load_text, ConfigError, Doc, FileConfig, Overrides, Settings};
+use super::{flag, load, ConfigError, Doc, Overrides, Settings};
 use crate::capture::SourceSpec;
 use crate::cl::{DeviceSpec, Gpu};
 
 /// its own OpenCL context, buffers and kernels: 17 test-pattern cameras of 320x240 took
 /// 153 MB and 32 threads more than one did, with POCL on a 2-core x86-64 VM.
-pub const MANY_CAMERAS: usize = 16;
+pub(crate) const MANY_CAMERAS: usize = 16;
 
-/// A config as `run` takes it: checked by [`load`] and against the machine.
+/// A config as `run` takes it: checked by `load` and against the machine.
 pub struct Checked {
-    pub file: FileConfig,
     pub settings: Settings,
     /// Things that do not stop `run` but that its log and `check-config` show.
     pub warnings: Vec<String>,
 }
 
 /// Everything `run` checks before it starts anything, in one place for `run`, SIGHUP and
-/// `check-config`: [`load`], then each camera's OpenCL device must resolve to a device,
+/// `check-config`: `load`, then each camera's OpenCL device must resolve to a device,
 /// a V4L2 node that exists must be a video device (one that does not exist yet is waited
 /// for: boards enumerate USB cameras late), and many cameras draw a warning.
 pub fn validate(path: Option<&Path>, overrides: &Overrides) -> Result<Checked, ConfigError> {
-    let (text, file, settings) = load_text(path, overrides)?;
+    let (text, file, settings) = load(path, overrides)?;
     let doc = Doc { path, text: &text };
     let mut warnings = Vec::new();
     let mut devices: Vec<(&DeviceSpec, Result<(), String>)> = Vec::new();
@@ -78,11 +77,7 @@ pub fn validate(path: Option<&Path>, overrides: &Overrides) -> Result<Checked, C
             settings.cameras.len()
         ));
     }
-    Ok(Checked {
-        file,
-        settings,
-        warnings,
-    })
+    Ok(Checked { settings, warnings })
 }
 
 /// The character device major number of every V4L2 node (`VIDEO_MAJOR` in the kernel).

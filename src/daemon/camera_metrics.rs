@@ -18,7 +18,7 @@ use crate::pipeline::{FrameResult, PipelineError, Stage};
 use crate::region::{Region, RegionStats};
 
 /// Why a frame was lost after the pipeline: the publisher had not taken the previous ones.
-pub const DROP_PUBLISH_BACKLOG: &str = "publish_backlog";
+pub(crate) const DROP_PUBLISH_BACKLOG: &str = "publish_backlog";
 
 /// Device time buckets: 50 µs to 250 ms, for stages from a GPU's fraction of a millisecond
 /// to a slow CPU driver's tens of milliseconds.

@@ -11,7 +11,7 @@ use std::io;
 use tokio::sync::mpsc;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Signal {
+pub(crate) enum Signal {
     Terminate,
     Interrupt,
     Hangup,
@@ -36,7 +36,7 @@ pub fn block() -> io::Result<()> {
 }
 
 /// Unblocks the three signals in the calling thread.
-pub fn unblock() -> io::Result<()> {
+pub(crate) fn unblock() -> io::Result<()> {
     mask(libc::SIG_UNBLOCK)
 }
 
@@ -53,7 +53,7 @@ fn mask(how: libc::c_int) -> io::Result<()> {
 
 /// Starts the thread that waits for the signals and forwards them; it ends when the
 /// receiver is dropped and the next signal arrives, or with the process.
-pub fn forward() -> io::Result<mpsc::UnboundedReceiver<Signal>> {
+pub(crate) fn forward() -> io::Result<mpsc::UnboundedReceiver<Signal>> {
     let (tx, rx) = mpsc::unbounded_channel();
     std::thread::Builder::new()
         .name("es-signals".into())

@@ -12,7 +12,7 @@ use crate::cl::{launch, CallContext, ClError, Gpu, LUMA_CL};
 use crate::frame::{FrameLayout, PixelFormat};
 
 /// Pixels one work-item converts (the uchar16 fast path).
-pub const PIXELS_PER_ITEM: usize = 16;
+pub(crate) const PIXELS_PER_ITEM: usize = 16;
 
 pub(super) struct LumaStage {
     kernel: Kernel,

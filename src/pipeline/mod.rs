@@ -160,7 +160,7 @@ impl Pipeline {
     }
 
     /// Changes the options for the frames that follow (no reallocation).
-    pub fn set_options(&mut self, options: PipelineOptions) {
+    pub(crate) fn set_options(&mut self, options: PipelineOptions) {
         self.options = options;
     }
 
@@ -339,7 +339,7 @@ impl Pipeline {
 
     /// Device time from the first kernel's start to the last one's end for the last frame
     /// processed, in nanoseconds: the stages' times plus the gaps between kernels.
-    pub fn last_device_span_nanos(&self) -> u64 {
+    pub(crate) fn last_device_span_nanos(&self) -> u64 {
         self.last_span
     }
 

@@ -207,7 +207,7 @@ impl Tuning {
     };
 
     /// The choices for `gpu`'s kind of device.
-    pub fn for_device(gpu: &Gpu) -> Tuning {
+    pub(crate) fn for_device(gpu: &Gpu) -> Tuning {
         if gpu.info.kind == "CPU" {
             Tuning::FOR_CPU
         } else {

@@ -11,7 +11,7 @@ use crate::cl::{launch, CallContext, ClError, Gpu, OTSU_CL};
 use crate::frame::FrameLayout;
 
 /// Pixels one binarize work-item writes.
-pub const PIXELS_PER_ITEM: usize = 16;
+pub(crate) const PIXELS_PER_ITEM: usize = 16;
 /// Work-items per binarize group.
 const BINARIZE_GROUP_SIZE: usize = 256;
 

@@ -12,7 +12,7 @@ use crate::cl::{launch, CallContext, ClError, Gpu, SOBEL_CL};
 use crate::frame::FrameLayout;
 
 /// Pixels one work-item computes; it reads 18 x 3 input pixels for them.
-pub const PIXELS_PER_ITEM: usize = 16;
+pub(crate) const PIXELS_PER_ITEM: usize = 16;
 
 pub(super) struct SobelStage {
     kernel: Kernel,

@@ -27,7 +27,7 @@ use tokio::sync::oneshot;
 /// The highest bcrypt cost served. Each step doubles the time of a check: cost 10 takes
 /// about 90 ms on a board's Cortex-A53 core, so 14 is about 1.5 s, and every new client,
 /// and every wrong password, waits for it.
-pub const MAX_COST: u32 = 14;
+pub(crate) const MAX_COST: u32 = 14;
 /// Checks waiting for the bcrypt thread at most; more are answered 503 at once.
 const BCRYPT_QUEUE: usize = 4;
 /// Credentials remembered at most; the oldest is forgotten first.
@@ -37,7 +37,7 @@ const REMEMBERED: usize = 64;
 const DUMMY_SALT_AND_HASH: &str = "JZtVuCPWzYJLHAb1Yf9/mu9sGlDQ.DbhpzNJcqjV1AxyY8XMAmG.G";
 
 /// Parses a stored bcrypt hash the way the verifier reads it; returns its cost.
-pub fn check_hash(hash: &str) -> Result<u32, String> {
+pub(crate) fn check_hash(hash: &str) -> Result<u32, String> {
     let parts = bcrypt::HashParts::from_str(hash)
         .map_err(|e| format!("not a bcrypt hash ($2y$COST$ and 53 characters): {e}"))?;
     let cost = parts.get_cost();
@@ -68,14 +68,14 @@ pub fn check_hash(hash: &str) -> Result<u32, String> {
 
 /// What a request's credentials earn it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     Allowed,
     Denied,
     /// The bcrypt queue is full: answer 503 and let the client retry.
     Busy,
 }
 
-pub struct Auth {
+pub(crate) struct Auth {
     users: BTreeMap<String, String>,
     /// Checked for user names that are not configured.
     dummy: String,

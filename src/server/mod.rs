@@ -11,8 +11,9 @@ mod routes;
 mod routes_test;
 mod slots;
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,19 +27,29 @@ use tokio::sync::watch;
 use tokio_rustls::rustls;
 use tokio_rustls::TlsAcceptor;
 
-use crate::config::WebSettings;
 use crate::files;
 use crate::metrics::Metrics;
 
-pub use auth::{check_hash, MAX_COST};
+pub(crate) use auth::check_hash;
 pub use routes::{CameraView, HttpMetrics};
+
+/// The `[web]` table as the server runs it; config checks it and re-exports it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WebSettings {
+    pub listen: SocketAddr,
+    pub snapshots: bool,
+    pub stale_after: Duration,
+    pub max_connections: u32,
+    pub tls: Option<(PathBuf, PathBuf)>,
+    pub users: BTreeMap<String, String>,
+}
 
 /// Request head bytes hyper buffers at most (its minimum is 8 KiB); longer heads get 431.
 const MAX_HEAD_BYTES: usize = 16 * 1024;
 /// A client gets this long to send a request head, and a kept-alive connection this long
 /// to send its next one: a scraper sends its head at once, and an idle connection holds
 /// a slot that others may need.
-pub const HEAD_TIMEOUT: Duration = Duration::from_secs(3);
+pub(crate) const HEAD_TIMEOUT: Duration = Duration::from_secs(3);
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// A connection is closed after this long whatever it does, so a client that never reads
 /// its response frees its slot; scrapers simply reconnect.
@@ -118,7 +129,7 @@ impl Listener {
 
 /// Why a certificate and key cannot serve TLS, by the file at fault.
 #[derive(Debug, thiserror::Error)]
-pub enum TlsError {
+pub(crate) enum TlsError {
     #[error("{0}")]
     Cert(String),
     /// Also a key that does not belong to the certificate.
@@ -131,7 +142,7 @@ const MAX_PEM_BYTES: u64 = 1 << 20;
 
 /// Reads and parses a PEM certificate chain and private key into a TLS server config.
 /// `check-config` calls it too, so a file it accepts is one `run` can serve.
-pub fn tls_config(cert: &Path, key: &Path) -> Result<rustls::ServerConfig, TlsError> {
+pub(crate) fn tls_config(cert: &Path, key: &Path) -> Result<rustls::ServerConfig, TlsError> {
     let cert_pem = files::read_small_file(cert, MAX_PEM_BYTES)
         .map_err(|e| TlsError::Cert(format!("{}: {e}", cert.display())))?;
     let certs = rustls_pemfile::certs(&mut cert_pem.as_bytes())

@@ -24,7 +24,7 @@ fn q(s: &str) -> String {
         .collect()
 }
 
-pub fn landing() -> String {
+pub(crate) fn landing() -> String {
     format!(
         "<!doctype html><html><head><title>edgesight</title><style>{STYLE}</style></head><body>\
          <h1>edgesight {}</h1><ul><li><a href=\"/metrics\">/metrics</a></li>\

@@ -15,7 +15,7 @@ use tokio::sync::{oneshot, watch, Mutex};
 
 use super::auth::{Auth, Verdict};
 use super::page;
-use crate::config::WebSettings;
+use super::WebSettings;
 use crate::mailbox::{Latest, Snapshot, SnapshotReply};
 use crate::metrics::Metrics;
 use crate::report::{self, Report};
@@ -118,7 +118,7 @@ impl HttpMetrics {
     }
 }
 
-pub struct State {
+pub(crate) struct State {
     web: WebSettings,
     metrics: Arc<Metrics>,
     http: HttpMetrics,

@@ -15,7 +15,7 @@ use tokio::sync::watch;
 
 use super::auth::Auth;
 use super::routes::{self, CameraView, State};
-use crate::config::WebSettings;
+use super::WebSettings;
 use crate::mailbox::{Latest, Snapshot, SnapshotReply, SourceInfo};
 use crate::metrics::Metrics;
 use crate::pipeline::{FrameResult, PipelineOptions};

@@ -15,7 +15,7 @@ use tokio::sync::Notify;
 /// The share of all slots one peer may hold: `max / PEER_SHARE`, at least one.
 const PEER_SHARE: usize = 4;
 
-pub struct Slots {
+pub(crate) struct Slots {
     max: usize,
     per_peer: usize,
     table: Mutex<Table>,
@@ -35,7 +35,7 @@ struct Open {
 
 /// What the slot table knows of a connection, shared with its task.
 #[derive(Default)]
-pub struct Connection {
+pub(crate) struct Connection {
     /// Requests being answered now; 0 is idle.
     requests: AtomicUsize,
     /// Notified when the slot was given to a newcomer: the connection is to close.
@@ -49,12 +49,12 @@ impl Connection {
         RequestGuard(Arc::clone(self))
     }
 
-    pub async fn evicted(&self) {
+    pub(crate) async fn evicted(&self) {
         self.evicted.notified().await
     }
 }
 
-pub struct RequestGuard(Arc<Connection>);
+pub(crate) struct RequestGuard(Arc<Connection>);
 
 impl Drop for RequestGuard {
     fn drop(&mut self) {
@@ -63,7 +63,7 @@ impl Drop for RequestGuard {
 }
 
 /// A held slot; dropping it frees the slot.
-pub struct Slot {
+pub(crate) struct Slot {
     slots: Arc<Slots>,
     id: u64,
     pub connection: Arc<Connection>,
@@ -89,7 +89,7 @@ impl Slots {
 
     /// A slot for a connection from `peer`, taking an idle connection's where needed;
     /// `None` when every slot it could take is busy with a request.
-    pub fn admit(self: &Arc<Self>, peer: IpAddr) -> Option<Slot> {
+    pub(crate) fn admit(self: &Arc<Self>, peer: IpAddr) -> Option<Slot> {
         let peer = peer_key(peer);
         let mut table = self.table.lock().ok()?;
         let from_peer = table.open.values().filter(|o| o.peer == peer).count();

@@ -35,7 +35,6 @@ fn kind(e: &InputError) -> &'static str {
         InputError::Decode { .. } => "decode",
         InputError::Incomplete { .. } => "incomplete",
         InputError::RawSize { .. } => "raw-size",
-        InputError::RawArgs { .. } => "raw-args",
         InputError::Layout { .. } => "layout",
     }
 }

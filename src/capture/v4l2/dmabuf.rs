@@ -30,13 +30,13 @@ type ImportMemoryArm = unsafe extern "C" fn(
 ) -> cl_mem;
 
 /// `clImportMemoryARM` of the GPU's platform.
-pub struct DmabufImporter {
+pub(crate) struct DmabufImporter {
     import: ImportMemoryArm,
 }
 
 impl DmabufImporter {
     /// The importer, or why the platform cannot import dma-bufs.
-    pub fn for_gpu(gpu: &Gpu) -> Result<DmabufImporter, String> {
+    pub(crate) fn for_gpu(gpu: &Gpu) -> Result<DmabufImporter, String> {
         let platform: cl_platform_id = gpu
             .device
             .platform()
