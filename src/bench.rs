@@ -37,6 +37,7 @@ pub(crate) fn bytes_moved(width: u32, height: u32) -> ([u64; Stage::ALL.len()], 
         2 * n + 4,         // binarize: luma and threshold in, mask out
         3 * n + 20 * m,    // integral: luma, edges, mask in; u32, u64, u32, u32 images out
         4 * 4 * 4 + 4 * 8, // regions (the whole frame only): 16 corners of 4 images, 4 sums
+        n + 256 * 4,       // health: gradient magnitude in, 256 counts out
     ];
     // Pipeline: frame in; dx, dy, magnitude, edge mask, mask and the integrals out. A grey
     // frame packed at stride = width is its own luma image: no luma needs writing.

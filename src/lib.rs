@@ -17,6 +17,7 @@ pub mod config;
 pub mod daemon;
 pub(crate) mod files;
 pub mod frame;
+pub mod health;
 pub mod input;
 pub mod mailbox;
 pub mod metrics;

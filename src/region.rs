@@ -70,6 +70,29 @@ impl Region {
     }
 }
 
+/// The cells of a `cols` x `rows` grid over a `width` x `height` frame, row by row: cell
+/// edges at `i * width / cols`, so the cells tile the frame exactly. At most one cell per
+/// pixel on each side.
+pub fn grid(width: u32, height: u32, cols: u32, rows: u32) -> Vec<Region> {
+    let (cols, rows) = (cols.clamp(1, width.max(1)), rows.clamp(1, height.max(1)));
+    let edge = |i: u32, n: u32, side: u32| (u64::from(i) * u64::from(side) / u64::from(n)) as u32;
+    let mut cells = Vec::with_capacity((cols * rows) as usize);
+    for r in 0..rows {
+        let (y0, y1) = (edge(r, rows, height), edge(r + 1, rows, height));
+        for c in 0..cols {
+            let (x0, x1) = (edge(c, cols, width), edge(c + 1, cols, width));
+            cells.push(Region {
+                name: String::new(),
+                x: x0,
+                y: y0,
+                width: x1 - x0,
+                height: y1 - y0,
+            });
+        }
+    }
+    cells
+}
+
 impl FromStr for Region {
     type Err = RegionError;
     /// `NAME:X,Y,W,H`.
@@ -198,6 +221,27 @@ mod tests {
             Err(RegionError::Outside { .. })
         ));
         assert!(matches!(r("none:0,0,0,5"), Err(RegionError::Empty { .. })));
+    }
+
+    #[test]
+    fn a_grid_tiles_the_frame_exactly() {
+        for (w, h, cols, rows) in [(320, 240, 16, 12), (17, 3, 16, 12), (1, 1, 16, 12), (641, 479, 16, 12)] {
+            let cells = grid(w, h, cols, rows);
+            let (c, r) = (cols.min(w), rows.min(h));
+            assert_eq!(cells.len(), (c * r) as usize, "{w}x{h}");
+            let mut covered = vec![0u8; (w * h) as usize];
+            for cell in &cells {
+                assert!(cell.width >= 1 && cell.height >= 1, "{w}x{h}: {cell:?}");
+                for y in cell.y..cell.y + cell.height {
+                    for x in cell.x..cell.x + cell.width {
+                        covered[(y * w + x) as usize] += 1;
+                    }
+                }
+            }
+            assert!(covered.iter().all(|&n| n == 1), "{w}x{h}: every pixel in one cell");
+        }
+        let cells = grid(320, 240, 16, 12);
+        assert_eq!((cells[17].x, cells[17].y, cells[17].width, cells[17].height), (20, 20, 20, 20));
     }
 
     #[test]

@@ -79,8 +79,10 @@ pub(super) struct ReadBack {
     pub(super) results: Box<[u32; 257]>,
     /// Four sums per region, the whole frame first.
     pub(super) sums: Vec<u64>,
+    /// The gradient histogram, on the frames that count it.
+    pub(super) gradient: Box<[u32; 256]>,
     /// The last frame's read commands.
-    pub(super) events: [Option<Event>; 2],
+    pub(super) events: [Option<Event>; 3],
     /// A failure injected between the two reads, to test what a failed frame leaves.
     #[cfg(test)]
     pub(super) fail_between_reads: bool,
@@ -91,7 +93,8 @@ impl ReadBack {
         ReadBack {
             results: Box::new([0; 257]),
             sums: vec![0; sums],
-            events: [None, None],
+            gradient: Box::new([0; 256]),
+            events: [None, None, None],
             #[cfg(test)]
             fail_between_reads: false,
         }
@@ -102,7 +105,8 @@ impl ReadBack {
         self.sums.resize(len, 0);
     }
 
-    /// Enqueues non-blocking reads of `results` and `sums` behind the frame's kernels.
+    /// Enqueues non-blocking reads of `results`, `sums` and, when given, the gradient
+    /// histogram behind the frame's kernels.
     ///
     /// # Safety
     /// The queue must be finished before this memory is read, resized or freed: the
@@ -112,8 +116,9 @@ impl ReadBack {
         gpu: &Gpu,
         results: &Buffer<u32>,
         sums: &Buffer<u64>,
+        gradient: Option<&Buffer<u32>>,
     ) -> Result<(), ClError> {
-        self.events = [None, None];
+        self.events = [None, None, None];
         // SAFETY: 257 words into 257 words of heap memory the pipeline owns; the caller
         // keeps it alive, unresized and unread until the queue is finished.
         let read = unsafe {
@@ -137,6 +142,20 @@ impl ReadBack {
         }
         .call("clEnqueueReadBuffer(sums)")?;
         self.events[1] = Some(read);
+        if let Some(gradient) = gradient {
+            // SAFETY: 256 words into 256 words of heap memory the pipeline owns; as above.
+            let read = unsafe {
+                gpu.queue.enqueue_read_buffer(
+                    gradient,
+                    CL_NON_BLOCKING,
+                    0,
+                    &mut self.gradient[..],
+                    &[],
+                )
+            }
+            .call("clEnqueueReadBuffer(gradient histogram)")?;
+            self.events[2] = Some(read);
+        }
         Ok(())
     }
 
@@ -145,6 +164,7 @@ impl ReadBack {
     /// rather than a write into freed memory.
     pub(super) fn abandon(&mut self) {
         Box::leak(std::mem::replace(&mut self.results, Box::new([0; 257])));
+        Box::leak(std::mem::replace(&mut self.gradient, Box::new([0; 256])));
         let len = self.sums.len();
         std::mem::replace(&mut self.sums, vec![0; len]).leak();
     }
@@ -194,4 +214,6 @@ pub(super) struct DeviceImages {
     pub(super) hist: Buffer<u32>,
     /// The counts and, at index 256, the threshold: what the host reads of both.
     pub(super) results: Buffer<u32>,
+    /// The gradient magnitude's counts, cleared before each frame that counts them.
+    pub(super) gradient_hist: Buffer<u32>,
 }

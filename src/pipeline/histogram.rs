@@ -79,8 +79,8 @@ impl HistogramStage {
         // SAFETY: the arguments are histogram.cl's (src, src_stride, width, height, hist), with
         // src_stride = width. Work-items stride over the width * height = `pixels()` bytes of
         // `src` (whole uchar16s, then a byte at a time for the tail) and add to the 256 counts
-        // of `hist`. The pipeline, the only caller, passes its luma of `pixels()` bytes (or a
-        // grey slot of at least that) and its 256-count buffer, made for the one layout it was
+        // of `hist`. The pipeline, the only caller, passes its luma or gradient magnitude of
+        // `pixels()` bytes (or a grey slot of at least that) and a 256-count buffer, made for the one layout it was
         // built for and always passes.
         unsafe {
             launch(

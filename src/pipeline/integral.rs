@@ -60,8 +60,10 @@ pub(super) struct IntegralStage {
     sqsum: DeviceImage<u64>,
     edges: DeviceImage<u32>,
     foreground: DeviceImage<u32>,
-    /// The whole frame, then the configured regions.
+    /// The whole frame, then the configured regions, then the health grid's cells.
     regions: Vec<Region>,
+    /// How many of `regions` are grid cells (at the end).
+    cells: usize,
     rects: Buffer<u32>,
     sums: Buffer<u64>,
 }
@@ -139,10 +141,11 @@ impl IntegralStage {
             edges: DeviceImage::new(gpu, len)?,
             foreground: DeviceImage::new(gpu, len)?,
             regions: Vec::new(),
+            cells: 0,
             rects: device_buffer(gpu, 4)?,
             sums: device_buffer(gpu, 4)?,
         };
-        stage.set_regions(gpu, layout, regions)?;
+        stage.set_regions(gpu, layout, regions, &[])?;
         Ok(stage)
     }
 
@@ -151,8 +154,9 @@ impl IntegralStage {
         gpu: &Gpu,
         layout: &FrameLayout,
         regions: &[Region],
+        cells: &[Region],
     ) -> Result<(), PipelineError> {
-        for r in regions {
+        for r in regions.iter().chain(cells) {
             r.validate(layout)?;
         }
         let whole = Region {
@@ -164,6 +168,7 @@ impl IntegralStage {
         };
         let all: Vec<Region> = std::iter::once(whole)
             .chain(regions.iter().cloned())
+            .chain(cells.iter().cloned())
             .collect();
         let rects: Vec<u32> = all
             .iter()
@@ -174,7 +179,13 @@ impl IntegralStage {
         self.sums = device_buffer(gpu, rects.len())?;
         self.rects = rect_buf;
         self.regions = all;
+        self.cells = cells.len();
         Ok(())
+    }
+
+    /// The configured regions (without the whole frame and the grid cells).
+    pub(super) fn configured_regions(&self) -> &[Region] {
+        &self.regions[1..self.regions.len() - self.cells]
     }
 
     /// Enqueues the integrals of luma, of the edge mask and of the foreground mask, handing
@@ -397,14 +408,17 @@ impl IntegralStage {
         4 * self.regions.len()
     }
 
-    /// Fills the whole frame's and each configured region's statistics from `sums`, read
-    /// back from [`IntegralStage::sums`], reusing `regions`' allocations.
+    /// Fills the whole frame's, each configured region's and each grid cell's statistics
+    /// from `sums`, read back from [`IntegralStage::sums`], reusing `regions`' and
+    /// `cells`' allocations.
     pub(super) fn fill_regions(
         &self,
         sums: &[u64],
         frame: &mut RegionStats,
         regions: &mut Vec<(Region, RegionStats)>,
+        cells: &mut Vec<RegionStats>,
     ) {
+        let configured = self.regions.len() - 1 - self.cells;
         let mut stats = self.regions.iter().zip(sums.chunks_exact(4)).map(|(r, s)| {
             let st = RegionStats {
                 area: u64::from(r.width) * u64::from(r.height),
@@ -419,8 +433,8 @@ impl IntegralStage {
             .next()
             .expect("the whole frame is always the first region");
         *frame = whole;
-        regions.truncate(self.regions.len() - 1);
-        for (i, (r, st)) in stats.enumerate() {
+        regions.truncate(configured);
+        for (i, (r, st)) in stats.by_ref().take(configured).enumerate() {
             match regions.get_mut(i) {
                 Some((region, stats)) => {
                     // Field by field: String::clone_from reuses the name's allocation (a
@@ -433,6 +447,8 @@ impl IntegralStage {
                 None => regions.push((r.clone(), st)),
             }
         }
+        cells.clear();
+        cells.extend(stats.map(|(_, st)| st));
     }
 
     /// Whether each integral image's guard band is intact, by name.

@@ -97,7 +97,19 @@ pub struct Pipeline {
     hist_zeroed: bool,
     /// Where the small results are read back to.
     read_back: ReadBack,
+    /// The camera-health grid's columns and rows and its cells, measured on every frame
+    /// beside the configured regions; none until [`Pipeline::set_health_grid`].
+    grid: (u32, u32),
+    cells: Vec<Region>,
+    /// Frames processed, to count the gradient histogram on every
+    /// [`GRADIENT_SAMPLE_FRAMES`]th.
+    frames: u64,
 }
+
+/// The gradient histogram is counted on one frame in this many: the health detectors
+/// that read it need a few samples a second, and counting it on every frame would cost
+/// as much as the luma histogram.
+pub const GRADIENT_SAMPLE_FRAMES: u64 = 4;
 
 impl Pipeline {
     /// Builds the kernels and allocates the buffers for frames of `layout`, with the work
@@ -132,6 +144,7 @@ impl Pipeline {
             mask: DeviceImage::new(gpu, n)?,
             hist: device_buffer(gpu, 256)?,
             results: device_buffer(gpu, 257)?,
+            gradient_hist: device_buffer(gpu, 256)?,
         };
         Ok(Pipeline {
             layout,
@@ -148,6 +161,9 @@ impl Pipeline {
                 && layout.stride == layout.width,
             hist_zeroed: false,
             read_back,
+            grid: (0, 0),
+            cells: Vec::new(),
+            frames: 0,
         })
     }
 
@@ -166,8 +182,34 @@ impl Pipeline {
 
     /// Replaces the regions measured on each frame.
     pub fn set_regions(&mut self, gpu: &Gpu, regions: &[Region]) -> Result<(), PipelineError> {
-        self.integral.set_regions(gpu, &self.layout, regions)?;
+        self.integral
+            .set_regions(gpu, &self.layout, regions, &self.cells)?;
         self.read_back.resize_sums(self.integral.sums_len());
+        Ok(())
+    }
+
+    /// Measures a `cols` x `rows` grid of cells over the frame on every frame and the
+    /// gradient histogram on every few, for the camera-health detectors; `None` stops
+    /// both. Grids finer than the frame get one cell per pixel on that side.
+    pub fn set_health_grid(
+        &mut self,
+        gpu: &Gpu,
+        grid: Option<(u32, u32)>,
+    ) -> Result<(), PipelineError> {
+        let (w, h) = (self.layout.width, self.layout.height);
+        let cells = match grid {
+            Some((cols, rows)) => crate::region::grid(w, h, cols, rows),
+            None => Vec::new(),
+        };
+        let configured = self.integral.configured_regions().to_vec();
+        self.integral
+            .set_regions(gpu, &self.layout, &configured, &cells)?;
+        self.read_back.resize_sums(self.integral.sums_len());
+        self.grid = match grid {
+            Some((cols, rows)) => (cols.clamp(1, w), rows.clamp(1, h)),
+            None => (0, 0),
+        };
+        self.cells = cells;
         Ok(())
     }
 
@@ -210,7 +252,9 @@ impl Pipeline {
         // However this ends, the queue is finished before it returns or unwinds: the
         // device may be writing into `read_back` until then.
         let drain = QueueDrain::new(gpu);
-        let enqueued = self.enqueue_frame(gpu, slot);
+        let gradient = !self.cells.is_empty() && self.frames % GRADIENT_SAMPLE_FRAMES == 0;
+        self.frames = self.frames.wrapping_add(1);
+        let enqueued = self.enqueue_frame(gpu, slot, gradient);
         let finished = drain.finish();
         if finished.is_err() {
             self.read_back.abandon();
@@ -221,8 +265,17 @@ impl Pipeline {
         let l = self.layout;
         let read = &self.read_back;
         result.histogram.copy_from_slice(&read.results[..256]);
-        self.integral
-            .fill_regions(&read.sums, &mut result.frame, &mut result.regions);
+        self.integral.fill_regions(
+            &read.sums,
+            &mut result.frame,
+            &mut result.regions,
+            &mut result.cells,
+        );
+        result.grid = self.grid;
+        result.gradient_sampled = gradient;
+        if gradient {
+            result.gradient_histogram.copy_from_slice(&read.gradient[..]);
+        }
 
         let mut timings = StageTimings::default();
         let (mut first, mut last) = (u64::MAX, 0);
@@ -246,7 +299,12 @@ impl Pipeline {
     /// Enqueues every stage's kernels on the frame in `slot` and the reads of the small
     /// results behind them, without waiting. The caller finishes the queue, whatever
     /// this returns, before touching `read_back`.
-    fn enqueue_frame(&mut self, gpu: &Gpu, slot: &FrameSlot) -> Result<(), PipelineError> {
+    fn enqueue_frame(
+        &mut self,
+        gpu: &Gpu,
+        slot: &FrameSlot,
+        gradient: bool,
+    ) -> Result<(), PipelineError> {
         let l = self.layout;
         let b = &self.bufs;
         let events = &mut self.events;
@@ -275,6 +333,20 @@ impl Pipeline {
                 )
                 .stage(Stage::Sobel)?,
         ));
+        if gradient {
+            events.push((
+                Stage::Health,
+                self.histogram
+                    .enqueue_clear(gpu, &b.gradient_hist)
+                    .stage(Stage::Health)?,
+            ));
+            events.push((
+                Stage::Health,
+                self.histogram
+                    .enqueue(gpu, &b.magnitude.buf, &l, &b.gradient_hist)
+                    .stage(Stage::Health)?,
+            ));
+        }
         if !self.hist_zeroed {
             events.push((
                 Stage::Histogram,
@@ -320,7 +392,12 @@ impl Pipeline {
         // it while `process_into` holds the pipeline.
         unsafe {
             self.read_back
-                .enqueue(gpu, &b.results, self.integral.sums())
+                .enqueue(
+                    gpu,
+                    &b.results,
+                    self.integral.sums(),
+                    gradient.then_some(&b.gradient_hist),
+                )
                 .stage(Stage::Regions)
         }
     }

@@ -5,6 +5,7 @@ use std::fmt;
 use std::ops::Deref;
 
 use super::buffers::read_buffer;
+#[allow(unused_imports)] // named in the docs
 use super::{Pipeline, PipelineError, StageTimings};
 use crate::cl::{FrameSlot, Gpu};
 use crate::region::{Region, RegionStats};
@@ -20,6 +21,14 @@ pub struct FrameResult {
     pub frame: RegionStats,
     /// The configured regions, in order.
     pub regions: Vec<(Region, RegionStats)>,
+    /// The camera-health grid: `grid.0` columns by `grid.1` rows of cells, row by row
+    /// (none, and `grid` 0 x 0, unless [`Pipeline::set_health_grid`] asked for them).
+    pub cells: Vec<RegionStats>,
+    pub grid: (u32, u32),
+    /// The histogram of the gradient magnitude, when `gradient_sampled`: it is counted on
+    /// every few frames only, and only with a health grid.
+    pub gradient_histogram: [u32; 256],
+    pub gradient_sampled: bool,
     pub timings: StageTimings,
 }
 
@@ -33,6 +42,10 @@ impl FrameResult {
             otsu_threshold: 0,
             frame: RegionStats::default(),
             regions: Vec::new(),
+            cells: Vec::new(),
+            grid: (0, 0),
+            gradient_histogram: [0; 256],
+            gradient_sampled: false,
             timings: StageTimings::default(),
         }
     }

@@ -10,10 +10,12 @@ pub enum Stage {
     Binarize,
     Integral,
     Regions,
+    /// The gradient histogram the camera-health detectors read, every few frames.
+    Health,
 }
 
 impl Stage {
-    pub const ALL: [Stage; 7] = [
+    pub const ALL: [Stage; 8] = [
         Stage::Luma,
         Stage::Sobel,
         Stage::Histogram,
@@ -21,6 +23,7 @@ impl Stage {
         Stage::Binarize,
         Stage::Integral,
         Stage::Regions,
+        Stage::Health,
     ];
 
     pub fn name(self) -> &'static str {
@@ -32,6 +35,7 @@ impl Stage {
             Stage::Binarize => "binarize",
             Stage::Integral => "integral",
             Stage::Regions => "regions",
+            Stage::Health => "health",
         }
     }
 }
@@ -73,13 +77,13 @@ mod tests {
     #[test]
     fn median_per_stage() {
         let runs = [
-            StageTimings([5, 1, 9, 0, 0, 0, 2]),
-            StageTimings([1, 2, 8, 0, 0, 0, 2]),
-            StageTimings([3, 3, 7, 0, 0, 4, 2]),
+            StageTimings([5, 1, 9, 0, 0, 0, 2, 0]),
+            StageTimings([1, 2, 8, 0, 0, 0, 2, 6]),
+            StageTimings([3, 3, 7, 0, 0, 4, 2, 0]),
         ];
         assert_eq!(
             StageTimings::median(&runs),
-            StageTimings([3, 2, 8, 0, 0, 0, 2])
+            StageTimings([3, 2, 8, 0, 0, 0, 2, 0])
         );
         assert_eq!(StageTimings::median(&runs[..2]).0[0], 5);
         assert_eq!(StageTimings::median(&[]), StageTimings::default());

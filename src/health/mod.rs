@@ -1,0 +1,402 @@
+//! Camera health: is the camera still seeing what it should? Six detectors read each
+//! frame's results (the luma histogram, a gradient histogram counted on every few frames,
+//! and a 16 x 12 grid of cell sums from the integral images; no image is read back) and
+//! compare them with a baseline learned after start:
+//!
+//! - overexposed / underexposed: most pixels clipped at the bright / dark end;
+//! - covered: most pixels within 32 grey levels and most detailed cells gone flat;
+//! - frozen: the picture, sensor noise included, unchanged frame after frame;
+//! - moved: most cells no longer match the reference once a global gain is taken out;
+//! - defocus: the mean gradient, corrected for the light level, fallen well below the
+//!   baseline's.
+//!
+//! They are tried in that order and a frame counts for the first that holds: a black
+//! frame is underexposed, not also covered, moved and out of focus. Each has its own
+//! `ok` / `suspect` / `tampered` state ([`tracker`]). The baseline adapts slowly, and only
+//! while every state is ok.
+
+mod measures;
+mod settings;
+mod tracker;
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::pipeline::FrameResult;
+pub use measures::Measures;
+pub use settings::HealthSettings;
+pub use tracker::{Change, State};
+use tracker::Tracker;
+
+/// The grid of cells the pipeline measures for the detectors.
+pub const GRID: (u32, u32) = (16, 12);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Overexposed,
+    Underexposed,
+    Covered,
+    Frozen,
+    Moved,
+    Defocus,
+}
+
+impl Kind {
+    /// In the order the detectors are tried.
+    pub const ALL: [Kind; 6] = [
+        Kind::Overexposed,
+        Kind::Underexposed,
+        Kind::Covered,
+        Kind::Frozen,
+        Kind::Moved,
+        Kind::Defocus,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Overexposed => "overexposed",
+            Kind::Underexposed => "underexposed",
+            Kind::Covered => "covered",
+            Kind::Frozen => "frozen",
+            Kind::Moved => "moved",
+            Kind::Defocus => "defocus",
+        }
+    }
+}
+
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What `/api/v1/latest` and the status page show of a camera's health.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HealthReport {
+    /// `learning`, or the worst of the detectors' states.
+    pub state: &'static str,
+    pub learning: bool,
+    /// The focus measure as a share of the baseline's (none while learning).
+    pub sharpness: Option<f64>,
+    /// The share of the grid's cells that no longer match the reference (none while
+    /// learning).
+    pub scene_change: Option<f64>,
+    pub clipped_dark: f64,
+    pub clipped_bright: f64,
+    /// Mean luma as a share of the baseline's (none while learning).
+    pub mean_luma_ratio: Option<f64>,
+    pub histogram_band: f64,
+    pub flat_cells: Option<f64>,
+    /// How long the picture has not changed at all.
+    pub unchanged_seconds: f64,
+    /// Each kind's state, in [`Kind::ALL`] order (an object of kind -> state in JSON).
+    #[serde(serialize_with = "kinds_as_object")]
+    pub kinds: [(Kind, State); 6],
+}
+
+impl Default for HealthReport {
+    fn default() -> Self {
+        HealthReport {
+            state: "learning",
+            learning: true,
+            sharpness: None,
+            scene_change: None,
+            clipped_dark: 0.0,
+            clipped_bright: 0.0,
+            mean_luma_ratio: None,
+            histogram_band: 0.0,
+            flat_cells: None,
+            unchanged_seconds: 0.0,
+            kinds: Kind::ALL.map(|k| (k, State::Ok)),
+        }
+    }
+}
+
+fn kinds_as_object<S: serde::Serializer>(
+    kinds: &[(Kind, State); 6],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut map = s.serialize_map(Some(kinds.len()))?;
+    for (kind, state) in kinds {
+        map.serialize_entry(kind.name(), state.name())?;
+    }
+    map.end()
+}
+
+/// What the baseline holds: the learned view.
+#[derive(Clone, Debug, Default)]
+struct Baseline {
+    mean: f64,
+    gradient: f64,
+    cell_means: Vec<f64>,
+    cell_stddevs: Vec<f64>,
+}
+
+/// Sums over the learning period.
+#[derive(Clone, Debug, Default)]
+struct Learning {
+    started: Option<Instant>,
+    frames: u32,
+    mean: f64,
+    gradient: f64,
+    gradients: u32,
+    cell_means: Vec<f64>,
+    cell_stddevs: Vec<f64>,
+}
+
+impl Learning {
+    fn add(&mut self, m: &Measures, at: Instant) {
+        self.started.get_or_insert(at);
+        if self.cell_means.len() != m.cell_means.len() {
+            self.cell_means = vec![0.0; m.cell_means.len()];
+            self.cell_stddevs = vec![0.0; m.cell_means.len()];
+        }
+        self.frames += 1;
+        self.mean += m.mean;
+        if let Some(g) = m.gradient {
+            self.gradient += g;
+            self.gradients += 1;
+        }
+        for (sum, v) in self.cell_means.iter_mut().zip(&m.cell_means) {
+            *sum += v;
+        }
+        for (sum, v) in self.cell_stddevs.iter_mut().zip(&m.cell_stddevs) {
+            *sum += v;
+        }
+    }
+
+    /// The baseline, once the period is over and a gradient was seen.
+    fn learned(&self, at: Instant, period: Duration) -> Option<Baseline> {
+        let started = self.started?;
+        if at.saturating_duration_since(started) < period || self.gradients == 0 {
+            return None;
+        }
+        let n = f64::from(self.frames);
+        Some(Baseline {
+            mean: self.mean / n,
+            gradient: self.gradient / f64::from(self.gradients),
+            cell_means: self.cell_means.iter().map(|s| s / n).collect(),
+            cell_stddevs: self.cell_stddevs.iter().map(|s| s / n).collect(),
+        })
+    }
+}
+
+/// What [`Health::update`] saw change on a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    Learned,
+    Tampered(Kind),
+    Cleared(Kind),
+}
+
+/// One camera's detectors, fed every published frame.
+pub struct Health {
+    settings: HealthSettings,
+    size: (u32, u32, usize),
+    learning: Learning,
+    baseline: Option<Baseline>,
+    measures: Measures,
+    /// The last gradient sample, corrected for the light level, as a share of the
+    /// baseline's: frames without a sample keep it.
+    sharpness: Option<f64>,
+    last_frame: Option<Instant>,
+    last_fingerprint: Option<u64>,
+    unchanged_since: Option<Instant>,
+    unchanged_frames: u32,
+    trackers: [Tracker; 6],
+    report: HealthReport,
+    events: Vec<Event>,
+    scratch: Vec<f64>,
+}
+
+impl Health {
+    pub fn new(settings: HealthSettings) -> Health {
+        Health {
+            settings,
+            size: (0, 0, 0),
+            learning: Learning::default(),
+            baseline: None,
+            measures: Measures::default(),
+            sharpness: None,
+            last_frame: None,
+            last_fingerprint: None,
+            unchanged_since: None,
+            unchanged_frames: 0,
+            trackers: [Tracker::default(); 6],
+            report: HealthReport::default(),
+            events: Vec::with_capacity(8),
+            scratch: Vec::new(),
+        }
+    }
+
+    pub fn settings(&self) -> &HealthSettings {
+        &self.settings
+    }
+
+    /// New settings from a reload; changed ones learn the baseline again.
+    pub fn set_settings(&mut self, settings: HealthSettings) {
+        if settings != self.settings {
+            *self = Health::new(settings);
+        }
+    }
+
+    pub fn report(&self) -> &HealthReport {
+        &self.report
+    }
+
+    /// Reads one frame captured at `at`; returns what changed.
+    pub fn update(&mut self, r: &FrameResult, at: Instant) -> &[Event] {
+        self.events.clear();
+        let size = (r.width, r.height, r.cells.len());
+        if size != self.size {
+            // Another size or grid: the learned view no longer applies.
+            let settings = self.settings;
+            *self = Health::new(settings);
+            self.size = size;
+        }
+        self.measures.fill(r);
+        let m = &self.measures;
+        let dt = self
+            .last_frame
+            .map_or(Duration::ZERO, |t| at.saturating_duration_since(t));
+        self.last_frame = Some(at);
+
+        let now = m.fingerprint;
+        if self.last_fingerprint == Some(now) {
+            self.unchanged_frames += 1;
+            self.unchanged_since.get_or_insert(at);
+        } else {
+            self.unchanged_frames = 0;
+            self.unchanged_since = None;
+        }
+        self.last_fingerprint = Some(now);
+
+        if self.baseline.is_none() {
+            self.learning.add(m, at);
+            let period = Duration::from_secs_f64(self.settings.learning_seconds);
+            if let Some(b) = self.learning.learned(at, period) {
+                self.baseline = Some(b);
+                self.events.push(Event::Learned);
+            }
+        }
+        let holds = self.conditions(at);
+        let s = &self.settings;
+        let (confirm, clear) = (
+            Duration::from_secs_f64(s.confirm_seconds),
+            Duration::from_secs_f64(s.clear_seconds),
+        );
+        for (i, kind) in Kind::ALL.into_iter().enumerate() {
+            match self.trackers[i].step(holds[i], at, confirm, clear) {
+                Some(Change::Tampered) => self.events.push(Event::Tampered(kind)),
+                Some(Change::Cleared) => self.events.push(Event::Cleared(kind)),
+                None => {}
+            }
+        }
+        if self.trackers.iter().all(|t| t.state == State::Ok) {
+            self.adapt(dt);
+        }
+        self.fill_report(at);
+        &self.events
+    }
+}
+
+impl Health {
+    /// Whether each kind's condition holds on this frame, in [`Kind::ALL`] order; the
+    /// first that holds takes the frame.
+    fn conditions(&mut self, at: Instant) -> [bool; 6] {
+        let s = self.settings;
+        let m = &self.measures;
+        let mut holds = [false; 6];
+        let unchanged = self.unchanged_since.is_some_and(|since| {
+            self.unchanged_frames >= 2
+                && at.saturating_duration_since(since).as_secs_f64() >= s.frozen_seconds
+        });
+        let (mut covered, mut moved, mut defocus) = (false, false, false);
+        if let Some(b) = &self.baseline {
+            if let Some(g) = m.gradient {
+                // A gain on the light scales gradients as much as the mean: take it out.
+                let light = (m.mean / b.mean.max(1.0)).max(0.05);
+                self.sharpness = (b.gradient > 0.5).then(|| g / b.gradient / light);
+            }
+            let flat = measures::flat_cells(&m.cell_stddevs, &b.cell_stddevs);
+            covered = m.band >= s.covered_histogram_band && flat >= s.covered_flat_cells;
+            let change = measures::scene_change(&m.cell_means, &b.cell_means, &mut self.scratch);
+            moved = change >= s.moved_scene_change;
+            defocus = self.sharpness.is_some_and(|v| v <= s.defocus_sharpness);
+            self.report.flat_cells = Some(flat);
+            self.report.scene_change = Some(change);
+            self.report.mean_luma_ratio = Some(m.mean / b.mean.max(1.0));
+        }
+        let candidates = [
+            m.bright >= s.clipped_ratio,
+            m.dark >= s.clipped_ratio,
+            covered,
+            unchanged,
+            moved,
+            defocus,
+        ];
+        if let Some(first) = candidates.iter().position(|&c| c) {
+            holds[first] = true;
+        }
+        holds
+    }
+
+    /// Lets the baseline follow slow changes (dusk, a parked car): an average with a time
+    /// constant of `adapt_seconds`.
+    fn adapt(&mut self, dt: Duration) {
+        let Some(b) = self.baseline.as_mut() else {
+            return;
+        };
+        let m = &self.measures;
+        let a = (dt.as_secs_f64() / self.settings.adapt_seconds).min(1.0);
+        let follow = |base: &mut f64, v: f64| *base += a * (v - *base);
+        follow(&mut b.mean, m.mean);
+        if let Some(g) = m.gradient {
+            // Sampled on every few frames: a step for each frame since the last sample.
+            let a = (a * crate::pipeline::GRADIENT_SAMPLE_FRAMES as f64).min(1.0);
+            b.gradient += a * (g - b.gradient);
+        }
+        for (base, v) in b.cell_means.iter_mut().zip(&m.cell_means) {
+            follow(base, *v);
+        }
+        for (base, v) in b.cell_stddevs.iter_mut().zip(&m.cell_stddevs) {
+            follow(base, *v);
+        }
+    }
+
+    fn fill_report(&mut self, at: Instant) {
+        let learning = self.baseline.is_none();
+        let r = &mut self.report;
+        let m = &self.measures;
+        for (slot, (kind, tracker)) in r
+            .kinds
+            .iter_mut()
+            .zip(Kind::ALL.into_iter().zip(&self.trackers))
+        {
+            *slot = (kind, tracker.state);
+        }
+        let worst = self.trackers.iter().map(|t| t.state).max_by_key(|s| *s as u8);
+        r.state = if learning {
+            "learning"
+        } else {
+            worst.unwrap_or_default().name()
+        };
+        r.learning = learning;
+        r.clipped_dark = m.dark;
+        r.clipped_bright = m.bright;
+        r.histogram_band = m.band;
+        r.sharpness = if learning { None } else { self.sharpness };
+        if learning {
+            (r.scene_change, r.flat_cells, r.mean_luma_ratio) = (None, None, None);
+        }
+        r.unchanged_seconds = self
+            .unchanged_since
+            .map_or(0.0, |t| at.saturating_duration_since(t).as_secs_f64());
+    }
+}
+
+#[cfg(test)]
+mod tests;
