@@ -37,6 +37,7 @@ fn a_publisher_that_never_reads_costs_frames_not_the_camera() {
         source: "pattern:32x24@50".parse().expect("spec"),
         options: PipelineOptions::default(),
         regions: Vec::new(),
+        health: edgesight::health::HealthSettings::default(),
     };
     let metrics = Arc::new(Metrics::new());
     let stop = Arc::new(AtomicBool::new(false));

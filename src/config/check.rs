@@ -12,6 +12,7 @@ use super::{flag, ConfigError, Doc, Overrides};
 use crate::capture::{IoMode, SourceKind, SourcePart, SourceParts, SourceSpec};
 use crate::cl::DeviceSpec;
 use crate::frame::{FrameLayout, PixelFormat, Size};
+use crate::health::HealthSettings;
 use crate::pipeline::{Border, Magnitude, PipelineOptions};
 use crate::region::Region;
 
@@ -60,6 +61,7 @@ pub(super) fn check(
                 source: source.clone(),
                 options: PipelineOptions::default(),
                 regions: Vec::new(),
+                health: HealthSettings::default(),
             }),
             1 => {
                 let camera = &mut cameras[0];
@@ -88,6 +90,7 @@ pub(super) fn check(
             source: SourceSpec::default_pattern(),
             options: PipelineOptions::default(),
             regions: Vec::new(),
+            health: HealthSettings::default(),
         });
     }
     Ok(Settings {
@@ -193,6 +196,15 @@ fn check_camera(
         }
         regions.push(region);
     }
+    let health = match &c.health {
+        Some(h) => {
+            h.get_ref().check().map_err(|(key, message)| {
+                doc.at(h.span(), &format!("camera.health.{key}"), message)
+            })?;
+            *h.get_ref()
+        }
+        None => HealthSettings::default(),
+    };
     Ok(CameraSettings {
         name: name.clone(),
         device: c
@@ -207,6 +219,7 @@ fn check_camera(
             edge_threshold,
         },
         regions,
+        health,
     })
 }
 

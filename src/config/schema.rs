@@ -10,6 +10,7 @@ use toml::Spanned;
 pub use crate::capture::SourceKind;
 use crate::capture::SourceSpec;
 use crate::cl::DeviceSpec;
+use crate::health::HealthSettings;
 use crate::pipeline::PipelineOptions;
 use crate::region::Region;
 pub use crate::server::WebSettings;
@@ -118,6 +119,7 @@ pub(crate) struct CameraConfig {
     pub pipeline: PipelineConfig,
     #[serde(default, rename = "roi")]
     pub rois: Vec<Spanned<RoiConfig>>,
+    pub health: Option<Spanned<HealthSettings>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -181,4 +183,5 @@ pub struct CameraSettings {
     pub source: SourceSpec,
     pub options: PipelineOptions,
     pub regions: Vec<Region>,
+    pub health: HealthSettings,
 }

@@ -22,6 +22,7 @@ use crate::capture::{self, FrameSource, Next, SourceSpec};
 use crate::cl::Gpu;
 use crate::config::CameraSettings;
 use crate::frame::FrameLayout;
+use crate::health::{self, HealthSettings};
 use crate::mailbox::{Snapshot, SnapshotReply, SourceInfo};
 use crate::pipeline::{FrameResult, Pipeline, PipelineOptions, Processed};
 use crate::region::Region;
@@ -38,6 +39,9 @@ const POLL: Duration = Duration::from_millis(100);
 pub struct Published {
     pub result: FrameResult,
     pub options: PipelineOptions,
+    /// The camera's health settings as of this frame: a reload reaches the publisher's
+    /// detectors with the frames that follow it.
+    pub health: HealthSettings,
     pub sequence: u64,
     pub captured: Instant,
     pub source: Arc<SourceInfo>,
@@ -47,6 +51,7 @@ pub struct Published {
 pub struct Reload {
     pub options: PipelineOptions,
     pub regions: Vec<Region>,
+    pub health: HealthSettings,
     pub reply: oneshot::Sender<Result<(), String>>,
 }
 
@@ -142,8 +147,17 @@ fn build_pipeline(gpu: &Gpu, layout: FrameLayout, settings: &CameraSettings) -> 
             )
         })?;
     }
-    Pipeline::new(gpu, layout, settings.options, &settings.regions)
-        .context("setting up the pipeline")
+    let mut pipeline = Pipeline::new(gpu, layout, settings.options, &settings.regions)
+        .context("setting up the pipeline")?;
+    pipeline
+        .set_health_grid(gpu, health_grid(&settings.health))
+        .context("setting up the health grid")?;
+    Ok(pipeline)
+}
+
+/// The cells the pipeline measures for the health detectors, when they run.
+fn health_grid(settings: &HealthSettings) -> Option<(u32, u32)> {
+    settings.enabled.then_some(health::GRID)
 }
 
 /// Runs an open camera until the stop flag is set (`Ok`) or it fails (`Err`: an OpenCL
@@ -176,7 +190,7 @@ fn run_opened(
     while !links.stopped() {
         links.state.turn();
         while let Ok(reload) = links.reloads.try_recv() {
-            let outcome = apply(&mut cam, settings, &reload.options, &reload.regions);
+            let outcome = apply(&mut cam, settings, &reload);
             let _ = reload.reply.send(outcome);
         }
         let next = cam.source.next_frame(&cam.gpu, POLL)?;
@@ -235,6 +249,7 @@ fn run_opened(
         let published = Published {
             result,
             options: settings.options,
+            health: settings.health,
             sequence,
             captured,
             source: Arc::clone(&cam.describe),
@@ -246,25 +261,27 @@ fn run_opened(
     Ok(())
 }
 
-/// Takes new options and regions; they also stay in `settings` for a reopened camera.
-fn apply(
-    cam: &mut Camera,
-    settings: &mut CameraSettings,
-    options: &PipelineOptions,
-    regions: &[Region],
-) -> Result<(), String> {
+/// Takes new options, regions and health settings; they also stay in `settings` for a
+/// reopened camera.
+fn apply(cam: &mut Camera, settings: &mut CameraSettings, reload: &Reload) -> Result<(), String> {
     if let Some(pipeline) = cam.pipeline.as_mut() {
         let layout = *pipeline.layout();
-        for r in regions {
+        for r in &reload.regions {
             r.validate(&layout).map_err(|e| e.to_string())?;
         }
         pipeline
-            .set_regions(&cam.gpu, regions)
+            .set_regions(&cam.gpu, &reload.regions)
             .map_err(|e| format!("{e:#}"))?;
-        pipeline.set_options(*options);
+        if reload.health.enabled != settings.health.enabled {
+            pipeline
+                .set_health_grid(&cam.gpu, health_grid(&reload.health))
+                .map_err(|e| format!("{e:#}"))?;
+        }
+        pipeline.set_options(reload.options);
     }
-    settings.options = *options;
-    settings.regions = regions.to_vec();
+    settings.options = reload.options;
+    settings.regions = reload.regions.clone();
+    settings.health = reload.health;
     Ok(())
 }
 
@@ -402,6 +419,7 @@ mod tests {
             source: "pattern:32x24@100".parse().expect("spec"),
             options,
             regions: Vec::new(),
+            health: crate::health::HealthSettings::default(),
         };
         let stop = Arc::new(AtomicBool::new(false));
         let (links, ends) = Links::new(Arc::clone(&stop), 4);

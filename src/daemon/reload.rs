@@ -111,6 +111,7 @@ async fn reload_inner(
             .send(Reload {
                 options: c.options,
                 regions: c.regions.clone(),
+                health: c.health,
                 reply,
             })
             .map_err(|_| anyhow!("camera '{}' is not running", c.name))?;

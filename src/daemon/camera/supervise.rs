@@ -218,6 +218,7 @@ mod tests {
             source: "pattern:32x24@100".parse().expect("spec"),
             options: PipelineOptions::default(),
             regions: Vec::new(),
+            health: crate::health::HealthSettings::default(),
         };
         let stop = Arc::new(AtomicBool::new(false));
         let (links, ends) = Links::new(Arc::clone(&stop), 4);
