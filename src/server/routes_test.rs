@@ -16,7 +16,7 @@ use tokio::sync::watch;
 use super::auth::Auth;
 use super::routes::{self, CameraView, State};
 use super::WebSettings;
-use crate::mailbox::{Latest, Snapshot, SnapshotReply, SourceInfo};
+use crate::mailbox::{Activity, Latest, Snapshot, SnapshotReply, SourceInfo};
 use crate::metrics::Metrics;
 use crate::pipeline::{FrameResult, PipelineOptions};
 
@@ -33,24 +33,38 @@ fn web(snapshots: bool) -> WebSettings {
     }
 }
 
-/// A camera that has published frame 7 of 4x2 pixels and answers snapshot requests.
-fn published(name: &str) -> CameraView {
-    let result = FrameResult {
-        width: 4,
-        height: 2,
-        otsu_threshold: 99,
-        ..FrameResult::empty()
-    };
-    let (_tx, latest) = watch::channel(Some(Arc::new(Latest {
+/// Frame 7 of 4x2 pixels, published at 29.5 fps after six frames were dropped.
+fn frame_seven() -> Latest {
+    Latest {
         sequence: 7,
         published: Instant::now(),
-        result,
+        result: FrameResult {
+            width: 4,
+            height: 2,
+            otsu_threshold: 99,
+            ..FrameResult::empty()
+        },
         options: PipelineOptions::default(),
         source: Arc::new(SourceInfo {
             format: "GREY",
             device: "fake".into(),
         }),
-    })));
+        activity: Activity {
+            fps: 29.5,
+            dropped: [3, 0, 0, 1],
+            backlog: 2,
+        },
+    }
+}
+
+/// A camera that has published frame 7 and answers snapshot requests.
+fn published(name: &str) -> CameraView {
+    showing(name, frame_seven())
+}
+
+/// A camera that has published `latest` and answers snapshot requests (4x2 pictures).
+fn showing(name: &str, latest: Latest) -> CameraView {
+    let (_tx, latest) = watch::channel(Some(Arc::new(latest)));
     let (requests, taken) = mpsc::channel::<SnapshotReply>();
     std::thread::spawn(move || {
         for reply in taken {
