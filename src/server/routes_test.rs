@@ -16,6 +16,8 @@ use tokio::sync::watch;
 use super::auth::Auth;
 use super::routes::{self, CameraView, State};
 use super::WebSettings;
+use crate::capture::{CaptureStats, DropReason};
+use crate::daemon::camera_metrics::CameraFamilies;
 use crate::mailbox::{Activity, Latest, Snapshot, SnapshotReply, SourceInfo};
 use crate::metrics::Metrics;
 use crate::pipeline::{FrameResult, PipelineOptions};
@@ -99,6 +101,12 @@ fn state(web: WebSettings, auth: Auth) -> State {
         Arc::new(cameras),
         Arc::new(auth),
     )
+}
+
+/// No users, and `cameras` whose metrics are in `metrics`.
+fn open_on(metrics: Arc<Metrics>, cameras: Vec<CameraView>) -> State {
+    let auth = Auth::new(BTreeMap::new()).expect("no users");
+    State::new(web(true), metrics, Arc::new(cameras), Arc::new(auth))
 }
 
 fn open(snapshots: bool) -> State {
@@ -253,6 +261,20 @@ async fn latest_is_json_for_a_camera_that_published() {
     let json: serde_json::Value = serde_json::from_slice(&a.body).expect("JSON");
     assert_eq!(json["camera"], "front");
     assert_eq!(json["sequence"], 7);
+    assert_eq!(json["width"], 4);
+    assert_eq!(json["otsu_threshold"], 99);
+    assert_eq!(json["fps"], 29.5);
+    assert_eq!(
+        json["dropped"],
+        serde_json::json!({
+            "sequence_gap": 3,
+            "buffer_error": 0,
+            "short_frame": 0,
+            "bad_image": 1,
+            "publish_backlog": 2,
+            "total": 6
+        })
+    );
     // Without a camera named, the first one.
     let first: serde_json::Value =
         serde_json::from_slice(&get(&s, "/api/v1/latest").await.body).expect("JSON");
@@ -361,4 +383,53 @@ async fn a_full_bcrypt_queue_answers_503_with_retry_after() {
     // No credentials need no bcrypt: still 401, not 503.
     let none = get(&s, "/metrics").await;
     assert_eq!(none.status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn latest_fps_and_drops_are_the_numbers_of_metrics() {
+    let metrics = Arc::new(Metrics::new());
+    let m = CameraFamilies::new(&metrics, 16).camera("front", Some(30.0));
+    let mut stats = CaptureStats::default();
+    stats.dropped[DropReason::BufferError as usize] = 5;
+    stats.dropped[DropReason::ShortFrame as usize] = 1;
+    m.capture(true, &stats);
+    m.backlog_dropped.inc_by(3);
+    m.frame_rate.set(14.75);
+    // What the publisher does after each frame.
+    let latest = Latest {
+        activity: m.activity(),
+        ..frame_seven()
+    };
+    let s = open_on(Arc::clone(&metrics), vec![showing("front", latest)]);
+    let json: serde_json::Value =
+        serde_json::from_slice(&get(&s, "/api/v1/latest").await.body).expect("JSON");
+    let scrape = get(&s, "/metrics").await.text();
+    let sample = |series: &str| {
+        scrape.lines().find_map(|l| {
+            let (s, v) = l.rsplit_once(' ')?;
+            (s == series).then(|| v.parse::<f64>().expect("a number"))
+        })
+    };
+    assert_eq!(json["fps"], 14.75);
+    assert_eq!(
+        json["fps"].as_f64(),
+        sample(r#"edgesight_frame_rate{camera="front"}"#)
+    );
+    let mut total = 0.0;
+    for reason in [
+        "sequence_gap",
+        "buffer_error",
+        "short_frame",
+        "bad_image",
+        "publish_backlog",
+    ] {
+        let series =
+            format!(r#"edgesight_frames_dropped_total{{camera="front",reason="{reason}"}}"#);
+        let exported = sample(&series).unwrap_or_else(|| panic!("{series} missing"));
+        assert_eq!(json["dropped"][reason].as_f64(), Some(exported), "{reason}");
+        total += exported;
+    }
+    assert_eq!(total, 9.0);
+    assert_eq!(json["dropped"]["total"].as_f64(), Some(total));
+    assert_eq!(json["dropped"].as_object().map(|o| o.len()), Some(6));
 }
