@@ -392,6 +392,19 @@ fn endpoints_snapshots_reload_and_sigterm() {
     let page = get_text(port, "/");
     assert!(page.contains("/snapshot/luma.png?camera=front"), "{page}");
     assert!(page.contains("http-equiv=\"refresh\""));
+    // The regions over the luma picture, in frame coordinates; the stage times.
+    for part in [
+        "viewBox=\"0 0 320 240\"",
+        "<rect x=\"10\" y=\"20\" width=\"100\" height=\"80\"></rect>",
+        "<rect x=\"0\" y=\"0\" width=\"320\" height=\"240\"></rect>",
+        ">door</text>",
+        "<tr><td>frame rate</td>",
+        "<tr><td>dropped</td>",
+        "<tr><td>integral</td>",
+        "<tr><td>total</td>",
+    ] {
+        assert!(page.contains(part), "{part} not in {page}");
+    }
 
     // Only GET (and HEAD); unknown paths 404.
     assert_eq!(request(port, "POST", "/metrics").expect("POST").status, 405);
