@@ -8,9 +8,15 @@ use std::time::Instant;
 
 use tokio::sync::oneshot;
 
+use crate::capture::DropReason;
 use crate::pipeline::{FrameResult, PipelineOptions};
 
+/// Why a frame was lost after the pipeline: the publisher had not taken the previous ones.
+/// The last `reason` of `edgesight_frames_dropped_total`, after the capture's.
+pub const DROP_PUBLISH_BACKLOG: &str = "publish_backlog";
+
 /// The last published frame of a camera.
+#[derive(Clone)]
 pub struct Latest {
     pub sequence: u64,
     pub published: Instant,
@@ -18,6 +24,35 @@ pub struct Latest {
     pub options: PipelineOptions,
     /// The format and OpenCL device the frame came through.
     pub source: Arc<SourceInfo>,
+    /// The frame rate and the drops, as the camera's metrics had them.
+    pub activity: Activity,
+}
+
+/// How a camera keeps up: the values of its `edgesight_frame_rate` gauge and its
+/// `edgesight_frames_dropped_total` counters, read when the frame was published (and again
+/// while no frame comes), so the status page and `/api/v1/latest` say what `/metrics` says.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Activity {
+    /// Frames published per second, measured over the last two seconds.
+    pub fps: f64,
+    /// Frames the source lost, by [`DropReason`] (indexed by `reason as usize`).
+    pub dropped: [u64; DropReason::ALL.len()],
+    /// Frames lost because the publisher fell behind ([`DROP_PUBLISH_BACKLOG`]).
+    pub backlog: u64,
+}
+
+impl Activity {
+    /// The drops by their `reason` label, in the metrics' order.
+    pub fn dropped_by_reason(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        DropReason::ALL
+            .iter()
+            .map(|r| (r.name(), self.dropped[*r as usize]))
+            .chain([(DROP_PUBLISH_BACKLOG, self.backlog)])
+    }
+
+    pub fn dropped_total(&self) -> u64 {
+        self.dropped.iter().sum::<u64>() + self.backlog
+    }
 }
 
 /// The format and OpenCL device of a camera's frames, shared by its published results.

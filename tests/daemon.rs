@@ -342,6 +342,35 @@ fn endpoints_snapshots_reload_and_sigterm() {
     }
     assert_eq!(get(port, "/api/v1/latest?camera=nope").status, 404);
 
+    // How the camera keeps up: its measured rate (once two frames are in), and its drops
+    // by reason, of which a later scrape counts at least as many (counters only grow).
+    let latest = wait_until("a frame rate", Duration::from_secs(30), || {
+        let l: serde_json::Value = serde_json::from_str(&get_text(port, "/api/v1/latest")).ok()?;
+        (l["fps"].as_f64()? > 0.0).then_some(l)
+    });
+    let later = d.metrics();
+    let mut dropped = 0;
+    for reason in [
+        "sequence_gap",
+        "buffer_error",
+        "short_frame",
+        "bad_image",
+        "publish_backlog",
+    ] {
+        let n = latest["dropped"][reason]
+            .as_u64()
+            .unwrap_or_else(|| panic!("dropped.{reason} missing: {latest}"));
+        let series =
+            format!(r#"edgesight_frames_dropped_total{{camera="front",reason="{reason}"}}"#);
+        let exported = sample(&later, &series).unwrap_or_else(|| panic!("{series} missing"));
+        assert!(
+            n as f64 <= exported,
+            "{reason}: {n} in latest, {exported} scraped later"
+        );
+        dropped += n;
+    }
+    assert_eq!(latest["dropped"]["total"].as_u64(), Some(dropped));
+
     // Snapshots decode as PNGs of the frame's size; the histogram chart has its own.
     for (pic, size) in [
         ("luma", (320, 240)),
@@ -363,6 +392,19 @@ fn endpoints_snapshots_reload_and_sigterm() {
     let page = get_text(port, "/");
     assert!(page.contains("/snapshot/luma.png?camera=front"), "{page}");
     assert!(page.contains("http-equiv=\"refresh\""));
+    // The regions over the luma picture, in frame coordinates; the stage times.
+    for part in [
+        "viewBox=\"0 0 320 240\"",
+        "<rect x=\"10\" y=\"20\" width=\"100\" height=\"80\"></rect>",
+        "<rect x=\"0\" y=\"0\" width=\"320\" height=\"240\"></rect>",
+        ">door</text>",
+        "<tr><td>frame rate</td>",
+        "<tr><td>dropped</td>",
+        "<tr><td>integral</td>",
+        "<tr><td>total</td>",
+    ] {
+        assert!(page.contains(part), "{part} not in {page}");
+    }
 
     // Only GET (and HEAD); unknown paths 404.
     assert_eq!(request(port, "POST", "/metrics").expect("POST").status, 405);

@@ -4,8 +4,9 @@
 //! the publisher copies each [`FrameResult`] in ([`CameraMetrics::frame`]); stages never
 //! touch the registry.
 
+use std::collections::VecDeque;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use prometheus::{
     Gauge, GaugeVec, Histogram, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
@@ -13,12 +14,10 @@ use prometheus::{
 
 use crate::capture::{CaptureStats, DropReason};
 use crate::cl::ClDeviceInfo;
+use crate::mailbox::{Activity, DROP_PUBLISH_BACKLOG};
 use crate::metrics::Metrics;
 use crate::pipeline::{FrameResult, PipelineError, Stage};
 use crate::region::{Region, RegionStats};
-
-/// Why a frame was lost after the pipeline: the publisher had not taken the previous ones.
-pub(crate) const DROP_PUBLISH_BACKLOG: &str = "publish_backlog";
 
 /// Device time buckets: 50 µs to 250 ms, for stages from a GPU's fraction of a millisecond
 /// to a slow CPU driver's tens of milliseconds.
@@ -335,6 +334,16 @@ impl CameraMetrics {
         }
     }
 
+    /// The frame rate and drop counts as exported now, for the camera's `Latest`: read
+    /// from the series themselves, so the mailbox never counts apart from `/metrics`.
+    pub fn activity(&self) -> Activity {
+        Activity {
+            fps: self.frame_rate.get(),
+            dropped: self.capture_dropped.each_ref().map(|c| c.get()),
+            backlog: self.backlog_dropped.get(),
+        }
+    }
+
     /// Copies a source's running totals in (counters grow by the difference).
     pub fn capture(&self, up: bool, stats: &CaptureStats) {
         self.up.set(i64::from(up));
@@ -382,6 +391,40 @@ impl CameraMetrics {
             series.stddev.set(stats.stddev());
             series.edges.set(stats.edge_ratio());
             series.foreground.set(stats.foreground_ratio());
+        }
+    }
+}
+
+/// What `edgesight_frame_rate` measures: frames published per second over the last
+/// [`FrameRate::WINDOW`], from the first to the last publishing time in it; 0 with fewer
+/// than two frames in the window.
+#[derive(Default)]
+pub(crate) struct FrameRate {
+    times: VecDeque<Instant>,
+}
+
+impl FrameRate {
+    pub(crate) const WINDOW: Duration = Duration::from_secs(2);
+
+    /// Counts a frame published at `at`.
+    pub(crate) fn frame(&mut self, at: Instant) {
+        self.times.push_back(at);
+    }
+
+    /// The rate at `now`, once the frames older than the window are forgotten.
+    pub(crate) fn at(&mut self, now: Instant) -> f64 {
+        while self
+            .times
+            .front()
+            .is_some_and(|t| now.saturating_duration_since(*t) > Self::WINDOW)
+        {
+            self.times.pop_front();
+        }
+        match (self.times.front(), self.times.back()) {
+            (Some(first), Some(last)) if last > first => {
+                (self.times.len() - 1) as f64 / last.duration_since(*first).as_secs_f64()
+            }
+            _ => 0.0,
         }
     }
 }
@@ -461,5 +504,60 @@ mod tests {
         result.regions.clear();
         m.frame(&result, Duration::ZERO);
         assert_eq!((mean("b"), mean("c")), (None, None));
+    }
+
+    #[test]
+    fn the_frame_rate_counts_the_frames_of_the_last_two_seconds() {
+        let t0 = Instant::now();
+        let ms = |n: u64| t0 + Duration::from_millis(n);
+        let mut rate = FrameRate::default();
+        assert_eq!(rate.at(t0), 0.0);
+        rate.frame(ms(0));
+        assert_eq!(rate.at(ms(0)), 0.0, "one frame is no rate");
+        for n in [250, 500, 750] {
+            rate.frame(ms(n));
+        }
+        // Three intervals in 0.75 s.
+        assert_eq!(rate.at(ms(750)), 4.0);
+        // At 2.5 s the frames at 0 and 0.25 s are older than the window; 0.5 s is not.
+        assert_eq!(rate.at(ms(2500)), 4.0);
+        assert_eq!(rate.at(ms(2501)), 0.0, "one frame left");
+        // Frames again: the rate is theirs alone.
+        for n in [3000, 3100, 3200, 3300, 3400] {
+            rate.frame(ms(n));
+        }
+        assert_eq!(rate.at(ms(3400)), 10.0);
+        assert_eq!(rate.at(ms(9000)), 0.0);
+    }
+
+    #[test]
+    fn activity_reads_the_exported_rate_and_drops() {
+        let metrics = Metrics::new();
+        let m = CameraFamilies::new(&metrics, 16).camera("c", None);
+        let mut stats = CaptureStats::default();
+        stats.dropped[DropReason::ShortFrame as usize] = 4;
+        stats.dropped[DropReason::SequenceGap as usize] = 1;
+        m.capture(true, &stats);
+        m.backlog_dropped.inc_by(2);
+        m.frame_rate.set(12.5);
+        let a = m.activity();
+        assert_eq!(a.fps, 12.5);
+        assert_eq!(a.dropped_total(), 7);
+        let by_reason: Vec<(&str, u64)> = a.dropped_by_reason().collect();
+        assert_eq!(
+            by_reason,
+            [
+                ("sequence_gap", 1),
+                ("buffer_error", 0),
+                ("short_frame", 4),
+                ("bad_image", 0),
+                ("publish_backlog", 2)
+            ]
+        );
+        for (reason, n) in by_reason {
+            let series =
+                format!(r#"edgesight_frames_dropped_total{{camera="c",reason="{reason}"}}"#);
+            assert_eq!(metrics.sample(&series), Some(n as f64), "{reason}");
+        }
     }
 }

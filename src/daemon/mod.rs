@@ -11,7 +11,6 @@ pub mod camera_metrics;
 pub mod reload;
 mod signals;
 
-use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -26,7 +25,7 @@ use crate::mailbox::Latest;
 use crate::metrics::Metrics;
 use crate::server::{self, CameraView};
 use camera::{CameraState, Links, Published, Reload};
-use camera_metrics::{CameraFamilies, CameraMetrics};
+use camera_metrics::{CameraFamilies, CameraMetrics, FrameRate};
 use reload::{reload, ReloadMetrics};
 use signals::Signal;
 
@@ -286,39 +285,41 @@ fn publish(
     m: Arc<CameraMetrics>,
     latest: watch::Sender<Option<Arc<Latest>>>,
 ) {
-    const WINDOW: Duration = Duration::from_secs(2);
-    let mut times: VecDeque<Instant> = VecDeque::new();
+    let mut rate = FrameRate::default();
     loop {
         match rx.recv_timeout(Duration::from_millis(500)) {
             Ok(p) => {
                 let now = Instant::now();
                 m.frame(&p.result, now.saturating_duration_since(p.captured));
-                times.push_back(now);
+                rate.frame(now);
+                m.frame_rate.set(rate.at(now));
                 latest.send_replace(Some(Arc::new(Latest {
                     sequence: p.sequence,
                     published: now,
                     result: p.result,
                     options: p.options,
                     source: p.source,
+                    activity: m.activity(),
                 })));
             }
-            // No frame for a while: the rate below still has to fall.
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            // No frame for a while: the rate still has to fall, and the camera thread may
+            // count drops meanwhile; the last frame is shown again with the new numbers.
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                m.frame_rate.set(rate.at(Instant::now()));
+                let activity = m.activity();
+                latest.send_if_modified(|l| match l {
+                    Some(l) if l.activity != activity => {
+                        *l = Arc::new(Latest {
+                            activity,
+                            ..Latest::clone(l)
+                        });
+                        true
+                    }
+                    _ => false,
+                });
+            }
             Err(mpsc::RecvTimeoutError::Disconnected) => return,
         }
-        let now = Instant::now();
-        while times
-            .front()
-            .is_some_and(|t| now.duration_since(*t) > WINDOW)
-        {
-            times.pop_front();
-        }
-        m.frame_rate.set(match (times.front(), times.back()) {
-            (Some(first), Some(last)) if times.len() >= 2 && last > first => {
-                (times.len() - 1) as f64 / last.duration_since(*first).as_secs_f64()
-            }
-            _ => 0.0,
-        });
     }
 }
 
@@ -359,5 +360,84 @@ async fn supervise(
             let _ = sd_notify::notify(&[sd_notify::NotifyState::Watchdog]);
             last_ping = Some(Instant::now());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capture::{CaptureStats, DropReason};
+    use crate::mailbox::SourceInfo;
+    use crate::pipeline::{FrameResult, PipelineOptions};
+
+    fn frame(sequence: u64, source: &Arc<SourceInfo>) -> Published {
+        Published {
+            result: FrameResult::empty(),
+            options: PipelineOptions::default(),
+            sequence,
+            captured: Instant::now(),
+            source: Arc::clone(source),
+        }
+    }
+
+    /// Waits (up to a minute, for a loaded machine) until the latest frame satisfies `ok`.
+    fn wait_for(latest: &watch::Receiver<Option<Arc<Latest>>>, ok: impl Fn(&Latest) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !latest.borrow().as_deref().is_some_and(&ok) {
+            assert!(
+                Instant::now() < deadline,
+                "the latest frame never got there"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn the_latest_frame_carries_the_exported_frame_rate_and_drops() {
+        let metrics = Metrics::new();
+        let m = Arc::new(CameraFamilies::new(&metrics, 16).camera("c", Some(30.0)));
+        let mut stats = CaptureStats::default();
+        stats.dropped[DropReason::SequenceGap as usize] = 3;
+        stats.dropped[DropReason::BadImage as usize] = 1;
+        m.capture(true, &stats);
+        m.backlog_dropped.inc_by(2);
+        let (tx, rx) = mpsc::sync_channel(8);
+        let (latest_tx, latest) = watch::channel(None);
+        let publisher = {
+            let m = Arc::clone(&m);
+            std::thread::spawn(move || publish(rx, m, latest_tx))
+        };
+        let source = Arc::new(SourceInfo {
+            format: "grey",
+            device: "none".into(),
+        });
+        for sequence in 0..3 {
+            tx.send(frame(sequence, &source))
+                .expect("the publisher runs");
+        }
+        wait_for(&latest, |l| l.sequence == 2);
+        let l = latest.borrow().clone().expect("published");
+        assert_eq!((l.activity.dropped, l.activity.backlog), ([3, 0, 0, 1], 2));
+        assert!(l.activity.fps > 0.0, "three frames, a rate");
+
+        // Drops counted while no frame comes reach the last frame's numbers.
+        stats.dropped[DropReason::SequenceGap as usize] = 5;
+        m.capture(false, &stats);
+        wait_for(&latest, |l| l.activity.dropped[0] == 5);
+        // Once the publisher has ended nothing changes: the mailbox and the metrics agree.
+        drop(tx);
+        publisher.join().expect("no panic");
+        let l = latest.borrow().clone().expect("published");
+        assert_eq!(l.sequence, 2, "the same frame");
+        assert_eq!(l.activity.dropped_total(), 8);
+        for (reason, n) in l.activity.dropped_by_reason() {
+            let series =
+                format!(r#"edgesight_frames_dropped_total{{camera="c",reason="{reason}"}}"#);
+            assert_eq!(metrics.sample(&series), Some(n as f64), "{reason}");
+        }
+        assert_eq!(
+            metrics.sample(r#"edgesight_frame_rate{camera="c"}"#),
+            Some(l.activity.fps)
+        );
     }
 }

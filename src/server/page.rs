@@ -1,13 +1,19 @@
 //! The HTML pages: a landing page with links, and (with snapshots on) a status page that
-//! shows each camera's pictures, histogram and numbers and reloads itself.
+//! shows each camera's pictures (its regions drawn over the luma picture), histogram,
+//! numbers, stage times, frame rate and drops, and reloads itself.
 
 use std::fmt::Write;
 
 use super::routes::CameraView;
+use crate::mailbox::Activity;
+use crate::pipeline::{FrameResult, StageTimings};
 
 const STYLE: &str = "body{font-family:sans-serif;margin:1em;background:#f4f4f4}\
 img{max-width:32%;margin:2px;background:#000}table{border-collapse:collapse}\
-td{padding:2px 8px}section{background:#fff;padding:8px;margin-bottom:1em}";
+td,th{padding:2px 8px;text-align:left}section{background:#fff;padding:8px;margin-bottom:1em}\
+svg.frame{width:32%;height:auto;margin:2px;vertical-align:top;background:#000}\
+svg.frame rect{fill:none;stroke:#ff0;stroke-width:2px;vector-effect:non-scaling-stroke}\
+svg.frame text{fill:#ff0;font-family:sans-serif}";
 
 /// Camera and ROI names are checked to be plain, but escape them anyway.
 fn escape(s: &str) -> String {
@@ -47,7 +53,8 @@ pub fn status(cameras: &[CameraView]) -> String {
     for c in cameras {
         let name = escape(&c.name);
         let _ = write!(html, "<section><h2>camera {name}</h2>");
-        match c.latest() {
+        let latest = c.latest();
+        match &latest {
             None => html.push_str("<p>no frame yet</p>"),
             Some(l) => {
                 let r = &l.result;
@@ -68,6 +75,7 @@ pub fn status(cameras: &[CameraView]) -> String {
                     100.0 * r.frame.edge_ratio(),
                     100.0 * r.frame.foreground_ratio()
                 );
+                activity_rows(&mut html, &l.activity);
                 for (region, s) in &r.regions {
                     let _ = write!(
                         html,
@@ -79,17 +87,83 @@ pub fn status(cameras: &[CameraView]) -> String {
                     );
                 }
                 html.push_str("</table>");
+                stage_table(&mut html, &r.timings);
             }
         }
         let cam = q(&c.name);
-        for pic in ["luma", "edges", "mask", "histogram"] {
-            let _ = write!(
-                html,
-                "<img src=\"/snapshot/{pic}.png?camera={cam}\" alt=\"{pic}\" title=\"{pic}\">"
-            );
+        match &latest {
+            Some(l) => luma_with_regions(&mut html, &cam, &l.result),
+            None => picture(&mut html, &cam, "luma"),
+        }
+        for pic in ["edges", "mask", "histogram"] {
+            picture(&mut html, &cam, pic);
         }
         html.push_str("</section>");
     }
     html.push_str("</body></html>");
     html
+}
+
+fn picture(html: &mut String, cam: &str, pic: &str) {
+    let _ = write!(
+        html,
+        "<img src=\"/snapshot/{pic}.png?camera={cam}\" alt=\"{pic}\" title=\"{pic}\">"
+    );
+}
+
+/// The measured frame rate and the drops, in total and by reason, as `/metrics` has them.
+fn activity_rows(html: &mut String, a: &Activity) {
+    let _ = write!(
+        html,
+        "<tr><td>frame rate</td><td>{:.1} fps</td></tr><tr><td>dropped</td><td>{}:",
+        a.fps,
+        a.dropped_total()
+    );
+    for (i, (reason, n)) in a.dropped_by_reason().enumerate() {
+        let sep = if i == 0 { "" } else { "," };
+        let _ = write!(html, "{sep} {reason} {n}");
+    }
+    html.push_str("</td></tr>");
+}
+
+/// The device time of each stage of the frame, in milliseconds, and their sum.
+fn stage_table(html: &mut String, timings: &StageTimings) {
+    html.push_str("<table><tr><th>stage</th><th>device time</th></tr>");
+    let rows = timings.iter().map(|(s, ns)| (s.name(), ns));
+    for (stage, ns) in rows.chain([("total", timings.total())]) {
+        let _ = write!(
+            html,
+            "<tr><td>{stage}</td><td>{:.3} ms</td></tr>",
+            ns as f64 / 1e6
+        );
+    }
+    html.push_str("</table>");
+}
+
+/// The luma picture with the frame's regions drawn over it and named; in frame
+/// coordinates (the view box), so they scale with the picture.
+fn luma_with_regions(html: &mut String, cam: &str, r: &FrameResult) {
+    let (w, h) = (r.width, r.height);
+    // Names a twentieth of the frame high, so they read alike on any frame size.
+    let font = (h / 20).max(8);
+    let _ = write!(
+        html,
+        "<svg class=\"frame\" viewBox=\"0 0 {w} {h}\"><title>luma</title>\
+         <image href=\"/snapshot/luma.png?camera={cam}\" width=\"{w}\" height=\"{h}\"></image>"
+    );
+    for (region, _) in &r.regions {
+        let _ = write!(
+            html,
+            "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"></rect>\
+             <text x=\"{}\" y=\"{}\" font-size=\"{font}\">{}</text>",
+            region.x,
+            region.y,
+            region.width,
+            region.height,
+            region.x + font / 4,
+            region.y + font,
+            escape(&region.name)
+        );
+    }
+    html.push_str("</svg>");
 }

@@ -1,6 +1,7 @@
 //! The endpoints: `/metrics`, `/healthz`, `/api/v1/latest`, `/snapshot/*.png` and `/`.
 //! GET (and HEAD) only; a request that carries a body is refused.
 
+use std::collections::BTreeMap;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
@@ -290,12 +291,16 @@ fn healthz(state: &State) -> Response<Body> {
     }
 }
 
-/// `report.json`'s fields, plus which camera and frame they come from.
+/// `report.json`'s fields, plus which camera and frame they come from, and how the camera
+/// keeps up: `fps` and `dropped` (by reason, and `total`) are the values of
+/// `edgesight_frame_rate` and `edgesight_frames_dropped_total`.
 #[derive(Serialize)]
 struct LatestJson<'a> {
     camera: &'a str,
     sequence: u64,
     age_seconds: f64,
+    fps: f64,
+    dropped: BTreeMap<&'static str, u64>,
     #[serde(flatten)]
     report: Report,
 }
@@ -312,6 +317,12 @@ fn latest(state: &State, query: Option<&str>) -> Response<Body> {
         camera: &camera.name,
         sequence: l.sequence,
         age_seconds: l.published.elapsed().as_secs_f64(),
+        fps: l.activity.fps,
+        dropped: l
+            .activity
+            .dropped_by_reason()
+            .chain([("total", l.activity.dropped_total())])
+            .collect(),
         report: Report::new(&l.result, l.source.format, &l.source.device, l.options),
     };
     match serde_json::to_vec_pretty(&body) {

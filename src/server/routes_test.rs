@@ -14,11 +14,15 @@ use hyper::{Method, Request, StatusCode};
 use tokio::sync::watch;
 
 use super::auth::Auth;
+use super::page;
 use super::routes::{self, CameraView, State};
 use super::WebSettings;
-use crate::mailbox::{Latest, Snapshot, SnapshotReply, SourceInfo};
+use crate::capture::{CaptureStats, DropReason};
+use crate::daemon::camera_metrics::CameraFamilies;
+use crate::mailbox::{Activity, Latest, Snapshot, SnapshotReply, SourceInfo};
 use crate::metrics::Metrics;
-use crate::pipeline::{FrameResult, PipelineOptions};
+use crate::pipeline::{FrameResult, PipelineOptions, Stage};
+use crate::region::{Region, RegionStats};
 
 const PASSWORD: &str = "s3cret";
 
@@ -33,24 +37,38 @@ fn web(snapshots: bool) -> WebSettings {
     }
 }
 
-/// A camera that has published frame 7 of 4x2 pixels and answers snapshot requests.
-fn published(name: &str) -> CameraView {
-    let result = FrameResult {
-        width: 4,
-        height: 2,
-        otsu_threshold: 99,
-        ..FrameResult::empty()
-    };
-    let (_tx, latest) = watch::channel(Some(Arc::new(Latest {
+/// Frame 7 of 4x2 pixels, published at 29.5 fps after six frames were dropped.
+fn frame_seven() -> Latest {
+    Latest {
         sequence: 7,
         published: Instant::now(),
-        result,
+        result: FrameResult {
+            width: 4,
+            height: 2,
+            otsu_threshold: 99,
+            ..FrameResult::empty()
+        },
         options: PipelineOptions::default(),
         source: Arc::new(SourceInfo {
             format: "GREY",
             device: "fake".into(),
         }),
-    })));
+        activity: Activity {
+            fps: 29.5,
+            dropped: [3, 0, 0, 1],
+            backlog: 2,
+        },
+    }
+}
+
+/// A camera that has published frame 7 and answers snapshot requests.
+fn published(name: &str) -> CameraView {
+    showing(name, frame_seven())
+}
+
+/// A camera that has published `latest` and answers snapshot requests (4x2 pictures).
+fn showing(name: &str, latest: Latest) -> CameraView {
+    let (_tx, latest) = watch::channel(Some(Arc::new(latest)));
     let (requests, taken) = mpsc::channel::<SnapshotReply>();
     std::thread::spawn(move || {
         for reply in taken {
@@ -85,6 +103,12 @@ fn state(web: WebSettings, auth: Auth) -> State {
         Arc::new(cameras),
         Arc::new(auth),
     )
+}
+
+/// No users, and `cameras` whose metrics are in `metrics`.
+fn open_on(metrics: Arc<Metrics>, cameras: Vec<CameraView>) -> State {
+    let auth = Auth::new(BTreeMap::new()).expect("no users");
+    State::new(web(true), metrics, Arc::new(cameras), Arc::new(auth))
 }
 
 fn open(snapshots: bool) -> State {
@@ -239,6 +263,20 @@ async fn latest_is_json_for_a_camera_that_published() {
     let json: serde_json::Value = serde_json::from_slice(&a.body).expect("JSON");
     assert_eq!(json["camera"], "front");
     assert_eq!(json["sequence"], 7);
+    assert_eq!(json["width"], 4);
+    assert_eq!(json["otsu_threshold"], 99);
+    assert_eq!(json["fps"], 29.5);
+    assert_eq!(
+        json["dropped"],
+        serde_json::json!({
+            "sequence_gap": 3,
+            "buffer_error": 0,
+            "short_frame": 0,
+            "bad_image": 1,
+            "publish_backlog": 2,
+            "total": 6
+        })
+    );
     // Without a camera named, the first one.
     let first: serde_json::Value =
         serde_json::from_slice(&get(&s, "/api/v1/latest").await.body).expect("JSON");
@@ -347,4 +385,130 @@ async fn a_full_bcrypt_queue_answers_503_with_retry_after() {
     // No credentials need no bcrypt: still 401, not 503.
     let none = get(&s, "/metrics").await;
     assert_eq!(none.status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn latest_fps_and_drops_are_the_numbers_of_metrics() {
+    let metrics = Arc::new(Metrics::new());
+    let m = CameraFamilies::new(&metrics, 16).camera("front", Some(30.0));
+    let mut stats = CaptureStats::default();
+    stats.dropped[DropReason::BufferError as usize] = 5;
+    stats.dropped[DropReason::ShortFrame as usize] = 1;
+    m.capture(true, &stats);
+    m.backlog_dropped.inc_by(3);
+    m.frame_rate.set(14.75);
+    // What the publisher does after each frame.
+    let latest = Latest {
+        activity: m.activity(),
+        ..frame_seven()
+    };
+    let s = open_on(Arc::clone(&metrics), vec![showing("front", latest)]);
+    let json: serde_json::Value =
+        serde_json::from_slice(&get(&s, "/api/v1/latest").await.body).expect("JSON");
+    let scrape = get(&s, "/metrics").await.text();
+    let sample = |series: &str| {
+        scrape.lines().find_map(|l| {
+            let (s, v) = l.rsplit_once(' ')?;
+            (s == series).then(|| v.parse::<f64>().expect("a number"))
+        })
+    };
+    assert_eq!(json["fps"], 14.75);
+    assert_eq!(
+        json["fps"].as_f64(),
+        sample(r#"edgesight_frame_rate{camera="front"}"#)
+    );
+    let mut total = 0.0;
+    for reason in [
+        "sequence_gap",
+        "buffer_error",
+        "short_frame",
+        "bad_image",
+        "publish_backlog",
+    ] {
+        let series =
+            format!(r#"edgesight_frames_dropped_total{{camera="front",reason="{reason}"}}"#);
+        let exported = sample(&series).unwrap_or_else(|| panic!("{series} missing"));
+        assert_eq!(json["dropped"][reason].as_f64(), Some(exported), "{reason}");
+        total += exported;
+    }
+    assert_eq!(total, 9.0);
+    assert_eq!(json["dropped"]["total"].as_f64(), Some(total));
+    assert_eq!(json["dropped"].as_object().map(|o| o.len()), Some(6));
+}
+
+/// Checks that every element opened is closed, in order, but for HTML's void elements.
+fn assert_balanced(html: &str) {
+    const VOID: [&str; 4] = ["meta", "img", "br", "hr"];
+    let mut open: Vec<&str> = Vec::new();
+    let mut rest = html.strip_prefix("<!doctype html>").expect("a doctype");
+    while let Some(at) = rest.find('<') {
+        let end = rest[at..].find('>').expect("a tag ends") + at;
+        let tag = &rest[at + 1..end];
+        rest = &rest[end + 1..];
+        if let Some(name) = tag.strip_prefix('/') {
+            assert_eq!(open.pop(), Some(name), "</{name}> closes another element");
+            continue;
+        }
+        let name = tag.split_whitespace().next().expect("a tag name");
+        assert!(
+            name.chars().all(|c| c.is_ascii_alphanumeric()),
+            "odd tag <{tag}>"
+        );
+        if !VOID.contains(&name) {
+            open.push(name);
+        }
+    }
+    assert!(open.is_empty(), "left open: {open:?}");
+}
+
+#[test]
+fn the_status_page_draws_the_regions_and_shows_stage_times_rate_and_drops() {
+    let mut latest = frame_seven();
+    latest.result.width = 320;
+    latest.result.height = 240;
+    let region = |name: &str, x, y, width, height| {
+        let r = Region {
+            name: name.into(),
+            x,
+            y,
+            width,
+            height,
+        };
+        (r, RegionStats::default())
+    };
+    latest.result.regions = vec![
+        region("door", 10, 20, 100, 80),
+        region("a<b&\"c\"", 200, 120, 120, 120),
+    ];
+    for (i, stage) in Stage::ALL.iter().enumerate() {
+        // 0.25 ms, 0.5 ms, ... 1.75 ms: 7 ms in all.
+        latest.result.timings.0[*stage as usize] = 250_000 * (i as u64 + 1);
+    }
+    let html = page::status(&[showing("front", latest), silent("idle")]);
+    assert_balanced(&html);
+    for part in [
+        // The luma picture in frame coordinates, the regions over it by name.
+        "<svg class=\"frame\" viewBox=\"0 0 320 240\"><title>luma</title>\
+         <image href=\"/snapshot/luma.png?camera=front\" width=\"320\" height=\"240\"></image>\
+         <rect x=\"10\" y=\"20\" width=\"100\" height=\"80\"></rect>\
+         <text x=\"13\" y=\"32\" font-size=\"12\">door</text>\
+         <rect x=\"200\" y=\"120\" width=\"120\" height=\"120\"></rect>\
+         <text x=\"203\" y=\"132\" font-size=\"12\">a&lt;b&amp;&quot;c&quot;</text></svg>",
+        "<tr><td>ROI a&lt;b&amp;&quot;c&quot;</td>",
+        "<img src=\"/snapshot/edges.png?camera=front\"",
+        "<tr><td>frame rate</td><td>29.5 fps</td></tr>",
+        "<tr><td>dropped</td><td>6: sequence_gap 3, buffer_error 0, short_frame 0, \
+         bad_image 1, publish_backlog 2</td></tr>",
+        "<table><tr><th>stage</th><th>device time</th></tr>\
+         <tr><td>luma</td><td>0.250 ms</td></tr><tr><td>sobel</td><td>0.500 ms</td></tr>\
+         <tr><td>histogram</td><td>0.750 ms</td></tr><tr><td>otsu</td><td>1.000 ms</td></tr>\
+         <tr><td>binarize</td><td>1.250 ms</td></tr><tr><td>integral</td><td>1.500 ms</td></tr>\
+         <tr><td>regions</td><td>1.750 ms</td></tr><tr><td>total</td><td>7.000 ms</td></tr></table>",
+        // A camera with no frame has no size to draw in: its pictures as they come.
+        "<h2>camera idle</h2><p>no frame yet</p><img src=\"/snapshot/luma.png?camera=idle\"",
+    ] {
+        assert!(html.contains(part), "{part}\nnot in\n{html}");
+    }
+    assert!(!html.contains("a<b"), "a name unescaped");
+    assert_eq!(html.matches("<rect ").count(), 2);
 }
