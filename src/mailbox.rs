@@ -9,6 +9,7 @@ use std::time::Instant;
 use tokio::sync::oneshot;
 
 use crate::capture::DropReason;
+use crate::health::HealthReport;
 use crate::pipeline::{FrameResult, PipelineOptions};
 
 /// Why a frame was lost after the pipeline: the publisher had not taken the previous ones.
@@ -26,6 +27,9 @@ pub struct Latest {
     pub source: Arc<SourceInfo>,
     /// The frame rate and the drops, as the camera's metrics had them.
     pub activity: Activity,
+    /// The camera-health detectors' numbers and states after this frame (none when they
+    /// are off).
+    pub health: Option<HealthReport>,
 }
 
 /// How a camera keeps up: the values of its `edgesight_frame_rate` gauge and its

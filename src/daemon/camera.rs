@@ -186,6 +186,13 @@ fn run_opened(
             "camera waiting for its device"
         );
     }
+    if cam.source.is_up() {
+        // Built before the first frame is asked for: a source's clock starts with its
+        // first frame, and frames due while the kernels compile would be lost.
+        let layout = cam.source.layout();
+        let (gpu, pipeline, describe) = (&cam.gpu, &mut cam.pipeline, &mut cam.describe);
+        fit_pipeline(gpu, pipeline, describe, layout, settings, &links.state)?;
+    }
     let mut failures_logged = 0u32;
     while !links.stopped() {
         links.state.turn();
@@ -202,25 +209,8 @@ fn run_opened(
             // requests wait for the next frame (the server gives up after a while).
             continue;
         };
-        if cam.pipeline.as_ref().map(|p| *p.layout()) != Some(frame.layout) {
-            if cam.pipeline.is_some() {
-                tracing::info!(
-                    camera = %settings.name,
-                    "frames now {} {}x{} (stride {}): building the pipeline again",
-                    frame.layout.format,
-                    frame.layout.width,
-                    frame.layout.height,
-                    frame.layout.stride
-                );
-            }
-            cam.pipeline = None;
-            cam.pipeline = Some(build_pipeline(&cam.gpu, frame.layout, settings)?);
-            cam.describe = Arc::new(SourceInfo {
-                format: frame.layout.format.name(),
-                device: cam.gpu.info.to_string(),
-            });
-            links.state.set_layout(frame.layout);
-        }
+        let (gpu, pipeline, describe) = (&cam.gpu, &mut cam.pipeline, &mut cam.describe);
+        fit_pipeline(gpu, pipeline, describe, frame.layout, settings, &links.state)?;
         let Some(pipeline) = cam.pipeline.as_mut() else {
             continue;
         };
@@ -258,6 +248,39 @@ fn run_opened(
             m.backlog_dropped.inc();
         }
     }
+    Ok(())
+}
+
+/// Makes sure the camera's pipeline is built for frames of `layout`: a camera that comes
+/// back from a reconnect with another size or format gets one made for it.
+fn fit_pipeline(
+    gpu: &Gpu,
+    pipeline: &mut Option<Pipeline>,
+    describe: &mut Arc<SourceInfo>,
+    layout: FrameLayout,
+    settings: &CameraSettings,
+    state: &CameraState,
+) -> Result<()> {
+    if pipeline.as_ref().map(|p| *p.layout()) == Some(layout) {
+        return Ok(());
+    }
+    if pipeline.is_some() {
+        tracing::info!(
+            camera = %settings.name,
+            "frames now {} {}x{} (stride {}): building the pipeline again",
+            layout.format,
+            layout.width,
+            layout.height,
+            layout.stride
+        );
+    }
+    *pipeline = None;
+    *pipeline = Some(build_pipeline(gpu, layout, settings)?);
+    *describe = Arc::new(SourceInfo {
+        format: layout.format.name(),
+        device: gpu.info.to_string(),
+    });
+    state.set_layout(layout);
     Ok(())
 }
 

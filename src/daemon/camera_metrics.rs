@@ -15,6 +15,7 @@ use prometheus::{
 use crate::capture::{CaptureStats, DropReason};
 use crate::cl::ClDeviceInfo;
 use crate::mailbox::{Activity, DROP_PUBLISH_BACKLOG};
+use super::health_metrics::{HealthFamilies, HealthMetrics};
 use crate::metrics::Metrics;
 use crate::pipeline::{FrameResult, PipelineError, Stage};
 use crate::region::{Region, RegionStats};
@@ -51,6 +52,7 @@ pub struct CameraFamilies {
     edges: GaugeVec,
     histogram: GaugeVec,
     roi: RoiFamilies,
+    health: HealthFamilies,
     histogram_bins: u32,
 }
 
@@ -175,6 +177,7 @@ impl CameraFamilies {
                     &["camera", "roi"],
                 ),
             },
+            health: HealthFamilies::new(m),
             histogram_bins,
         }
     }
@@ -218,6 +221,7 @@ impl CameraFamilies {
                 regions: Vec::new(),
             }),
             last_capture: Mutex::new(CaptureStats::default()),
+            health: self.health.camera(name),
         }
     }
 }
@@ -308,6 +312,7 @@ pub struct CameraMetrics {
     edges: Gauge,
     histogram: Vec<Gauge>,
     roi: Mutex<RoiSeries>,
+    pub health: HealthMetrics,
     last_capture: Mutex<CaptureStats>,
 }
 

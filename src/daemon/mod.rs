@@ -8,6 +8,7 @@
 
 pub mod camera;
 pub mod camera_metrics;
+mod health_metrics;
 pub mod reload;
 mod signals;
 
@@ -21,6 +22,7 @@ use anyhow::{anyhow, Context, Result};
 use tokio::sync::{mpsc as tmpsc, watch};
 
 use crate::config::{self, CameraSettings, Overrides, Settings};
+use crate::health::{self, Health, HealthReport, HealthSettings};
 use crate::mailbox::Latest;
 use crate::metrics::Metrics;
 use crate::server::{self, CameraView};
@@ -286,11 +288,13 @@ fn publish(
     latest: watch::Sender<Option<Arc<Latest>>>,
 ) {
     let mut rate = FrameRate::default();
+    let mut health = Health::new(HealthSettings::default());
     loop {
         match rx.recv_timeout(Duration::from_millis(500)) {
             Ok(p) => {
                 let now = Instant::now();
                 m.frame(&p.result, now.saturating_duration_since(p.captured));
+                let report = watch_health(&mut health, &p, &m);
                 rate.frame(now);
                 m.frame_rate.set(rate.at(now));
                 latest.send_replace(Some(Arc::new(Latest {
@@ -300,6 +304,7 @@ fn publish(
                     options: p.options,
                     source: p.source,
                     activity: m.activity(),
+                    health: report,
                 })));
             }
             // No frame for a while: the rate still has to fall, and the camera thread may
@@ -321,6 +326,41 @@ fn publish(
             Err(mpsc::RecvTimeoutError::Disconnected) => return,
         }
     }
+}
+
+/// Runs a frame through the camera's health detectors (when they are on), logs what
+/// changed and sets the health series; returns the report for [`Latest`].
+fn watch_health(
+    health: &mut Health,
+    p: &Published,
+    m: &CameraMetrics,
+) -> Option<HealthReport> {
+    let was_on = health.settings().enabled;
+    health.set_settings(p.health);
+    if !p.health.enabled {
+        if was_on {
+            m.health.off();
+        }
+        return None;
+    }
+    let name = &m.name;
+    for event in health.update(&p.result, p.captured) {
+        match *event {
+            health::Event::Learned => {
+                tracing::info!(camera = %name, frame = p.sequence, "camera health: baseline learned");
+            }
+            health::Event::Tampered(kind) => {
+                m.health.tampered(kind);
+                tracing::warn!(camera = %name, kind = %kind, frame = p.sequence, "camera health: tampered");
+            }
+            health::Event::Cleared(kind) => {
+                tracing::info!(camera = %name, kind = %kind, frame = p.sequence, "camera health: ok again");
+            }
+        }
+    }
+    let report = *health.report();
+    m.health.set(&report);
+    Some(report)
 }
 
 /// Tells systemd READY once every camera has published a frame or is waiting for its
@@ -374,6 +414,7 @@ mod tests {
         Published {
             result: FrameResult::empty(),
             options: PipelineOptions::default(),
+            health: HealthSettings::default(),
             sequence,
             captured: Instant::now(),
             source: Arc::clone(source),

@@ -73,7 +73,7 @@ impl std::fmt::Display for Kind {
 }
 
 /// What `/api/v1/latest` and the status page show of a camera's health.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct HealthReport {
     /// `learning`, or the worst of the detectors' states.
     pub state: &'static str,
@@ -250,6 +250,9 @@ impl Health {
     /// Reads one frame captured at `at`; returns what changed.
     pub fn update(&mut self, r: &FrameResult, at: Instant) -> &[Event] {
         self.events.clear();
+        if r.frame.area == 0 {
+            return &self.events;
+        }
         let size = (r.width, r.height, r.cells.len());
         if size != self.size {
             // Another size or grid: the learned view no longer applies.

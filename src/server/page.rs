@@ -5,6 +5,7 @@
 use std::fmt::Write;
 
 use super::routes::CameraView;
+use crate::health::HealthReport;
 use crate::mailbox::Activity;
 use crate::pipeline::{FrameResult, StageTimings};
 
@@ -87,6 +88,9 @@ pub fn status(cameras: &[CameraView]) -> String {
                     );
                 }
                 html.push_str("</table>");
+                if let Some(h) = &l.health {
+                    health_table(&mut html, h);
+                }
                 stage_table(&mut html, &r.timings);
             }
         }
@@ -124,6 +128,36 @@ fn activity_rows(html: &mut String, a: &Activity) {
         let _ = write!(html, "{sep} {reason} {n}");
     }
     html.push_str("</td></tr>");
+}
+
+/// The camera's health: the overall state, each kind's, and the numbers behind them.
+fn health_table(html: &mut String, h: &HealthReport) {
+    let percent = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{:.0} %", 100.0 * v));
+    let _ = write!(
+        html,
+        "<table class=\"health\"><tr><th>health</th><th class=\"{0}\">{0}</th></tr>",
+        h.state
+    );
+    for (kind, state) in &h.kinds {
+        let state = state.name();
+        let _ = write!(
+            html,
+            "<tr><td>{}</td><td class=\"{state}\">{state}</td></tr>",
+            kind.name()
+        );
+    }
+    let _ = write!(
+        html,
+        "<tr><td>sharpness</td><td>{}</td></tr>\
+         <tr><td>scene change</td><td>{}</td></tr>\
+         <tr><td>clipped dark / bright</td><td>{:.1} % / {:.1} %</td></tr>\
+         <tr><td>unchanged for</td><td>{:.1} s</td></tr></table>",
+        percent(h.sharpness),
+        percent(h.scene_change),
+        100.0 * h.clipped_dark,
+        100.0 * h.clipped_bright,
+        h.unchanged_seconds
+    );
 }
 
 /// The device time of each stage of the frame, in milliseconds, and their sum.

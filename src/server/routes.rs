@@ -17,6 +17,7 @@ use tokio::sync::{oneshot, watch, Mutex};
 use super::auth::{Auth, Verdict};
 use super::page;
 use super::WebSettings;
+use crate::health::HealthReport;
 use crate::mailbox::{Latest, Snapshot, SnapshotReply};
 use crate::metrics::Metrics;
 use crate::report::{self, Report};
@@ -301,6 +302,8 @@ struct LatestJson<'a> {
     age_seconds: f64,
     fps: f64,
     dropped: BTreeMap<&'static str, u64>,
+    /// Null when the camera's health detectors are off.
+    health: Option<HealthReport>,
     #[serde(flatten)]
     report: Report,
 }
@@ -323,6 +326,7 @@ fn latest(state: &State, query: Option<&str>) -> Response<Body> {
             .dropped_by_reason()
             .chain([("total", l.activity.dropped_total())])
             .collect(),
+        health: l.health,
         report: Report::new(&l.result, l.source.format, &l.source.device, l.options),
     };
     match serde_json::to_vec_pretty(&body) {

@@ -20,6 +20,7 @@ use super::WebSettings;
 use crate::capture::{CaptureStats, DropReason};
 use crate::daemon::camera_metrics::CameraFamilies;
 use crate::mailbox::{Activity, Latest, Snapshot, SnapshotReply, SourceInfo};
+use crate::health::{HealthReport, Kind, State};
 use crate::metrics::Metrics;
 use crate::pipeline::{FrameResult, PipelineOptions, Stage};
 use crate::region::{Region, RegionStats};
@@ -58,6 +59,27 @@ fn frame_seven() -> Latest {
             dropped: [3, 0, 0, 1],
             backlog: 2,
         },
+        health: Some(covered_report()),
+    }
+}
+
+/// A camera covered for a while: its health report as the detectors would give it.
+fn covered_report() -> HealthReport {
+    let mut kinds = Kind::ALL.map(|k| (k, State::Ok));
+    kinds[2] = (Kind::Covered, State::Tampered);
+    kinds[5] = (Kind::Defocus, State::Suspect);
+    HealthReport {
+        state: "tampered",
+        learning: false,
+        sharpness: Some(0.25),
+        scene_change: Some(0.5),
+        clipped_dark: 0.125,
+        clipped_bright: 0.0,
+        mean_luma_ratio: Some(0.5),
+        histogram_band: 0.875,
+        flat_cells: Some(0.75),
+        unchanged_seconds: 0.0,
+        kinds,
     }
 }
 
@@ -275,6 +297,29 @@ async fn latest_is_json_for_a_camera_that_published() {
             "bad_image": 1,
             "publish_backlog": 2,
             "total": 6
+        })
+    );
+    assert_eq!(
+        json["health"],
+        serde_json::json!({
+            "state": "tampered",
+            "learning": false,
+            "sharpness": 0.25,
+            "scene_change": 0.5,
+            "clipped_dark": 0.125,
+            "clipped_bright": 0.0,
+            "mean_luma_ratio": 0.5,
+            "histogram_band": 0.875,
+            "flat_cells": 0.75,
+            "unchanged_seconds": 0.0,
+            "kinds": {
+                "overexposed": "ok",
+                "underexposed": "ok",
+                "covered": "tampered",
+                "frozen": "ok",
+                "moved": "ok",
+                "defocus": "suspect"
+            }
         })
     );
     // Without a camera named, the first one.
