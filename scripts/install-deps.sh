@@ -5,7 +5,8 @@
 #                          (linux-libc-dev) for the V4L2 bindings bindgen generates
 #   install-deps.sh test   the above, plus what `make test` uses: cross linkers and libcs,
 #                          qemu-user for a smoke run of the aarch64 binary, the Rust targets,
-#                          clippy and rustfmt, OpenCV + numpy for the conformance test, and
+#                          clippy and rustfmt, OpenCV + numpy for the conformance test, Pillow
+#                          for the camera-health sequences (bench/health), and
 #                          Prometheus (with promtool), wrk, openssl and curl for the daemon's
 #                          tests, and for the V4L2 tests a QEMU VM (qemu-system-x86,
 #                          busybox-static, kmod, cpio) booting Debian's kernel with the vivid
@@ -49,8 +50,8 @@ for c in clippy rustfmt; do
     rustup component list --installed | grep -q "^$c" || rustup component add "$c"
 done
 
-if ! python3 -c 'import cv2, numpy' 2>/dev/null; then
-    echo "install-deps: installing opencv-python-headless and numpy with pip"
-    python3 -m pip install --quiet opencv-python-headless numpy 2>/dev/null ||
-        python3 -m pip install --quiet --break-system-packages opencv-python-headless numpy
+if ! python3 -c 'import cv2, numpy, PIL' 2>/dev/null; then
+    echo "install-deps: installing opencv-python-headless, numpy and Pillow with pip"
+    python3 -m pip install --quiet opencv-python-headless numpy Pillow 2>/dev/null ||
+        python3 -m pip install --quiet --break-system-packages opencv-python-headless numpy Pillow
 fi
