@@ -78,13 +78,11 @@ class Images:
         scale = max((W + margin) / w, (H + margin) / h)
         return self.stage(name, width=max(round(w * scale), W + margin))
 
-    def stage(self, name, width=None, height=None, box=None):
-        """The photograph (or its `box` crop) resized to `width` (or `height`), aspect kept."""
-        key = (name, width, height, box)
+    def stage(self, name, width=None, height=None):
+        """The photograph resized to `width` (or `height`), aspect kept."""
+        key = (name, width, height)
         if key not in self.cache:
             img = self.pil(name)
-            if box is not None:
-                img = img.crop(box)
             w, h = img.size
             if width is not None:
                 size = (width, round(h * width / w))
@@ -173,10 +171,6 @@ class Sprite:
 
     def __init__(self, texture, alpha):
         self.texture, self.alpha = texture.astype(np.float32), alpha.astype(np.float32)
-
-    @property
-    def area(self):
-        return float(self.alpha.sum())
 
     def paste(self, frame, cx, cy):
         """Composites the sprite centred at (cx, cy), clipped at the frame's edges."""
@@ -431,7 +425,6 @@ def tamper_covered(p, imgs, rng):
 
 
 def tamper_moved(p, imgs, rng):
-    g_scale = 1.0
     if "to_photo" in p:
         # pointed somewhere else: the view slides from one photograph onto another
         a = centre(imgs.fit(p["photo"], 20))
