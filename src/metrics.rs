@@ -57,6 +57,17 @@ impl Metrics {
         out
     }
 
+    /// The value of the series `name{labels}`, written exactly so, in a scrape; for the
+    /// crate's unit tests.
+    #[cfg(test)]
+    pub(crate) fn sample(&self, series: &str) -> Option<f64> {
+        let text = String::from_utf8(self.encode()).expect("UTF-8");
+        text.lines().find_map(|l| {
+            let (s, v) = l.rsplit_once(' ')?;
+            (s == series).then(|| v.parse().ok())?
+        })
+    }
+
     fn register<C: Collector + Clone + 'static>(&self, c: C) -> C {
         // Names are fixed and unique: a failure here is a programming error caught by tests.
         self.registry

@@ -51,11 +51,23 @@ struct Response {
 
 /// One HTTP/1.1 request on a fresh connection.
 fn request(port: u16, method: &str, path: &str) -> std::io::Result<Response> {
-    let mut s = TcpStream::connect(("127.0.0.1", port))?;
-    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let s = TcpStream::connect(("127.0.0.1", port))?;
+    exchange(s, method, path, "", Duration::from_secs(10))
+}
+
+/// Sends one request on `s`, with `extra` header lines (each ending in CRLF) after Host,
+/// and reads the whole answer, waiting at most `timeout` for each read.
+fn exchange(
+    mut s: TcpStream,
+    method: &str,
+    path: &str,
+    extra: &str,
+    timeout: Duration,
+) -> std::io::Result<Response> {
+    s.set_read_timeout(Some(timeout))?;
     write!(
         s,
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{extra}Connection: close\r\n\r\n"
     )?;
     let mut raw = Vec::new();
     s.read_to_end(&mut raw)?;
@@ -442,22 +454,10 @@ fn get_as(port: u16, path: &str, user: &str) -> u16 {
         &base64::engine::general_purpose::STANDARD,
         format!("{user}:s3cret"),
     );
-    let attempt = || -> std::io::Result<u16> {
-        let mut s = TcpStream::connect(("127.0.0.1", port))?;
-        s.set_read_timeout(Some(Duration::from_secs(10)))?;
-        write!(
-            s,
-            "GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Basic {token}\r\nConnection: close\r\n\r\n"
-        )?;
-        let mut raw = Vec::new();
-        s.read_to_end(&mut raw)?;
-        let head = String::from_utf8_lossy(&raw[..raw.len().min(64)]).to_string();
-        head.split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .ok_or_else(|| std::io::Error::other("no status"))
-    };
-    attempt().unwrap_or(0)
+    let auth = format!("Authorization: Basic {token}\r\n");
+    TcpStream::connect(("127.0.0.1", port))
+        .and_then(|s| exchange(s, "GET", path, &auth, Duration::from_secs(10)))
+        .map_or(0, |r| r.status)
 }
 
 #[test]
@@ -1110,20 +1110,12 @@ fn r7_a_bad_password_flood_neither_stops_frames_nor_locks_out_the_scraper() {
             base64::Engine::encode(&base64::engine::general_purpose::STANDARD, "prom:s3cret");
         // The scraper is another host than the flood's, as Prometheus is: one peer holds
         // only its share of the connection slots, and the flood takes all of its own.
-        let mut s = connect_from("127.0.0.2", port).expect("connect");
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        write!(
-            s,
-            "GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Basic {token}\r\nConnection: close\r\n\r\n"
-        )
-        .unwrap();
-        let mut raw = String::new();
-        s.read_to_string(&mut raw).expect("an authorized scrape");
-        assert!(
-            raw.starts_with("HTTP/1.1 200 "),
-            "{}",
-            &raw[..raw.len().min(200)]
-        );
+        let s = connect_from("127.0.0.2", port).expect("connect");
+        let auth = format!("Authorization: Basic {token}\r\n");
+        let r = exchange(s, "GET", "/metrics", &auth, Duration::from_secs(10))
+            .expect("an authorized scrape");
+        let raw = String::from_utf8_lossy(&r.body);
+        assert_eq!(r.status, 200, "{}", &raw[..raw.len().min(200)]);
         sample(&raw, r#"edgesight_frames_total{camera="front"}"#).expect("frames")
     };
     let bad = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, "prom:wrong");
@@ -1210,19 +1202,8 @@ fn connect_from(from: &str, port: u16) -> std::io::Result<TcpStream> {
 
 /// A GET of `/metrics` from the loopback address `from`.
 fn scrape_from(from: &str, port: u16) -> std::io::Result<u16> {
-    let mut s = connect_from(from, port)?;
-    s.set_read_timeout(Some(Duration::from_secs(20)))?;
-    write!(
-        s,
-        "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw)?;
-    let head = String::from_utf8_lossy(&raw[..raw.len().min(64)]).to_string();
-    head.split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .ok_or_else(|| std::io::Error::other(format!("no status in {head:?}")))
+    let s = connect_from(from, port)?;
+    exchange(s, "GET", "/metrics", "", Duration::from_secs(20)).map(|r| r.status)
 }
 
 /// 64 idle connections locked every other client out for up to 10 s: a slowloris that

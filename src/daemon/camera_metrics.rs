@@ -391,12 +391,6 @@ mod tests {
     use super::*;
     use crate::cl::ClError;
 
-    fn sample(metrics: &Metrics, series: &str) -> Option<f64> {
-        let text = String::from_utf8(metrics.encode()).expect("UTF-8");
-        text.lines()
-            .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
-    }
-
     #[test]
     fn a_failed_stage_is_counted_by_its_name_and_in_the_pipeline_errors() {
         let metrics = Metrics::new();
@@ -412,15 +406,14 @@ mod tests {
             layout: "grey 1x2".into(),
         });
         let stage = |s: &str| {
-            sample(
-                &metrics,
-                &format!(r#"edgesight_stage_errors_total{{camera="c",stage="{s}"}}"#),
-            )
+            metrics.sample(&format!(
+                r#"edgesight_stage_errors_total{{camera="c",stage="{s}"}}"#
+            ))
         };
         assert_eq!(stage("sobel"), Some(1.0));
         assert_eq!(stage("luma"), Some(0.0));
         assert_eq!(
-            sample(&metrics, r#"edgesight_pipeline_errors_total{camera="c"}"#),
+            metrics.sample(r#"edgesight_pipeline_errors_total{camera="c"}"#),
             Some(2.0)
         );
     }
@@ -448,10 +441,9 @@ mod tests {
         let metrics = Metrics::new();
         let m = CameraFamilies::new(&metrics, 16).camera("c", None);
         let mean = |roi: &str| {
-            sample(
-                &metrics,
-                &format!(r#"edgesight_roi_mean_luma{{camera="c",roi="{roi}"}}"#),
-            )
+            metrics.sample(&format!(
+                r#"edgesight_roi_mean_luma{{camera="c",roi="{roi}"}}"#
+            ))
         };
         let mut result = FrameResult::empty();
         result.regions = vec![region("a", 10), region("b", 20)];

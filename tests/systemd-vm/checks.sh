@@ -200,7 +200,7 @@ for t in /proc/$pid/task/*; do
 done
 if echo "$nices" | grep -q "es-tokio=10" && echo "$nices" | grep -q "es-cam-[^=]*=0" &&
     ! echo "$nices" | grep -qE "es-tokio=([0-9]|1[1-9])( |$)" ; then
-    pass 1c "thread priorities: HTTP at nice 10, cameras at 0 ($(echo "$nices" | tr ' ' '\n' | sort | uniq -c | xargs))"
+    pass 1c "thread priorities: HTTP at nice 10, cameras at 0 ($(echo "$nices" | xargs -n1 | sort | uniq -c | awk '{ printf "%s%s", sep, $2 ($1 > 1 ? " x" $1 : ""); sep = ", " }'))"
 else
     fail 1c "thread priorities not as the unit intends: $nices"
 fi

@@ -205,15 +205,6 @@ mod tests {
         }
     }
 
-    /// The value of `series` in a scrape of `metrics`.
-    fn scraped(metrics: &Metrics, series: &str) -> Option<f64> {
-        let text = String::from_utf8(metrics.encode()).expect("UTF-8");
-        text.lines().find_map(|l| {
-            let (s, v) = l.rsplit_once(' ')?;
-            (s == series).then(|| v.parse().ok())?
-        })
-    }
-
     #[test]
     fn a_panic_after_the_first_frame_shows_the_camera_down_and_restarts_it() {
         let device: DeviceSpec = std::env::var("EDGESIGHT_TEST_DEVICE")
@@ -265,12 +256,12 @@ mod tests {
             .expect("the first frame");
         assert_eq!(frame.sequence, 0);
         let deadline = Instant::now() + Duration::from_secs(60);
-        while scraped(&metrics, r#"edgesight_camera_restarts_total{camera="t"}"#) != Some(1.0) {
+        while metrics.sample(r#"edgesight_camera_restarts_total{camera="t"}"#) != Some(1.0) {
             assert!(Instant::now() < deadline, "no restart counted");
             std::thread::sleep(Duration::from_millis(5));
         }
         assert_eq!(
-            scraped(&metrics, r#"edgesight_camera_up{camera="t"}"#),
+            metrics.sample(r#"edgesight_camera_up{camera="t"}"#),
             Some(0.0)
         );
         // Opened once so far; it is opened again after the restart delay.
