@@ -6,7 +6,8 @@
 #   install-deps.sh test   the above, plus what `make test` uses: cross linkers and libcs,
 #                          qemu-user for a smoke run of the aarch64 binary, the Rust targets,
 #                          clippy and rustfmt, OpenCV + numpy for the conformance test, Pillow
-#                          for the camera-health sequences (bench/health), and
+#                          for the camera-health sequences (bench/health; pip, from Debian's
+#                          python3-pip, also fetches their photographs), and
 #                          Prometheus (with promtool), wrk, openssl and curl for the daemon's
 #                          tests, and for the V4L2 tests a QEMU VM (qemu-system-x86,
 #                          busybox-static, kmod, cpio) booting Debian's kernel with the vivid
@@ -23,7 +24,7 @@ apt_packages=(ocl-icd-libopencl1 pocl-opencl-icd clinfo libclang-dev linux-libc-
 if [ "$mode" = test ]; then
     apt_packages+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross
                    gcc-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user-static
-                   prometheus wrk openssl curl
+                   prometheus wrk openssl curl python3 python3-pip
                    qemu-system-x86 busybox-static kmod cpio xz-utils zstd
                    podman runc debootstrap lintian mmdebstrap e2fsprogs file
                    binutils-aarch64-linux-gnu binutils-arm-linux-gnueabihf)
