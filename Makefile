@@ -10,6 +10,11 @@
 # make bench: the pipeline's cost at 720p, 1080p and 4K beside a device copy of the same bytes
 #             (BENCH_ARGS adds flags, e.g. BENCH_ARGS="--runs 50 --device portable").
 # Both install what they need first (Debian packages, Rust targets, pip packages).
+# make health-eval: the camera-health detectors scored on every labelled sequence (bench/health)
+#             with the release binary: tables per sequence and per detector, and
+#             target/health/eval/results.json.
+# make health-subset: eval.py's own tests, then the six small sequences with the debug binary,
+#             failing on a missed or late tamper or a false alarm (HEALTH_CHECK= only scores).
 
 SHELL := /bin/bash
 CARGO ?= cargo
@@ -18,8 +23,9 @@ export POCL_CACHE_DIR ?= $(CURDIR)/target/pocl-cache
 CROSS_TARGETS := aarch64-unknown-linux-gnu armv7-unknown-linux-gnueabihf
 DEMO_OUT := target/demo
 DEMO_LISTEN ?= 127.0.0.1:8947
+HEALTH_CHECK ?= --check
 
-.PHONY: demo demo-process test test-arm bench deps-run deps-test build lint unit conformance cross package vm-test vm-systemd clean
+.PHONY: demo demo-process test test-arm bench health-eval health-subset deps-run deps-test build lint unit conformance cross package vm-test vm-systemd clean
 
 demo: deps-run build
 	@mkdir -p $(POCL_CACHE_DIR)
@@ -43,8 +49,24 @@ bench: deps-run build
 	@mkdir -p $(POCL_CACHE_DIR) target/bench
 	./target/release/edgesight bench --json target/bench/bench.json $(BENCH_ARGS)
 
-test: deps-test lint unit build conformance cross package vm-test vm-systemd
+test: deps-test lint unit build health-subset conformance cross package vm-test vm-systemd
 	@echo "make test: all passed"
+
+# All 21 sequences, four cameras to a daemon (about 2 minutes, 807 MB of frames).
+health-eval: build
+	bench/health/fetch_images.sh
+	python3 bench/health/make_sequences.py
+	python3 bench/health/eval.py --binary target/release/edgesight \
+		--json target/health/eval/results.json
+
+# The six small sequences in one daemon (about 8 s of replay).
+health-subset:
+	python3 bench/health/test_eval.py
+	bench/health/fetch_images.sh
+	python3 bench/health/make_sequences.py --subset
+	$(CARGO) build --locked
+	python3 bench/health/eval.py --subset --parallel 6 --binary target/debug/edgesight \
+		$(HEALTH_CHECK)
 
 deps-run:
 	@scripts/install-deps.sh run

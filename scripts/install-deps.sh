@@ -5,7 +5,9 @@
 #                          (linux-libc-dev) for the V4L2 bindings bindgen generates
 #   install-deps.sh test   the above, plus what `make test` uses: cross linkers and libcs,
 #                          qemu-user for a smoke run of the aarch64 binary, the Rust targets,
-#                          clippy and rustfmt, OpenCV + numpy for the conformance test, and
+#                          clippy and rustfmt, OpenCV + numpy for the conformance test, Pillow
+#                          for the camera-health sequences (bench/health; pip, from Debian's
+#                          python3-pip, also fetches their photographs), and
 #                          Prometheus (with promtool), wrk, openssl and curl for the daemon's
 #                          tests, and for the V4L2 tests a QEMU VM (qemu-system-x86,
 #                          busybox-static, kmod, cpio) booting Debian's kernel with the vivid
@@ -22,7 +24,7 @@ apt_packages=(ocl-icd-libopencl1 pocl-opencl-icd clinfo libclang-dev linux-libc-
 if [ "$mode" = test ]; then
     apt_packages+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross
                    gcc-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user-static
-                   prometheus wrk openssl curl
+                   prometheus wrk openssl curl python3 python3-pip
                    qemu-system-x86 busybox-static kmod cpio xz-utils zstd
                    podman runc debootstrap lintian mmdebstrap e2fsprogs file
                    binutils-aarch64-linux-gnu binutils-arm-linux-gnueabihf)
@@ -49,8 +51,8 @@ for c in clippy rustfmt; do
     rustup component list --installed | grep -q "^$c" || rustup component add "$c"
 done
 
-if ! python3 -c 'import cv2, numpy' 2>/dev/null; then
-    echo "install-deps: installing opencv-python-headless and numpy with pip"
-    python3 -m pip install --quiet opencv-python-headless numpy 2>/dev/null ||
-        python3 -m pip install --quiet --break-system-packages opencv-python-headless numpy
+if ! python3 -c 'import cv2, numpy, PIL' 2>/dev/null; then
+    echo "install-deps: installing opencv-python-headless, numpy and Pillow with pip"
+    python3 -m pip install --quiet opencv-python-headless numpy Pillow 2>/dev/null ||
+        python3 -m pip install --quiet --break-system-packages opencv-python-headless numpy Pillow
 fi

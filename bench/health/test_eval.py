@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""Tests of eval.py's log parsing and scoring on synthetic labels and log lines.
+
+    python3 bench/health/test_eval.py
+"""
+import pathlib
+import sys
+import tomllib
+import unittest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import eval as ev  # noqa: E402  (bench/health/eval.py)
+
+TS = "2026-11-23T19:00:00.123456Z"
+
+
+def labels(name, kind, frames, tamper=None, fps=30):
+    """labels.json as make_sequences.py writes it, reduced to what scoring reads."""
+    if tamper is None:
+        normal = [[0, frames]]
+    else:
+        begin, end = tamper
+        normal = [[0, begin]] + ([[end, frames]] if end is not None else [])
+        tamper = {"begin": begin, "established": begin, "ending": end, "end": end}
+    return {"name": name, "kind": kind, "frames": frames, "fps": fps, "tamper": tamper,
+            "normal": normal}
+
+
+def log(*events):
+    """Log lines as the daemon writes them: (event, camera, kind, frame)."""
+    lines = []
+    for event, camera, kind, frame in events:
+        if event == "tampered":
+            lines.append(f"{TS}  WARN camera health: tampered camera={camera} kind={kind} "
+                         f"frame={frame}")
+        elif event == "ok":
+            lines.append(f"{TS}  INFO camera health: ok again camera={camera} kind={kind} "
+                         f"frame={frame}")
+        else:
+            lines.append(f"{TS}  INFO camera health: baseline learned camera={camera} "
+                         f"frame={frame}")
+    return ev.parse_log(lines)[0]
+
+
+COVERED = labels("subset-covered-coins", "covered", 195, (120, None))
+FROZEN = labels("subset-frozen-chelsea", "frozen", 210, (120, 180))
+LIGHT = labels("subset-light-camera", "nuisance", 180)
+
+
+class ParseTest(unittest.TestCase):
+    def test_the_three_events(self):
+        self.assertEqual(
+            ev.parse_line(f"{TS}  WARN camera health: tampered camera=subset-covered-coins "
+                          "kind=covered frame=161"),
+            ("WARN", {"event": "tampered", "camera": "subset-covered-coins",
+                      "kind": "covered", "frame": 161}))
+        self.assertEqual(
+            ev.parse_line(f"{TS}  INFO camera health: ok again camera=a kind=frozen frame=7"),
+            ("INFO", {"event": "ok", "camera": "a", "kind": "frozen", "frame": 7}))
+        self.assertEqual(
+            ev.parse_line(f"{TS}  INFO camera health: baseline learned camera=a frame=90"),
+            ("INFO", {"event": "baseline", "camera": "a", "kind": None, "frame": 90}))
+
+    def test_colours_quotes_spans_and_field_order(self):
+        line = ("\x1b[2m2026-11-23T19:00:00Z\x1b[0m \x1b[33m WARN\x1b[0m es{camera=x}: "
+                'camera health: tampered frame=12 kind=moved camera="front door"')
+        self.assertEqual(ev.parse_line(line), ("WARN", {
+            "event": "tampered", "camera": "front door", "kind": "moved", "frame": 12}))
+
+    def test_other_lines(self):
+        self.assertEqual(ev.parse_line(f"{TS}  INFO camera opened camera=a source=x"),
+                         ("INFO", None))
+        # a health message without its frame is not an event
+        self.assertEqual(ev.parse_line(f"{TS}  WARN camera health: tampered camera=a"),
+                         ("WARN", None))
+        events, errors = ev.parse_log([
+            f"{TS}  INFO serving listen=127.0.0.1:1",
+            f"{TS} ERROR camera a failed: no such file",
+            f"{TS}  WARN camera health: tampered camera=a kind=covered frame=3",
+        ])
+        self.assertEqual(errors, [f"{TS} ERROR camera a failed: no such file"])
+        self.assertEqual(events, [{"event": "tampered", "camera": "a", "kind": "covered",
+                                   "frame": 3}])
+
+
+class ScoreTest(unittest.TestCase):
+    def test_detected(self):
+        r = ev.score_sequence(COVERED, log(("baseline", COVERED["name"], None, 60),
+                                           ("tampered", COVERED["name"], "covered", 150)))
+        self.assertEqual((r["detected_frame"], r["delay_s"], r["missed"], r["late"]),
+                         (150, 1.0, False, False))
+        self.assertEqual((r["baseline_frame"], r["false_alarms"], r["normal_frames"]),
+                         (60, [], 120))
+        self.assertEqual(ev.check_failures([r]), [])
+
+    def test_missed(self):
+        r = ev.score_sequence(COVERED, [])
+        self.assertEqual((r["detected_frame"], r["delay_s"], r["missed"], r["late"]),
+                         (None, None, True, None))
+        self.assertEqual(ev.check_failures([r]),
+                         ["subset-covered-coins: covered MISSED (tamper from frame 120)"])
+
+    def test_late_after_two_seconds(self):
+        on_time = ev.score_sequence(COVERED, log(("tampered", COVERED["name"], "covered", 180)))
+        self.assertEqual((on_time["delay_s"], on_time["late"]), (2.0, False))
+        late = ev.score_sequence(COVERED, log(("tampered", COVERED["name"], "covered", 181)))
+        self.assertEqual((late["delay_s"], late["late"], late["missed"]), (2.033, True, False))
+        self.assertEqual(ev.check_failures([late]), [
+            "subset-covered-coins: covered detected 2.03 s after its begin (frame 181), "
+            "later than 2.0 s"])
+
+    def test_false_alarm_in_normal_footage_and_other_kinds(self):
+        name = COVERED["name"]
+        r = ev.score_sequence(COVERED, log(("tampered", name, "covered", 119),
+                                           ("ok", name, "covered", 119),
+                                           ("tampered", name, "moved", 130),
+                                           ("tampered", name, "covered", 140)))
+        self.assertEqual(r["false_alarms"], [{"kind": "covered", "frame": 119}])
+        self.assertEqual((r["detected_frame"], r["other_kinds"]), (140, ["moved"]))
+        self.assertEqual(ev.check_failures([r]), [
+            "subset-covered-coins: false alarm, covered at frame 119 (normal footage)"])
+
+    def test_events_past_the_seam_are_ignored(self):
+        name = LIGHT["name"]
+        # 185 is image 5 of the second pass: not normal footage of the first
+        r = ev.score_sequence(LIGHT, log(("tampered", name, "overexposed", 185),
+                                         ("tampered", name, "frozen", 180)))
+        self.assertEqual((r["false_alarms"], r["events_past_seam"]), ([], 2))
+        r = ev.score_sequence(LIGHT, log(("tampered", name, "overexposed", 179)))
+        self.assertEqual(r["false_alarms"], [{"kind": "overexposed", "frame": 179}])
+
+    def test_a_tamper_that_ends_and_clears(self):
+        name = FROZEN["name"]
+        r = ev.score_sequence(FROZEN, log(("tampered", name, "frozen", 100),
+                                          ("ok", name, "frozen", 110),
+                                          ("tampered", name, "frozen", 126),
+                                          ("ok", name, "frozen", 183),
+                                          ("tampered", name, "frozen", 200)))
+        self.assertEqual((r["detected_frame"], r["delay_s"]), (126, 0.2))
+        self.assertEqual((r["cleared_frame"], r["cleared_after_end_s"]), (183, 0.1))
+        # raised before the begin and again after the end: normal footage, false alarms
+        self.assertEqual(r["false_alarms"], [{"kind": "frozen", "frame": 100},
+                                             {"kind": "frozen", "frame": 200}])
+        # cleared before the end (as the picture moves again): negative
+        r = ev.score_sequence(FROZEN, log(("tampered", name, "frozen", 126),
+                                          ("ok", name, "frozen", 177)))
+        self.assertEqual(r["cleared_after_end_s"], -0.1)
+        # never cleared
+        r = ev.score_sequence(FROZEN, log(("tampered", name, "frozen", 126)))
+        self.assertEqual((r["cleared_frame"], r["cleared_after_end_s"]), (None, None))
+
+    def test_own_kind_after_the_end_is_no_detection(self):
+        name = FROZEN["name"]
+        r = ev.score_sequence(FROZEN, log(("tampered", name, "frozen", 180)))
+        self.assertEqual((r["missed"], r["false_alarms"]),
+                         (True, [{"kind": "frozen", "frame": 180}]))
+
+    def test_other_cameras_are_not_mixed_up(self):
+        events = log(("tampered", FROZEN["name"], "covered", 10),
+                     ("tampered", COVERED["name"] + "-2", "covered", 100),
+                     ("tampered", "subset-covered", "covered", 121),
+                     ("tampered", COVERED["name"] + "-2", "covered", 122),
+                     ("tampered", COVERED["name"], "covered", 123))
+        r = ev.score_sequence(COVERED, events)
+        self.assertEqual((r["detected_frame"], r["false_alarms"]), (123, []))
+        r = ev.score_sequence(FROZEN, events)
+        self.assertEqual((r["missed"], r["false_alarms"]),
+                         (True, [{"kind": "covered", "frame": 10}]))
+
+
+class SummaryTest(unittest.TestCase):
+    def test_per_kind(self):
+        other = labels("covered-coffee", "covered", 672, (300, 522))
+        events = log(("tampered", COVERED["name"], "covered", 135),   # 0.5 s
+                     ("tampered", "covered-coffee", "covered", 390),  # 3.0 s, late
+                     ("tampered", LIGHT["name"], "covered", 90),      # false alarm
+                     ("tampered", LIGHT["name"], "moved", 91))        # false alarm
+        results = [ev.score_sequence(l, events) for l in (COVERED, other, FROZEN, LIGHT)]
+        s = ev.summarize(results)
+        # normal frames: 120 + (300 + 150) + (120 + 30) + 180 = 900, 30 s
+        self.assertEqual(s["normal_seconds"], 30.0)
+        self.assertEqual(s["kinds"]["covered"], {
+            "sequences": 2, "detected": 2, "median_delay_s": 1.75, "max_delay_s": 3.0,
+            "late": 1, "missed": 0, "false_alarms": 1, "false_alarms_per_hour": 120.0})
+        self.assertEqual(s["kinds"]["frozen"], {
+            "sequences": 1, "detected": 0, "median_delay_s": None, "max_delay_s": None,
+            "late": 0, "missed": 1, "false_alarms": 0, "false_alarms_per_hour": 0.0})
+        self.assertEqual(s["kinds"]["moved"]["sequences"], 0)
+        self.assertEqual(s["kinds"]["moved"]["false_alarms"], 1)
+        self.assertEqual(len(ev.check_failures(results)), 4)
+        text = ev.format_tables(results, s)
+        self.assertIn("MISSED", text)
+        self.assertIn("3.00 s LATE", text)
+        self.assertIn("normal footage: 30.0 s", text)
+
+
+class ConfigTest(unittest.TestCase):
+    def test_replay_cameras_with_health_lines(self):
+        seqs = [(COVERED, pathlib.Path("/data/subset-covered-coins")),
+                (LIGHT, pathlib.Path("/data/subset-light-camera"))]
+        health = ev.parse_set(["enabled=true", " learning_seconds = 2.5", 'mode="fast"'])
+        config = tomllib.loads(ev.config_text(8000, seqs, health))
+        self.assertEqual(config["web"], {"listen_address": "127.0.0.1:8000"})
+        self.assertEqual(config["camera"][1], {
+            "name": "subset-light-camera",
+            "source": {"kind": "replay", "path": "/data/subset-light-camera", "fps": 30},
+            "health": {"enabled": True, "learning_seconds": 2.5, "mode": "fast"}})
+        self.assertNotIn("health", tomllib.loads(ev.config_text(8000, seqs, []))["camera"][0])
+
+    def test_bad_set(self):
+        for bad in ("mode=fast", "novalue", "a=1=2"):
+            with self.assertRaises(SystemExit, msg=bad):
+                ev.parse_set([bad])
+
+
+if __name__ == "__main__":
+    unittest.main()
