@@ -125,6 +125,19 @@ impl SizeFigures {
     pub fn pixels(&self) -> u64 {
         u64::from(self.width) * u64::from(self.height)
     }
+
+    /// The health stage's device time spread over the frames (it runs on one in
+    /// [`GRADIENT_SAMPLE_FRAMES`](crate::pipeline::GRADIENT_SAMPLE_FRAMES)), as a share of
+    /// the pipeline's median device time per frame.
+    pub fn health_share(&self) -> f64 {
+        let health = self
+            .stages
+            .iter()
+            .find(|s| s.name == Stage::Health.name())
+            .map_or(0.0, |s| s.device.median);
+        let per_frame = health / crate::pipeline::GRADIENT_SAMPLE_FRAMES as f64;
+        per_frame / self.pipeline_device.median.max(1e-9)
+    }
 }
 
 /// Reports progress while a size runs: `(width, height, done, total)`.
@@ -143,6 +156,8 @@ pub fn bench_size(
 ) -> Result<SizeFigures, PipelineError> {
     let layout = FrameLayout::packed(PixelFormat::Grey, width, height);
     let mut pipeline = Pipeline::new(gpu, layout, PipelineOptions::default(), &[])?;
+    // As the daemon runs it by default: with the camera-health grid and gradient histogram.
+    pipeline.set_health_grid(gpu, Some(crate::health::GRID))?;
     let mut slot = pipeline.new_slot(gpu)?;
     let mut result = FrameResult::empty();
     let total = warmup + runs;
@@ -159,7 +174,11 @@ pub fn bench_size(
         let wall = start.elapsed().as_nanos() as u64;
         if i >= warmup {
             for (s, ns) in result.timings.iter() {
-                stage_ns[s as usize].push(ns);
+                // The health stage runs on every few frames: its time is that of the
+                // frames it ran on (SizeFigures::health_share spreads it).
+                if s != Stage::Health || result.gradient_sampled {
+                    stage_ns[s as usize].push(ns);
+                }
             }
             device_ns.push(result.timings.total());
             span_ns.push(pipeline.last_device_span_nanos());

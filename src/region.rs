@@ -225,7 +225,12 @@ mod tests {
 
     #[test]
     fn a_grid_tiles_the_frame_exactly() {
-        for (w, h, cols, rows) in [(320, 240, 16, 12), (17, 3, 16, 12), (1, 1, 16, 12), (641, 479, 16, 12)] {
+        for (w, h, cols, rows) in [
+            (320, 240, 16, 12),
+            (17, 3, 16, 12),
+            (1, 1, 16, 12),
+            (641, 479, 16, 12),
+        ] {
             let cells = grid(w, h, cols, rows);
             let (c, r) = (cols.min(w), rows.min(h));
             assert_eq!(cells.len(), (c * r) as usize, "{w}x{h}");
@@ -238,10 +243,16 @@ mod tests {
                     }
                 }
             }
-            assert!(covered.iter().all(|&n| n == 1), "{w}x{h}: every pixel in one cell");
+            assert!(
+                covered.iter().all(|&n| n == 1),
+                "{w}x{h}: every pixel in one cell"
+            );
         }
         let cells = grid(320, 240, 16, 12);
-        assert_eq!((cells[17].x, cells[17].y, cells[17].width, cells[17].height), (20, 20, 20, 20));
+        assert_eq!(
+            (cells[17].x, cells[17].y, cells[17].width, cells[17].height),
+            (20, 20, 20, 20)
+        );
     }
 
     #[test]

@@ -7,9 +7,10 @@ mod common;
 use common::{assert_image_eq, gpu, Rng};
 use edgesight::cl::Gpu;
 use edgesight::frame::{FrameLayout, PixelFormat};
+use edgesight::health;
 use edgesight::pipeline::{Border, Magnitude, Pipeline, PipelineOptions, Tuning};
 use edgesight::reference;
-use edgesight::region::Region;
+use edgesight::region::{self, Region};
 use proptest::prelude::*;
 
 /// Runs one frame through the pipeline with every tuning and compares every output with the
@@ -40,6 +41,11 @@ fn check_frame_with(
     );
     let mut pipeline =
         Pipeline::with_tuning(gpu, layout, options, regions, tuning).expect("pipeline");
+    // The camera-health grid and gradient histogram, as the daemon asks for them (the
+    // first frame counts the histogram).
+    pipeline
+        .set_health_grid(gpu, Some(health::GRID))
+        .expect("health grid");
     let mut slot = pipeline.new_slot(gpu).expect("slot");
     slot.write_bytes(gpu, frame).expect("write slot");
     let result = pipeline.process(gpu, &slot).expect("process");
@@ -53,6 +59,12 @@ fn check_frame_with(
     assert_image_eq("sobel dy", &label, w, &images.dy, &dy);
     let magnitude = reference::magnitude(&dx, &dy, options.magnitude);
     assert_image_eq("magnitude", &label, w, &images.magnitude, &magnitude);
+    assert!(result.gradient_sampled, "{label}");
+    assert_eq!(
+        result.gradient_histogram,
+        reference::histogram(&magnitude),
+        "gradient histogram, {label}"
+    );
     let edges = reference::edge_mask(&magnitude, options.edge_threshold);
     assert_image_eq("edge mask", &label, w, &images.edges, &edges);
     let hist = reference::histogram(&luma);
@@ -95,8 +107,13 @@ fn check_frame_with(
         width: layout.width,
         height: layout.height,
     };
-    let measured = std::iter::once(&result.frame).chain(result.regions.iter().map(|(_, s)| s));
-    for (region, stats) in std::iter::once(&whole).chain(regions).zip(measured) {
+    let cells = region::grid(layout.width, layout.height, health::GRID.0, health::GRID.1);
+    assert_eq!(result.cells.len(), cells.len(), "cells, {label}");
+    let measured = std::iter::once(&result.frame)
+        .chain(result.regions.iter().map(|(_, s)| s))
+        .chain(&result.cells);
+    let expected = std::iter::once(&whole).chain(regions).chain(&cells);
+    for (region, stats) in expected.zip(measured) {
         let (mut s, mut q, mut e, mut f) = (0u64, 0u64, 0u64, 0u64);
         for y in region.y as usize..(region.y + region.height) as usize {
             for x in region.x as usize..(region.x + region.width) as usize {

@@ -19,6 +19,7 @@ use edgesight::capture::{CaptureStats, DropReason};
 use edgesight::cl::{ClDeviceInfo, ClError};
 use edgesight::daemon::camera_metrics::CameraFamilies;
 use edgesight::daemon::reload::ReloadMetrics;
+use edgesight::health::{HealthReport, Kind, State};
 use edgesight::metrics::Metrics;
 use edgesight::pipeline::{FrameResult, PipelineError, Stage, StageTimings};
 use edgesight::region::{Region, RegionStats};
@@ -87,6 +88,26 @@ fn frame(otsu: u8, luma_sum: u64) -> FrameResult {
             },
         )],
         timings,
+        ..FrameResult::empty()
+    }
+}
+
+/// A camera covered for a while, after it had once been moved.
+fn covered() -> HealthReport {
+    let mut kinds = Kind::ALL.map(|k| (k, State::Ok));
+    kinds[2].1 = State::Tampered;
+    HealthReport {
+        state: "tampered",
+        learning: false,
+        sharpness: Some(0.25),
+        scene_change: Some(0.5),
+        clipped_dark: 0.125,
+        clipped_bright: 0.0,
+        mean_luma_ratio: Some(0.5),
+        histogram_band: 0.875,
+        flat_cells: Some(0.75),
+        unchanged_seconds: 0.0,
+        kinds,
     }
 }
 
@@ -115,6 +136,9 @@ fn rendered() -> String {
         source: ClError::NoPlatform,
     });
     front.restarts.inc();
+    front.health.tampered(Kind::Moved);
+    front.health.tampered(Kind::Covered);
+    front.health.set(&covered());
 
     // A camera whose device is absent: down, no rate set, nothing published.
     let idle = cameras.camera("idle", None);

@@ -1,8 +1,9 @@
 //! The built-in test pattern: a scene that moves, so the daemon can run anywhere without a
 //! camera and every metric has something to measure.
 //!
-//! A tinted diagonal gradient drifts across the frame, a bright disk circles it, a dark bar
-//! slides along the bottom third, and mild noise keeps the histogram from being spiky. Each
+//! A tinted diagonal gradient stays still, as a camera's background does (the camera-health
+//! detectors see a moved camera in a background that moves), a bright disk circles over it,
+//! a dark bar slides along the bottom third, and mild noise keeps the histogram from being spiky. Each
 //! frame is a pure function of its sequence number ([`render`]), so tests can rebuild any
 //! frame the source handed out.
 
@@ -27,8 +28,6 @@ impl Rgb {
 struct Scene {
     width: u32,
     height: u32,
-    /// Gradient drift in pixels.
-    shift: u32,
     disk: (i64, i64, i64),
     bar: (u32, u32, u32, u32),
     seed: u32,
@@ -47,7 +46,6 @@ impl Scene {
         Scene {
             width,
             height,
-            shift: (sequence % 256) as u32,
             disk: (cx as i64, cy as i64, radius as i64),
             bar: (
                 bar_x.saturating_sub(bar_w),
@@ -72,7 +70,7 @@ impl Scene {
             noise ^= noise >> 17;
             noise ^= noise << 5;
             let jitter = (noise >> 29) as i32 - 4;
-            let g = 24 + ((x * 160 / self.width + y * 48 / self.height + self.shift) % 200) as i32;
+            let g = 24 + ((x * 160 / self.width + y * 48 / self.height) % 200) as i32;
             let dx = i64::from(x) - cx;
             let colour = if dx * dx + dy * dy <= r * r {
                 (230, 190, 90)

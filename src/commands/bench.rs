@@ -127,6 +127,11 @@ fn print_bench(f: &SizeFigures) {
         f.pipeline_floor_ms,
     );
     println!(
+        "  health stage: on one frame in {}, {:.2} % of the pipeline's device time per frame",
+        edgesight::pipeline::GRADIENT_SAMPLE_FRAMES,
+        100.0 * f.health_share()
+    );
+    println!(
         "  device span (first kernel start to last end) {:.3} ms [{:.3}-{:.3}]",
         f.pipeline_span.median, f.pipeline_span.p10, f.pipeline_span.p90
     );

@@ -199,7 +199,7 @@ fn check_camera(
     let health = match &c.health {
         Some(h) => {
             h.get_ref().check().map_err(|(key, message)| {
-                doc.at(h.span(), &format!("camera.health.{key}"), message)
+                doc.at(h.span(), format!("camera.health.{key}"), message)
             })?;
             *h.get_ref()
         }

@@ -210,7 +210,14 @@ fn run_opened(
             continue;
         };
         let (gpu, pipeline, describe) = (&cam.gpu, &mut cam.pipeline, &mut cam.describe);
-        fit_pipeline(gpu, pipeline, describe, frame.layout, settings, &links.state)?;
+        fit_pipeline(
+            gpu,
+            pipeline,
+            describe,
+            frame.layout,
+            settings,
+            &links.state,
+        )?;
         let Some(pipeline) = cam.pipeline.as_mut() else {
             continue;
         };

@@ -12,10 +12,10 @@ use prometheus::{
     Gauge, GaugeVec, Histogram, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
 };
 
+use super::health_metrics::{HealthFamilies, HealthMetrics};
 use crate::capture::{CaptureStats, DropReason};
 use crate::cl::ClDeviceInfo;
 use crate::mailbox::{Activity, DROP_PUBLISH_BACKLOG};
-use super::health_metrics::{HealthFamilies, HealthMetrics};
 use crate::metrics::Metrics;
 use crate::pipeline::{FrameResult, PipelineError, Stage};
 use crate::region::{Region, RegionStats};

@@ -8,7 +8,7 @@
 
 pub mod camera;
 pub mod camera_metrics;
-mod health_metrics;
+pub mod health_metrics;
 pub mod reload;
 mod signals;
 
@@ -330,11 +330,7 @@ fn publish(
 
 /// Runs a frame through the camera's health detectors (when they are on), logs what
 /// changed and sets the health series; returns the report for [`Latest`].
-fn watch_health(
-    health: &mut Health,
-    p: &Published,
-    m: &CameraMetrics,
-) -> Option<HealthReport> {
+fn watch_health(health: &mut Health, p: &Published, m: &CameraMetrics) -> Option<HealthReport> {
     let was_on = health.settings().enabled;
     health.set_settings(p.health);
     if !p.health.enabled {

@@ -26,8 +26,8 @@ use serde::Serialize;
 use crate::pipeline::FrameResult;
 pub use measures::Measures;
 pub use settings::HealthSettings;
-pub use tracker::{Change, State};
 use tracker::Tracker;
+pub use tracker::{Change, State};
 
 /// The grid of cells the pipeline measures for the detectors.
 pub const GRID: (u32, u32) = (16, 12);
@@ -381,7 +381,11 @@ impl Health {
         {
             *slot = (kind, tracker.state);
         }
-        let worst = self.trackers.iter().map(|t| t.state).max_by_key(|s| *s as u8);
+        let worst = self
+            .trackers
+            .iter()
+            .map(|t| t.state)
+            .max_by_key(|s| *s as u8);
         r.state = if learning {
             "learning"
         } else {

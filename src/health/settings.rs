@@ -100,11 +100,23 @@ mod tests {
         assert_eq!(bad(|s| s.adapt_seconds = f64::NAN), Err("adapt_seconds"));
         assert_eq!(bad(|s| s.confirm_seconds = -1.0), Err("confirm_seconds"));
         assert_eq!(bad(|s| s.clear_seconds = 1e9), Err("clear_seconds"));
-        assert_eq!(bad(|s| s.frozen_seconds = f64::INFINITY), Err("frozen_seconds"));
+        assert_eq!(
+            bad(|s| s.frozen_seconds = f64::INFINITY),
+            Err("frozen_seconds")
+        );
         assert_eq!(bad(|s| s.defocus_sharpness = 0.0), Err("defocus_sharpness"));
-        assert_eq!(bad(|s| s.moved_scene_change = 1.5), Err("moved_scene_change"));
-        assert_eq!(bad(|s| s.covered_histogram_band = f64::NAN), Err("covered_histogram_band"));
-        assert_eq!(bad(|s| s.covered_flat_cells = -0.1), Err("covered_flat_cells"));
+        assert_eq!(
+            bad(|s| s.moved_scene_change = 1.5),
+            Err("moved_scene_change")
+        );
+        assert_eq!(
+            bad(|s| s.covered_histogram_band = f64::NAN),
+            Err("covered_histogram_band")
+        );
+        assert_eq!(
+            bad(|s| s.covered_flat_cells = -0.1),
+            Err("covered_flat_cells")
+        );
         assert_eq!(bad(|s| s.clipped_ratio = 2.0), Err("clipped_ratio"));
         assert_eq!(bad(|s| s.confirm_seconds = 0.0), Ok(()));
     }

@@ -20,7 +20,11 @@ fn scene(shift: usize) -> Vec<f32> {
         for x in 0..W {
             let sx = x + shift;
             let block = ((sx / 20) * 7 + (y / 15) * 3) % 5;
-            let stripes = if (sx / 3 + y / 5) % 2 == 0 { 12.0 } else { -12.0 };
+            let stripes = if (sx / 3 + y / 5).is_multiple_of(2) {
+                12.0
+            } else {
+                -12.0
+            };
             img[y * W + x] = 60.0 + 25.0 * block as f32 + stripes + 0.2 * y as f32;
         }
     }
@@ -30,7 +34,9 @@ fn scene(shift: usize) -> Vec<f32> {
 /// The scene at `gain` with sensor noise drawn from `seed` (a camera never repeats a
 /// frame exactly).
 fn shoot(view: &[f32], gain: f32, seed: u64) -> Vec<u8> {
-    let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut state = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
     view.iter()
         .map(|&v| {
             state = state
@@ -72,7 +78,8 @@ fn result_of(luma: &[u8], gradient: bool) -> FrameResult {
                 - u64::from(img[at(x + w, y)])
                 - u64::from(img[at(x, y + h)])
         };
-        let q = sqsum[at(x + w, y + h)] + sqsum[at(x, y)] - sqsum[at(x + w, y)] - sqsum[at(x, y + h)];
+        let q =
+            sqsum[at(x + w, y + h)] + sqsum[at(x, y)] - sqsum[at(x + w, y)] - sqsum[at(x, y + h)];
         RegionStats {
             area: u64::from(w) * u64::from(h),
             sum: s(&sum),
@@ -122,6 +129,9 @@ impl Player {
     }
 }
 
+/// Frame number -> luma of a tampered camera.
+type Tamper<'a> = Box<dyn Fn(u64) -> Vec<u8> + 'a>;
+
 /// Learned after 3 s (frame 90), then whatever `tamper` does from frame 150 on.
 fn after_learning(tamper: impl Fn(u64) -> Vec<u8>) -> Vec<(u64, Event)> {
     let view = scene(0);
@@ -148,12 +158,20 @@ fn a_steady_scene_is_learned_once_and_stays_ok() {
 fn each_tamper_raises_its_own_kind_after_the_confirm_time() {
     let view = scene(0);
     // Frame 150 is the first tampered one; 0.5 s to confirm is 15 frames.
-    let cases: [(Kind, u64, Box<dyn Fn(u64) -> Vec<u8>>); 6] = [
+    let cases: [(Kind, u64, Tamper); 6] = [
         (Kind::Overexposed, 165, Box::new(|i| shoot(&view, 4.0, i))),
         (Kind::Underexposed, 165, Box::new(|i| shoot(&view, 0.02, i))),
-        (Kind::Covered, 165, Box::new(|i| shoot(&[20.0; W * H], 1.0, i))),
+        (
+            Kind::Covered,
+            165,
+            Box::new(|i| shoot(&[20.0; W * H], 1.0, i)),
+        ),
         // Unchanged from frame 150 (a repeat of 149): 0.5 s unchanged, then 0.5 s.
-        (Kind::Frozen, 180, Box::new(|i| shoot(&view, 1.0, i.min(149)))),
+        (
+            Kind::Frozen,
+            180,
+            Box::new(|i| shoot(&view, 1.0, i.min(149))),
+        ),
         (Kind::Moved, 165, {
             let moved = scene(70);
             Box::new(move |i| shoot(&moved, 1.0, i))
@@ -216,7 +234,11 @@ fn a_tamper_clears_after_the_clear_time_and_a_reload_learns_again() {
         ]
     );
     p.health.set_settings(HealthSettings::default());
-    assert_eq!(p.health.report().state, "ok", "the same settings keep the baseline");
+    assert_eq!(
+        p.health.report().state,
+        "ok",
+        "the same settings keep the baseline"
+    );
     p.health.set_settings(HealthSettings {
         moved_scene_change: 0.4,
         ..HealthSettings::default()

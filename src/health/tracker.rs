@@ -103,7 +103,11 @@ mod tests {
         assert_eq!(step(true, 600), (State::Suspect, None));
         assert_eq!(step(true, 1100), (State::Tampered, Some(Change::Tampered)));
         assert_eq!(step(false, 1200), (State::Tampered, None));
-        assert_eq!(step(true, 3000), (State::Tampered, None), "back: the clear restarts");
+        assert_eq!(
+            step(true, 3000),
+            (State::Tampered, None),
+            "back: the clear restarts"
+        );
         assert_eq!(step(false, 3100), (State::Tampered, None));
         assert_eq!(step(false, 5099), (State::Tampered, None));
         assert_eq!(step(false, 5100), (State::Ok, Some(Change::Cleared)));

@@ -252,7 +252,7 @@ impl Pipeline {
         // However this ends, the queue is finished before it returns or unwinds: the
         // device may be writing into `read_back` until then.
         let drain = QueueDrain::new(gpu);
-        let gradient = !self.cells.is_empty() && self.frames % GRADIENT_SAMPLE_FRAMES == 0;
+        let gradient = !self.cells.is_empty() && self.frames.is_multiple_of(GRADIENT_SAMPLE_FRAMES);
         self.frames = self.frames.wrapping_add(1);
         let enqueued = self.enqueue_frame(gpu, slot, gradient);
         let finished = drain.finish();
@@ -274,7 +274,9 @@ impl Pipeline {
         result.grid = self.grid;
         result.gradient_sampled = gradient;
         if gradient {
-            result.gradient_histogram.copy_from_slice(&read.gradient[..]);
+            result
+                .gradient_histogram
+                .copy_from_slice(&read.gradient[..]);
         }
 
         let mut timings = StageTimings::default();

@@ -19,8 +19,8 @@ use super::routes::{self, CameraView, State};
 use super::WebSettings;
 use crate::capture::{CaptureStats, DropReason};
 use crate::daemon::camera_metrics::CameraFamilies;
+use crate::health::{self, HealthReport, Kind};
 use crate::mailbox::{Activity, Latest, Snapshot, SnapshotReply, SourceInfo};
-use crate::health::{HealthReport, Kind, State};
 use crate::metrics::Metrics;
 use crate::pipeline::{FrameResult, PipelineOptions, Stage};
 use crate::region::{Region, RegionStats};
@@ -65,9 +65,9 @@ fn frame_seven() -> Latest {
 
 /// A camera covered for a while: its health report as the detectors would give it.
 fn covered_report() -> HealthReport {
-    let mut kinds = Kind::ALL.map(|k| (k, State::Ok));
-    kinds[2] = (Kind::Covered, State::Tampered);
-    kinds[5] = (Kind::Defocus, State::Suspect);
+    let mut kinds = Kind::ALL.map(|k| (k, health::State::Ok));
+    kinds[2] = (Kind::Covered, health::State::Tampered);
+    kinds[5] = (Kind::Defocus, health::State::Suspect);
     HealthReport {
         state: "tampered",
         learning: false,
