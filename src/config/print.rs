@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use super::schema::{CameraSettings, Settings};
 use crate::capture::{SourceKind, SourceSpec};
+use crate::health::HealthSettings;
 use crate::pipeline::Magnitude;
 
 /// What a password hash is printed as where the hashes are not shown.
@@ -51,6 +52,7 @@ struct Camera {
     opencl_device: String,
     source: Source,
     pipeline: Pipeline,
+    health: HealthSettings,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     roi: Vec<Roi>,
 }
@@ -141,6 +143,7 @@ impl Camera {
                 },
                 edge_threshold: o.edge_threshold,
             },
+            health: c.health,
             roi: c
                 .regions
                 .iter()

@@ -548,7 +548,15 @@ fn the_status_page_draws_the_regions_and_shows_stage_times_rate_and_drops() {
          <tr><td>luma</td><td>0.250 ms</td></tr><tr><td>sobel</td><td>0.500 ms</td></tr>\
          <tr><td>histogram</td><td>0.750 ms</td></tr><tr><td>otsu</td><td>1.000 ms</td></tr>\
          <tr><td>binarize</td><td>1.250 ms</td></tr><tr><td>integral</td><td>1.500 ms</td></tr>\
-         <tr><td>regions</td><td>1.750 ms</td></tr><tr><td>total</td><td>7.000 ms</td></tr></table>",
+         <tr><td>regions</td><td>1.750 ms</td></tr><tr><td>health</td><td>2.000 ms</td></tr>\
+         <tr><td>total</td><td>9.000 ms</td></tr></table>",
+        "<table class=\"health\"><tr><th>health</th><th class=\"tampered\">tampered</th></tr>\
+         <tr><td>overexposed</td><td class=\"ok\">ok</td></tr>",
+        "<tr><td>covered</td><td class=\"tampered\">tampered</td></tr>",
+        "<tr><td>defocus</td><td class=\"suspect\">suspect</td></tr>\
+         <tr><td>sharpness</td><td>25 %</td></tr><tr><td>scene change</td><td>50 %</td></tr>\
+         <tr><td>clipped dark / bright</td><td>12.5 % / 0.0 %</td></tr>\
+         <tr><td>unchanged for</td><td>0.0 s</td></tr></table>",
         // A camera with no frame has no size to draw in: its pictures as they come.
         "<h2>camera idle</h2><p>no frame yet</p><img src=\"/snapshot/luma.png?camera=idle\"",
     ] {
