@@ -261,6 +261,24 @@ def get(port, path):
         conn.close()
 
 
+def closest_approach(labels, samples):
+    """The detectors' numbers nearest their thresholds, from (frame, sharpness,
+    scene_change) samples of /api/v1/latest: the lowest sharpness and the highest scene
+    change on normal footage and, in a tamper sequence, from `established` to `ending`.
+    None where no sample (or none after learning) fell there."""
+    t = labels["tamper"]
+    in_normal = lambda f: any(a <= f < b for a, b in labels["normal"])
+    in_tamper = lambda f: t is not None and t["established"] <= f < (
+        t["ending"] if t["ending"] is not None else labels["frames"])
+    pick = lambda where, i, f: [s[i] for s in samples if where(s[0]) and s[i] is not None]
+    out = {}
+    for part, where in (("normal", in_normal), ("tamper", in_tamper)):
+        sharp, change = pick(where, 1, min), pick(where, 2, max)
+        out[f"{part}_min_sharpness"] = round(min(sharp), 3) if sharp else None
+        out[f"{part}_max_scene_change"] = round(max(change), 3) if change else None
+    return out
+
+
 def frame_counts(metrics, camera):
     """frames_total and frames_dropped_total by reason of a camera, from /metrics."""
     total, dropped = None, {}
@@ -317,14 +335,18 @@ def run_daemon(binary, sequences, health, out_dir, number):
                      f"their sequence within {limit:.0f} s (see {log_path})")
             for name, labels in list(pending.items()):
                 status, body = get(port, f"/api/v1/latest?camera={name}")
-                sequence = json.loads(body)["sequence"] if status == 200 else -1
+                latest = json.loads(body) if status == 200 else {}
+                sequence = latest.get("sequence", -1)
+                h = latest.get("health") or {}
+                counts.setdefault(name, {}).setdefault("samples", []).append(
+                    (sequence, h.get("sharpness"), h.get("scene_change")))
                 if sequence >= labels["frames"] - 1:
                     del pending[name]
                     counts.setdefault(name, {}).update(frame_counts(get(port, "/metrics")[1], name))
-                elif sequence >= 1 and name not in counts:
+                elif sequence >= 1 and "skipped_at_start" not in counts[name]:
                     # the frames the camera skipped while it built its pipeline
                     gaps = frame_counts(get(port, "/metrics")[1], name)["frames_dropped"]
-                    counts[name] = {"skipped_at_start": gaps.get("sequence_gap")}
+                    counts[name]["skipped_at_start"] = gaps.get("sequence_gap")
             time.sleep(0.1)
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=10)
@@ -375,6 +397,22 @@ def parse_set(items):
                  f"e.g. --set 'mode=\"fast\"'")
         out.append((key, value))
     return out
+
+
+def format_approach(results):
+    """The closest approach table: how near each sequence came to the sharpness and scene
+    change thresholds on normal footage and during its tamper."""
+    show = lambda v: "-" if v is None else f"{v:.2f}"
+    rows = [("sequence", "normal: min sharpness", "max scene change",
+             "tamper: min sharpness", "max scene change")]
+    for r in results:
+        rows.append((r["name"], show(r["normal_min_sharpness"]),
+                     show(r["normal_max_scene_change"]), show(r["tamper_min_sharpness"]),
+                     show(r["tamper_max_scene_change"])))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["sampled from /api/v1/latest about 10 times a second"]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+    return "\n".join(lines)
 
 
 def main():
@@ -433,12 +471,16 @@ def main():
     results = []
     for labels, _ in sequences:
         r = score_sequence(labels, events)
+        got = dict(counts.get(labels["name"], {}))
+        r.update(closest_approach(labels, got.pop("samples", [])))
         r.update({"frames_processed": None, "frames_dropped": None, "skipped_at_start": None,
-                  **counts.get(labels["name"], {})})
+                  **got})
         results.append(r)
     summary = summarize(results)
     print()
     print(format_tables(results, summary))
+    print()
+    print(format_approach(results))
     skipped = [r["skipped_at_start"] for r in results if r["skipped_at_start"] is not None]
     if skipped:
         print(f"frames skipped at start (while each camera built its pipeline): "

@@ -168,6 +168,22 @@ class ScoreTest(unittest.TestCase):
                          (True, [{"kind": "covered", "frame": 10}]))
 
 
+class ApproachTest(unittest.TestCase):
+    def test_normal_and_tamper_extremes_skip_learning_and_other_frames(self):
+        samples = [(10, None, None), (50, 0.97, 0.02), (110, 0.9, 0.1), (125, 0.3, 0.8),
+                   (150, 0.5, 0.6), (190, 0.2, 0.95), (-1, None, None)]
+        got = ev.closest_approach(COVERED, samples)
+        self.assertEqual(got, {"normal_min_sharpness": 0.9, "normal_max_scene_change": 0.1,
+                               "tamper_min_sharpness": 0.2, "tamper_max_scene_change": 0.95})
+        # a tamper that ends: frames from `ending` on are not the tamper's
+        got = ev.closest_approach(FROZEN, [(130, 0.8, 0.3), (185, 0.1, 0.9)])
+        self.assertEqual(got, {"normal_min_sharpness": 0.1, "normal_max_scene_change": 0.9,
+                               "tamper_min_sharpness": 0.8, "tamper_max_scene_change": 0.3})
+        got = ev.closest_approach(LIGHT, [(5, None, None)])
+        self.assertEqual(got, {"normal_min_sharpness": None, "normal_max_scene_change": None,
+                               "tamper_min_sharpness": None, "tamper_max_scene_change": None})
+
+
 class SummaryTest(unittest.TestCase):
     def test_per_kind(self):
         other = labels("covered-coffee", "covered", 672, (300, 522))

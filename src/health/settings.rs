@@ -43,7 +43,7 @@ impl Default for HealthSettings {
             adapt_seconds: 600.0,
             confirm_seconds: 0.5,
             clear_seconds: 2.0,
-            defocus_sharpness: 0.6,
+            defocus_sharpness: 0.65,
             moved_scene_change: 0.3,
             covered_histogram_band: 0.75,
             covered_flat_cells: 0.5,
