@@ -4,6 +4,7 @@
 //! device; [`super::validate`] adds what needs the machine.
 
 use std::collections::HashSet;
+use std::ops::Range;
 
 use toml::Spanned;
 
@@ -199,7 +200,8 @@ fn check_camera(
     let health = match &c.health {
         Some(h) => {
             h.get_ref().check().map_err(|(key, message)| {
-                doc.at(h.span(), format!("camera.health.{key}"), message)
+                let span = value_span(doc.text, h.span(), key).unwrap_or(h.span());
+                doc.at(span, format!("camera.health.{key}"), message)
             })?;
             *h.get_ref()
         }
@@ -221,6 +223,36 @@ fn check_camera(
         regions,
         health,
     })
+}
+
+/// Where `key = value` of the table whose header starts at `table` writes its value:
+/// serde hands the checks a whole table (`[camera.health]`), and a refusal of one of its
+/// values belongs at that value. `None` for a table written inline, where its own
+/// position has to do.
+fn value_span(text: &str, table: Range<usize>, key: &str) -> Option<Range<usize>> {
+    let rest = text.get(table.start..)?;
+    let mut lines = rest.split_inclusive('\n');
+    let header = lines.next()?;
+    if !header.trim_start().starts_with('[') {
+        return None;
+    }
+    let mut offset = table.start + header.len();
+    for line in lines {
+        let start = offset;
+        offset += line.len();
+        if line.trim_start().starts_with('[') {
+            return None;
+        }
+        let Some((name, value)) = line.split_once('=') else {
+            continue;
+        };
+        if name.trim().trim_matches(|c| c == '"' || c == '\'') != key {
+            continue;
+        }
+        let value_start = start + name.len() + 1 + (value.len() - value.trim_start().len());
+        return Some(value_start..start + line.trim_end().len());
+    }
+    None
 }
 
 /// Checks a ROI name as the config and the command line (`--roi`) both take them: it
@@ -478,6 +510,28 @@ mod tests {
             "t.toml:6:8: camera.source.size: frame size 20000x10 is too large (at most 16384 on a side)"
         );
         assert!(load_text(&pattern_camera("size = \"16384x1024\"\n")).is_ok());
+    }
+
+    #[test]
+    fn health_values_are_refused_at_their_key() {
+        let camera = pattern_camera("size = \"64x48\"\n");
+        for (health, expect) in [
+            (
+                "[camera.health]\nlearning_seconds = 2\ndefocus_sharpness   =  1.5 # blurred\n",
+                "t.toml:8:24: camera.health.defocus_sharpness: 1.5 is not a share above 0 and at most 1",
+            ),
+            (
+                "[ camera.health ]\n\"clear_seconds\" = -1\n",
+                "t.toml:7:19: camera.health.clear_seconds: -1 is not between 0 and 3600 seconds",
+            ),
+        ] {
+            assert_eq!(refusal(&format!("{camera}{health}")), expect, "{health}");
+        }
+        // Written inline: the table's own position.
+        assert_eq!(
+            refusal("[[camera]]\nname = \"c\"\nhealth = { frozen_seconds = -1 }\n[camera.source]\nkind = \"pattern\"\n"),
+            "t.toml:3:10: camera.health.frozen_seconds: -1 is not between 0 and 3600 seconds"
+        );
     }
 
     #[test]
