@@ -152,6 +152,15 @@ fn build_pipeline(gpu: &Gpu, layout: FrameLayout, settings: &CameraSettings) -> 
     pipeline
         .set_health_grid(gpu, health_grid(&settings.health))
         .context("setting up the health grid")?;
+    // A driver may compile a kernel for its work sizes at its first launch (POCL: seconds
+    // on a cold cache): one blank frame now, before the source's clock starts, keeps that
+    // stall off the first frames (they would be dropped and shorten health's learning).
+    let blank = pipeline
+        .new_slot(gpu)
+        .context("a frame slot for the warm-up")?;
+    pipeline
+        .process(gpu, &blank)
+        .context("a warm-up frame through the pipeline")?;
     Ok(pipeline)
 }
 

@@ -336,6 +336,7 @@ fn watch_health(health: &mut Health, p: &Published, m: &CameraMetrics) -> Option
     if !p.health.enabled {
         if was_on {
             m.health.off();
+            tracing::info!(camera = %m.name, frame = p.sequence, "camera health: detectors off");
         }
         return None;
     }

@@ -135,6 +135,10 @@ struct Baseline {
     cell_stddevs: Vec<f64>,
 }
 
+/// Gradient samples (one in [`GRADIENT_SAMPLE_FRAMES`](crate::pipeline::GRADIENT_SAMPLE_FRAMES)
+/// frames) the baseline needs besides the learning period.
+const MIN_LEARNING_GRADIENTS: u32 = 2;
+
 /// Sums over the learning period.
 #[derive(Clone, Debug, Default)]
 struct Learning {
@@ -171,7 +175,9 @@ impl Learning {
     /// The baseline, once the period is over and a gradient was seen.
     fn learned(&self, at: Instant, period: Duration) -> Option<Baseline> {
         let started = self.started?;
-        if at.saturating_duration_since(started) < period || self.gradients == 0 {
+        // At least a few frames and two gradient samples, however slow the first ones.
+        if at.saturating_duration_since(started) < period || self.gradients < MIN_LEARNING_GRADIENTS
+        {
             return None;
         }
         let n = f64::from(self.frames);
@@ -202,6 +208,8 @@ pub struct Health {
     /// The last gradient sample, corrected for the light level, as a share of the
     /// baseline's: frames without a sample keep it.
     sharpness: Option<f64>,
+    /// The last gradient sample and the mean luma of its frame.
+    last_gradient: Option<(f64, f64)>,
     last_frame: Option<Instant>,
     last_fingerprint: Option<u64>,
     unchanged_since: Option<Instant>,
@@ -221,6 +229,7 @@ impl Health {
             baseline: None,
             measures: Measures::default(),
             sharpness: None,
+            last_gradient: None,
             last_frame: None,
             last_fingerprint: None,
             unchanged_since: None,
@@ -285,6 +294,9 @@ impl Health {
                 self.events.push(Event::Learned);
             }
         }
+        if let Some(g) = m.gradient {
+            self.last_gradient = Some((g, m.mean));
+        }
         let holds = self.conditions(at);
         let s = &self.settings;
         let (confirm, clear) = (
@@ -319,9 +331,9 @@ impl Health {
         });
         let (mut covered, mut moved, mut defocus) = (false, false, false);
         if let Some(b) = &self.baseline {
-            if let Some(g) = m.gradient {
+            if let Some((g, mean)) = self.last_gradient {
                 // A gain on the light scales gradients as much as the mean: take it out.
-                let light = (m.mean / b.mean.max(1.0)).max(0.05);
+                let light = (mean / b.mean.max(1.0)).max(0.05);
                 self.sharpness = (b.gradient > 0.5).then(|| g / b.gradient / light);
             }
             let flat = measures::flat_cells(&m.cell_stddevs, &b.cell_stddevs);
@@ -386,10 +398,10 @@ impl Health {
             .iter()
             .map(|t| t.state)
             .max_by_key(|s| *s as u8);
-        r.state = if learning {
-            "learning"
-        } else {
-            worst.unwrap_or_default().name()
+        // Exposure and frozen work while learning: a live tamper shows over "learning".
+        r.state = match worst.unwrap_or_default() {
+            State::Ok if learning => "learning",
+            state => state.name(),
         };
         r.learning = learning;
         r.clipped_dark = m.dark;

@@ -247,3 +247,32 @@ fn a_tamper_clears_after_the_clear_time_and_a_reload_learns_again() {
     p.play(300, 400, |i| shoot(&view, 1.0, i));
     assert_eq!(p.events, [(390, Event::Learned)]);
 }
+
+#[test]
+fn a_tamper_while_learning_shows_over_learning() {
+    let view = scene(0);
+    let mut p = Player::new(HealthSettings::default());
+    // A camera frozen from its first frame: the unchanged picture needs no baseline.
+    p.play(0, 60, |_| shoot(&view, 1.0, 7));
+    assert_eq!(p.events, [(31, Event::Tampered(Kind::Frozen))]);
+    let r = p.health.report();
+    assert!(r.learning, "{r:?}");
+    assert_eq!(r.state, "tampered");
+    assert_eq!(r.sharpness, None);
+}
+
+#[test]
+fn learning_waits_for_two_gradient_samples() {
+    let view = scene(0);
+    let mut p = Player::new(HealthSettings::default());
+    // Frames at 1 fps: the period is over at the 4th frame (3 s), but gradients come on
+    // frames 0 and 4 only (one in 4).
+    for i in 0..6u64 {
+        let r = result_of(&shoot(&view, 1.0, i), i % 4 == 0);
+        let at = p.t0 + Duration::from_secs(i);
+        for e in p.health.update(&r, at) {
+            p.events.push((i, *e));
+        }
+    }
+    assert_eq!(p.events, [(4, Event::Learned)]);
+}
