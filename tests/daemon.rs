@@ -750,6 +750,24 @@ fn wrk_on_metrics_neither_fails_nor_costs_frames() {
 }
 
 /// Runs `edgesight ARGS` and returns its exit code and stderr.
+/// Writes `text` as `dir/NAME.toml` and checks that `check-config` and `run` both refuse
+/// it with exit code 2, the file's name followed by `expect` in their message, and that
+/// `run` serves nothing.
+fn assert_refused(dir: &Path, name: &str, text: &str, expect: &str) {
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, text).expect("write");
+    let file = path.display().to_string();
+    for args in [vec!["check-config", &file], vec!["run", "--config", &file]] {
+        let (code, err) = edgesight(&args);
+        assert_eq!(code, Some(2), "{name} {args:?}: {err}");
+        assert!(
+            err.contains(&format!("{file}{expect}")),
+            "{name} {args:?}: {err}"
+        );
+        assert!(!err.contains("serving"), "{name} was served: {err}");
+    }
+}
+
 fn edgesight(args: &[&str]) -> (Option<i32>, String) {
     let out = Command::new(BIN)
         .args(args)
@@ -794,17 +812,7 @@ fn bad_configs_are_refused_before_anything_starts() {
             ":3:13: web.snapshots: snapshots and the status page show camera pictures",
         ),
     ] {
-        let path = dir.join(format!("{name}.toml"));
-        std::fs::write(&path, text).expect("write");
-        let file = path.display().to_string();
-        let (code, err) = edgesight(&["check-config", &file]);
-        assert_eq!(code, Some(2), "{name}: {err}");
-        assert!(err.contains(&format!("{file}{expect}")), "{name}: {err}");
-        // `run` refuses the same way, before it serves anything.
-        let (code, err) = edgesight(&["run", "--config", &file]);
-        assert_eq!(code, Some(2), "{name}: {err}");
-        assert!(err.contains(&format!("{file}{expect}")), "{name}: {err}");
-        assert!(!err.contains("serving"), "{name} was served: {err}");
+        assert_refused(&dir, name, &text, expect);
     }
     let (code, err) = edgesight(&[
         "run",
@@ -2044,17 +2052,6 @@ fn camera_health_bad_settings_are_refused_at_their_key() {
             ":11:11: camera.health.enabled: invalid type: string \"no\", expected a boolean",
         ),
     ] {
-        let path = dir.join(format!("{name}.toml"));
-        std::fs::write(&path, text).expect("write");
-        let file = path.display().to_string();
-        for args in [vec!["check-config", &file], vec!["run", "--config", &file]] {
-            let (code, err) = edgesight(&args);
-            assert_eq!(code, Some(2), "{name} {args:?}: {err}");
-            assert!(
-                err.contains(&format!("{file}{expect}")),
-                "{name} {args:?}: {err}"
-            );
-            assert!(!err.contains("serving"), "{name} was served: {err}");
-        }
+        assert_refused(&dir, name, &text, expect);
     }
 }
