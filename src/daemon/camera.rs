@@ -179,6 +179,7 @@ fn run_opened(
     links: &Links,
 ) -> Result<()> {
     m.set_device(&cam.gpu.info);
+    m.new_source();
     if cam.source.is_up() {
         tracing::info!(
             camera = %settings.name,

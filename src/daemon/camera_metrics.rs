@@ -349,6 +349,14 @@ impl CameraMetrics {
         }
     }
 
+    /// A newly opened source counts from zero again: the differences start over, so a
+    /// camera restarted after a failure keeps adding to its counters.
+    pub fn new_source(&self) {
+        if let Ok(mut last) = self.last_capture.lock() {
+            *last = CaptureStats::default();
+        }
+    }
+
     /// Copies a source's running totals in (counters grow by the difference).
     pub fn capture(&self, up: bool, stats: &CaptureStats) {
         self.up.set(i64::from(up));
@@ -564,5 +572,34 @@ mod tests {
                 format!(r#"edgesight_frames_dropped_total{{camera="c",reason="{reason}"}}"#);
             assert_eq!(metrics.sample(&series), Some(n as f64), "{reason}");
         }
+    }
+
+    #[test]
+    fn a_restarted_source_keeps_adding_to_the_counters() {
+        let metrics = Metrics::new();
+        let m = CameraFamilies::new(&metrics, 16).camera("c", None);
+        let mut stats = CaptureStats {
+            reconnects: 2,
+            ..CaptureStats::default()
+        };
+        stats.dropped[DropReason::ShortFrame as usize] = 5;
+        m.capture(true, &stats);
+        // The camera failed and was opened again: its new source counts from zero.
+        m.new_source();
+        let mut again = CaptureStats {
+            reconnects: 1,
+            ..CaptureStats::default()
+        };
+        again.dropped[DropReason::ShortFrame as usize] = 2;
+        m.capture(true, &again);
+        let sample = |s: &str| metrics.sample(s);
+        assert_eq!(
+            sample(r#"edgesight_frames_dropped_total{camera="c",reason="short_frame"}"#),
+            Some(7.0)
+        );
+        assert_eq!(
+            sample(r#"edgesight_camera_reconnects_total{camera="c"}"#),
+            Some(3.0)
+        );
     }
 }
