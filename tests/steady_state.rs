@@ -1,14 +1,24 @@
-//! A warm pipeline allocates no host memory per frame: every Rust allocation is counted
-//! while frames are written into a slot and processed (one test in this binary, so no
-//! other test's allocations are counted).
+//! A warm pipeline, and a warm camera with its publisher, allocate no host memory per
+//! frame: every Rust allocation of the process is counted while frames go through (the
+//! tests of this binary take turns, so none counts another's).
 
 mod common;
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
+use edgesight::config::CameraSettings;
+use edgesight::daemon::camera::{self, Links};
+use edgesight::daemon::camera_metrics::CameraFamilies;
 use edgesight::frame::{FrameLayout, PixelFormat};
+use edgesight::health::{self, HealthSettings};
+use edgesight::metrics::Metrics;
 use edgesight::pipeline::{FrameResult, Pipeline, PipelineOptions, Tuning};
+
+/// One test counts at a time.
+static TURN: Mutex<()> = Mutex::new(());
 
 struct Counting;
 
@@ -39,6 +49,7 @@ static GLOBAL: Counting = Counting;
 
 #[test]
 fn a_warm_pipeline_allocates_nothing_per_frame() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
     let gpu = common::gpu();
     let mut rng = common::Rng::new(6);
     let layout = FrameLayout::packed(PixelFormat::Yuyv, 97, 41);
@@ -54,6 +65,7 @@ fn a_warm_pipeline_allocates_nothing_per_frame() {
         let mut pipeline =
             Pipeline::with_tuning(&gpu, layout, PipelineOptions::default(), &regions, tuning)
                 .unwrap();
+        pipeline.set_health_grid(&gpu, Some(health::GRID)).unwrap();
         let mut slot = pipeline.new_slot(&gpu).unwrap();
         let mut result = FrameResult::empty();
         for frame in &frames {
@@ -73,4 +85,65 @@ fn a_warm_pipeline_allocates_nothing_per_frame() {
         assert_eq!(result.regions.len(), 2);
         assert_eq!(result.regions[1].0.name, "b");
     }
+}
+
+/// The daemon's per-frame path: the camera thread (test pattern, pipeline with two ROIs
+/// and the health grid, snapshots polled) and the publisher (metrics, health detectors,
+/// the latest-frame mailbox), counted over 100 frames once learning is over.
+#[test]
+fn a_warm_camera_and_its_publisher_allocate_nothing_per_frame() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let device = std::env::var("EDGESIGHT_TEST_DEVICE")
+        .unwrap_or_default()
+        .parse()
+        .expect("device spec");
+    let settings = CameraSettings {
+        name: "c".into(),
+        device,
+        source: "pattern:160x120@100".parse().expect("spec"),
+        options: PipelineOptions::default(),
+        regions: vec![
+            "a:0,0,10,10".parse().unwrap(),
+            "b:5,5,90,30".parse().unwrap(),
+        ],
+        health: HealthSettings {
+            learning_seconds: 0.5,
+            ..HealthSettings::default()
+        },
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let (links, ends) = Links::new(Arc::clone(&stop), 8);
+    let metrics = Metrics::new();
+    let m = Arc::new(CameraFamilies::new(&metrics, 16).camera("c", Some(100.0)));
+    let (latest_tx, latest) = tokio::sync::watch::channel(None);
+    let camera = {
+        let m = Arc::clone(&m);
+        std::thread::spawn(move || camera::run(settings, m, links))
+    };
+    let publisher = std::thread::spawn(move || {
+        edgesight::daemon::publish(ends.published, ends.spare, m, latest_tx)
+    });
+    let sequence = || latest.borrow().as_ref().map_or(0, |l| l.sequence);
+    let wait_past = |n: u64| {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while sequence() < n {
+            assert!(Instant::now() < deadline, "frame {n} never came");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    // Past learning (0.5 s) and the frame-rate window (2 s).
+    wait_past(300);
+    let learned = latest
+        .borrow()
+        .as_ref()
+        .and_then(|l| l.health)
+        .is_some_and(|h| !h.learning);
+    assert!(learned, "health still learning at frame {}", sequence());
+    let (from, before) = (sequence(), ALLOCATIONS.load(Ordering::Relaxed));
+    wait_past(from + 100);
+    let (to, during) = (sequence(), ALLOCATIONS.load(Ordering::Relaxed) - before);
+    stop.store(true, Ordering::Relaxed);
+    camera.join().expect("the camera thread ends");
+    publisher.join().expect("the publisher ends");
+    assert_eq!(during, 0, "{during} allocations from frame {from} to {to}");
 }

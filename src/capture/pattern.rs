@@ -88,23 +88,29 @@ impl Scene {
 /// Writes frame `sequence` of the pattern into `out`, laid out as `layout` says (rows
 /// `layout.stride` apart; bytes between rows are left as they are).
 pub fn render(layout: &FrameLayout, sequence: u64, out: &mut [u8]) {
+    render_with(layout, sequence, out, &mut Vec::new());
+}
+
+/// As [`render`], with a row of colours kept by the caller: the source renders every
+/// frame without allocating.
+fn render_with(layout: &FrameLayout, sequence: u64, out: &mut [u8], row: &mut Vec<Rgb>) {
     let scene = Scene::at(layout.width, layout.height, sequence);
     let width = layout.width as usize;
     let stride = layout.stride as usize;
-    let mut row = vec![Rgb(0, 0, 0); width];
+    row.resize(width, Rgb(0, 0, 0));
     for y in 0..layout.height {
-        scene.row(y, &mut row);
+        scene.row(y, row);
         let start = y as usize * stride;
         let line = &mut out[start..start + width * layout.format.bytes_per_pixel() as usize];
         match layout.format {
             PixelFormat::Grey | PixelFormat::Nv12 => {
-                for (o, p) in line.iter_mut().zip(&row) {
+                for (o, p) in line.iter_mut().zip(row.iter()) {
                     *o = p.luma();
                 }
             }
             PixelFormat::Yuyv | PixelFormat::Uyvy => {
                 let luma_first = layout.format == PixelFormat::Yuyv;
-                for (i, (o, p)) in line.chunks_exact_mut(2).zip(&row).enumerate() {
+                for (i, (o, p)) in line.chunks_exact_mut(2).zip(row.iter()).enumerate() {
                     // Chroma alternates U, V; a mild constant tint is enough for a pattern.
                     let chroma = if i % 2 == 0 { 120 } else { 136 };
                     if luma_first {
@@ -117,7 +123,7 @@ pub fn render(layout: &FrameLayout, sequence: u64, out: &mut [u8]) {
             PixelFormat::Rgb24 | PixelFormat::Bgr24 | PixelFormat::Rgbx | PixelFormat::Bgrx => {
                 let bpp = layout.format.bytes_per_pixel() as usize;
                 let bgr = matches!(layout.format, PixelFormat::Bgr24 | PixelFormat::Bgrx);
-                for (o, p) in line.chunks_exact_mut(bpp).zip(&row) {
+                for (o, p) in line.chunks_exact_mut(bpp).zip(row.iter()) {
                     let (first, last) = if bgr { (p.2, p.0) } else { (p.0, p.2) };
                     o[..3].copy_from_slice(&[first, p.1, last]);
                     if bpp == 4 {
@@ -144,6 +150,8 @@ pub(crate) struct PatternSource {
     layout: FrameLayout,
     fps: f64,
     frames: PacedSlots,
+    /// One row of colours, rendered into before it is converted to the frame's format.
+    row: Vec<Rgb>,
 }
 
 impl PatternSource {
@@ -157,6 +165,7 @@ impl PatternSource {
             layout,
             fps,
             frames: PacedSlots::new(gpu, layout, fps, &describe)?,
+            row: Vec::new(),
         })
     }
 }
@@ -187,12 +196,13 @@ impl FrameSource for PatternSource {
 
     fn next_frame(&mut self, gpu: &Gpu, wait: Duration) -> Result<Next<'_>, CaptureError> {
         let layout = self.layout;
+        let row = &mut self.row;
         self.frames.next_frame(
             gpu,
             wait,
             || "test pattern".into(),
             |sequence, bytes| {
-                render(&layout, sequence, bytes);
+                render_with(&layout, sequence, bytes, row);
                 Ok(Fill::Written)
             },
         )

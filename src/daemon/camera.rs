@@ -24,7 +24,7 @@ use crate::config::CameraSettings;
 use crate::frame::FrameLayout;
 use crate::health::{self, HealthSettings};
 use crate::mailbox::{Snapshot, SnapshotReply, SourceInfo};
-use crate::pipeline::{FrameResult, Pipeline, PipelineOptions, Processed};
+use crate::pipeline::{FrameImages, FrameResult, Pipeline, PipelineOptions};
 use crate::region::Region;
 
 mod supervise;
@@ -62,6 +62,8 @@ pub struct Links {
     pub publish: mpsc::SyncSender<Published>,
     pub reloads: mpsc::Receiver<Reload>,
     pub snapshots: mpsc::Receiver<SnapshotReply>,
+    /// Results the publisher is done with, to be filled again: a frame allocates nothing.
+    pub spare: mpsc::Receiver<FrameResult>,
 }
 
 /// The far ends of a camera thread's [`Links`], kept by whoever runs the thread.
@@ -71,6 +73,8 @@ pub struct LinkEnds {
     pub published: mpsc::Receiver<Published>,
     pub reloads: mpsc::Sender<Reload>,
     pub snapshots: mpsc::Sender<SnapshotReply>,
+    /// Where the publisher hands results back.
+    pub spare: mpsc::SyncSender<FrameResult>,
 }
 
 impl Links {
@@ -80,6 +84,8 @@ impl Links {
         let (publish, published) = mpsc::sync_channel(publish_queue);
         let (reloads_tx, reloads) = mpsc::channel();
         let (snapshots_tx, snapshots) = mpsc::channel();
+        // One more than can be in flight, so a returned result never waits.
+        let (spare_tx, spare) = mpsc::sync_channel(publish_queue + 2);
         let state = Arc::new(CameraState::new());
         let links = Links {
             stop,
@@ -87,12 +93,14 @@ impl Links {
             publish,
             reloads,
             snapshots,
+            spare,
         };
         let ends = LinkEnds {
             state,
             published,
             reloads: reloads_tx,
             snapshots: snapshots_tx,
+            spare: spare_tx,
         };
         (links, ends)
     }
@@ -232,16 +240,21 @@ fn run_opened(
             continue;
         };
         let (sequence, captured) = (frame.sequence, frame.captured);
-        let processed = pipeline.process(&cam.gpu, frame.slot).map(|processed| {
-            // The frame, so its slot, is held up to here: answer while luma may be read
-            // from it.
-            answer_snapshots(&processed, &cam.gpu, &links.snapshots, &settings.name);
-            processed.into_result()
-        });
+        let mut result = links
+            .spare
+            .try_recv()
+            .unwrap_or_else(|_| FrameResult::empty());
+        let processed = pipeline
+            .process_into(&cam.gpu, frame.slot, &mut result)
+            .map(|images| {
+                // The frame, so its slot, is held up to here: answer while luma may be
+                // read from it.
+                answer_snapshots(&images, &result, &cam.gpu, &links.snapshots, &settings.name);
+            });
         links.state.set_waiting(false);
         m.capture(cam.source.is_up(), &cam.source.stats());
-        let result = match processed {
-            Ok(result) => result,
+        match processed {
+            Ok(()) => {}
             Err(e) => {
                 // No snapshot from a failed frame: its images may be half overwritten.
                 m.pipeline_error(&e);
@@ -328,7 +341,8 @@ fn apply(cam: &mut Camera, settings: &mut CameraSettings, reload: &Reload) -> Re
 /// Reads the frame's pictures back once for every request waiting; requests are rare
 /// (the server caches a snapshot for a second), so this costs the loop little.
 fn answer_snapshots(
-    frame: &Processed,
+    images: &FrameImages,
+    frame: &FrameResult,
     gpu: &Gpu,
     requests: &mpsc::Receiver<SnapshotReply>,
     name: &str,
@@ -338,7 +352,7 @@ fn answer_snapshots(
     if waiting.is_empty() {
         return;
     }
-    let images = match frame.read_images(gpu) {
+    let images = match images.read_images(gpu) {
         Ok(images) => images,
         Err(e) => {
             tracing::warn!(camera = %name, "reading a snapshot: {e:#}");

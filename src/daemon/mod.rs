@@ -25,6 +25,7 @@ use crate::config::{self, CameraSettings, Overrides, Settings};
 use crate::health::{self, Health, HealthReport, HealthSettings};
 use crate::mailbox::Latest;
 use crate::metrics::Metrics;
+use crate::pipeline::FrameResult;
 use crate::server::{self, CameraView};
 use camera::{CameraState, Links, Published, Reload};
 use camera_metrics::{CameraFamilies, CameraMetrics, FrameRate};
@@ -152,13 +153,13 @@ pub fn run(config_path: Option<PathBuf>, overrides: Overrides) -> Result<()> {
             })
             .context("starting a camera thread")?;
         let (latest_tx, latest_rx) = watch::channel(None);
-        let published = ends.published;
+        let (published, spare) = (ends.published, ends.spare);
         // Its own thread, not a tokio task: a camera thread's wake-ups reach tokio through
         // its shared queue, which busy workers poll late; under HTTP load (wrk on
         // /metrics) that held a tokio publisher back long enough to drop frames.
         std::thread::Builder::new()
             .name(format!("es-pub-{}", c.name))
-            .spawn(move || publish(published, m, latest_tx))
+            .spawn(move || publish(published, spare, m, latest_tx))
             .with_context(|| format!("starting the publisher of camera '{}'", c.name))?;
         views.push(CameraView::new(c.name.clone(), latest_rx, ends.snapshots));
         threads.push(CameraThread {
@@ -282,13 +283,20 @@ async fn serve(
 
 /// Copies each frame's results into the metrics and the latest-frame slot; ends when the
 /// camera thread does.
-fn publish(
+///
+/// Once warm it allocates nothing per frame: the `Latest` the server no longer reads is
+/// filled again in place, and the result it held goes back to the camera thread through
+/// `spare` to be filled by a later frame.
+pub fn publish(
     rx: mpsc::Receiver<Published>,
+    spare: mpsc::SyncSender<FrameResult>,
     m: Arc<CameraMetrics>,
     latest: watch::Sender<Option<Arc<Latest>>>,
 ) {
     let mut rate = FrameRate::default();
     let mut health = Health::new(HealthSettings::default());
+    // The `Latest` replaced last, to be filled again once no reader holds it.
+    let mut replaced: Option<Arc<Latest>> = None;
     loop {
         match rx.recv_timeout(Duration::from_millis(500)) {
             Ok(p) => {
@@ -297,7 +305,7 @@ fn publish(
                 let report = watch_health(&mut health, &p, &m);
                 rate.frame(now);
                 m.frame_rate.set(rate.at(now));
-                latest.send_replace(Some(Arc::new(Latest {
+                let fresh = Latest {
                     sequence: p.sequence,
                     published: now,
                     result: p.result,
@@ -305,7 +313,20 @@ fn publish(
                     source: p.source,
                     activity: m.activity(),
                     health: report,
-                })));
+                };
+                // Readers clone the Arc: one the publisher alone holds is read by no one.
+                let next = match replaced.take() {
+                    Some(mut old) => match Arc::get_mut(&mut old) {
+                        Some(slot) => {
+                            let done = std::mem::replace(slot, fresh).result;
+                            let _ = spare.try_send(done);
+                            old
+                        }
+                        None => Arc::new(fresh),
+                    },
+                    None => Arc::new(fresh),
+                };
+                replaced = latest.send_replace(Some(next));
             }
             // No frame for a while: the rate still has to fall, and the camera thread may
             // count drops meanwhile; the last frame is shown again with the new numbers.
@@ -440,10 +461,11 @@ mod tests {
         m.capture(true, &stats);
         m.backlog_dropped.inc_by(2);
         let (tx, rx) = mpsc::sync_channel(8);
+        let (spare_tx, _spare) = mpsc::sync_channel(8);
         let (latest_tx, latest) = watch::channel(None);
         let publisher = {
             let m = Arc::clone(&m);
-            std::thread::spawn(move || publish(rx, m, latest_tx))
+            std::thread::spawn(move || publish(rx, spare_tx, m, latest_tx))
         };
         let source = Arc::new(SourceInfo {
             format: "grey",
@@ -477,5 +499,47 @@ mod tests {
             metrics.sample(r#"edgesight_frame_rate{camera="c"}"#),
             Some(l.activity.fps)
         );
+    }
+
+    /// Results come back for the camera to fill again, each once, and only those no reader
+    /// holds: the one a reader keeps stays its own.
+    #[test]
+    fn results_the_server_no_longer_reads_go_back_to_the_camera() {
+        let metrics = Metrics::new();
+        let m = Arc::new(CameraFamilies::new(&metrics, 16).camera("c", None));
+        let (tx, rx) = mpsc::sync_channel(8);
+        let (spare_tx, spare) = mpsc::sync_channel(8);
+        let (latest_tx, latest) = watch::channel(None);
+        let publisher = std::thread::spawn(move || publish(rx, spare_tx, m, latest_tx));
+        let source = Arc::new(SourceInfo {
+            format: "grey",
+            device: "none".into(),
+        });
+        let numbered = |sequence: u64| {
+            let mut p = frame(sequence, &source);
+            p.result.otsu_threshold = sequence as u8;
+            p
+        };
+        tx.send(numbered(1)).expect("the publisher runs");
+        wait_for(&latest, |l| l.sequence == 1);
+        // A reader holds frame 1 while frame 2 replaces it: frame 1 cannot be reused yet.
+        let held = latest.borrow().clone().expect("published");
+        tx.send(numbered(2)).expect("the publisher runs");
+        wait_for(&latest, |l| l.sequence == 2);
+        tx.send(numbered(3)).expect("the publisher runs");
+        wait_for(&latest, |l| l.sequence == 3);
+        assert_eq!(
+            held.result.otsu_threshold, 1,
+            "the reader's frame is untouched"
+        );
+        // Frame 2 was replaced while no one read it: its result came back.
+        tx.send(numbered(4)).expect("the publisher runs");
+        wait_for(&latest, |l| l.sequence == 4);
+        drop(tx);
+        publisher.join().expect("no panic");
+        // Frame 1 was held, frame 2 came back when frame 4 took its place, frame 3 waited
+        // for the next frame (none came) and frame 4 is the latest.
+        let back: Vec<u8> = spare.try_iter().map(|r| r.otsu_threshold).collect();
+        assert_eq!(back, [2]);
     }
 }
