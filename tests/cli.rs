@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use edgesight::frame::{FrameLayout, PixelFormat};
+use edgesight::pipeline::Border;
 use edgesight::reference;
 
 fn edgesight(args: &[&str]) -> Output {
@@ -83,10 +84,11 @@ fn process_writes_the_report_pictures_and_raw_outputs() {
     }
 
     assert_eq!(std::fs::read(out.join("luma.u8")).unwrap(), luma);
-    assert_eq!(
-        std::fs::metadata(out.join("sobel_dx.s16")).unwrap().len(),
-        640 * 480 * 2
-    );
+    // --raw builds the pipeline with dx and dy kept: they are written, and exact.
+    let (dx, dy) = reference::sobel(&luma, 640, 480, Border::Reflect101);
+    let le = |v: &[i16]| v.iter().flat_map(|d| d.to_le_bytes()).collect::<Vec<u8>>();
+    assert_eq!(std::fs::read(out.join("sobel_dx.s16")).unwrap(), le(&dx));
+    assert_eq!(std::fs::read(out.join("sobel_dy.s16")).unwrap(), le(&dy));
     assert_eq!(
         std::fs::metadata(out.join("integral_sqsum.u64"))
             .unwrap()

@@ -1,6 +1,7 @@
 //! Every kernel against its plain-Rust reference on the OpenCL device (POCL in CI): awkward
 //! sizes, every pixel format, every border mode, strides wider than the width, guard bands
-//! after every output, and Otsu on the histograms where rounding decides ties.
+//! after every output, every tuning with and without dx and dy kept, and Otsu on the
+//! histograms where rounding decides ties.
 
 mod common;
 
@@ -8,13 +9,15 @@ use common::{assert_image_eq, gpu, Rng};
 use edgesight::cl::Gpu;
 use edgesight::frame::{FrameLayout, PixelFormat};
 use edgesight::health;
-use edgesight::pipeline::{Border, Magnitude, Pipeline, PipelineOptions, Tuning};
+use edgesight::pipeline::{Border, Gradients, Magnitude, Pipeline, PipelineOptions, Setup, Tuning};
 use edgesight::reference;
 use edgesight::region::{self, Region};
 use proptest::prelude::*;
 
-/// Runs one frame through the pipeline with every tuning and compares every output with the
-/// reference.
+/// Runs one frame through the pipeline with every tuning, with dx and dy discarded (as the
+/// daemon runs it) and kept (as `process --raw` does), and compares every output with the
+/// reference: everything but dx and dy is the same either way, and dx and dy are exact
+/// where kept.
 fn check_frame(
     gpu: &Gpu,
     layout: FrameLayout,
@@ -23,7 +26,10 @@ fn check_frame(
     regions: &[Region],
 ) {
     for tuning in [Tuning::FOR_GPU, Tuning::FOR_CPU] {
-        check_frame_with(gpu, layout, options, tuning, frame, regions);
+        for gradients in [Gradients::Discarded, Gradients::Kept] {
+            let setup = Setup { tuning, gradients };
+            check_frame_with(gpu, layout, options, setup, frame, regions);
+        }
     }
 }
 
@@ -31,16 +37,17 @@ fn check_frame_with(
     gpu: &Gpu,
     layout: FrameLayout,
     options: PipelineOptions,
-    tuning: Tuning,
+    setup: Setup,
     frame: &[u8],
     regions: &[Region],
 ) {
     let label = format!(
         "{} {}x{} stride {}, {:?}, {:?}",
-        layout.format, layout.width, layout.height, layout.stride, options, tuning
+        layout.format, layout.width, layout.height, layout.stride, options, setup
     );
     let mut pipeline =
-        Pipeline::with_tuning(gpu, layout, options, regions, tuning).expect("pipeline");
+        Pipeline::with_setup(gpu, layout, options, regions, setup).expect("pipeline");
+    assert_eq!(pipeline.gradients(), setup.gradients, "{label}");
     // The camera-health grid and gradient histogram, as the daemon asks for them (the
     // first frame counts the histogram).
     pipeline
@@ -55,8 +62,18 @@ fn check_frame_with(
     let luma = reference::luma(&layout, frame);
     assert_image_eq("luma", &label, w, &images.luma, &luma);
     let (dx, dy) = reference::sobel(&luma, w, h, options.border);
-    assert_image_eq("sobel dx", &label, w, &images.dx, &dx);
-    assert_image_eq("sobel dy", &label, w, &images.dy, &dy);
+    match setup.gradients {
+        Gradients::Kept => {
+            let got_dx = images.dx.as_deref().expect("dx kept");
+            let got_dy = images.dy.as_deref().expect("dy kept");
+            assert_image_eq("sobel dx", &label, w, got_dx, &dx);
+            assert_image_eq("sobel dy", &label, w, got_dy, &dy);
+        }
+        Gradients::Discarded => {
+            assert!(images.dx.is_none(), "dx read back, {label}");
+            assert!(images.dy.is_none(), "dy read back, {label}");
+        }
+    }
     let magnitude = reference::magnitude(&dx, &dy, options.magnitude);
     assert_image_eq("magnitude", &label, w, &images.magnitude, &magnitude);
     assert!(result.gradient_sampled, "{label}");

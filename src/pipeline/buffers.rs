@@ -202,11 +202,10 @@ impl Drop for QueueDrain<'_> {
     }
 }
 
-/// The intermediate images, kept on the device.
+/// The intermediate images, kept on the device (dx and dy, when kept, are the Sobel
+/// stage's, the integral images the integral stage's).
 pub(super) struct DeviceImages {
     pub(super) luma: DeviceImage<u8>,
-    pub(super) dx: DeviceImage<i16>,
-    pub(super) dy: DeviceImage<i16>,
     pub(super) magnitude: DeviceImage<u8>,
     pub(super) edges: DeviceImage<u8>,
     pub(super) mask: DeviceImage<u8>,
