@@ -282,6 +282,57 @@ fn slots_are_reused_frame_after_frame() {
     }
 }
 
+/// What a pipeline holds on the device, to the byte, for a layout small enough that the
+/// integral passes' band counts do not depend on the device: dx and dy are the only
+/// difference between a pipeline that keeps them and one that does not, and the latter
+/// allocates nothing for them.
+#[test]
+fn device_bytes_count_dx_and_dy_only_where_kept() {
+    let gpu = gpu();
+    let (w, h) = (40u64, 2u64);
+    let layout = FrameLayout::packed(PixelFormat::Grey, w as u32, h as u32);
+    let (n, m, guard) = (w * h, (w + 1) * (h + 1), 64);
+    // luma, magnitude, edge mask and mask, a byte a pixel with a 64-element guard band.
+    let images = 4 * (n + guard);
+    // The luma histogram, the counts with the threshold, the gradient histogram.
+    let counts = 4 * 256 + 4 * 257 + 4 * 256;
+    // The u32, u64, u32, u32 integral images, (W+1)x(H+1) each with a guard band.
+    let integrals = (4 + 8 + 4 + 4) * (m + guard);
+    // One region (the whole frame): four u32 corners in, four u64 sums out.
+    let regions = 4 * 4 + 4 * 8;
+    let common = images + counts + integrals + regions;
+    // The integral passes' scratch. CPUs: one band per row here (a few per compute unit,
+    // at most the height); per band, four u32 column sums a column and three u32 and one
+    // u64 carries for each of the W+1 integral columns. GPUs: one band (bands are at least
+    // four rows, at most the height), four u32 a column.
+    let item_bands = 4 * h * w * 4 + 3 * h * (w + 1) * 4 + h * (w + 1) * 8;
+    let group_bands = 4 * w * 4;
+    // dx and dy: two bytes a pixel each, with their guard bands.
+    let gradients = 2 * 2 * (n + guard);
+    for (tuning, scratch) in [
+        (Tuning::FOR_CPU, item_bands),
+        (Tuning::FOR_GPU, group_bands),
+    ] {
+        for (kept, extra) in [(Gradients::Discarded, 0), (Gradients::Kept, gradients)] {
+            let setup = Setup {
+                tuning,
+                gradients: kept,
+            };
+            let pipeline =
+                Pipeline::with_setup(&gpu, layout, PipelineOptions::default(), &[], setup)
+                    .expect("pipeline");
+            assert_eq!(
+                pipeline.device_bytes().expect("device bytes"),
+                common + scratch + extra,
+                "{setup:?}"
+            );
+        }
+    }
+    // The default pipeline is the daemon's: without dx and dy.
+    let pipeline = Pipeline::new(&gpu, layout, PipelineOptions::default(), &[]).unwrap();
+    assert_eq!(pipeline.gradients(), Gradients::Discarded);
+}
+
 /// The Otsu threshold a pipeline with `tuning` finds for one grey `frame`.
 fn otsu_threshold_with(gpu: &Gpu, layout: FrameLayout, frame: &[u8], tuning: Tuning) -> u8 {
     let mut pipeline =

@@ -44,7 +44,7 @@ use crate::cl::{event_interval, ClError, FrameSlot, Gpu};
 use crate::frame::{FrameLayout, LayoutError, PixelFormat};
 use crate::region::{Region, RegionError};
 
-use buffers::{device_buffer, DeviceImage, DeviceImages, QueueDrain, ReadBack};
+use buffers::{device_buffer, held_bytes, DeviceImage, DeviceImages, QueueDrain, ReadBack};
 pub(crate) use launch::Launch;
 use launch::StageContext;
 pub use options::{
@@ -196,6 +196,18 @@ impl Pipeline {
             Some(_) => Gradients::Kept,
             None => Gradients::Discarded,
         }
+    }
+
+    /// The bytes this pipeline holds on the device: every buffer it allocated (images with
+    /// their guard bands, the integral passes' scratch, the small results), as the driver
+    /// reports their sizes. The frame slots are not counted: they belong to the source
+    /// ([`Pipeline::new_slot`] makes one of `frame_bytes()`).
+    pub fn device_bytes(&self) -> Result<u64, ClError> {
+        let gradients = match self.sobel.gradients() {
+            Some([dx, dy]) => held_bytes(&dx.buf)? + held_bytes(&dy.buf)?,
+            None => 0,
+        };
+        Ok(self.bufs.held_bytes()? + gradients + self.integral.held_bytes()?)
     }
 
     /// Changes the options for the frames that follow (no reallocation).
