@@ -296,6 +296,7 @@ fn bench_writes_json_with_positive_finite_medians() {
         stdout.contains("33x17") && stdout.contains("pipeline"),
         "{stdout}"
     );
+    assert!(stdout.contains("held on the device"), "{stdout}");
 
     let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert!(!report["device"].as_str().unwrap().is_empty());
@@ -312,6 +313,13 @@ fn bench_writes_json_with_positive_finite_medians() {
             let v = r[key].as_f64().unwrap();
             assert!(v.is_finite() && v > 0.0, "{key} = {v}");
         }
+        // What the pipeline holds, and per pixel: at least its byte-a-pixel images.
+        let held = r["pipeline_held_bytes"].as_u64().unwrap();
+        assert!(held >= 4 * w * h, "held {held}");
+        assert_eq!(
+            r["held_bytes_per_pixel"].as_f64().unwrap(),
+            held as f64 / (w * h) as f64
+        );
         // A frame's wall time includes its device work.
         assert!(
             r["pipeline_wall_ms"].as_f64().unwrap() >= r["pipeline_device_ms"].as_f64().unwrap()
