@@ -21,12 +21,24 @@
  * Edge mask: 255 where mag >= edge_threshold, else 0.
  * Built with -DSTREAMING_STORES (CPUs), sobel3x3 writes aligned rows with non-temporal
  * stores.
+ * Built with -DNO_GRADIENTS, every kernel takes neither dx nor dy (the parameters are gone,
+ * not ignored) and writes only mag and edges, which stay exactly as above: a pipeline that
+ * never reads dx and dy (the daemon's) neither allocates nor writes their 4 bytes a pixel.
  */
 
 #define PIXELS_PER_ITEM 16
 #define BORDER_REFLECT_101 0
 #define BORDER_REPLICATE 1
 #define BORDER_CONSTANT 2
+
+/* The dx and dy parameters of every function that stores a pixel, and their arguments. */
+#ifdef NO_GRADIENTS
+#define GRADIENT_PARAMS
+#define GRADIENT_ARGS
+#else
+#define GRADIENT_PARAMS __global short *dx, __global short *dy,
+#define GRADIENT_ARGS dx, dy,
+#endif
 
 /* Maps a coordinate at most one pixel outside [0, len) into it; -1 means "constant 0". */
 inline int border_map(int p, int len, int border)
@@ -100,14 +112,16 @@ inline int pixel(__global const uchar *row, int x)
 /* dx, dy, magnitude and edge of one pixel from its eight neighbours (t: the row above, m:
  * its own row, b: the row below; 0, 1, 2 from left to right), stored at index i. */
 inline void sobel_store(int t0, int t1, int t2, int m0, int m2, int b0, int b1, int b2, int l2,
-                        int edge_threshold, __global short *dx, __global short *dy,
-                        __global uchar *mag, __global uchar *edges, size_t i)
+                        int edge_threshold, GRADIENT_PARAMS __global uchar *mag,
+                        __global uchar *edges, size_t i)
 {
     int gx = (t2 - t0) + 2 * (m2 - m0) + (b2 - b0);
     int gy = (b0 + 2 * b1 + b2) - (t0 + 2 * t1 + t2);
     uchar m = magnitude_of(gx, gy, l2);
+#ifndef NO_GRADIENTS
     dx[i] = (short)gx;
     dy[i] = (short)gy;
+#endif
     mag[i] = m;
     edges[i] = m >= edge_threshold ? 255 : 0;
 }
@@ -115,19 +129,19 @@ inline void sobel_store(int t0, int t1, int t2, int m0, int m2, int b0, int b1, 
 /* One pixel with every coordinate mapped through the border rule (r: the rows above, at
  * and below, a missing row weighing 0 in constant mode). */
 inline void sobel_border_pixel(Rows r, int x, int w, int border, int l2, int edge_threshold,
-                               __global short *dx, __global short *dy, __global uchar *mag,
-                               __global uchar *edges, size_t o)
+                               GRADIENT_PARAMS __global uchar *mag, __global uchar *edges,
+                               size_t o)
 {
     int xl = border_map(x - 1, w, border), xr = border_map(x + 1, w, border);
     sobel_store(pixel(r.t, xl) * r.kt, pixel(r.t, x) * r.kt, pixel(r.t, xr) * r.kt,
                 pixel(r.m, xl), pixel(r.m, xr), pixel(r.b, xl) * r.kb, pixel(r.b, x) * r.kb,
-                pixel(r.b, xr) * r.kb, l2, edge_threshold, dx, dy, mag, edges, o + x);
+                pixel(r.b, xr) * r.kb, l2, edge_threshold, GRADIENT_ARGS mag, edges, o + x);
 }
 
 __kernel void sobel3x3(__global const uchar *src, uint src_stride, uint width, uint height,
                        int border, int l2, int edge_threshold,
-                       __global short *dx, __global short *dy, __global uchar *mag,
-                       __global uchar *edges, uint dst_stride)
+                       GRADIENT_PARAMS __global uchar *mag, __global uchar *edges,
+                       uint dst_stride)
 {
     int x0 = (int)get_global_id(0) * PIXELS_PER_ITEM;
     int y = (int)get_global_id(1);
@@ -160,15 +174,19 @@ __kernel void sobel3x3(__global const uchar *src, uint src_stride, uint width, u
          * ordinary store first reads the line it overwrites, a third more memory traffic
          * for these write-once images (BENCHMARKS.md). */
         if ((o + x0) % PIXELS_PER_ITEM == 0) {
+#ifndef NO_GRADIENTS
             __builtin_nontemporal_store(gx, (__global short16 *)(dx + o + x0));
             __builtin_nontemporal_store(gy, (__global short16 *)(dy + o + x0));
+#endif
             __builtin_nontemporal_store(m, (__global uchar16 *)(mag + o + x0));
             __builtin_nontemporal_store(e, (__global uchar16 *)(edges + o + x0));
             return;
         }
 #endif
+#ifndef NO_GRADIENTS
         vstore16(gx, 0, dx + o + x0);
         vstore16(gy, 0, dy + o + x0);
+#endif
         vstore16(m, 0, mag + o + x0);
         vstore16(e, 0, edges + o + x0);
         return;
@@ -176,7 +194,8 @@ __kernel void sobel3x3(__global const uchar *src, uint src_stride, uint width, u
 
     int x_end = min(x0 + PIXELS_PER_ITEM, w);
     for (int x = x0; x < x_end; x++)
-        sobel_border_pixel(rows, x, w, border, l2, edge_threshold, dx, dy, mag, edges, o);
+        sobel_border_pixel(rows, x, w, border, l2, edge_threshold, GRADIENT_ARGS mag, edges,
+                           o);
 }
 
 /*
@@ -186,8 +205,8 @@ __kernel void sobel3x3(__global const uchar *src, uint src_stride, uint width, u
  */
 __kernel void sobel3x3_pixel(__global const uchar *src, uint src_stride, uint width,
                              uint height, int border, int l2, int edge_threshold,
-                             __global short *dx, __global short *dy, __global uchar *mag,
-                             __global uchar *edges, uint dst_stride)
+                             GRADIENT_PARAMS __global uchar *mag, __global uchar *edges,
+                             uint dst_stride)
 {
     int x = (int)get_global_id(0), y = (int)get_global_id(1);
     int w = (int)width, h = (int)height;
@@ -198,11 +217,11 @@ __kernel void sobel3x3_pixel(__global const uchar *src, uint src_stride, uint wi
         __global const uchar *rt = src + (size_t)(y - 1) * src_stride + x;
         __global const uchar *rm = rt + src_stride, *rb = rm + src_stride;
         sobel_store(rt[-1], rt[0], rt[1], rm[-1], rm[1], rb[-1], rb[0], rb[1], l2,
-                    edge_threshold, dx, dy, mag, edges, o + x);
+                    edge_threshold, GRADIENT_ARGS mag, edges, o + x);
         return;
     }
     Rows rows = border_rows(src, src_stride, y, h, border);
-    sobel_border_pixel(rows, x, w, border, l2, edge_threshold, dx, dy, mag, edges, o);
+    sobel_border_pixel(rows, x, w, border, l2, edge_threshold, GRADIENT_ARGS mag, edges, o);
 }
 
 /*
@@ -214,8 +233,8 @@ __kernel void sobel3x3_pixel(__global const uchar *src, uint src_stride, uint wi
  */
 __kernel void sobel3x3_quad(__global const uchar *src, uint src_stride, uint width,
                             uint height, int border, int l2, int edge_threshold,
-                            __global short *dx, __global short *dy, __global uchar *mag,
-                            __global uchar *edges, uint dst_stride)
+                            GRADIENT_PARAMS __global uchar *mag, __global uchar *edges,
+                            uint dst_stride)
 {
     int x0 = (int)get_global_id(0) * 4, y = (int)get_global_id(1);
     int w = (int)width, h = (int)height;
@@ -241,8 +260,10 @@ __kernel void sobel3x3_quad(__global const uchar *src, uint src_stride, uint wid
             mv = (uchar4)(magnitude_of(gx.s0, gy.s0, 1), magnitude_of(gx.s1, gy.s1, 1),
                           magnitude_of(gx.s2, gy.s2, 1), magnitude_of(gx.s3, gy.s3, 1));
         }
+#ifndef NO_GRADIENTS
         *(__global short4 *)(dx + o + x0) = convert_short4(gx);
         *(__global short4 *)(dy + o + x0) = convert_short4(gy);
+#endif
         *(__global uchar4 *)(mag + o + x0) = mv;
         /* A vector comparison gives all ones (255) where true. */
         *(__global uchar4 *)(edges + o + x0) = as_uchar4(mv >= (uchar4)(uchar)edge_threshold);
@@ -250,5 +271,6 @@ __kernel void sobel3x3_quad(__global const uchar *src, uint src_stride, uint wid
     }
     Rows rows = border_rows(src, src_stride, y, h, border);
     for (int x = x0; x < min(x0 + 4, w); x++)
-        sobel_border_pixel(rows, x, w, border, l2, edge_threshold, dx, dy, mag, edges, o);
+        sobel_border_pixel(rows, x, w, border, l2, edge_threshold, GRADIENT_ARGS mag, edges,
+                           o);
 }

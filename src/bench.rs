@@ -25,13 +25,15 @@ use crate::pipeline::{FrameResult, Pipeline, PipelineError, PipelineOptions, Sta
 
 /// Bytes each stage must move for a grey frame of `width` x `height` (inputs read once,
 /// outputs written once), in [`Stage::ALL`] order, and for the whole pipeline (the frame
-/// read once and every output the pipeline keeps written once).
+/// read once and every output the pipeline keeps written once), as the daemon and `bench`
+/// build it: without dx and dy ([`Gradients::Discarded`](crate::pipeline::Gradients)),
+/// so Sobel writes only the magnitude and the edge mask.
 pub(crate) fn bytes_moved(width: u32, height: u32) -> ([u64; Stage::ALL.len()], u64) {
     let n = u64::from(width) * u64::from(height);
     let m = (u64::from(width) + 1) * (u64::from(height) + 1);
     let stages = [
         2 * n,             // luma: frame in, luma out
-        n + 6 * n,         // sobel: luma in; dx, dy (2 bytes each), magnitude, edge mask out
+        n + 2 * n,         // sobel: luma in; magnitude, edge mask out
         n + 256 * 4,       // histogram: luma in, 256 counts out
         256 * 4 + 4,       // otsu: histogram in, threshold out
         2 * n + 4,         // binarize: luma and threshold in, mask out
@@ -39,9 +41,9 @@ pub(crate) fn bytes_moved(width: u32, height: u32) -> ([u64; Stage::ALL.len()], 
         4 * 4 * 4 + 4 * 8, // regions (the whole frame only): 16 corners of 4 images, 4 sums
         n + 256 * 4,       // health: gradient magnitude in, 256 counts out
     ];
-    // Pipeline: frame in; dx, dy, magnitude, edge mask, mask and the integrals out. A grey
-    // frame packed at stride = width is its own luma image: no luma needs writing.
-    let pipeline = n + 7 * n + 20 * m;
+    // Pipeline: frame in; magnitude, edge mask, mask and the integrals out. A grey frame
+    // packed at stride = width is its own luma image: no luma needs writing.
+    let pipeline = n + 3 * n + 20 * m;
     (stages, pipeline)
 }
 
@@ -117,6 +119,9 @@ pub struct SizeFigures {
     pub pipeline_wall: Spread,
     pub pipeline_bytes: u64,
     pub pipeline_floor_ms: f64,
+    /// What the pipeline holds on the device ([`Pipeline::device_bytes`]; the frame slot,
+    /// one byte a pixel, not included).
+    pub held_bytes: u64,
     /// Otsu threshold of the frame (the same every run).
     pub otsu_threshold: u8,
 }
@@ -158,6 +163,7 @@ pub fn bench_size(
     let mut pipeline = Pipeline::new(gpu, layout, PipelineOptions::default(), &[])?;
     // As the daemon runs it by default: with the camera-health grid and gradient histogram.
     pipeline.set_health_grid(gpu, Some(crate::health::GRID))?;
+    let held_bytes = pipeline.device_bytes()?;
     let mut slot = pipeline.new_slot(gpu)?;
     let mut result = FrameResult::empty();
     let total = warmup + runs;
@@ -211,6 +217,7 @@ pub fn bench_size(
         pipeline_wall: Spread::of_nanos(&wall_ns),
         pipeline_bytes,
         pipeline_floor_ms: floor.median_ms(gpu, pipeline_bytes, copy_runs)?,
+        held_bytes,
         otsu_threshold: result.otsu_threshold,
     })
 }
@@ -287,6 +294,10 @@ pub struct JsonSize<'a> {
     pub pipeline_wall_spread_ms: Spread,
     pub pipeline_bytes: u64,
     pub pipeline_floor_ms: f64,
+    /// Device bytes the pipeline holds (the frame slot not included).
+    pub pipeline_held_bytes: u64,
+    pub moved_bytes_per_pixel: f64,
+    pub held_bytes_per_pixel: f64,
     pub ns_per_pixel: f64,
     pub otsu_threshold: u8,
     pub stages: std::collections::BTreeMap<&'a str, f64>,
@@ -305,6 +316,9 @@ impl<'a> JsonSize<'a> {
             pipeline_wall_spread_ms: f.pipeline_wall,
             pipeline_bytes: f.pipeline_bytes,
             pipeline_floor_ms: f.pipeline_floor_ms,
+            pipeline_held_bytes: f.held_bytes,
+            moved_bytes_per_pixel: f.pipeline_bytes as f64 / f.pixels() as f64,
+            held_bytes_per_pixel: f.held_bytes as f64 / f.pixels() as f64,
             ns_per_pixel: f.pipeline_device.median * 1e6 / f.pixels() as f64,
             otsu_threshold: f.otsu_threshold,
             stages: f.stages.iter().map(|s| (s.name, s.device.median)).collect(),
@@ -347,7 +361,8 @@ mod tests {
     fn bytes_for_1080p() {
         let (stages, pipeline) = bytes_moved(1920, 1080);
         let n = 1920 * 1080;
-        assert_eq!(stages[Stage::Sobel as usize], 7 * n);
-        assert_eq!(pipeline, 8 * n + 20 * 1921 * 1081);
+        // Sobel writes the magnitude and the edge mask, not dx and dy (the daemon's path).
+        assert_eq!(stages[Stage::Sobel as usize], 3 * n);
+        assert_eq!(pipeline, 4 * n + 20 * 1921 * 1081);
     }
 }

@@ -180,17 +180,24 @@ fn le_bytes<T: Copy, const N: usize>(values: &[T], to_le: impl Fn(T) -> [u8; N])
 /// Writes the exact outputs: `luma.u8`, `sobel_dx.s16`, `sobel_dy.s16`, `magnitude.u8`,
 /// `edge_mask.u8`, `mask.u8`, and the `(H+1)x(W+1)` `integral_sum.u32`,
 /// `integral_sqsum.u64`, `integral_edges.u32`, `integral_foreground.u32`.
+///
+/// The images must come from a pipeline that keeps dx and dy ([`Gradients::Kept`]);
+/// without them nothing is written and the error names `sobel_dx.s16`.
+///
+/// [`Gradients::Kept`]: crate::pipeline::Gradients::Kept
 pub fn write_raw(dir: &Path, images: &Images) -> Result<Vec<PathBuf>, WriteError> {
+    let (Some(dx), Some(dy)) = (&images.dx, &images.dy) else {
+        return Err(WriteError {
+            path: dir.join("sobel_dx.s16"),
+            reason: "no dx and dy images: the pipeline was built without them \
+                     (Gradients::Discarded); raw outputs need Gradients::Kept"
+                .into(),
+        });
+    };
     Ok(vec![
         write_file(dir.join("luma.u8"), &images.luma)?,
-        write_file(
-            dir.join("sobel_dx.s16"),
-            &le_bytes(&images.dx, i16::to_le_bytes),
-        )?,
-        write_file(
-            dir.join("sobel_dy.s16"),
-            &le_bytes(&images.dy, i16::to_le_bytes),
-        )?,
+        write_file(dir.join("sobel_dx.s16"), &le_bytes(dx, i16::to_le_bytes))?,
+        write_file(dir.join("sobel_dy.s16"), &le_bytes(dy, i16::to_le_bytes))?,
         write_file(dir.join("magnitude.u8"), &images.magnitude)?,
         write_file(dir.join("edge_mask.u8"), &images.edges)?,
         write_file(dir.join("mask.u8"), &images.mask)?,
@@ -211,4 +218,26 @@ pub fn write_raw(dir: &Path, images: &Images) -> Result<Vec<PathBuf>, WriteError
             &le_bytes(&images.integral_foreground, u32::to_le_bytes),
         )?,
     ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raw_outputs_without_dx_and_dy_are_refused_before_anything_is_written() {
+        let dir = std::env::temp_dir().join(format!("edgesight-raw-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let images = Images {
+            luma: vec![1; 6],
+            magnitude: vec![2; 6],
+            ..Images::default()
+        };
+        let err = write_raw(&dir, &images).expect_err("no dx and dy");
+        assert_eq!(err.path, dir.join("sobel_dx.s16"));
+        assert!(err.to_string().contains("Gradients::Kept"), "{err}");
+        let written: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+        assert!(written.is_empty(), "{written:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use edgesight::frame::{FrameLayout, PixelFormat};
+use edgesight::pipeline::Border;
 use edgesight::reference;
 
 fn edgesight(args: &[&str]) -> Output {
@@ -83,10 +84,11 @@ fn process_writes_the_report_pictures_and_raw_outputs() {
     }
 
     assert_eq!(std::fs::read(out.join("luma.u8")).unwrap(), luma);
-    assert_eq!(
-        std::fs::metadata(out.join("sobel_dx.s16")).unwrap().len(),
-        640 * 480 * 2
-    );
+    // --raw builds the pipeline with dx and dy kept: they are written, and exact.
+    let (dx, dy) = reference::sobel(&luma, 640, 480, Border::Reflect101);
+    let le = |v: &[i16]| v.iter().flat_map(|d| d.to_le_bytes()).collect::<Vec<u8>>();
+    assert_eq!(std::fs::read(out.join("sobel_dx.s16")).unwrap(), le(&dx));
+    assert_eq!(std::fs::read(out.join("sobel_dy.s16")).unwrap(), le(&dy));
     assert_eq!(
         std::fs::metadata(out.join("integral_sqsum.u64"))
             .unwrap()
@@ -294,6 +296,7 @@ fn bench_writes_json_with_positive_finite_medians() {
         stdout.contains("33x17") && stdout.contains("pipeline"),
         "{stdout}"
     );
+    assert!(stdout.contains("held on the device"), "{stdout}");
 
     let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert!(!report["device"].as_str().unwrap().is_empty());
@@ -310,6 +313,13 @@ fn bench_writes_json_with_positive_finite_medians() {
             let v = r[key].as_f64().unwrap();
             assert!(v.is_finite() && v > 0.0, "{key} = {v}");
         }
+        // What the pipeline holds, and per pixel: at least its byte-a-pixel images.
+        let held = r["pipeline_held_bytes"].as_u64().unwrap();
+        assert!(held >= 4 * w * h, "held {held}");
+        assert_eq!(
+            r["held_bytes_per_pixel"].as_f64().unwrap(),
+            held as f64 / (w * h) as f64
+        );
         // A frame's wall time includes its device work.
         assert!(
             r["pipeline_wall_ms"].as_f64().unwrap() >= r["pipeline_device_ms"].as_f64().unwrap()

@@ -1,6 +1,7 @@
 //! Every kernel against its plain-Rust reference on the OpenCL device (POCL in CI): awkward
 //! sizes, every pixel format, every border mode, strides wider than the width, guard bands
-//! after every output, and Otsu on the histograms where rounding decides ties.
+//! after every output, every tuning with and without dx and dy kept, and Otsu on the
+//! histograms where rounding decides ties.
 
 mod common;
 
@@ -8,13 +9,15 @@ use common::{assert_image_eq, gpu, Rng};
 use edgesight::cl::Gpu;
 use edgesight::frame::{FrameLayout, PixelFormat};
 use edgesight::health;
-use edgesight::pipeline::{Border, Magnitude, Pipeline, PipelineOptions, Tuning};
+use edgesight::pipeline::{Border, Gradients, Magnitude, Pipeline, PipelineOptions, Setup, Tuning};
 use edgesight::reference;
 use edgesight::region::{self, Region};
 use proptest::prelude::*;
 
-/// Runs one frame through the pipeline with every tuning and compares every output with the
-/// reference.
+/// Runs one frame through the pipeline with every tuning, with dx and dy discarded (as the
+/// daemon runs it) and kept (as `process --raw` does), and compares every output with the
+/// reference: everything but dx and dy is the same either way, and dx and dy are exact
+/// where kept.
 fn check_frame(
     gpu: &Gpu,
     layout: FrameLayout,
@@ -23,7 +26,10 @@ fn check_frame(
     regions: &[Region],
 ) {
     for tuning in [Tuning::FOR_GPU, Tuning::FOR_CPU] {
-        check_frame_with(gpu, layout, options, tuning, frame, regions);
+        for gradients in [Gradients::Discarded, Gradients::Kept] {
+            let setup = Setup { tuning, gradients };
+            check_frame_with(gpu, layout, options, setup, frame, regions);
+        }
     }
 }
 
@@ -31,16 +37,17 @@ fn check_frame_with(
     gpu: &Gpu,
     layout: FrameLayout,
     options: PipelineOptions,
-    tuning: Tuning,
+    setup: Setup,
     frame: &[u8],
     regions: &[Region],
 ) {
     let label = format!(
         "{} {}x{} stride {}, {:?}, {:?}",
-        layout.format, layout.width, layout.height, layout.stride, options, tuning
+        layout.format, layout.width, layout.height, layout.stride, options, setup
     );
     let mut pipeline =
-        Pipeline::with_tuning(gpu, layout, options, regions, tuning).expect("pipeline");
+        Pipeline::with_setup(gpu, layout, options, regions, setup).expect("pipeline");
+    assert_eq!(pipeline.gradients(), setup.gradients, "{label}");
     // The camera-health grid and gradient histogram, as the daemon asks for them (the
     // first frame counts the histogram).
     pipeline
@@ -55,8 +62,18 @@ fn check_frame_with(
     let luma = reference::luma(&layout, frame);
     assert_image_eq("luma", &label, w, &images.luma, &luma);
     let (dx, dy) = reference::sobel(&luma, w, h, options.border);
-    assert_image_eq("sobel dx", &label, w, &images.dx, &dx);
-    assert_image_eq("sobel dy", &label, w, &images.dy, &dy);
+    match setup.gradients {
+        Gradients::Kept => {
+            let got_dx = images.dx.as_deref().expect("dx kept");
+            let got_dy = images.dy.as_deref().expect("dy kept");
+            assert_image_eq("sobel dx", &label, w, got_dx, &dx);
+            assert_image_eq("sobel dy", &label, w, got_dy, &dy);
+        }
+        Gradients::Discarded => {
+            assert!(images.dx.is_none(), "dx read back, {label}");
+            assert!(images.dy.is_none(), "dy read back, {label}");
+        }
+    }
     let magnitude = reference::magnitude(&dx, &dy, options.magnitude);
     assert_image_eq("magnitude", &label, w, &images.magnitude, &magnitude);
     assert!(result.gradient_sampled, "{label}");
@@ -263,6 +280,57 @@ fn slots_are_reused_frame_after_frame() {
             );
         }
     }
+}
+
+/// What a pipeline holds on the device, to the byte, for a layout small enough that the
+/// integral passes' band counts do not depend on the device: dx and dy are the only
+/// difference between a pipeline that keeps them and one that does not, and the latter
+/// allocates nothing for them.
+#[test]
+fn device_bytes_count_dx_and_dy_only_where_kept() {
+    let gpu = gpu();
+    let (w, h) = (40u64, 2u64);
+    let layout = FrameLayout::packed(PixelFormat::Grey, w as u32, h as u32);
+    let (n, m, guard) = (w * h, (w + 1) * (h + 1), 64);
+    // luma, magnitude, edge mask and mask, a byte a pixel with a 64-element guard band.
+    let images = 4 * (n + guard);
+    // The luma histogram, the counts with the threshold, the gradient histogram.
+    let counts = 4 * 256 + 4 * 257 + 4 * 256;
+    // The u32, u64, u32, u32 integral images, (W+1)x(H+1) each with a guard band.
+    let integrals = (4 + 8 + 4 + 4) * (m + guard);
+    // One region (the whole frame): four u32 corners in, four u64 sums out.
+    let regions = 4 * 4 + 4 * 8;
+    let common = images + counts + integrals + regions;
+    // The integral passes' scratch. CPUs: one band per row here (a few per compute unit,
+    // at most the height); per band, four u32 column sums a column and three u32 and one
+    // u64 carries for each of the W+1 integral columns. GPUs: one band (bands are at least
+    // four rows, at most the height), four u32 a column.
+    let item_bands = 4 * h * w * 4 + 3 * h * (w + 1) * 4 + h * (w + 1) * 8;
+    let group_bands = 4 * w * 4;
+    // dx and dy: two bytes a pixel each, with their guard bands.
+    let gradients = 2 * 2 * (n + guard);
+    for (tuning, scratch) in [
+        (Tuning::FOR_CPU, item_bands),
+        (Tuning::FOR_GPU, group_bands),
+    ] {
+        for (kept, extra) in [(Gradients::Discarded, 0), (Gradients::Kept, gradients)] {
+            let setup = Setup {
+                tuning,
+                gradients: kept,
+            };
+            let pipeline =
+                Pipeline::with_setup(&gpu, layout, PipelineOptions::default(), &[], setup)
+                    .expect("pipeline");
+            assert_eq!(
+                pipeline.device_bytes().expect("device bytes"),
+                common + scratch + extra,
+                "{setup:?}"
+            );
+        }
+    }
+    // The default pipeline is the daemon's: without dx and dy.
+    let pipeline = Pipeline::new(&gpu, layout, PipelineOptions::default(), &[]).unwrap();
+    assert_eq!(pipeline.gradients(), Gradients::Discarded);
 }
 
 /// The Otsu threshold a pipeline with `tuning` finds for one grey `frame`.

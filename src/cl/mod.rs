@@ -13,7 +13,7 @@ mod launch;
 mod slot;
 
 pub use device::{list_devices, ClDeviceInfo, DeviceSpec, PlatformDevices};
-pub(crate) use launch::launch;
+pub(crate) use launch::{launch, KernelArg};
 pub use slot::FrameSlot;
 
 use opencl3::command_queue::{CommandQueue, CL_QUEUE_PROFILING_ENABLE};

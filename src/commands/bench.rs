@@ -132,6 +132,13 @@ fn print_bench(f: &SizeFigures) {
         100.0 * f.health_share()
     );
     println!(
+        "  bytes per pixel: {:.2} moved per frame, {:.2} held on the device by the pipeline \
+         ({:.1} MB; the frame slot adds 1)",
+        f.pipeline_bytes as f64 / px,
+        f.held_bytes as f64 / px,
+        f.held_bytes as f64 / 1e6
+    );
+    println!(
         "  device span (first kernel start to last end) {:.3} ms [{:.3}-{:.3}]",
         f.pipeline_span.median, f.pipeline_span.p10, f.pipeline_span.p90
     );

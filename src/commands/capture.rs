@@ -11,7 +11,7 @@ use edgesight::capture::{self, IoMode, Next, SourceKind, SourceParts, SourceSpec
 use edgesight::cl::Gpu;
 use edgesight::pipeline::Pipeline;
 
-use super::{check_roi_names, create_out_dir, print_summary, write_results};
+use super::{check_roi_names, create_out_dir, print_summary, setup, write_results};
 use crate::cli::CaptureArgs;
 
 /// A capture source argument that is neither a source spec nor an existing device.
@@ -98,7 +98,8 @@ pub(crate) fn capture(args: &CaptureArgs) -> Result<()> {
         roi.validate(&layout)?;
     }
     let options = args.pipeline.options();
-    let mut pipeline = Pipeline::new(&gpu, layout, options, &args.pipeline.rois)
+    let setup = setup(&gpu, args.raw);
+    let mut pipeline = Pipeline::with_setup(&gpu, layout, options, &args.pipeline.rois, setup)
         .context("setting up the pipeline")?;
     println!("{}", source.describe());
 

@@ -15,7 +15,7 @@ use anyhow::Result;
 
 use edgesight::cl::Gpu;
 use edgesight::config;
-use edgesight::pipeline::{FrameResult, Images, Pipeline};
+use edgesight::pipeline::{FrameResult, Gradients, Images, Pipeline, Setup};
 use edgesight::region::Region;
 use edgesight::report::{self, Report};
 
@@ -47,8 +47,21 @@ fn create_out_dir(out: &Path) -> Result<(), BadOutDir> {
     })
 }
 
+/// How `process` and `capture` build their pipeline: keeping dx and dy only when `raw`
+/// asks for the raw outputs, which are the only thing that reads them.
+pub(crate) fn setup(gpu: &Gpu, raw: bool) -> Setup {
+    Setup {
+        gradients: if raw {
+            Gradients::Kept
+        } else {
+            Gradients::Discarded
+        },
+        ..Setup::for_device(gpu)
+    }
+}
+
 /// Writes what `process` writes for the pipeline's last frame: report.json, the pictures,
-/// and with `raw` the exact outputs.
+/// and with `raw` the exact outputs (the pipeline built with [`setup`] for `raw`).
 pub(crate) fn write_results(
     out: &Path,
     gpu: &Gpu,

@@ -7,7 +7,7 @@ use edgesight::cl::Gpu;
 use edgesight::input;
 use edgesight::pipeline::{Pipeline, StageTimings};
 
-use super::{check_roi_names, create_out_dir, print_summary, write_results};
+use super::{check_roi_names, create_out_dir, print_summary, setup, write_results};
 use crate::cli::ProcessArgs;
 
 pub(crate) fn process(args: &ProcessArgs) -> Result<()> {
@@ -21,8 +21,10 @@ pub(crate) fn process(args: &ProcessArgs) -> Result<()> {
 
     let gpu = Gpu::open(&args.pipeline.device)?;
     let options = args.pipeline.options();
-    let mut pipeline = Pipeline::new(&gpu, frame.layout, options, &args.pipeline.rois)
-        .context("setting up the pipeline")?;
+    let setup = setup(&gpu, args.raw);
+    let mut pipeline =
+        Pipeline::with_setup(&gpu, frame.layout, options, &args.pipeline.rois, setup)
+            .context("setting up the pipeline")?;
     let mut slot = pipeline.new_slot(&gpu)?;
     let mut runs = Vec::with_capacity(args.repeat as usize);
     let mut images = None;

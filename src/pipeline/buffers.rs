@@ -3,7 +3,7 @@
 //! device from writing into it once it may be freed.
 
 use opencl3::event::Event;
-use opencl3::memory::{Buffer, CL_MEM_READ_WRITE};
+use opencl3::memory::{Buffer, ClMem, CL_MEM_READ_WRITE};
 use opencl3::types::CL_NON_BLOCKING;
 
 use crate::cl::{new_buffer, read_blocking, write_blocking, CallContext, ClError, Gpu, Plain};
@@ -11,6 +11,12 @@ use crate::cl::{new_buffer, read_blocking, write_blocking, CallContext, ClError,
 /// A device buffer of `len` elements (at least one: OpenCL refuses empty buffers).
 pub(super) fn device_buffer<T>(gpu: &Gpu, len: usize) -> Result<Buffer<T>, ClError> {
     new_buffer(gpu, CL_MEM_READ_WRITE, len).call("clCreateBuffer")
+}
+
+/// The bytes `buffer` holds on the device (its `CL_MEM_SIZE`, guard bands included).
+pub(super) fn held_bytes<T>(buffer: &Buffer<T>) -> Result<u64, ClError> {
+    let size = buffer.size().call("clGetMemObjectInfo(CL_MEM_SIZE)")?;
+    Ok(size as u64)
 }
 
 /// Elements a guard band holds past the end of every per-pixel buffer. The band is filled
@@ -202,11 +208,10 @@ impl Drop for QueueDrain<'_> {
     }
 }
 
-/// The intermediate images, kept on the device.
+/// The intermediate images, kept on the device (dx and dy, when kept, are the Sobel
+/// stage's, the integral images the integral stage's).
 pub(super) struct DeviceImages {
     pub(super) luma: DeviceImage<u8>,
-    pub(super) dx: DeviceImage<i16>,
-    pub(super) dy: DeviceImage<i16>,
     pub(super) magnitude: DeviceImage<u8>,
     pub(super) edges: DeviceImage<u8>,
     pub(super) mask: DeviceImage<u8>,
@@ -216,4 +221,17 @@ pub(super) struct DeviceImages {
     pub(super) results: Buffer<u32>,
     /// The gradient magnitude's counts, cleared before each frame that counts them.
     pub(super) gradient_hist: Buffer<u32>,
+}
+
+impl DeviceImages {
+    /// The bytes these buffers hold on the device.
+    pub(super) fn held_bytes(&self) -> Result<u64, ClError> {
+        let images = [&self.luma, &self.magnitude, &self.edges, &self.mask]
+            .into_iter()
+            .map(|i| held_bytes(&i.buf));
+        let counts = [&self.hist, &self.results, &self.gradient_hist]
+            .into_iter()
+            .map(held_bytes);
+        images.chain(counts).sum()
+    }
 }

@@ -6,6 +6,7 @@ use opencl3::event::Event;
 use opencl3::kernel::Kernel;
 use opencl3::memory::Buffer;
 
+use super::buffers::held_bytes;
 use super::{device_buffer, DeviceImage, IntegralLayout, Launch, PipelineError, Tuning};
 use crate::cl::{launch, write_blocking, CallContext, ClError, Gpu, INTEGRAL_CL};
 use crate::frame::FrameLayout;
@@ -459,6 +460,24 @@ impl IntegralStage {
             ("integral_edges", self.edges.guard_intact(gpu)?),
             ("integral_foreground", self.foreground.guard_intact(gpu)?),
         ])
+    }
+
+    /// The bytes the stage's buffers hold on the device: the four images, the passes'
+    /// column sums and the regions' rectangles and sums.
+    pub(super) fn held_bytes(&self) -> Result<u64, ClError> {
+        let passes = match &self.passes {
+            Passes::ItemBands {
+                cols, tops, tops2, ..
+            } => held_bytes(cols)? + held_bytes(tops)? + held_bytes(tops2)?,
+            Passes::GroupBands { cols, .. } => held_bytes(cols)?,
+        };
+        Ok(passes
+            + held_bytes(&self.sum.buf)?
+            + held_bytes(&self.sqsum.buf)?
+            + held_bytes(&self.edges.buf)?
+            + held_bytes(&self.foreground.buf)?
+            + held_bytes(&self.rects)?
+            + held_bytes(&self.sums)?)
     }
 
     /// Reads the four integral images.

@@ -3,10 +3,14 @@
 //! threshold, region sums) unless the full images are asked for.
 //!
 //! ```text
-//! slot ─► luma ─┬─► sobel (dx, dy, magnitude, edge mask) ──────────────┐
+//! slot ─► luma ─┬─► sobel (magnitude, edge mask; dx, dy if kept) ───────┐
 //!               ├─► histogram ─► otsu (threshold on device) ─► binarize ┤
 //!               └─► integral (sum, sqsum) ◄─ integral (edges, mask) ◄───┘ ─► region sums
 //! ```
+//!
+//! dx and dy are written only by a pipeline built to keep them ([`Setup`], [`Gradients`]):
+//! the daemon never reads them, and without them Sobel writes 2 bytes a pixel instead of 6
+//! and the pipeline holds two 2-byte images less.
 //!
 //! Grey frames (and NV12's Y plane) packed at stride = width skip the luma copy: the
 //! stages read the slot itself, so a frame's images can be read only while its slot is
@@ -40,12 +44,12 @@ use crate::cl::{event_interval, ClError, FrameSlot, Gpu};
 use crate::frame::{FrameLayout, LayoutError, PixelFormat};
 use crate::region::{Region, RegionError};
 
-use buffers::{device_buffer, DeviceImage, DeviceImages, QueueDrain, ReadBack};
+use buffers::{device_buffer, held_bytes, DeviceImage, DeviceImages, QueueDrain, ReadBack};
 pub(crate) use launch::Launch;
 use launch::StageContext;
 pub use options::{
-    Border, HistogramCounting, IntegralLayout, Magnitude, OtsuArithmetic, PipelineOptions,
-    SobelLayout, Stores, Tuning, UnknownBorder,
+    Border, Gradients, HistogramCounting, IntegralLayout, Magnitude, OtsuArithmetic,
+    PipelineOptions, Setup, SobelLayout, Stores, Tuning, UnknownBorder,
 };
 pub use processed::{FrameImages, FrameResult, Images, Processed};
 pub use timings::{Stage, StageTimings};
@@ -113,14 +117,14 @@ pub const GRADIENT_SAMPLE_FRAMES: u64 = 4;
 
 impl Pipeline {
     /// Builds the kernels and allocates the buffers for frames of `layout`, with the work
-    /// sizes suited to `gpu`.
+    /// sizes suited to `gpu` and without dx and dy ([`Setup::for_device`]).
     pub fn new(
         gpu: &Gpu,
         layout: FrameLayout,
         options: PipelineOptions,
         regions: &[Region],
     ) -> Result<Pipeline, PipelineError> {
-        Pipeline::with_tuning(gpu, layout, options, regions, Tuning::for_device(gpu))
+        Pipeline::with_setup(gpu, layout, options, regions, Setup::for_device(gpu))
     }
 
     /// As [`Pipeline::new`], with explicit work-size choices.
@@ -131,14 +135,25 @@ impl Pipeline {
         regions: &[Region],
         tuning: Tuning,
     ) -> Result<Pipeline, PipelineError> {
+        Pipeline::with_setup(gpu, layout, options, regions, Setup::with_tuning(tuning))
+    }
+
+    /// As [`Pipeline::new`], built as `setup` says: its work sizes, and whether it keeps
+    /// dx and dy ([`Gradients::Kept`]: `process --raw`).
+    pub fn with_setup(
+        gpu: &Gpu,
+        layout: FrameLayout,
+        options: PipelineOptions,
+        regions: &[Region],
+        setup: Setup,
+    ) -> Result<Pipeline, PipelineError> {
+        let Setup { tuning, gradients } = setup;
         layout.validate()?;
         let n = layout.pixels();
         let integral = integral::IntegralStage::new(gpu, &layout, regions, &tuning)?;
         let read_back = ReadBack::new(integral.sums_len());
         let bufs = DeviceImages {
             luma: DeviceImage::new(gpu, n)?,
-            dx: DeviceImage::new(gpu, n)?,
-            dy: DeviceImage::new(gpu, n)?,
             magnitude: DeviceImage::new(gpu, n)?,
             edges: DeviceImage::new(gpu, n)?,
             mask: DeviceImage::new(gpu, n)?,
@@ -150,7 +165,7 @@ impl Pipeline {
             layout,
             options,
             luma: luma::LumaStage::new(gpu, layout.format).stage(Stage::Luma)?,
-            sobel: sobel::SobelStage::new(gpu, &tuning).stage(Stage::Sobel)?,
+            sobel: sobel::SobelStage::new(gpu, &tuning, gradients, n).stage(Stage::Sobel)?,
             histogram: histogram::HistogramStage::new(gpu, &tuning).stage(Stage::Histogram)?,
             otsu: otsu::OtsuStage::new(gpu, &tuning).stage(Stage::Otsu)?,
             integral,
@@ -173,6 +188,26 @@ impl Pipeline {
 
     pub fn options(&self) -> &PipelineOptions {
         &self.options
+    }
+
+    /// Whether this pipeline keeps dx and dy (decided when it was built).
+    pub fn gradients(&self) -> Gradients {
+        match self.sobel.gradients() {
+            Some(_) => Gradients::Kept,
+            None => Gradients::Discarded,
+        }
+    }
+
+    /// The bytes this pipeline holds on the device: every buffer it allocated (images with
+    /// their guard bands, the integral passes' scratch, the small results), as the driver
+    /// reports their sizes. The frame slots are not counted: they belong to the source
+    /// ([`Pipeline::new_slot`] makes one of `frame_bytes()`).
+    pub fn device_bytes(&self) -> Result<u64, ClError> {
+        let gradients = match self.sobel.gradients() {
+            Some([dx, dy]) => held_bytes(&dx.buf)? + held_bytes(&dy.buf)?,
+            None => 0,
+        };
+        Ok(self.bufs.held_bytes()? + gradients + self.integral.held_bytes()?)
     }
 
     /// Changes the options for the frames that follow (no reallocation).
@@ -330,7 +365,6 @@ impl Pipeline {
                     luma_src,
                     &l,
                     &self.options,
-                    [&b.dx.buf, &b.dy.buf],
                     [&b.magnitude.buf, &b.edges.buf],
                 )
                 .stage(Stage::Sobel)?,
@@ -423,19 +457,23 @@ impl Pipeline {
     }
 
     /// Names of the per-pixel buffers whose guard band a kernel overwrote (none, if every
-    /// kernel kept within its image). For tests.
+    /// kernel kept within its image), of those the pipeline has (dx and dy only when
+    /// kept). For tests.
     pub fn broken_guards(&self, gpu: &Gpu) -> Result<Vec<&'static str>, ClError> {
         let b = &self.bufs;
         let images = [
             ("luma", b.luma.guard_intact(gpu)?),
-            ("dx", b.dx.guard_intact(gpu)?),
-            ("dy", b.dy.guard_intact(gpu)?),
             ("magnitude", b.magnitude.guard_intact(gpu)?),
             ("edges", b.edges.guard_intact(gpu)?),
             ("mask", b.mask.guard_intact(gpu)?),
         ];
+        let gradients = match self.sobel.gradients() {
+            Some([dx, dy]) => vec![("dx", dx.guard_intact(gpu)?), ("dy", dy.guard_intact(gpu)?)],
+            None => Vec::new(),
+        };
         Ok(images
             .into_iter()
+            .chain(gradients)
             .chain(self.integral.guard_checks(gpu)?)
             .filter(|&(_, intact)| !intact)
             .map(|(name, _)| name)

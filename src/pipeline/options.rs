@@ -1,5 +1,6 @@
-//! What the pipeline computes (border, magnitude, edge threshold) and the device-dependent
-//! work-size choices ([`Tuning`]) that change how, never what.
+//! What the pipeline computes (border, magnitude, edge threshold), the device-dependent
+//! work-size choices ([`Tuning`]) that change how, never what, and how a pipeline is built
+//! ([`Setup`]: the tuning and whether it keeps dx and dy, [`Gradients`]).
 
 use std::fmt;
 use std::str::FromStr;
@@ -101,6 +102,58 @@ impl Default for PipelineOptions {
             border: Border::Reflect101,
             magnitude: Magnitude::L1,
             edge_threshold: 64,
+        }
+    }
+}
+
+/// Whether a pipeline keeps Sobel's dx and dy images. Fixed when the pipeline is built: it
+/// decides which buffers exist and how the Sobel program is compiled, so it is part of
+/// [`Setup`], never of [`PipelineOptions`] (which a reload changes and reports show).
+/// Either way the magnitude, the edge mask and everything after them are the same.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Gradients {
+    /// dx and dy are computed in registers for the magnitude and never stored: no buffers
+    /// for them, 4 bytes a pixel less written per frame. [`Images`](super::Images) holds
+    /// `None` for them. What the daemon and `bench` run.
+    #[default]
+    Discarded,
+    /// dx and dy are written to device images on every frame and read back with the other
+    /// images: for `process --raw` and `capture --raw`, which write them out.
+    Kept,
+}
+
+impl Gradients {
+    /// The `-D` option sobel.cl takes for this choice.
+    pub(super) fn define(self) -> &'static str {
+        match self {
+            Gradients::Discarded => "-DNO_GRADIENTS",
+            Gradients::Kept => "",
+        }
+    }
+}
+
+/// How a pipeline is built, for its whole life (its kernels and buffers depend on it):
+/// the work sizes and which images it keeps. Unlike [`PipelineOptions`], it is not
+/// reloaded from the config nor written into reports; no choice here changes a result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Setup {
+    pub tuning: Tuning,
+    pub gradients: Gradients,
+}
+
+impl Setup {
+    /// The work sizes suited to `gpu`, without dx and dy: what [`Pipeline::new`] builds.
+    ///
+    /// [`Pipeline::new`]: super::Pipeline::new
+    pub fn for_device(gpu: &Gpu) -> Setup {
+        Setup::with_tuning(Tuning::for_device(gpu))
+    }
+
+    /// `tuning`, without dx and dy.
+    pub fn with_tuning(tuning: Tuning) -> Setup {
+        Setup {
+            tuning,
+            gradients: Gradients::default(),
         }
     }
 }

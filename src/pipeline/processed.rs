@@ -6,7 +6,7 @@ use std::ops::Deref;
 
 use super::buffers::read_buffer;
 #[allow(unused_imports)] // named in the docs
-use super::{Pipeline, PipelineError, StageTimings};
+use super::{Gradients, Pipeline, PipelineError, StageTimings};
 use crate::cl::{FrameSlot, Gpu};
 use crate::region::{Region, RegionStats};
 
@@ -55,8 +55,11 @@ impl FrameResult {
 #[derive(Clone, Debug, Default)]
 pub struct Images {
     pub luma: Vec<u8>,
-    pub dx: Vec<i16>,
-    pub dy: Vec<i16>,
+    /// Sobel's dx and dy: `Some` exactly when the pipeline was built to keep them
+    /// ([`Gradients::Kept`]); `None` from a pipeline that never wrote them (the default,
+    /// [`Pipeline::new`]), which has no such images to read.
+    pub dx: Option<Vec<i16>>,
+    pub dy: Option<Vec<i16>>,
     pub magnitude: Vec<u8>,
     pub edges: Vec<u8>,
     pub mask: Vec<u8>,
@@ -78,7 +81,8 @@ pub struct FrameImages<'a> {
 }
 
 impl FrameImages<'_> {
-    /// Reads back every per-pixel output of the frame.
+    /// Reads back every per-pixel output of the frame (dx and dy where the pipeline keeps
+    /// them).
     pub fn read_images(&self, gpu: &Gpu) -> Result<Images, PipelineError> {
         let p = self.pipeline;
         let b = &p.bufs;
@@ -88,10 +92,14 @@ impl FrameImages<'_> {
             b.luma.read(gpu)?
         };
         let (sum, sqsum, edges, foreground) = p.integral.read_integrals(gpu)?;
+        let (dx, dy) = match p.sobel.gradients() {
+            Some([dx, dy]) => (Some(dx.read(gpu)?), Some(dy.read(gpu)?)),
+            None => (None, None),
+        };
         Ok(Images {
             luma,
-            dx: b.dx.read(gpu)?,
-            dy: b.dy.read(gpu)?,
+            dx,
+            dy,
             magnitude: b.magnitude.read(gpu)?,
             edges: b.edges.read(gpu)?,
             mask: b.mask.read(gpu)?,

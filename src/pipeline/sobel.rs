@@ -1,14 +1,17 @@
 //! Sobel stage: launches `sobel3x3` (16 pixels per work-item, CPUs), or on GPUs
 //! `sobel3x3_quad` (four, for widths that are a multiple of 4) or `sobel3x3_pixel` (one, any
-//! width), from `kernels/sobel.cl`; each writes dx, dy, the 8-bit magnitude and the edge
-//! mask in one pass over luma.
+//! width), from `kernels/sobel.cl`; each writes the 8-bit magnitude and the edge mask in
+//! one pass over luma, and dx and dy where the pipeline keeps them ([`Gradients`]): the
+//! stage then owns their images, and its program is built without them otherwise, so a
+//! launch always passes exactly the buffers its kernel takes.
 
 use opencl3::event::Event;
 use opencl3::kernel::Kernel;
 use opencl3::memory::Buffer;
 
-use super::{Launch, Magnitude, PipelineOptions, SobelLayout, Tuning};
-use crate::cl::{launch, CallContext, ClError, Gpu, SOBEL_CL};
+use super::buffers::DeviceImage;
+use super::{Gradients, Launch, Magnitude, PipelineOptions, SobelLayout, Tuning};
+use crate::cl::{launch, CallContext, ClError, Gpu, KernelArg, SOBEL_CL};
 use crate::frame::FrameLayout;
 
 /// Pixels one work-item computes; it reads 18 x 3 input pixels for them.
@@ -20,11 +23,22 @@ pub(super) struct SobelStage {
     pixels_per_item: usize,
     /// The one-pixel kernel for widths the four-pixel one cannot take.
     fallback: Option<(Kernel, Launch)>,
+    /// dx and dy, `pixels` elements each, when the pipeline keeps them: the kernels were
+    /// built to take and write them exactly when these exist.
+    gradients: Option<[DeviceImage<i16>; 2]>,
 }
 
 impl SobelStage {
-    pub(super) fn new(gpu: &Gpu, tuning: &Tuning) -> Result<SobelStage, ClError> {
-        let program = gpu.build_with(SOBEL_CL, tuning.stores.define())?;
+    /// The stage for frames of `pixels` pixels; with [`Gradients::Kept`] it allocates dx
+    /// and dy, otherwise its kernels neither take nor write them.
+    pub(super) fn new(
+        gpu: &Gpu,
+        tuning: &Tuning,
+        gradients: Gradients,
+        pixels: usize,
+    ) -> Result<SobelStage, ClError> {
+        let defines = format!("{} {}", tuning.stores.define(), gradients.define());
+        let program = gpu.build_with(SOBEL_CL, defines.trim())?;
         let (name, pixels_per_item) = match tuning.sobel_layout {
             SobelLayout::Vector16 => ("sobel3x3", PIXELS_PER_ITEM),
             SobelLayout::FourPixelsPerItem => ("sobel3x3_quad", 4),
@@ -39,22 +53,34 @@ impl SobelStage {
                 Some((k, launch))
             }
         };
+        let gradients = match gradients {
+            Gradients::Kept => Some([
+                DeviceImage::new(gpu, pixels)?,
+                DeviceImage::new(gpu, pixels)?,
+            ]),
+            Gradients::Discarded => None,
+        };
         Ok(SobelStage {
             kernel,
             launch,
             pixels_per_item,
             fallback,
+            gradients,
         })
     }
 
-    /// `gradients` are dx and dy, `bytes` the magnitude and the edge mask; all dense.
+    /// dx and dy, when this stage keeps them.
+    pub(super) fn gradients(&self) -> Option<&[DeviceImage<i16>; 2]> {
+        self.gradients.as_ref()
+    }
+
+    /// `bytes` are the magnitude and the edge mask, dense (dx and dy are the stage's own).
     pub(super) fn enqueue(
         &self,
         gpu: &Gpu,
         luma: &Buffer<u8>,
         layout: &FrameLayout,
         options: &PipelineOptions,
-        gradients: [&Buffer<i16>; 2],
         bytes: [&Buffer<u8>; 2],
     ) -> Result<Event, ClError> {
         // The four-pixel kernel needs rows that start 4-byte aligned.
@@ -69,32 +95,60 @@ impl SobelStage {
         let l2 = i32::from(options.magnitude == Magnitude::L2);
         let threshold = i32::from(options.edge_threshold);
         let border = options.border.kernel_code();
-        // SAFETY: the arguments are sobel.cl's (src, src_stride, width, height, border, l2,
-        // edge_threshold, dx, dy, mag, edges, dst_stride), with both strides `width`. A
-        // work-item returns unless x < width and y < height; it reads rows y - 1 to y + 1
-        // clamped (or, in constant mode, skipped) at the frame's edges and columns within
-        // [0, width), and writes its pixels of row y: within `pixels()` elements of luma
-        // and of each output. The pipeline, the only caller, passes its buffers of
-        // `pixels()` elements (or a grey slot of at least that at stride = width), all
-        // made for the one layout it was built for and always passes.
-        unsafe {
-            launch(
-                gpu,
-                k,
-                &[
+        let w = &layout.width;
+        // The kernel's arguments, with dx and dy exactly when the stage holds them.
+        let with_gradients: [&dyn KernelArg; 12];
+        let without_gradients: [&dyn KernelArg; 10];
+        let args: &[&dyn KernelArg] = match &self.gradients {
+            Some([dx, dy]) => {
+                with_gradients = [
                     luma,
-                    &layout.width,
-                    &layout.width,
+                    w,
+                    w,
                     &layout.height,
                     &border,
                     &l2,
                     &threshold,
-                    gradients[0],
-                    gradients[1],
+                    &dx.buf,
+                    &dy.buf,
                     bytes[0],
                     bytes[1],
-                    &layout.width,
-                ],
+                    w,
+                ];
+                &with_gradients
+            }
+            None => {
+                without_gradients = [
+                    luma,
+                    w,
+                    w,
+                    &layout.height,
+                    &border,
+                    &l2,
+                    &threshold,
+                    bytes[0],
+                    bytes[1],
+                    w,
+                ];
+                &without_gradients
+            }
+        };
+        // SAFETY: the arguments are sobel.cl's (src, src_stride, width, height, border, l2,
+        // edge_threshold, [dx, dy,] mag, edges, dst_stride), with both strides `width`;
+        // dx and dy are passed exactly when the stage holds them, which is exactly when
+        // its program was built without NO_GRADIENTS, i.e. with those two parameters. A
+        // work-item returns unless x < width and y < height; it reads rows y - 1 to y + 1
+        // clamped (or, in constant mode, skipped) at the frame's edges and columns within
+        // [0, width), and writes its pixels of row y: within `pixels()` elements of luma
+        // and of each output. dx and dy hold the `pixels` elements the stage was built
+        // for, and the pipeline, the only caller, passes its buffers of `pixels()`
+        // elements (or a grey slot of at least that at stride = width), all made for the
+        // one layout it was built for (and this stage with it) and always passes.
+        unsafe {
+            launch(
+                gpu,
+                k,
+                args,
                 &global,
                 &geometry.local,
                 "clEnqueueNDRangeKernel(sobel3x3)",
