@@ -1,0 +1,47 @@
+#!/bin/bash
+# The daemon's host CPU time per frame: `edgesight run` on a raw replay file, CPU time
+# (utime + stime from /proc) and frames published over a window, after a warm-up.
+#   bench/host-cost.sh BINARY DEVICE [SIZE] [SECONDS]
+# e.g. bench/host-cost.sh target/release/edgesight nvidia 1920x1080 20
+# The replay reads each frame into its slot (a copy every source must make); with perf
+# installed, PERF=1 also records where the time goes.
+set -eu
+bin=$1 device=$2 size=${3:-1920x1080} secs=${4:-20}
+w=${size%x*} h=${size#*x}
+dir=$(mktemp -d)
+trap 'kill "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
+# 30 frames of noise: every frame differs, as a camera's do.
+head -c $((w * h * 30)) /dev/urandom > "$dir/frames.gray"
+port=$((20000 + RANDOM % 20000))
+cat > "$dir/run.toml" <<TOML
+[web]
+listen_address = "127.0.0.1:$port"
+[[camera]]
+name = "c"
+opencl_device = "$device"
+[camera.source]
+kind = "replay"
+path = "$dir/frames.gray"
+size = "$size"
+format = "grey"
+fps = 30
+TOML
+"$bin" run --config "$dir/run.toml" 2> "$dir/log" &
+pid=$!
+frames() { curl -s "127.0.0.1:$port/metrics" | awk '/^edgesight_frames_total/ {print $2}'; }
+ticks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
+sleep 6
+f0=$(frames) t0=$(ticks)
+if [ -n "${PERF:-}" ] && command -v perf >/dev/null; then
+    perf record -q -g -p "$pid" -o "$dir/perf.data" -- sleep "$secs" 2>/dev/null
+else
+    sleep "$secs"
+fi
+f1=$(frames) t1=$(ticks)
+hz=$(getconf CLK_TCK)
+awk -v f=$((f1 - f0)) -v t=$((t1 - t0)) -v hz="$hz" -v s="$secs" -v size="$size" 'BEGIN {
+    printf "%s: %d frames in %d s, CPU %.2f s: %.3f ms per frame, %.1f%% of a core\n",
+        size, f, s, t / hz, 1000 * t / hz / f, 100 * t / hz / s }'
+if [ -f "$dir/perf.data" ]; then
+    perf report -q -i "$dir/perf.data" --no-children --sort dso,sym --stdio 2>/dev/null | head -40
+fi
