@@ -749,16 +749,15 @@ fn wrk_on_metrics_neither_fails_nor_costs_frames() {
     assert_eq!(status.code(), Some(0));
 }
 
-/// Runs `edgesight ARGS` and returns its exit code and stderr.
 /// Writes `text` as `dir/NAME.toml` and checks that `check-config` and `run` both refuse
-/// it with exit code 2, the file's name followed by `expect` in their message, and that
-/// `run` serves nothing.
+/// it within a minute (a check that opens a device must not hang) with exit code 2, the
+/// file's name followed by `expect` in their message, and that `run` serves nothing.
 fn assert_refused(dir: &Path, name: &str, text: &str, expect: &str) {
     let path = dir.join(format!("{name}.toml"));
     std::fs::write(&path, text).expect("write");
     let file = path.display().to_string();
     for args in [vec!["check-config", &file], vec!["run", "--config", &file]] {
-        let (code, err) = edgesight(&args);
+        let (code, err) = edgesight_within(&args, Duration::from_secs(60));
         assert_eq!(code, Some(2), "{name} {args:?}: {err}");
         assert!(
             err.contains(&format!("{file}{expect}")),
@@ -768,6 +767,7 @@ fn assert_refused(dir: &Path, name: &str, text: &str, expect: &str) {
     }
 }
 
+/// Runs `edgesight ARGS` and returns its exit code and stderr.
 fn edgesight(args: &[&str]) -> (Option<i32>, String) {
     let out = Command::new(BIN)
         .args(args)
@@ -1447,24 +1447,17 @@ fn r12_check_config_and_run_refuse_the_same_web_settings() {
                 .to_string(),
         ),
     ] {
-        let path = dir.join(format!("{name}.toml"));
-        std::fs::write(&path, text).expect("write");
-        let file = path.display().to_string();
-        for args in [vec!["check-config", &file], vec!["run", "--config", &file]] {
-            let (code, err) = edgesight(&args);
-            assert_eq!(code, Some(2), "{name} {args:?}: {err}");
-            assert!(
-                err.contains(&format!("{file}{expect}")),
-                "{name} {args:?}: {err}"
-            );
-        }
+        assert_refused(&dir, name, &text, &expect);
     }
 }
 
 /// Runs `edgesight ARGS` to its end, or fails the test once `limit` has passed (a command
 /// that blocks is killed rather than left to hang the test run).
 fn edgesight_within(args: &[&str], limit: Duration) -> (Option<i32>, String) {
-    let dir = tmp_dir(&format!("within-{}", std::process::id()));
+    // A file of its own per call: tests run this at the same time.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = tmp_dir(&format!("within-{}-{call}", std::process::id()));
     let err_path = dir.join("stderr");
     let mut child = Command::new(BIN)
         .args(args)
@@ -1576,15 +1569,7 @@ fn r12_check_config_refuses_what_run_refuses() {
             ":3:17: camera.opencl_device: camera 'c': no OpenCL device matches '99:99'; available: ",
         ),
     ] {
-        let path = dir.join(format!("{name}.toml"));
-        std::fs::write(&path, text).expect("write");
-        let file = path.display().to_string();
-        let limit = Duration::from_secs(60);
-        for args in [vec!["check-config", &file], vec!["run", "--config", &file]] {
-            let (code, err) = edgesight_within(&args, limit);
-            assert_eq!(code, Some(2), "{name} {args:?}: {err}");
-            assert!(err.contains(&format!("{file}{expect}")), "{name} {args:?}: {err}");
-        }
+        assert_refused(&dir, name, &text, expect);
     }
     // The same check for a source given on the command line.
     let (code, err) = edgesight_within(
