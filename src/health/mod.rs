@@ -205,10 +205,8 @@ pub struct Health {
     learning: Learning,
     baseline: Option<Baseline>,
     measures: Measures,
-    /// The last gradient sample, corrected for the light level, as a share of the
-    /// baseline's: frames without a sample keep it.
-    sharpness: Option<f64>,
-    /// The last gradient sample and the mean luma of its frame.
+    /// The last gradient sample and the mean luma of its frame: frames without a sample
+    /// are judged by it.
     last_gradient: Option<(f64, f64)>,
     last_frame: Option<Instant>,
     last_fingerprint: Option<u64>,
@@ -228,7 +226,6 @@ impl Health {
             learning: Learning::default(),
             baseline: None,
             measures: Measures::default(),
-            sharpness: None,
             last_gradient: None,
             last_frame: None,
             last_fingerprint: None,
@@ -331,16 +328,18 @@ impl Health {
         });
         let (mut covered, mut moved, mut defocus) = (false, false, false);
         if let Some(b) = &self.baseline {
-            if let Some((g, mean)) = self.last_gradient {
+            let sharpness = self.last_gradient.and_then(|(g, mean)| {
                 // A gain on the light scales gradients as much as the mean: take it out.
                 let light = (mean / b.mean.max(1.0)).max(0.05);
-                self.sharpness = (b.gradient > 0.5).then(|| g / b.gradient / light);
-            }
+                (b.gradient > 0.5).then(|| g / b.gradient / light)
+            });
             let flat = measures::flat_cells(&m.cell_stddevs, &b.cell_stddevs);
             covered = m.band >= s.covered_histogram_band && flat >= s.covered_flat_cells;
             let change = measures::scene_change(&m.cell_means, &b.cell_means, &mut self.scratch);
             moved = change >= s.moved_scene_change;
-            defocus = self.sharpness.is_some_and(|v| v <= s.defocus_sharpness);
+            defocus = sharpness.is_some_and(|v| v <= s.defocus_sharpness);
+            // Set only once a baseline is learned; a new baseline starts a new report.
+            self.report.sharpness = sharpness;
             self.report.flat_cells = Some(flat);
             self.report.scene_change = Some(change);
             self.report.mean_luma_ratio = Some(m.mean / b.mean.max(1.0));
@@ -407,10 +406,6 @@ impl Health {
         r.clipped_dark = m.dark;
         r.clipped_bright = m.bright;
         r.histogram_band = m.band;
-        r.sharpness = if learning { None } else { self.sharpness };
-        if learning {
-            (r.scene_change, r.flat_cells, r.mean_luma_ratio) = (None, None, None);
-        }
         r.unchanged_seconds = self
             .unchanged_since
             .map_or(0.0, |t| at.saturating_duration_since(t).as_secs_f64());
