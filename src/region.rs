@@ -70,11 +70,17 @@ impl Region {
     }
 }
 
+/// The columns and rows [`grid`] makes of a `cols` x `rows` grid over a `width` x
+/// `height` frame: at least one, at most one per pixel on each side.
+pub fn grid_shape(width: u32, height: u32, cols: u32, rows: u32) -> (u32, u32) {
+    (cols.clamp(1, width.max(1)), rows.clamp(1, height.max(1)))
+}
+
 /// The cells of a `cols` x `rows` grid over a `width` x `height` frame, row by row: cell
 /// edges at `i * width / cols`, so the cells tile the frame exactly. At most one cell per
 /// pixel on each side.
 pub fn grid(width: u32, height: u32, cols: u32, rows: u32) -> Vec<Region> {
-    let (cols, rows) = (cols.clamp(1, width.max(1)), rows.clamp(1, height.max(1)));
+    let (cols, rows) = grid_shape(width, height, cols, rows);
     let edge = |i: u32, n: u32, side: u32| (u64::from(i) * u64::from(side) / u64::from(n)) as u32;
     let mut cells = Vec::with_capacity((cols * rows) as usize);
     for r in 0..rows {

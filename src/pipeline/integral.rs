@@ -189,6 +189,11 @@ impl IntegralStage {
         &self.regions[1..self.regions.len() - self.cells]
     }
 
+    /// The grid cells measured after the configured regions.
+    pub(super) fn cells(&self) -> &[Region] {
+        &self.regions[self.regions.len() - self.cells..]
+    }
+
     /// Enqueues the integrals of luma, of the edge mask and of the foreground mask, handing
     /// each kernel's event to `event`.
     pub(super) fn enqueue_integrals(

@@ -101,10 +101,9 @@ pub struct Pipeline {
     hist_zeroed: bool,
     /// Where the small results are read back to.
     read_back: ReadBack,
-    /// The camera-health grid's columns and rows and its cells, measured on every frame
-    /// beside the configured regions; none until [`Pipeline::set_health_grid`].
+    /// The camera-health grid's columns and rows (its cells are measured with the
+    /// regions); 0 x 0 until [`Pipeline::set_health_grid`].
     grid: (u32, u32),
-    cells: Vec<Region>,
     /// Frames processed, to count the gradient histogram on every
     /// [`GRADIENT_SAMPLE_FRAMES`]th.
     frames: u64,
@@ -177,7 +176,6 @@ impl Pipeline {
             hist_zeroed: false,
             read_back,
             grid: (0, 0),
-            cells: Vec::new(),
             frames: 0,
         })
     }
@@ -217,8 +215,9 @@ impl Pipeline {
 
     /// Replaces the regions measured on each frame.
     pub fn set_regions(&mut self, gpu: &Gpu, regions: &[Region]) -> Result<(), PipelineError> {
+        let cells = self.integral.cells().to_vec();
         self.integral
-            .set_regions(gpu, &self.layout, regions, &self.cells)?;
+            .set_regions(gpu, &self.layout, regions, &cells)?;
         self.read_back.resize_sums(self.integral.sums_len());
         Ok(())
     }
@@ -232,19 +231,18 @@ impl Pipeline {
         grid: Option<(u32, u32)>,
     ) -> Result<(), PipelineError> {
         let (w, h) = (self.layout.width, self.layout.height);
-        let cells = match grid {
-            Some((cols, rows)) => crate::region::grid(w, h, cols, rows),
-            None => Vec::new(),
+        let (cells, shape) = match grid {
+            Some((cols, rows)) => (
+                crate::region::grid(w, h, cols, rows),
+                crate::region::grid_shape(w, h, cols, rows),
+            ),
+            None => (Vec::new(), (0, 0)),
         };
         let configured = self.integral.configured_regions().to_vec();
         self.integral
             .set_regions(gpu, &self.layout, &configured, &cells)?;
         self.read_back.resize_sums(self.integral.sums_len());
-        self.grid = match grid {
-            Some((cols, rows)) => (cols.clamp(1, w), rows.clamp(1, h)),
-            None => (0, 0),
-        };
-        self.cells = cells;
+        self.grid = shape;
         Ok(())
     }
 
@@ -287,7 +285,7 @@ impl Pipeline {
         // However this ends, the queue is finished before it returns or unwinds: the
         // device may be writing into `read_back` until then.
         let drain = QueueDrain::new(gpu);
-        let gradient = !self.cells.is_empty() && self.frames.is_multiple_of(GRADIENT_SAMPLE_FRAMES);
+        let gradient = self.grid != (0, 0) && self.frames.is_multiple_of(GRADIENT_SAMPLE_FRAMES);
         self.frames = self.frames.wrapping_add(1);
         let enqueued = self.enqueue_frame(gpu, slot, gradient);
         let finished = drain.finish();
