@@ -196,6 +196,11 @@ fn run_opened(
             device = %cam.gpu.info,
             "camera opened"
         );
+        // Built before the first frame is asked for: a source's clock starts with its
+        // first frame, and frames due while the kernels compile would be lost.
+        let layout = cam.source.layout();
+        let (gpu, pipeline, describe) = (&cam.gpu, &mut cam.pipeline, &mut cam.describe);
+        fit_pipeline(gpu, pipeline, describe, layout, settings, &links.state)?;
     } else {
         tracing::info!(
             camera = %settings.name,
@@ -203,13 +208,6 @@ fn run_opened(
             device = %cam.gpu.info,
             "camera waiting for its device"
         );
-    }
-    if cam.source.is_up() {
-        // Built before the first frame is asked for: a source's clock starts with its
-        // first frame, and frames due while the kernels compile would be lost.
-        let layout = cam.source.layout();
-        let (gpu, pipeline, describe) = (&cam.gpu, &mut cam.pipeline, &mut cam.describe);
-        fit_pipeline(gpu, pipeline, describe, layout, settings, &links.state)?;
     }
     let mut failures_logged = 0u32;
     while !links.stopped() {
