@@ -1,7 +1,7 @@
 //! Every kernel against its plain-Rust reference on the OpenCL device (POCL in CI): awkward
 //! sizes, every pixel format, every border mode, strides wider than the width, guard bands
-//! after every output, every tuning with and without dx and dy kept, and Otsu on the
-//! histograms where rounding decides ties.
+//! after every output, every tuning of `Tuning::ALL` with and without dx and dy kept, and
+//! Otsu on the histograms where rounding decides ties.
 
 mod common;
 
@@ -25,7 +25,7 @@ fn check_frame(
     frame: &[u8],
     regions: &[Region],
 ) {
-    for tuning in [Tuning::FOR_GPU, Tuning::FOR_CPU] {
+    for (_, tuning) in Tuning::ALL {
         for gradients in [Gradients::Discarded, Gradients::Kept] {
             let setup = Setup { tuning, gradients };
             check_frame_with(gpu, layout, options, setup, frame, regions);
@@ -42,8 +42,14 @@ fn check_frame_with(
     regions: &[Region],
 ) {
     let label = format!(
-        "{} {}x{} stride {}, {:?}, {:?}",
-        layout.format, layout.width, layout.height, layout.stride, options, setup
+        "{} {}x{} stride {}, {:?}, {} tuning, {:?}",
+        layout.format,
+        layout.width,
+        layout.height,
+        layout.stride,
+        options,
+        setup.tuning.name(),
+        setup
     );
     let mut pipeline =
         Pipeline::with_setup(gpu, layout, options, regions, setup).expect("pipeline");
@@ -193,7 +199,7 @@ fn every_format_at_awkward_sizes() {
 
 /// The GPU integral scans rows in chunks of 4 x group-size pixels (1024 on POCL) in bands
 /// of ceil(height / compute units) rows, at most 64: sizes on either side of those edges,
-/// for both tunings.
+/// for every tuning.
 #[test]
 fn integral_chunks_and_bands_at_their_edges() {
     let gpu = gpu();
@@ -260,8 +266,8 @@ fn slots_are_reused_frame_after_frame() {
     let mut rng = Rng::new(7);
     let layout = FrameLayout::packed(PixelFormat::Yuyv, 47, 13);
     // Also proves the histogram starts from zero on every frame: the Otsu kernel clears it
-    // for the next one.
-    for tuning in [Tuning::FOR_GPU, Tuning::FOR_CPU] {
+    // for the next one (and with sub-histograms, each frame zeroes its own).
+    for (_, tuning) in Tuning::ALL {
         let mut pipeline =
             Pipeline::with_tuning(&gpu, layout, PipelineOptions::default(), &[], tuning).unwrap();
         let mut slot = pipeline.new_slot(&gpu).unwrap();
@@ -307,11 +313,15 @@ fn device_bytes_count_dx_and_dy_only_where_kept() {
     // four rows, at most the height), four u32 a column.
     let item_bands = 4 * h * w * 4 + 3 * h * (w + 1) * 4 + h * (w + 1) * 8;
     let group_bands = 4 * w * 4;
+    // The Mali tuning's histogram: 512 bytes a work-item, two groups of 64 per compute
+    // unit (a frame this small needs no more).
+    let sub_histograms = 2 * u64::from(gpu.info.compute_units).max(1) * 64 * 512;
     // dx and dy: two bytes a pixel each, with their guard bands.
     let gradients = 2 * 2 * (n + guard);
     for (tuning, scratch) in [
         (Tuning::FOR_CPU, item_bands),
         (Tuning::FOR_GPU, group_bands),
+        (Tuning::FOR_MALI, item_bands + sub_histograms),
     ] {
         for (kept, extra) in [(Gradients::Discarded, 0), (Gradients::Kept, gradients)] {
             let setup = Setup {
@@ -388,12 +398,14 @@ fn otsu_where_rounding_decides_ties() {
     for levels in cases {
         let (layout, frame) = levels_frame(&mut rng, &levels);
         let want = reference::otsu_threshold(&reference::histogram(&frame));
-        // FOR_GPU uses the device's own doubles where it has them, FOR_CPU the emulation.
-        for tuning in [Tuning::FOR_GPU, Tuning::FOR_CPU] {
+        // FOR_GPU uses the device's own doubles where it has them, FOR_CPU and FOR_MALI
+        // the emulation (FOR_MALI with a smaller group scoring more thresholds a
+        // work-item).
+        for (name, tuning) in Tuning::ALL {
             assert_eq!(
                 otsu_threshold_with(&gpu, layout, &frame, tuning),
                 want,
-                "levels {levels:?}, {tuning:?}"
+                "levels {levels:?}, {name} tuning"
             );
         }
     }
@@ -407,11 +419,11 @@ fn otsu_tie_pinned_values() {
     let mut rng = Rng::new(11);
     for (n, want) in [(5, 10), (1000, 10), (30, 128), (800, 128)] {
         let (layout, frame) = levels_frame(&mut rng, &[(10, n), (128, n), (246, n)]);
-        for tuning in [Tuning::FOR_GPU, Tuning::FOR_CPU] {
+        for (name, tuning) in Tuning::ALL {
             assert_eq!(
                 otsu_threshold_with(&gpu, layout, &frame, tuning),
                 want,
-                "{n} per level, {tuning:?}"
+                "{n} per level, {name} tuning"
             );
         }
     }

@@ -61,7 +61,7 @@ fn a_warm_pipeline_allocates_nothing_per_frame() {
         "a:0,0,10,10".parse().unwrap(),
         "b:5,5,90,30".parse().unwrap(),
     ];
-    for tuning in [Tuning::FOR_GPU, Tuning::FOR_CPU] {
+    for (name, tuning) in Tuning::ALL {
         let mut pipeline =
             Pipeline::with_tuning(&gpu, layout, PipelineOptions::default(), &regions, tuning)
                 .unwrap();
@@ -80,7 +80,7 @@ fn a_warm_pipeline_allocates_nothing_per_frame() {
         let during = ALLOCATIONS.load(Ordering::Relaxed) - before;
         assert_eq!(
             during, 0,
-            "{during} allocations in 10 warm frames, {tuning:?}"
+            "{during} allocations in 10 warm frames, {name} tuning"
         );
         assert_eq!(result.regions.len(), 2);
         assert_eq!(result.regions[1].0.name, "b");

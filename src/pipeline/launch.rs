@@ -25,14 +25,16 @@ impl Launch {
         Ok(Launch { local: [x, y] })
     }
 
-    /// 1-D groups of up to `want` work-items.
+    /// 1-D groups of up to `want` work-items; where the kernel allows fewer, as many as
+    /// it allows rounded down to a multiple of 4 (Mali runs threads in groups of 4 or
+    /// more, and Arm's guides ask for groups a multiple of 4).
     pub(super) fn one_d(gpu: &Gpu, kernel: &Kernel, want: usize) -> Result<Launch, ClError> {
         let max = kernel
             .get_work_group_size(gpu.device.id())
             .call("clGetKernelWorkGroupInfo")?
             .max(1);
         Ok(Launch {
-            local: [want.min(max), 1],
+            local: [one_d_size(want, max), 1],
         })
     }
 
@@ -49,6 +51,18 @@ impl Launch {
     }
 }
 
+/// `want` work-items, or where the kernel allows only `max` < `want`, `max` rounded down
+/// to a multiple of 4 (`max` itself below 4).
+fn one_d_size(want: usize, max: usize) -> usize {
+    if want <= max {
+        want
+    } else if max >= 4 {
+        max - max % 4
+    } else {
+        max
+    }
+}
+
 /// Attaches a stage name to an OpenCL error.
 pub(super) trait StageContext<T> {
     fn stage(self, stage: Stage) -> Result<T, PipelineError>;
@@ -60,5 +74,20 @@ impl<T> StageContext<T> for Result<T, ClError> {
             stage: stage.name(),
             source,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_d_size;
+
+    #[test]
+    fn a_kernel_allowing_fewer_gets_a_multiple_of_4() {
+        assert_eq!(one_d_size(64, 1024), 64);
+        assert_eq!(one_d_size(1, 1024), 1);
+        assert_eq!(one_d_size(256, 192), 192);
+        assert_eq!(one_d_size(256, 150), 148);
+        assert_eq!(one_d_size(64, 3), 3);
+        assert_eq!(one_d_size(64, 1), 1);
     }
 }

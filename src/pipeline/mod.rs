@@ -49,7 +49,8 @@ pub(crate) use launch::Launch;
 use launch::StageContext;
 pub use options::{
     Border, Gradients, HistogramCounting, IntegralLayout, Magnitude, OtsuArithmetic,
-    PipelineOptions, Setup, SobelLayout, Stores, Tuning, UnknownBorder,
+    PipelineOptions, Setup, SobelLayout, Stores, Tuning, TuningChoice, UnknownBorder,
+    UnknownTuning,
 };
 pub use processed::{FrameImages, FrameResult, Images, Processed};
 pub use timings::{Stage, StageTimings};
@@ -165,7 +166,7 @@ impl Pipeline {
             options,
             luma: luma::LumaStage::new(gpu, layout.format).stage(Stage::Luma)?,
             sobel: sobel::SobelStage::new(gpu, &tuning, gradients, n).stage(Stage::Sobel)?,
-            histogram: histogram::HistogramStage::new(gpu, &tuning).stage(Stage::Histogram)?,
+            histogram: histogram::HistogramStage::new(gpu, &tuning, n).stage(Stage::Histogram)?,
             otsu: otsu::OtsuStage::new(gpu, &tuning).stage(Stage::Otsu)?,
             integral,
             bufs,
@@ -205,7 +206,10 @@ impl Pipeline {
             Some([dx, dy]) => held_bytes(&dx.buf)? + held_bytes(&dy.buf)?,
             None => 0,
         };
-        Ok(self.bufs.held_bytes()? + gradients + self.integral.held_bytes()?)
+        Ok(self.bufs.held_bytes()?
+            + gradients
+            + self.histogram.held_bytes()?
+            + self.integral.held_bytes()?)
     }
 
     /// Changes the options for the frames that follow (no reallocation).
@@ -374,12 +378,11 @@ impl Pipeline {
                     .enqueue_clear(gpu, &b.gradient_hist)
                     .stage(Stage::Health)?,
             ));
-            events.push((
-                Stage::Health,
-                self.histogram
-                    .enqueue(gpu, &b.magnitude.buf, &l, &b.gradient_hist)
-                    .stage(Stage::Health)?,
-            ));
+            self.histogram
+                .enqueue(gpu, &b.magnitude.buf, &l, &b.gradient_hist, |e| {
+                    events.push((Stage::Health, e))
+                })
+                .stage(Stage::Health)?;
         }
         if !self.hist_zeroed {
             events.push((
@@ -391,12 +394,11 @@ impl Pipeline {
         }
         // Until this frame's Otsu kernel has run, the counts are not zero.
         self.hist_zeroed = false;
-        events.push((
-            Stage::Histogram,
-            self.histogram
-                .enqueue(gpu, luma_src, &l, &b.hist)
-                .stage(Stage::Histogram)?,
-        ));
+        self.histogram
+            .enqueue(gpu, luma_src, &l, &b.hist, |e| {
+                events.push((Stage::Histogram, e))
+            })
+            .stage(Stage::Histogram)?;
         events.push((
             Stage::Otsu,
             self.otsu

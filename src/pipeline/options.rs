@@ -7,7 +7,7 @@ use std::str::FromStr;
 
 use serde::Serialize;
 
-use crate::cl::Gpu;
+use crate::cl::{ClDeviceInfo, Gpu};
 
 /// How Sobel reads pixels outside the frame (OpenCV's border types).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -172,6 +172,10 @@ pub struct Tuning {
     pub sobel_layout: SobelLayout,
     /// How Sobel, binarize and the CPU integral write their images.
     pub stores: Stores,
+    /// Work-items per group of the 1-D kernels (binarize, Otsu's one group, the histogram
+    /// where a group shares its sub-histogram or counts in global memory), fewer where a
+    /// kernel allows fewer; the 2-D kernels (luma, Sobel) take 16 x 4 with every tuning.
+    pub group_size: usize,
 }
 
 /// How the kernels that write whole images store them.
@@ -239,6 +243,11 @@ pub enum HistogramCounting {
     /// ordinary memory and every atomic a locked instruction (several times faster on
     /// POCL: BENCHMARKS.md).
     OneItemPerGroup,
+    /// Every work-item counts into its own sub-histogram in global memory (16-bit counts
+    /// packed in pairs) with plain increments, and a second kernel adds the sub-histograms
+    /// bin by bin: no atomics, no local memory, no barriers (Mali, where local memory is
+    /// the same cached system memory as global memory and its atomics are no cheaper).
+    ItemSubHistograms,
 }
 
 impl Tuning {
@@ -249,6 +258,7 @@ impl Tuning {
         otsu_arithmetic: OtsuArithmetic::NativeWhereAvailable,
         sobel_layout: SobelLayout::FourPixelsPerItem,
         stores: Stores::Cached,
+        group_size: 256,
     };
     /// The choices for CPUs (POCL).
     pub const FOR_CPU: Tuning = Tuning {
@@ -257,14 +267,198 @@ impl Tuning {
         otsu_arithmetic: OtsuArithmetic::Emulated,
         sobel_layout: SobelLayout::Vector16,
         stores: Stores::Streaming,
+        group_size: 256,
     };
+
+    /// The choices for Arm Mali GPUs (Midgard, Bifrost, Valhall), after Arm's Mali GPU
+    /// Best Practices guide and Mali OpenCL developer guides:
+    ///
+    /// * Local memory is system memory behind the same caches as global memory ("no
+    ///   performance advantage"), and barriers or local memory keep the GPU from splitting
+    ///   and merging work-groups as it schedules them: the histogram counts in global
+    ///   memory without atomics, local memory or barriers
+    ///   ([`HistogramCounting::ItemSubHistograms`]), and so does the integral.
+    /// * Vector loads and stores of 128 bits, never wider ("use vload16() to load 16
+    ///   bytes at a time"), neighbouring work-items on neighbouring bytes so that a quad's
+    ///   loads merge: Sobel's uchar16 layout ([`SobelLayout::Vector16`]), which luma and
+    ///   binarize have with every tuning.
+    /// * Work-groups of 4 to 64 work-items, a multiple of 4, smaller where barriers remain
+    ///   (Otsu's one group): 64 ([`Tuning::group_size`]; luma and Sobel take 16 x 4).
+    /// * Bifrost and Valhall have no fp64: Otsu runs the integer emulation.
+    /// * Ordinary stores ([`Stores::Cached`]): non-temporal stores spare a CPU the read of
+    ///   a line it overwrites whole, which a GPU does not do (as [`Tuning::FOR_GPU`]), and
+    ///   `__builtin_nontemporal_store` is a Clang builtin a vendor compiler need not take.
+    ///
+    /// The integral takes the CPU's [`IntegralLayout::ItemBands`] (a work-item per band,
+    /// no local memory, no barriers) until a GPU layout without them exists.
+    pub const FOR_MALI: Tuning = Tuning {
+        integral_layout: IntegralLayout::ItemBands,
+        histogram_counting: HistogramCounting::ItemSubHistograms,
+        otsu_arithmetic: OtsuArithmetic::Emulated,
+        sobel_layout: SobelLayout::Vector16,
+        stores: Stores::Cached,
+        group_size: 64,
+    };
+
+    /// Every tuning, by the name `[opencl] tuning` and `--tuning` give it: what tests and
+    /// `bench` go through.
+    pub const ALL: [(&'static str, Tuning); 3] = [
+        ("gpu", Tuning::FOR_GPU),
+        ("cpu", Tuning::FOR_CPU),
+        ("mali", Tuning::FOR_MALI),
+    ];
+
+    /// This tuning's name in [`Tuning::ALL`], or "custom" for one made otherwise.
+    pub fn name(&self) -> &'static str {
+        Tuning::ALL
+            .iter()
+            .find(|(_, t)| t == self)
+            .map_or("custom", |(name, _)| name)
+    }
 
     /// The choices for `gpu`'s kind of device.
     pub(crate) fn for_device(gpu: &Gpu) -> Tuning {
-        if gpu.info.kind == "CPU" {
+        Tuning::for_info(&gpu.info)
+    }
+
+    /// The choices for the device `info` describes: what `auto` picks and `edgesight
+    /// devices` shows.
+    pub fn for_info(info: &ClDeviceInfo) -> Tuning {
+        Tuning::for_description(info.kind, &info.name, &info.vendor)
+    }
+
+    /// CPUs get [`Tuning::FOR_CPU`], whatever their vendor (POCL on an Arm board may name
+    /// Arm); devices whose name or vendor says Mali get [`Tuning::FOR_MALI`] (proprietary
+    /// drivers name the GPU "Mali-G610 r0p0", Mesa's name it with the driver beside it);
+    /// other devices [`Tuning::FOR_GPU`].
+    fn for_description(kind: &str, name: &str, vendor: &str) -> Tuning {
+        let says_mali = |s: &str| s.to_ascii_lowercase().contains("mali");
+        if kind == "CPU" {
             Tuning::FOR_CPU
+        } else if says_mali(name) || says_mali(vendor) {
+            Tuning::FOR_MALI
         } else {
             Tuning::FOR_GPU
         }
+    }
+}
+
+/// Which tuning a pipeline is built with: the device's own ([`Tuning::for_info`]) or one
+/// named in the config (`[opencl] tuning`, a camera's `opencl_tuning`) or on the command
+/// line (`--tuning`), to run any tuning on any device.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TuningChoice {
+    /// The device's own.
+    #[default]
+    Auto,
+    /// A tuning of [`Tuning::ALL`], whatever the device.
+    Named(Tuning),
+}
+
+impl TuningChoice {
+    /// The tuning a pipeline on `gpu` gets.
+    pub fn resolve(self, gpu: &Gpu) -> Tuning {
+        match self {
+            TuningChoice::Auto => Tuning::for_device(gpu),
+            TuningChoice::Named(tuning) => tuning,
+        }
+    }
+}
+
+impl fmt::Display for TuningChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TuningChoice::Auto => f.write_str("auto"),
+            TuningChoice::Named(tuning) => f.write_str(tuning.name()),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("unknown tuning '{0}' (expected auto, gpu, cpu or mali)")]
+pub struct UnknownTuning(pub String);
+
+impl FromStr for TuningChoice {
+    type Err = UnknownTuning;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let wanted = s.trim().to_ascii_lowercase();
+        if wanted == "auto" {
+            return Ok(TuningChoice::Auto);
+        }
+        Tuning::ALL
+            .iter()
+            .find(|(name, _)| *name == wanted)
+            .map(|&(_, tuning)| TuningChoice::Named(tuning))
+            .ok_or_else(|| UnknownTuning(s.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn picked(kind: &str, name: &str, vendor: &str) -> &'static str {
+        Tuning::for_description(kind, name, vendor).name()
+    }
+
+    #[test]
+    fn mali_is_picked_by_name_or_vendor_and_cpus_stay_cpus() {
+        assert_eq!(picked("GPU", "Mali-G610 r0p0", "ARM"), "mali");
+        assert_eq!(picked("GPU", "Mali-T860", "ARM"), "mali");
+        assert_eq!(picked("GPU", "MALI-G52 r1", "arm"), "mali");
+        assert_eq!(picked("GPU", "Mali-G57 (Panfrost)", "Mesa"), "mali");
+        assert_eq!(picked("GPU", "G610", "ARM Mali"), "mali");
+        // Arm as a vendor alone says nothing of Mali: POCL on an Arm board's cores.
+        assert_eq!(picked("CPU", "cpu-aarch64-cortex-a76", "ARM"), "cpu");
+        assert_eq!(picked("CPU", "pthread-haswell", "AuthenticAMD"), "cpu");
+        assert_eq!(
+            picked("GPU", "NVIDIA H100 80GB HBM3", "NVIDIA Corporation"),
+            "gpu"
+        );
+        assert_eq!(picked("accelerator", "Some DSP", "ARM"), "gpu");
+    }
+
+    #[test]
+    fn every_tuning_has_its_own_name_and_reads_back() {
+        for (name, tuning) in Tuning::ALL {
+            assert_eq!(tuning.name(), name);
+            let choice: TuningChoice = name.parse().expect("a tuning's name");
+            assert_eq!(choice, TuningChoice::Named(tuning));
+            assert_eq!(choice.to_string(), name);
+        }
+        assert_eq!(
+            " Mali ".parse::<TuningChoice>().ok(),
+            Some(TuningChoice::Named(Tuning::FOR_MALI))
+        );
+        assert_eq!(
+            "AUTO".parse::<TuningChoice>().ok(),
+            Some(TuningChoice::Auto)
+        );
+        assert_eq!(TuningChoice::Auto.to_string(), "auto");
+        assert_eq!(
+            "bifrost".parse::<TuningChoice>().unwrap_err().to_string(),
+            "unknown tuning 'bifrost' (expected auto, gpu, cpu or mali)"
+        );
+        let custom = Tuning {
+            group_size: 32,
+            ..Tuning::FOR_MALI
+        };
+        assert_eq!(custom.name(), "custom");
+    }
+
+    /// Arm's guides: groups of 4 to 64 work-items, a multiple of 4; no fp64 on Bifrost
+    /// and Valhall; nothing that needs local memory or barriers where a global or
+    /// register form exists.
+    #[test]
+    fn the_mali_tuning_keeps_to_the_guide() {
+        let mali = Tuning::FOR_MALI;
+        assert!(mali.group_size <= 64 && mali.group_size.is_multiple_of(4));
+        assert_eq!(mali.otsu_arithmetic, OtsuArithmetic::Emulated);
+        assert_eq!(
+            mali.histogram_counting,
+            HistogramCounting::ItemSubHistograms
+        );
+        assert_eq!(mali.sobel_layout, SobelLayout::Vector16);
+        assert_eq!(mali.stores, Stores::Cached);
     }
 }

@@ -12,8 +12,6 @@ use crate::frame::FrameLayout;
 
 /// Pixels one binarize work-item writes.
 pub(crate) const PIXELS_PER_ITEM: usize = 16;
-/// Work-items per binarize group.
-const BINARIZE_GROUP_SIZE: usize = 256;
 
 pub(super) struct OtsuStage {
     threshold_kernel: Kernel,
@@ -22,8 +20,8 @@ pub(super) struct OtsuStage {
     binarize_launch: Launch,
 }
 
-/// Work-items of the threshold's one work-group: one per histogram bin.
-const THRESHOLD_GROUP_SIZE: usize = 256;
+/// Most work-items of the threshold's one work-group: one per histogram bin.
+const THRESHOLD_GROUP_MAX: usize = 256;
 
 impl OtsuStage {
     pub(super) fn new(gpu: &Gpu, tuning: &Tuning) -> Result<OtsuStage, ClError> {
@@ -37,8 +35,14 @@ impl OtsuStage {
         let program = gpu.build_with(OTSU_CL, &defines)?;
         let threshold_kernel = Kernel::create(&program, "otsu_threshold").call("clCreateKernel")?;
         let binarize_kernel = Kernel::create(&program, "binarize").call("clCreateKernel")?;
-        let binarize_launch = Launch::one_d(gpu, &binarize_kernel, BINARIZE_GROUP_SIZE)?;
-        let threshold_launch = Launch::one_d(gpu, &threshold_kernel, THRESHOLD_GROUP_SIZE)?;
+        let binarize_launch = Launch::one_d(gpu, &binarize_kernel, tuning.group_size)?;
+        // Fewer work-items score more thresholds each: the tuning's group size, as its
+        // barriers are cheaper in a small group (Mali: Arm's OpenCL guide).
+        let threshold_launch = Launch::one_d(
+            gpu,
+            &threshold_kernel,
+            tuning.group_size.clamp(1, THRESHOLD_GROUP_MAX),
+        )?;
         Ok(OtsuStage {
             threshold_kernel,
             threshold_launch,
