@@ -11,7 +11,7 @@ use edgesight::config::CameraSettings;
 use edgesight::daemon::camera::{self, Links};
 use edgesight::daemon::camera_metrics::CameraFamilies;
 use edgesight::metrics::Metrics;
-use edgesight::pipeline::PipelineOptions;
+use edgesight::pipeline::{PipelineOptions, TuningChoice};
 
 fn sample(metrics: &str, series: &str) -> f64 {
     metrics
@@ -32,6 +32,7 @@ fn a_publisher_that_never_reads_costs_frames_not_the_camera() {
     let settings = CameraSettings {
         name: "t".into(),
         device,
+        tuning: TuningChoice::Auto,
         // 50 fps: a 32x24 frame takes well under its 20 ms even on a loaded machine, so
         // frames the source skips mean a loop that waited on the queue, not a slow CPU.
         source: "pattern:32x24@50".parse().expect("spec"),

@@ -413,11 +413,14 @@ fn endpoints_snapshots_reload_and_sigterm() {
     let head = request(port, "HEAD", "/healthz").expect("HEAD");
     assert_eq!((head.status, head.body.len()), (200, 0));
 
-    // SIGHUP: new regions and threshold, same camera (its frames keep counting).
+    // SIGHUP: new regions and threshold, same camera (its frames keep counting). A new
+    // tuning would take a new pipeline: it is logged as needing a restart, and the rest
+    // of the reload is taken.
+    assert!(d.log().contains(" tuning="), "{}", d.log());
     let frames_before =
         sample(&d.metrics(), r#"edgesight_frames_total{camera="front"}"#).expect("frames_total");
     let reloaded = format!(
-        "{web}{}",
+        "[opencl]\ntuning = \"mali\"\n{web}{}",
         camera("front", "320x240", &[("gate", 0, 0, 32, 24)], 200)
     );
     std::fs::write(dir.join("edgesight.toml"), reloaded).expect("rewrite config");
@@ -440,6 +443,12 @@ fn endpoints_snapshots_reload_and_sigterm() {
     assert_eq!(
         sample(&m, r#"edgesight_camera_reconnects_total{camera="front"}"#),
         Some(0.0)
+    );
+    assert!(
+        d.log()
+            .contains("SIGHUP: source, device and tuning changes take a restart"),
+        "{}",
+        d.log()
     );
 
     // A reload that does not check is refused whole and the old settings stay.
@@ -810,6 +819,11 @@ fn bad_configs_are_refused_before_anything_starts() {
             "snapshots-public",
             format!("[web]\nlisten_address = \"0.0.0.0:{port}\"\nsnapshots = true\n"),
             ":3:13: web.snapshots: snapshots and the status page show camera pictures",
+        ),
+        (
+            "unknown-tuning",
+            format!("[opencl]\ntuning = \"valhall\"\n{good}"),
+            ":2:10: opencl.tuning: unknown tuning 'valhall' (expected auto, gpu, cpu or mali)",
         ),
     ] {
         assert_refused(&dir, name, &text, expect);

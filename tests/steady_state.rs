@@ -15,7 +15,7 @@ use edgesight::daemon::camera_metrics::CameraFamilies;
 use edgesight::frame::{FrameLayout, PixelFormat};
 use edgesight::health::{self, HealthSettings};
 use edgesight::metrics::Metrics;
-use edgesight::pipeline::{FrameResult, Pipeline, PipelineOptions, Tuning};
+use edgesight::pipeline::{FrameResult, Pipeline, PipelineOptions, Tuning, TuningChoice};
 
 /// One test counts at a time.
 static TURN: Mutex<()> = Mutex::new(());
@@ -100,6 +100,7 @@ fn a_warm_camera_and_its_publisher_allocate_nothing_per_frame() {
     let settings = CameraSettings {
         name: "c".into(),
         device,
+        tuning: TuningChoice::Auto,
         source: "pattern:160x120@100".parse().expect("spec"),
         options: PipelineOptions::default(),
         regions: vec![

@@ -14,7 +14,7 @@ use crate::capture::{IoMode, SourceKind, SourcePart, SourceParts, SourceSpec};
 use crate::cl::DeviceSpec;
 use crate::frame::{FrameLayout, PixelFormat, Size};
 use crate::health::HealthSettings;
-use crate::pipeline::{Border, Magnitude, PipelineOptions};
+use crate::pipeline::{Border, Magnitude, PipelineOptions, TuningChoice};
 use crate::region::Region;
 
 pub(super) fn check(
@@ -40,11 +40,12 @@ pub(super) fn check(
     }
     let web = super::web::check_web(doc, &file.web, overrides)?;
     let default_device: DeviceSpec = file.opencl.device.get_ref().parse().unwrap_or_default();
+    let default_tuning: TuningChoice = parse_at(doc, &file.opencl.tuning, "opencl.tuning")?;
 
     let mut cameras = Vec::new();
     let mut names = HashSet::new();
     for camera in &file.cameras {
-        let c = check_camera(doc, camera, &default_device)?;
+        let c = check_camera(doc, camera, &default_device, default_tuning)?;
         if !names.insert(c.name.clone()) {
             return Err(doc.at(
                 camera.get_ref().name.span(),
@@ -59,6 +60,7 @@ pub(super) fn check(
             0 => cameras.push(CameraSettings {
                 name: "default".into(),
                 device: default_device.clone(),
+                tuning: default_tuning,
                 source: source.clone(),
                 options: PipelineOptions::default(),
                 regions: Vec::new(),
@@ -88,6 +90,7 @@ pub(super) fn check(
         cameras.push(CameraSettings {
             name: "default".into(),
             device: default_device,
+            tuning: default_tuning,
             source: SourceSpec::default_pattern(),
             options: PipelineOptions::default(),
             regions: Vec::new(),
@@ -136,6 +139,7 @@ fn check_camera(
     doc: &Doc,
     camera: &Spanned<CameraConfig>,
     default_device: &DeviceSpec,
+    default_tuning: TuningChoice,
 ) -> Result<CameraSettings, ConfigError> {
     let c = camera.get_ref();
     let name = c.name.get_ref();
@@ -151,6 +155,10 @@ fn check_camera(
             format!("'{name}': use 1-64 letters, digits, '_', '-' or '.'"),
         ));
     }
+    let tuning = match &c.opencl_tuning {
+        Some(t) => parse_at(doc, t, "camera.opencl_tuning")?,
+        None => default_tuning,
+    };
     let source = check_source(doc, &c.source)?;
     let p = &c.pipeline;
     let border: Border =
@@ -214,6 +222,7 @@ fn check_camera(
             .as_ref()
             .map(|d| d.get_ref().parse().unwrap_or_default())
             .unwrap_or_else(|| default_device.clone()),
+        tuning,
         source,
         options: PipelineOptions {
             border,
@@ -364,6 +373,7 @@ mod tests {
     use super::super::test_support::{at, load_text, refusal, GOOD};
     use super::super::{parse, Origin};
     use super::*;
+    use crate::pipeline::Tuning;
 
     #[test]
     fn defaults_run_one_pattern_camera_on_loopback() {
@@ -454,6 +464,7 @@ mod tests {
             // Found by the config fuzz target: accepted, it became a time of 0.
             ("[web]\nstale_after_seconds = 1e-10\n", "web.stale_after_seconds", (2, 23)),
             ("[web]\nlisten_address = \"localhost\"\n", "web.listen_address", (2, 18)),
+            ("[opencl]\ntuning = \"fast\"\n", "opencl.tuning", (2, 10)),
             (
                 "[[camera]]\nname = \"a b\"\n[camera.source]\nkind = \"pattern\"\n",
                 "camera.name",
@@ -473,6 +484,59 @@ mod tests {
             let err = load_text(text).unwrap_err();
             assert_eq!((err.key.as_str(), at(&err)), (key, pos), "{err}");
         }
+    }
+
+    #[test]
+    fn tuning_is_auto_unless_opencl_or_the_camera_names_one() {
+        let tunings = |text: &str| -> Vec<TuningChoice> {
+            let s = load_text(text).unwrap();
+            s.cameras.iter().map(|c| c.tuning).collect()
+        };
+        assert_eq!(tunings(""), [TuningChoice::Auto]);
+        assert_eq!(tunings(GOOD), [TuningChoice::Auto]);
+        for (name, tuning) in Tuning::ALL {
+            let text = format!("[opencl]\ntuning = \"{}\"\n", name.to_uppercase());
+            assert_eq!(tunings(&text), [TuningChoice::Named(tuning)], "{name}");
+        }
+        assert_eq!(
+            tunings("[opencl]\ntuning = \"auto\"\n"),
+            [TuningChoice::Auto]
+        );
+        // A camera's own overrides [opencl]'s, which the others keep.
+        let two = format!(
+            "[opencl]\ntuning = \"mali\"\n{}{}",
+            pattern_camera(""),
+            pattern_camera("").replace("name = \"c\"", "name = \"d\"\nopencl_tuning = \"cpu\"")
+        );
+        assert_eq!(
+            tunings(&two),
+            [
+                TuningChoice::Named(Tuning::FOR_MALI),
+                TuningChoice::Named(Tuning::FOR_CPU)
+            ]
+        );
+        // What check-config prints reads back as the same settings.
+        let s = load_text(&two).unwrap();
+        let printed = s.to_toml();
+        assert!(printed.contains("opencl_tuning = \"mali\""), "{printed}");
+        assert!(printed.contains("opencl_tuning = \"cpu\""), "{printed}");
+        assert_eq!(load_text(&printed).unwrap(), s);
+    }
+
+    #[test]
+    fn unknown_tunings_are_refused_at_their_key() {
+        assert_eq!(
+            refusal("[opencl]\ndevice = \"0\"\ntuning = \"bifrost\"\n"),
+            "t.toml:3:10: opencl.tuning: unknown tuning 'bifrost' (expected auto, gpu, cpu or mali)"
+        );
+        assert_eq!(
+            refusal("[[camera]]\nname = \"c\"\nopencl_tuning = \"GPU2\"\n[camera.source]\nkind = \"pattern\"\n"),
+            "t.toml:3:17: camera.opencl_tuning: unknown tuning 'GPU2' (expected auto, gpu, cpu or mali)"
+        );
+        assert_eq!(
+            refusal("[opencl]\ntuning = 64\n"),
+            "t.toml:2:10: opencl.tuning: invalid type: integer `64`, expected a string"
+        );
     }
 
     fn pattern_camera(source_extra: &str) -> String {

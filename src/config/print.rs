@@ -50,6 +50,7 @@ struct Metrics {
 struct Camera {
     name: String,
     opencl_device: String,
+    opencl_tuning: String,
     source: Source,
     pipeline: Pipeline,
     health: HealthSettings,
@@ -134,6 +135,7 @@ impl Camera {
         Camera {
             name: c.name.clone(),
             opencl_device: c.device.to_string(),
+            opencl_tuning: c.tuning.to_string(),
             source: Source::of(&c.source),
             pipeline: Pipeline {
                 border: o.border.to_string(),

@@ -11,7 +11,7 @@ pub use crate::capture::SourceKind;
 use crate::capture::SourceSpec;
 use crate::cl::DeviceSpec;
 use crate::health::HealthSettings;
-use crate::pipeline::PipelineOptions;
+use crate::pipeline::{PipelineOptions, TuningChoice};
 use crate::region::Region;
 pub use crate::server::WebSettings;
 
@@ -52,12 +52,16 @@ impl Default for LogConfig {
 pub(crate) struct OpenclConfig {
     /// As `edgesight devices` numbers them, or a name; cameras may override it.
     pub device: Spanned<String>,
+    /// The pipelines' work sizes: auto (the device's own) or a tuning's name; cameras
+    /// may override it.
+    pub tuning: Spanned<String>,
 }
 
 impl Default for OpenclConfig {
     fn default() -> Self {
         OpenclConfig {
             device: Spanned::new(0..0, "default".into()),
+            tuning: Spanned::new(0..0, TuningChoice::Auto.to_string()),
         }
     }
 }
@@ -114,6 +118,8 @@ pub(crate) struct CameraConfig {
     pub name: Spanned<String>,
     /// OpenCL device for this camera's pipeline; `[opencl] device` when absent.
     pub opencl_device: Option<Spanned<String>>,
+    /// Tuning of this camera's pipeline; `[opencl] tuning` when absent.
+    pub opencl_tuning: Option<Spanned<String>>,
     pub source: Spanned<SourceConfig>,
     #[serde(default)]
     pub pipeline: PipelineConfig,
@@ -180,6 +186,9 @@ pub struct Settings {
 pub struct CameraSettings {
     pub name: String,
     pub device: DeviceSpec,
+    /// Fixed for the pipeline's life: a reload that changes it is logged as needing a
+    /// restart.
+    pub tuning: TuningChoice,
     pub source: SourceSpec,
     pub options: PipelineOptions,
     pub regions: Vec<Region>,

@@ -155,8 +155,10 @@ fn build_pipeline(gpu: &Gpu, layout: FrameLayout, settings: &CameraSettings) -> 
             )
         })?;
     }
-    let mut pipeline = Pipeline::new(gpu, layout, settings.options, &settings.regions)
-        .context("setting up the pipeline")?;
+    let tuning = settings.tuning.resolve(gpu);
+    let mut pipeline =
+        Pipeline::with_tuning(gpu, layout, settings.options, &settings.regions, tuning)
+            .context("setting up the pipeline")?;
     pipeline
         .set_health_grid(gpu, health_grid(&settings.health))
         .context("setting up the health grid")?;
@@ -194,6 +196,7 @@ fn run_opened(
             source = %cam.source.describe(),
             io = %cam.source.io_mode(),
             device = %cam.gpu.info,
+            tuning = %settings.tuning.resolve(&cam.gpu).name(),
             "camera opened"
         );
         // Built before the first frame is asked for: a source's clock starts with its
@@ -379,6 +382,7 @@ mod tests {
     use crate::daemon::camera_metrics::CameraFamilies;
     use crate::frame::PixelFormat;
     use crate::metrics::Metrics;
+    use crate::pipeline::TuningChoice;
 
     /// A camera with a single buffer, as V4L2 behaves once a buffer is requeued: the
     /// driver refills it while the loop waits, so on a turn without a frame the slot of
@@ -468,6 +472,7 @@ mod tests {
         let mut settings = CameraSettings {
             name: "t".into(),
             device,
+            tuning: TuningChoice::Auto,
             source: "pattern:32x24@100".parse().expect("spec"),
             options,
             regions: Vec::new(),

@@ -103,8 +103,16 @@ async fn reload_inner(
             tracing::warn!(camera = %t.settings.name, "SIGHUP: removing cameras takes a restart");
             continue;
         };
-        if c.source != t.settings.source || c.device != t.settings.device {
-            tracing::warn!(camera = %c.name, "SIGHUP: source and device changes take a restart");
+        // The tuning decides the kernels and buffers a pipeline is built with, as the
+        // device decides its context: a new one takes a new pipeline, as at start.
+        if c.source != t.settings.source
+            || c.device != t.settings.device
+            || c.tuning != t.settings.tuning
+        {
+            tracing::warn!(
+                camera = %c.name,
+                "SIGHUP: source, device and tuning changes take a restart"
+            );
         }
         let (reply, rx) = oneshot::channel();
         t.reloads

@@ -167,7 +167,7 @@ mod tests {
     use crate::frame::PixelFormat;
     use crate::mailbox::SourceInfo;
     use crate::metrics::Metrics;
-    use crate::pipeline::PipelineOptions;
+    use crate::pipeline::{PipelineOptions, TuningChoice};
 
     /// A source that hands out one frame and then panics, as the test pattern's pacer did
     /// at 6e-20 fps (its second frame's due time overflowed the clock).
@@ -215,6 +215,7 @@ mod tests {
         let settings = CameraSettings {
             name: "t".into(),
             device: device.clone(),
+            tuning: TuningChoice::Auto,
             source: "pattern:32x24@100".parse().expect("spec"),
             options: PipelineOptions::default(),
             regions: Vec::new(),
