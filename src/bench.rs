@@ -20,8 +20,8 @@ use serde::Serialize;
 
 use crate::capture::pattern;
 use crate::cl::{event_nanos, new_buffer, CallContext, ClError, Gpu};
-use crate::frame::{FrameLayout, PixelFormat};
-use crate::pipeline::{FrameResult, Pipeline, PipelineError, PipelineOptions, Stage};
+use crate::frame::{FrameLayout, PixelFormat, Size};
+use crate::pipeline::{FrameResult, Pipeline, PipelineError, PipelineOptions, Stage, Tuning};
 
 /// Bytes each stage must move for a grey frame of `width` x `height` (inputs read once,
 /// outputs written once), in [`Stage::ALL`] order, and for the whole pipeline (the frame
@@ -148,19 +148,20 @@ impl SizeFigures {
 /// Reports progress while a size runs: `(width, height, done, total)`.
 pub(crate) type Progress<'a> = &'a mut dyn FnMut(u32, u32, usize, usize);
 
-/// Runs the pipeline `warmup` + `runs` times on `frame` (grey, `width` x `height`) and
-/// measures the copy floor for the bytes each stage moves.
+/// Runs the pipeline built with `tuning` `warmup` + `runs` times on `frame` (grey, of
+/// `size`) and measures the copy floor for the bytes each stage moves.
 pub fn bench_size(
     gpu: &Gpu,
-    width: u32,
-    height: u32,
+    tuning: Tuning,
+    size: Size,
     frame: &[u8],
     warmup: usize,
     runs: usize,
     progress: Progress<'_>,
 ) -> Result<SizeFigures, PipelineError> {
+    let Size { width, height } = size;
     let layout = FrameLayout::packed(PixelFormat::Grey, width, height);
-    let mut pipeline = Pipeline::new(gpu, layout, PipelineOptions::default(), &[])?;
+    let mut pipeline = Pipeline::with_tuning(gpu, layout, PipelineOptions::default(), &[], tuning)?;
     // As the daemon runs it by default: with the camera-health grid and gradient histogram.
     pipeline.set_health_grid(gpu, Some(crate::health::GRID))?;
     let held_bytes = pipeline.device_bytes()?;
@@ -277,6 +278,8 @@ pub fn gb_per_s(bytes: u64, ms: f64) -> f64 {
 #[derive(Serialize)]
 pub struct JsonReport<'a> {
     pub device: String,
+    /// The name of the tuning the pipeline was built with.
+    pub tuning: &'static str,
     pub format: &'static str,
     pub runs: usize,
     pub warmup: usize,

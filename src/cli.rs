@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand};
 use edgesight::capture::{self, IoMode, SourceSpec};
 use edgesight::cl::DeviceSpec;
 use edgesight::frame::{PixelFormat, Size};
-use edgesight::pipeline::{Border, Magnitude, PipelineOptions};
+use edgesight::pipeline::{Border, Magnitude, PipelineOptions, TuningChoice};
 use edgesight::region::Region;
 
 #[derive(Parser)]
@@ -81,6 +81,9 @@ pub(crate) struct BenchArgs {
     /// OpenCL device, as for `process`.
     #[arg(long, default_value = "default")]
     pub(crate) device: DeviceSpec,
+    /// Work sizes, as for `process`: measures any tuning on any device.
+    #[arg(long, default_value = "auto", value_name = "TUNING")]
+    pub(crate) tuning: TuningChoice,
 }
 
 #[derive(clap::Args)]
@@ -135,6 +138,10 @@ pub(crate) struct PipelineArgs {
     /// substrings), or a name substring. Default: the first GPU, else the first device.
     #[arg(long, default_value = "default")]
     pub(crate) device: DeviceSpec,
+    /// Work sizes: auto (the device's own, as `devices` shows: cpu for CPUs, mali for Arm
+    /// Mali GPUs, gpu for others), gpu, cpu or mali. Results are the same with each.
+    #[arg(long, default_value = "auto", value_name = "TUNING")]
+    pub(crate) tuning: TuningChoice,
 }
 
 #[derive(clap::Args)]

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use edgesight::frame::{FrameLayout, PixelFormat};
-use edgesight::pipeline::Border;
+use edgesight::pipeline::{Border, Tuning};
 use edgesight::reference;
 
 fn edgesight(args: &[&str]) -> Output {
@@ -265,6 +265,166 @@ fn devices_lists_the_opencl_devices() {
     ] {
         assert!(stdout.contains(field), "missing {field}: {stdout}");
     }
+    // Each device says which tuning `auto` gives it.
+    let tuning = Tuning::for_info(&gpu.info).name();
+    assert!(
+        stdout.contains(&format!("tuning (auto):      {tuning}\n")),
+        "{stdout}"
+    );
+}
+
+/// The files `process --raw` writes that hold results (report.json also holds timings).
+const RAW_OUTPUTS: [&str; 10] = [
+    "luma.u8",
+    "sobel_dx.s16",
+    "sobel_dy.s16",
+    "magnitude.u8",
+    "edge_mask.u8",
+    "mask.u8",
+    "integral_sum.u32",
+    "integral_sqsum.u64",
+    "integral_edges.u32",
+    "integral_foreground.u32",
+];
+
+/// `--tuning` builds the pipeline with any tuning on any device, and every one gives the
+/// same bytes; an unknown name is refused.
+#[test]
+fn process_takes_every_tuning_with_the_same_results() {
+    let dir = out_dir("cli-tuning");
+    let mut first: Option<Vec<Vec<u8>>> = None;
+    for tuning in ["auto", "gpu", "cpu", "MALI"] {
+        let out = dir.join(tuning);
+        let o = edgesight(&[
+            "process",
+            &sample(),
+            "--out",
+            out.to_str().unwrap(),
+            "--raw",
+            "--roi",
+            "sky:0,0,640,100",
+            "--tuning",
+            tuning,
+        ]);
+        assert!(
+            o.status.success(),
+            "{tuning}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let report: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+        let mut results: Vec<Vec<u8>> = RAW_OUTPUTS
+            .iter()
+            .map(|name| std::fs::read(out.join(name)).unwrap())
+            .collect();
+        for key in ["histogram", "otsu_threshold", "rois", "mean_luma"] {
+            results.push(report[key].to_string().into_bytes());
+        }
+        match &first {
+            None => first = Some(results),
+            Some(want) => {
+                for (i, (got, want)) in results.iter().zip(want).enumerate() {
+                    assert!(got == want, "{tuning}: output {i} differs from auto's");
+                }
+            }
+        }
+    }
+    let out = dir.join("bad");
+    assert_bad_input(
+        &[
+            "process",
+            &sample(),
+            "--out",
+            out.to_str().unwrap(),
+            "--tuning",
+            "bifrost",
+        ],
+        "unknown tuning 'bifrost' (expected auto, gpu, cpu or mali)",
+    );
+}
+
+/// `bench --tuning` measures a named tuning on any device and says which it ran.
+#[test]
+fn bench_runs_a_named_tuning_and_says_so() {
+    let out = out_dir("cli-bench-tuning");
+    std::fs::create_dir_all(&out).unwrap();
+    let json = out.join("bench.json");
+    for (tuning, said) in [
+        ("mali", "mali tuning (as asked)".to_string()),
+        (
+            "auto",
+            format!(
+                "{} tuning (the device's own)",
+                Tuning::for_info(&common::gpu().info).name()
+            ),
+        ),
+    ] {
+        let o = edgesight(&[
+            "bench",
+            "--sizes",
+            "33x17",
+            "--runs",
+            "2",
+            "--warmup",
+            "1",
+            "--tuning",
+            tuning,
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        assert!(
+            o.status.success(),
+            "{tuning}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        let header = stdout.lines().next().unwrap_or_default();
+        assert!(header.ends_with(&said), "{tuning}: {stdout}");
+        let report: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        let name = said.split(' ').next().unwrap();
+        assert_eq!(report["tuning"], name, "{tuning}");
+    }
+}
+
+/// `check-config` prints each camera's tuning, and refuses an unknown one at its key.
+#[test]
+fn check_config_prints_the_tuning_and_refuses_unknown_ones() {
+    let dir = out_dir("cli-check-config-tuning");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("tuning.toml");
+    std::fs::write(
+        &path,
+        "[opencl]\ntuning = \"mali\"\n\
+         [[camera]]\nname = \"a\"\n[camera.source]\nkind = \"pattern\"\n\
+         [[camera]]\nname = \"b\"\nopencl_tuning = \"cpu\"\n[camera.source]\nkind = \"pattern\"\n",
+    )
+    .unwrap();
+    let o = edgesight(&["check-config", path.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let tunings: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("opencl_tuning = "))
+        .collect();
+    assert_eq!(
+        tunings,
+        ["opencl_tuning = \"mali\"", "opencl_tuning = \"cpu\""],
+        "{stdout}"
+    );
+
+    std::fs::write(
+        &path,
+        "[opencl]\ndevice = \"default\"\ntuning = \"turbo\"\n",
+    )
+    .unwrap();
+    assert_bad_input(
+        &["check-config", path.to_str().unwrap()],
+        &format!(
+            "{}:3:10: opencl.tuning: unknown tuning 'turbo' (expected auto, gpu, cpu or mali)",
+            path.display()
+        ),
+    );
 }
 
 #[test]

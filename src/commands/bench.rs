@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use edgesight::bench::{self, JsonReport, JsonSize, SizeFigures};
 use edgesight::cl::Gpu;
 use edgesight::frame::PixelFormat;
+use edgesight::pipeline::TuningChoice;
 
 use super::BadOutDir;
 use crate::cli::BenchArgs;
@@ -25,7 +26,15 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<()> {
     }
     let gpu = Gpu::open(&args.device)?;
     let device = gpu.info.to_string();
-    println!("edgesight bench on {device}");
+    let tuning = args.tuning.resolve(&gpu);
+    let how = match args.tuning {
+        TuningChoice::Auto => "the device's own",
+        TuningChoice::Named(_) => "as asked",
+    };
+    println!(
+        "edgesight bench on {device}, {} tuning ({how})",
+        tuning.name()
+    );
     println!(
         "grey frames, {} warm-up then {} timed runs per size; medians [10th-90th percentile]",
         args.warmup, args.runs
@@ -43,8 +52,8 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<()> {
         };
         let f = bench::bench_size(
             &gpu,
-            size.width,
-            size.height,
+            tuning,
+            *size,
             &frame,
             args.warmup as usize,
             args.runs as usize,
@@ -71,6 +80,7 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<()> {
     if let Some(path) = &args.json {
         let report = JsonReport {
             device,
+            tuning: tuning.name(),
             format: "grey",
             runs: args.runs as usize,
             warmup: args.warmup as usize,

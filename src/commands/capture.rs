@@ -98,7 +98,7 @@ pub(crate) fn capture(args: &CaptureArgs) -> Result<()> {
         roi.validate(&layout)?;
     }
     let options = args.pipeline.options();
-    let setup = setup(&gpu, args.raw);
+    let setup = setup(&gpu, args.pipeline.tuning, args.raw);
     let mut pipeline = Pipeline::with_setup(&gpu, layout, options, &args.pipeline.rois, setup)
         .context("setting up the pipeline")?;
     println!("{}", source.describe());

@@ -4,6 +4,7 @@ use anyhow::Result;
 
 use edgesight::capture::v4l2;
 use edgesight::cl::{self, DeviceSpec, Gpu};
+use edgesight::pipeline::Tuning;
 
 pub(crate) fn devices() -> Result<()> {
     let opencl = opencl_devices();
@@ -67,6 +68,7 @@ fn opencl_devices() -> Result<()> {
                 d.unified_memory.map(yes_no).unwrap_or("unknown")
             );
             println!("      fp64:               {}", yes_no(d.fp64));
+            println!("      tuning (auto):      {}", Tuning::for_info(d).name());
         }
     }
     Ok(())

@@ -15,7 +15,7 @@ use anyhow::Result;
 
 use edgesight::cl::Gpu;
 use edgesight::config;
-use edgesight::pipeline::{FrameResult, Gradients, Images, Pipeline, Setup};
+use edgesight::pipeline::{FrameResult, Gradients, Images, Pipeline, Setup, TuningChoice};
 use edgesight::region::Region;
 use edgesight::report::{self, Report};
 
@@ -47,16 +47,17 @@ fn create_out_dir(out: &Path) -> Result<(), BadOutDir> {
     })
 }
 
-/// How `process` and `capture` build their pipeline: keeping dx and dy only when `raw`
-/// asks for the raw outputs, which are the only thing that reads them.
-pub(crate) fn setup(gpu: &Gpu, raw: bool) -> Setup {
+/// How `process` and `capture` build their pipeline: with the tuning `--tuning` chose,
+/// keeping dx and dy only when `raw` asks for the raw outputs, which are the only thing
+/// that reads them.
+pub(crate) fn setup(gpu: &Gpu, tuning: TuningChoice, raw: bool) -> Setup {
     Setup {
         gradients: if raw {
             Gradients::Kept
         } else {
             Gradients::Discarded
         },
-        ..Setup::for_device(gpu)
+        ..Setup::with_tuning(tuning.resolve(gpu))
     }
 }
 

@@ -21,7 +21,7 @@ pub(crate) fn process(args: &ProcessArgs) -> Result<()> {
 
     let gpu = Gpu::open(&args.pipeline.device)?;
     let options = args.pipeline.options();
-    let setup = setup(&gpu, args.raw);
+    let setup = setup(&gpu, args.pipeline.tuning, args.raw);
     let mut pipeline =
         Pipeline::with_setup(&gpu, frame.layout, options, &args.pipeline.rois, setup)
             .context("setting up the pipeline")?;
