@@ -117,6 +117,11 @@ pub struct SizeFigures {
     pub pipeline_span: Spread,
     /// Host wall time per frame: map, write, unmap, kernels, wait, read results.
     pub pipeline_wall: Spread,
+    /// Host CPU time per frame of the whole process (every thread, the driver's too):
+    /// writing the frame into its slot (map, copy, unmap), which any source pays, and the
+    /// pipeline (enqueue, wait, read back, results).
+    pub host_cpu_write: Spread,
+    pub host_cpu_pipeline: Spread,
     pub pipeline_bytes: u64,
     pub pipeline_floor_ms: f64,
     /// What the pipeline holds on the device ([`Pipeline::device_bytes`]; the frame slot,
@@ -174,12 +179,19 @@ pub fn bench_size(
         Vec::with_capacity(runs),
         Vec::with_capacity(runs),
     );
+    let (mut write_cpu_ns, mut pipeline_cpu_ns) =
+        (Vec::with_capacity(runs), Vec::with_capacity(runs));
     for i in 0..total {
         let start = Instant::now();
+        let cpu_start = process_cpu_nanos();
         slot.write_bytes(gpu, frame)?;
+        let cpu_written = process_cpu_nanos();
         pipeline.process_into(gpu, &slot, &mut result)?;
+        let cpu_end = process_cpu_nanos();
         let wall = start.elapsed().as_nanos() as u64;
         if i >= warmup {
+            write_cpu_ns.push(cpu_written.saturating_sub(cpu_start));
+            pipeline_cpu_ns.push(cpu_end.saturating_sub(cpu_written));
             for (s, ns) in result.timings.iter() {
                 // The health stage runs on every few frames: its time is that of the
                 // frames it ran on (SizeFigures::health_share spreads it).
@@ -216,11 +228,28 @@ pub fn bench_size(
         pipeline_device: Spread::of_nanos(&device_ns),
         pipeline_span: Spread::of_nanos(&span_ns),
         pipeline_wall: Spread::of_nanos(&wall_ns),
+        host_cpu_write: Spread::of_nanos(&write_cpu_ns),
+        host_cpu_pipeline: Spread::of_nanos(&pipeline_cpu_ns),
         pipeline_bytes,
         pipeline_floor_ms: floor.median_ms(gpu, pipeline_bytes, copy_runs)?,
         held_bytes,
         otsu_threshold: result.otsu_threshold,
     })
+}
+
+/// CPU time of the whole process so far (all its threads), in nanoseconds: the driver's
+/// own threads work for the frame too.
+fn process_cpu_nanos() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: the call writes one timespec into `now`, a live local.
+    let status = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut now) };
+    if status != 0 {
+        return 0; // Linux always has this clock; a zero reads as no time.
+    }
+    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
 }
 
 /// Two device buffers to copy between.
@@ -295,6 +324,9 @@ pub struct JsonSize<'a> {
     pub pipeline_wall_ms: f64,
     pub pipeline_device_spread_ms: Spread,
     pub pipeline_wall_spread_ms: Spread,
+    /// Host CPU per frame, all threads: the frame's write into its slot, the pipeline.
+    pub host_cpu_write_ms: f64,
+    pub host_cpu_pipeline_ms: f64,
     pub pipeline_bytes: u64,
     pub pipeline_floor_ms: f64,
     /// Device bytes the pipeline holds (the frame slot not included).
@@ -317,6 +349,8 @@ impl<'a> JsonSize<'a> {
             pipeline_wall_ms: f.pipeline_wall.median,
             pipeline_device_spread_ms: f.pipeline_device,
             pipeline_wall_spread_ms: f.pipeline_wall,
+            host_cpu_write_ms: f.host_cpu_write.median,
+            host_cpu_pipeline_ms: f.host_cpu_pipeline.median,
             pipeline_bytes: f.pipeline_bytes,
             pipeline_floor_ms: f.pipeline_floor_ms,
             pipeline_held_bytes: f.held_bytes,

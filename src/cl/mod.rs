@@ -94,9 +94,40 @@ pub struct Gpu {
     pub context: Context,
     pub queue: CommandQueue,
     pub info: ClDeviceInfo,
+    /// How [`Gpu::wait_for`] waits for a frame's commands.
+    pub completion: Completion,
     /// Programs built so far, by file and defines: a pipeline built again (new size, new
     /// options, a reload) reuses them instead of calling the compiler again.
     programs: Mutex<HashMap<ProgramKey, Arc<Program>>>,
+}
+
+/// How the host waits for the commands of a frame to complete.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Completion {
+    /// `clFinish`: the driver blocks the thread until the queue is empty (POCL and, as
+    /// far as known, Mali's driver sleep in it).
+    Finish,
+    /// Flush, then sleep in steps of [`POLL_STEP`] until the frame's last command reports
+    /// complete, then `clFinish` (which then returns at once, with any error). NVIDIA's
+    /// `clFinish` spins on a core until the device is done: 0.13 ms of CPU per 1080p frame
+    /// on an NVIDIA H100 (0.33 ms at 4K), against 0.02 (0.05) this way (BENCHMARKS.md).
+    Poll,
+}
+
+/// The sleep between two looks at a command's status under [`Completion::Poll`]: short
+/// against a 30 fps frame's 33 ms, long enough that the looks cost little.
+pub const POLL_STEP: std::time::Duration = std::time::Duration::from_micros(20);
+
+impl Completion {
+    /// What suits a device: polling where its driver is known to spin.
+    pub fn for_device(info: &ClDeviceInfo) -> Completion {
+        let says_nvidia = |s: &str| s.to_ascii_lowercase().contains("nvidia");
+        if says_nvidia(&info.vendor) || says_nvidia(&info.platform) {
+            Completion::Poll
+        } else {
+            Completion::Finish
+        }
+    }
 }
 
 impl Gpu {
@@ -116,6 +147,7 @@ impl Gpu {
             device,
             context,
             queue,
+            completion: Completion::for_device(&info),
             info,
             programs: Mutex::new(HashMap::new()),
         })
@@ -162,6 +194,21 @@ impl Gpu {
 
     pub fn finish(&self) -> Result<(), ClError> {
         self.queue.finish().call("clFinish")
+    }
+
+    /// Waits until every command enqueued so far has completed, as [`Gpu::completion`]
+    /// says; `last` is the last of them (the one to watch while polling).
+    pub(crate) fn wait_for(&self, last: Option<&Event>) -> Result<(), ClError> {
+        if let (Completion::Poll, Some(last)) = (self.completion, last) {
+            self.queue.flush().call("clFlush")?;
+            // A status below CL_COMPLETE (0) is an error, which clFinish then reports.
+            while last.command_execution_status().call("clGetEventInfo")?.0
+                > opencl3::event::CL_COMPLETE
+            {
+                std::thread::sleep(POLL_STEP);
+            }
+        }
+        self.finish()
     }
 }
 
@@ -251,4 +298,40 @@ pub(crate) fn event_interval(event: &Event) -> Result<(u64, u64), ClError> {
 pub(crate) fn event_nanos(event: &Event) -> Result<u64, ClError> {
     let (start, end) = event_interval(event)?;
     Ok(end.saturating_sub(start))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn device(platform: &str, vendor: &str) -> ClDeviceInfo {
+        ClDeviceInfo {
+            platform: platform.into(),
+            platform_version: String::new(),
+            name: "a device".into(),
+            vendor: vendor.into(),
+            kind: "GPU",
+            version: String::new(),
+            driver_version: String::new(),
+            opencl_c_version: String::new(),
+            compute_units: 1,
+            local_mem_bytes: 0,
+            global_mem_bytes: 0,
+            max_work_group_size: 1,
+            unified_memory: None,
+            fp64: false,
+        }
+    }
+
+    #[test]
+    fn only_nvidia_devices_are_polled() {
+        let poll = |p, v| Completion::for_device(&device(p, v));
+        assert_eq!(poll("NVIDIA CUDA", "NVIDIA Corporation"), Completion::Poll);
+        assert_eq!(poll("NVIDIA CUDA", ""), Completion::Poll);
+        assert_eq!(
+            poll("Portable Computing Language", "GenuineIntel"),
+            Completion::Finish
+        );
+        assert_eq!(poll("ARM Platform", "ARM"), Completion::Finish);
+    }
 }

@@ -159,4 +159,12 @@ fn print_bench(f: &SizeFigures) {
         f.pipeline_wall.p90,
         f.pipeline_wall.median / f.pipeline_device.median.max(1e-9)
     );
+    println!(
+        "  host CPU per frame, all threads: {:.3} ms [{:.3}-{:.3}] for the pipeline, \
+         {:.3} ms writing the frame into its slot",
+        f.host_cpu_pipeline.median,
+        f.host_cpu_pipeline.p10,
+        f.host_cpu_pipeline.p90,
+        f.host_cpu_write.median
+    );
 }

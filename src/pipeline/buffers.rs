@@ -165,6 +165,11 @@ impl ReadBack {
         Ok(())
     }
 
+    /// The last read enqueued for this frame.
+    pub(super) fn last_event(&self) -> Option<&Event> {
+        self.events.iter().rev().flatten().next()
+    }
+
     /// Leaks the memory a queue whose finish failed may still write into, and takes
     /// fresh memory in its place: a few kilobytes lost for a device that is failing,
     /// rather than a write into freed memory.
@@ -192,10 +197,11 @@ impl<'a> QueueDrain<'a> {
         }
     }
 
-    /// Finishes the queue and says whether that worked.
-    pub(super) fn finish(mut self) -> Result<(), ClError> {
+    /// Waits for the queue, watching `last`, the last command enqueued
+    /// ([`Gpu::wait_for`]), and says whether that worked.
+    pub(super) fn finish(mut self, last: Option<&Event>) -> Result<(), ClError> {
         self.finished = true;
-        self.gpu.finish()
+        self.gpu.wait_for(last)
     }
 }
 

@@ -292,7 +292,7 @@ impl Pipeline {
         let gradient = self.grid != (0, 0) && self.frames.is_multiple_of(GRADIENT_SAMPLE_FRAMES);
         self.frames = self.frames.wrapping_add(1);
         let enqueued = self.enqueue_frame(gpu, slot, gradient);
-        let finished = drain.finish();
+        let finished = drain.finish(self.read_back.last_event());
         if finished.is_err() {
             self.read_back.abandon();
         }
@@ -493,6 +493,38 @@ mod tests {
             .parse()
             .expect("device spec");
         Gpu::open(&spec).expect("an OpenCL device (install pocl-opencl-icd)")
+    }
+
+    /// Waiting by polling the last read (what NVIDIA devices get) returns only once every
+    /// command of the frame has completed, with the same results as `clFinish`.
+    #[test]
+    fn a_polled_wait_returns_complete_and_exact_results() {
+        let mut gpu = gpu();
+        gpu.completion = crate::cl::Completion::Poll;
+        let layout = FrameLayout::packed(PixelFormat::Grey, 641, 479);
+        let regions = ["door:10,20,300,200".parse().expect("region")];
+        let mut pipeline =
+            Pipeline::new(&gpu, layout, PipelineOptions::default(), &regions).expect("pipeline");
+        let mut slot = pipeline.new_slot(&gpu).expect("slot");
+        for seed in 0..4usize {
+            let frame: Vec<u8> = (0..layout.frame_bytes())
+                .map(|i| ((i * (7 + seed)) % 251) as u8)
+                .collect();
+            slot.write_bytes(&gpu, &frame).expect("write the frame");
+            let result = pipeline
+                .process(&gpu, &slot)
+                .expect("a frame")
+                .into_result();
+            assert_eq!(pipeline.unfinished_commands(), 0, "frame {seed}");
+            let hist = reference::histogram(&frame);
+            assert_eq!(result.histogram, hist, "frame {seed}");
+            assert_eq!(result.otsu_threshold, reference::otsu_threshold(&hist));
+            let (sum, _) = reference::integral(&frame, 641, 479);
+            let at = |x: usize, y: usize| u64::from(sum[y * 642 + x]);
+            let door = at(310, 220) + at(10, 20) - at(310, 20) - at(10, 220);
+            assert_eq!(result.regions[0].1.sum, door, "frame {seed}");
+            assert_eq!(result.frame.sum, at(641, 479), "frame {seed}");
+        }
     }
 
     /// Issue 4: a frame that fails after a non-blocking read was enqueued returned while
