@@ -43,5 +43,6 @@ awk -v f=$((f1 - f0)) -v t=$((t1 - t0)) -v hz="$hz" -v s="$secs" -v size="$size"
     printf "%s: %d frames in %d s, CPU %.2f s: %.3f ms per frame, %.1f%% of a core\n",
         size, f, s, t / hz, 1000 * t / hz / f, 100 * t / hz / s }'
 if [ -f "$dir/perf.data" ]; then
-    perf report -q -i "$dir/perf.data" --no-children --sort dso,sym --stdio 2>/dev/null | head -40
+    perf report -q -i "$dir/perf.data" --no-children --sort comm,dso --stdio -g none 2>/dev/null | head -20
+    perf report -q -i "$dir/perf.data" --no-children --sort dso,sym --stdio -g none 2>/dev/null | head -45
 fi
