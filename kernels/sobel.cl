@@ -4,10 +4,11 @@
  * sobel3x3 reads  src (uchar luma, row stride src_stride bytes), width x height;
  *          writes dx, dy (short, full precision), mag (uchar) and edges (uchar, 0 or 255),
  *          all with a row stride of dst_stride elements.
- * Work size: 2-D, x = ceil(width / 16) work-items of 16 pixels, y = height rows. A work-item
- * whose 18-pixel window lies inside the row takes the uchar16 path (three overlapping
- * vload16 per row); the first group of a row, the last partial group and any row of a
- * narrow image take the scalar path, which maps every coordinate through the border rule.
+ * Work size: 2-D, x = ceil(width / (16 x CHUNKS_PER_ITEM)) work-items of CHUNKS_PER_ITEM
+ * runs of 16 pixels, y = height rows. A run whose 18-pixel window lies inside the row
+ * takes the uchar16 path (three overlapping 16-byte loads per row); the first run of a
+ * row, the last partial run and any row of a narrow image take the scalar path, which
+ * maps every coordinate through the border rule.
  *
  * dx and dy equal OpenCV's Sobel(src, CV_16S, 1, 0 / 0, 1, ksize=3, borderType) bit for bit:
  *   dx = [-1 0 1; -2 0 2; -1 0 1],  dy = [-1 -2 -1; 0 0 0; 1 2 1]   (|value| <= 1020)
@@ -27,6 +28,12 @@
  */
 
 #define PIXELS_PER_ITEM 16
+/* How many runs of 16 pixels along its row one sobel3x3 work-item computes: 1 by default;
+ * CPU builds set more (-DCHUNKS_PER_ITEM), so that the row's set-up (border rules, row
+ * pointers, about as many instructions as 16 pixels' arithmetic) is paid once a run. */
+#ifndef CHUNKS_PER_ITEM
+#define CHUNKS_PER_ITEM 1
+#endif
 #define BORDER_REFLECT_101 0
 #define BORDER_REPLICATE 1
 #define BORDER_CONSTANT 2
@@ -90,19 +97,44 @@ inline uchar magnitude_of(int dx, int dy, int l2)
     return s > 64770 ? 255 : (uchar)rounded_sqrt(s);
 }
 
-/* 16 magnitudes at once, in 16-bit lanes where possible (|dx| + |dy| <= 2040 fits). */
+/* 16 magnitudes at once, in 16-bit lanes where possible (|dx| + |dy| <= 2040 fits). Written
+ * with operators and ?: (component-wise on vectors), not abs, min, select and
+ * convert_*_sat: POCL 3 and 5 build those vector built-ins from 2-lane pieces, with a lane
+ * extract and insert each (the generated x86 code, seen in POCL's kernel cache), where an
+ * operator is one SIMD instruction on 128-bit and 256-bit units alike. */
 inline uchar16 magnitude_of16(short16 dx, short16 dy, int l2)
 {
-    if (!l2)
-        return convert_uchar16_sat(abs(dx) + abs(dy));
+    if (!l2) {
+        short16 s = (dx < (short)0 ? -dx : dx) + (dy < (short)0 ? -dy : dy);
+        return convert_uchar16(s > (short)255 ? (short16)255 : s);
+    }
     int16 x = convert_int16(dx), y = convert_int16(dy);
-    int16 s = min(x * x + y * y, (int16)64771);
+    int16 s = x * x + y * y;
+    s = s > 64771 ? (int16)64771 : s;
     int16 m = convert_int16(sqrt(convert_float16(s)));
-    m = select(m, m - 1, m * m > s);
-    m = select(m, m + 1, (m + 1) * (m + 1) <= s);
-    m = select(m, m + 1, s - m * m > m);
-    return convert_uchar16_sat(m); /* s = 64771 rounds to 255, the saturated value */
+    m = m * m > s ? m - 1 : m;
+    m = (m + 1) * (m + 1) <= s ? m + 1 : m;
+    m = s - m * m > m ? m + 1 : m;
+    return convert_uchar16(m); /* s = 64771 rounds to 255, the saturated value */
 }
+
+/* 16-element loads and stores at addresses of any alignment. POCL's vstore16 stores
+ * element by element (16 scalar stores for a uchar16) and its vload16 of an unaligned
+ * uchar16 loads four 4-byte pieces and shuffles them together (seen in POCL's kernel
+ * cache); through a vector type whose alignment is lowered to its element's, each is one
+ * unaligned SIMD load or store. CPU builds only (STREAMING_STORES): vload16 and vstore16
+ * are the portable forms, which GPU compilers lower well. */
+#ifdef STREAMING_STORES
+typedef uchar16 __attribute__((aligned(1))) unaligned_uchar16;
+typedef short16 __attribute__((aligned(2))) unaligned_short16;
+#define LOAD16_UCHAR(p) (*(__global const unaligned_uchar16 *)(p))
+#define STORE16_UCHAR(v, p) (*(__global unaligned_uchar16 *)(p) = (v))
+#define STORE16_SHORT(v, p) (*(__global unaligned_short16 *)(p) = (v))
+#else
+#define LOAD16_UCHAR(p) vload16(0, (p))
+#define STORE16_UCHAR(v, p) vstore16((v), 0, (p))
+#define STORE16_SHORT(v, p) vstore16((v), 0, (p))
+#endif
 
 inline int pixel(__global const uchar *row, int x)
 {
@@ -143,10 +175,10 @@ __kernel void sobel3x3(__global const uchar *src, uint src_stride, uint width, u
                        GRADIENT_PARAMS __global uchar *mag, __global uchar *edges,
                        uint dst_stride)
 {
-    int x0 = (int)get_global_id(0) * PIXELS_PER_ITEM;
+    int first = (int)get_global_id(0) * PIXELS_PER_ITEM * CHUNKS_PER_ITEM;
     int y = (int)get_global_id(1);
     int w = (int)width, h = (int)height;
-    if (x0 >= w || y >= h)
+    if (first >= w || y >= h)
         return;
 
     /* Rows above and below; in constant mode a missing row weighs 0. */
@@ -154,16 +186,18 @@ __kernel void sobel3x3(__global const uchar *src, uint src_stride, uint width, u
     __global const uchar *rt = rows.t, *rm = rows.m, *rb = rows.b;
     int kt = rows.kt, kb = rows.kb;
     size_t o = (size_t)y * dst_stride;
+    int run_end = min(first + PIXELS_PER_ITEM * CHUNKS_PER_ITEM, w);
 
+    for (int x0 = first; x0 < run_end; x0 += PIXELS_PER_ITEM) {
     if (x0 >= 1 && x0 + PIXELS_PER_ITEM < w) {
-        short16 lt = convert_short16(vload16(0, rt + x0 - 1)) * (short)kt;
-        short16 ct = convert_short16(vload16(0, rt + x0)) * (short)kt;
-        short16 qt = convert_short16(vload16(0, rt + x0 + 1)) * (short)kt;
-        short16 lm = convert_short16(vload16(0, rm + x0 - 1));
-        short16 qm = convert_short16(vload16(0, rm + x0 + 1));
-        short16 lb = convert_short16(vload16(0, rb + x0 - 1)) * (short)kb;
-        short16 cb = convert_short16(vload16(0, rb + x0)) * (short)kb;
-        short16 qb = convert_short16(vload16(0, rb + x0 + 1)) * (short)kb;
+        short16 lt = convert_short16(LOAD16_UCHAR(rt + x0 - 1)) * (short)kt;
+        short16 ct = convert_short16(LOAD16_UCHAR(rt + x0)) * (short)kt;
+        short16 qt = convert_short16(LOAD16_UCHAR(rt + x0 + 1)) * (short)kt;
+        short16 lm = convert_short16(LOAD16_UCHAR(rm + x0 - 1));
+        short16 qm = convert_short16(LOAD16_UCHAR(rm + x0 + 1));
+        short16 lb = convert_short16(LOAD16_UCHAR(rb + x0 - 1)) * (short)kb;
+        short16 cb = convert_short16(LOAD16_UCHAR(rb + x0)) * (short)kb;
+        short16 qb = convert_short16(LOAD16_UCHAR(rb + x0 + 1)) * (short)kb;
         short16 gx = (qt - lt) + (short)2 * (qm - lm) + (qb - lb);
         short16 gy = (lb + (short)2 * cb + qb) - (lt + (short)2 * ct + qt);
         uchar16 m = magnitude_of16(gx, gy, l2);
@@ -180,22 +214,23 @@ __kernel void sobel3x3(__global const uchar *src, uint src_stride, uint width, u
 #endif
             __builtin_nontemporal_store(m, (__global uchar16 *)(mag + o + x0));
             __builtin_nontemporal_store(e, (__global uchar16 *)(edges + o + x0));
-            return;
+            continue;
         }
 #endif
 #ifndef NO_GRADIENTS
-        vstore16(gx, 0, dx + o + x0);
-        vstore16(gy, 0, dy + o + x0);
+        STORE16_SHORT(gx, dx + o + x0);
+        STORE16_SHORT(gy, dy + o + x0);
 #endif
-        vstore16(m, 0, mag + o + x0);
-        vstore16(e, 0, edges + o + x0);
-        return;
+        STORE16_UCHAR(m, mag + o + x0);
+        STORE16_UCHAR(e, edges + o + x0);
+        continue;
     }
 
     int x_end = min(x0 + PIXELS_PER_ITEM, w);
     for (int x = x0; x < x_end; x++)
         sobel_border_pixel(rows, x, w, border, l2, edge_threshold, GRADIENT_ARGS mag, edges,
                            o);
+    }
 }
 
 /*

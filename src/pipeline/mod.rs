@@ -50,7 +50,7 @@ use launch::StageContext;
 pub use options::{
     Border, Gradients, HistogramCounting, IntegralLayout, Magnitude, OtsuArithmetic,
     PipelineOptions, Setup, SobelLayout, Stores, Tuning, TuningChoice, UnknownBorder,
-    UnknownTuning,
+    UnknownTuning, SOBEL_RUN_CHUNKS,
 };
 pub use processed::{FrameImages, FrameResult, Images, Processed};
 pub use timings::{Stage, StageTimings};

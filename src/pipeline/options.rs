@@ -198,16 +198,24 @@ impl Stores {
     }
 }
 
-/// The two Sobel kernels of `kernels/sobel.cl`.
+/// The Sobel kernels of `kernels/sobel.cl` and how much of a row one work-item takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SobelLayout {
-    /// 16 pixels per work-item with uchar16 vectors (CPUs: one SIMD register a row).
+    /// 16 pixels per work-item with uchar16 vectors (128-bit loads and stores).
     Vector16,
+    /// [`SOBEL_RUN_CHUNKS`] runs of 16 pixels along a row per work-item, uchar16 vectors
+    /// (CPUs: the row's set-up, as many instructions as 16 pixels' arithmetic, is paid
+    /// once per run; 1.9x faster on POCL: BENCHMARKS.md).
+    Vector16Runs,
     /// Four pixels per work-item with aligned 4-byte loads and vector stores, one pixel per
     /// item where the width is not a multiple of 4 (GPUs: neighbouring work-items read
     /// neighbouring words).
     FourPixelsPerItem,
 }
+
+/// The 16-pixel runs one work-item of [`SobelLayout::Vector16Runs`] computes: 128 pixels,
+/// so a 640-pixel row still gives 5 work-items to share among cores.
+pub const SOBEL_RUN_CHUNKS: usize = 8;
 
 /// The two ways `kernels/otsu.cl` computes in binary64.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -265,7 +273,7 @@ impl Tuning {
         integral_layout: IntegralLayout::ItemBands,
         histogram_counting: HistogramCounting::OneItemPerGroup,
         otsu_arithmetic: OtsuArithmetic::Emulated,
-        sobel_layout: SobelLayout::Vector16,
+        sobel_layout: SobelLayout::Vector16Runs,
         stores: Stores::Streaming,
         group_size: 256,
     };

@@ -1,4 +1,5 @@
-//! Sobel stage: launches `sobel3x3` (16 pixels per work-item, CPUs), or on GPUs
+//! Sobel stage: launches `sobel3x3` (runs of 16 pixels per work-item: 8 runs on CPUs, 1
+//! under the Mali tuning), or on other GPUs
 //! `sobel3x3_quad` (four, for widths that are a multiple of 4) or `sobel3x3_pixel` (one, any
 //! width), from `kernels/sobel.cl`; each writes the 8-bit magnitude and the edge mask in
 //! one pass over luma, and dx and dy where the pipeline keeps them ([`Gradients`]): the
@@ -10,11 +11,11 @@ use opencl3::kernel::Kernel;
 use opencl3::memory::Buffer;
 
 use super::buffers::DeviceImage;
-use super::{Gradients, Launch, Magnitude, PipelineOptions, SobelLayout, Tuning};
+use super::{Gradients, Launch, Magnitude, PipelineOptions, SobelLayout, Tuning, SOBEL_RUN_CHUNKS};
 use crate::cl::{launch, CallContext, ClError, Gpu, KernelArg, SOBEL_CL};
 use crate::frame::FrameLayout;
 
-/// Pixels one work-item computes; it reads 18 x 3 input pixels for them.
+/// Pixels in one of `sobel3x3`'s runs; it reads 18 x 3 input pixels for them.
 pub(crate) const PIXELS_PER_ITEM: usize = 16;
 
 pub(super) struct SobelStage {
@@ -37,16 +38,21 @@ impl SobelStage {
         gradients: Gradients,
         pixels: usize,
     ) -> Result<SobelStage, ClError> {
-        let defines = format!("{} {}", tuning.stores.define(), gradients.define());
-        let program = gpu.build_with(SOBEL_CL, defines.trim())?;
-        let (name, pixels_per_item) = match tuning.sobel_layout {
-            SobelLayout::Vector16 => ("sobel3x3", PIXELS_PER_ITEM),
-            SobelLayout::FourPixelsPerItem => ("sobel3x3_quad", 4),
+        let (name, pixels_per_item, runs) = match tuning.sobel_layout {
+            SobelLayout::Vector16 => ("sobel3x3", PIXELS_PER_ITEM, String::new()),
+            SobelLayout::Vector16Runs => (
+                "sobel3x3",
+                PIXELS_PER_ITEM * SOBEL_RUN_CHUNKS,
+                format!("-DCHUNKS_PER_ITEM={SOBEL_RUN_CHUNKS}"),
+            ),
+            SobelLayout::FourPixelsPerItem => ("sobel3x3_quad", 4, String::new()),
         };
+        let defines = format!("{} {} {runs}", tuning.stores.define(), gradients.define());
+        let program = gpu.build_with(SOBEL_CL, defines.trim())?;
         let kernel = Kernel::create(&program, name).call("clCreateKernel")?;
         let launch = Launch::two_d(gpu, &kernel)?;
         let fallback = match tuning.sobel_layout {
-            SobelLayout::Vector16 => None,
+            SobelLayout::Vector16 | SobelLayout::Vector16Runs => None,
             SobelLayout::FourPixelsPerItem => {
                 let k = Kernel::create(&program, "sobel3x3_pixel").call("clCreateKernel")?;
                 let launch = Launch::two_d(gpu, &k)?;
