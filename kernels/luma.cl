@@ -14,6 +14,18 @@
 
 #define PIXELS_PER_ITEM 16
 
+/* 16-byte loads and stores at any alignment. On CPUs (STREAMING_STORES, POCL) one
+ * unaligned SIMD instruction each, through a uchar16 type aligned like a uchar: POCL's
+ * vload16 and vstore16 split them into 4-byte pieces and single bytes (as in sobel.cl). */
+#ifdef STREAMING_STORES
+typedef uchar16 __attribute__((aligned(1))) unaligned_uchar16;
+#define LOAD16(p) (*(__global const unaligned_uchar16 *)(p))
+#define STORE16(v, p) (*(__global unaligned_uchar16 *)(p) = (v))
+#else
+#define LOAD16(p) vload16(0, (p))
+#define STORE16(v, p) vstore16((v), 0, (p))
+#endif
+
 inline uchar y_from_rgb(uint r, uint g, uint b)
 {
     return (uchar)((9798u * r + 19235u * g + 3735u * b + 16384u) >> 15);
@@ -37,7 +49,7 @@ __kernel void luma_grey(__global const uchar *src, uint src_stride, uint width, 
     __global const uchar *s = src + (size_t)y * src_stride;
     __global uchar *d = dst + (size_t)y * dst_stride;
     if (x0 + PIXELS_PER_ITEM <= width) {
-        vstore16(vload16(0, s + x0), 0, d + x0);
+        STORE16(LOAD16(s + x0), d + x0);
     } else {
         for (uint x = x0; x < width; x++)
             d[x] = s[x];
@@ -56,9 +68,9 @@ __kernel void NAME(__global const uchar *src, uint src_stride, uint width, uint 
     __global const uchar *s = src + (size_t)y * src_stride;                                     \
     __global uchar *d = dst + (size_t)y * dst_stride;                                           \
     if (x0 + PIXELS_PER_ITEM <= width) {                                                        \
-        uchar16 a = vload16(0, s + 2 * x0);                                                     \
-        uchar16 b = vload16(0, s + 2 * x0 + 16);                                                \
-        vstore16((uchar16)(a.SWIZZLE, b.SWIZZLE), 0, d + x0);                                   \
+        uchar16 a = LOAD16(s + 2 * x0);                                                         \
+        uchar16 b = LOAD16(s + 2 * x0 + 16);                                                    \
+        STORE16((uchar16)(a.SWIZZLE, b.SWIZZLE), d + x0);                                       \
     } else {                                                                                    \
         for (uint x = x0; x < width; x++)                                                       \
             d[x] = s[2 * x + Y_OFFSET];                                                         \
@@ -70,13 +82,13 @@ PACKED_422_KERNEL(luma_uyvy, 1, odd)
 /* Split 16 pixels at p into channel vectors c0, c1, c2 (in memory order). 24-bit pixels are
  * three uchar16 loads; 32-bit pixels four, whose fourth byte (padding or alpha) is ignored. */
 #define SPLIT_24(p)                                                                             \
-    uchar16 a = vload16(0, p), b = vload16(0, p + 16), c = vload16(0, p + 32);                  \
+    uchar16 a = LOAD16(p), b = LOAD16(p + 16), c = LOAD16(p + 32);                              \
     uchar16 c0 = (uchar16)(a.s0369, a.scf, b.s258b, b.se, c.s147a, c.sd);                       \
     uchar16 c1 = (uchar16)(a.s147a, a.sd, b.s0369, b.scf, c.s258b, c.se);                       \
     uchar16 c2 = (uchar16)(a.s258b, a.se, b.s147a, b.sd, c.s0369, c.scf);
 #define SPLIT_32(p)                                                                             \
-    uchar16 a = vload16(0, p), b = vload16(0, p + 16);                                          \
-    uchar16 c = vload16(0, p + 32), e = vload16(0, p + 48);                                     \
+    uchar16 a = LOAD16(p), b = LOAD16(p + 16);                                                  \
+    uchar16 c = LOAD16(p + 32), e = LOAD16(p + 48);                                             \
     uchar16 c0 = (uchar16)(a.s048c, b.s048c, c.s048c, e.s048c);                                 \
     uchar16 c1 = (uchar16)(a.s159d, b.s159d, c.s159d, e.s159d);                                 \
     uchar16 c2 = (uchar16)(a.s26ae, b.s26ae, c.s26ae, e.s26ae);
@@ -94,7 +106,7 @@ __kernel void NAME(__global const uchar *src, uint src_stride, uint width, uint 
     __global uchar *d = dst + (size_t)y * dst_stride;                                           \
     if (x0 + PIXELS_PER_ITEM <= width) {                                                        \
         SPLIT(s + BPP * x0)                                                                     \
-        vstore16(y_from_rgb16(R, c1, B), 0, d + x0);                                            \
+        STORE16(y_from_rgb16(R, c1, B), d + x0);                                                \
     } else {                                                                                    \
         for (uint x = x0; x < width; x++) {                                                     \
             __global const uchar *p = s + BPP * x;                                              \

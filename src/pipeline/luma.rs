@@ -7,7 +7,7 @@ use opencl3::event::Event;
 use opencl3::kernel::Kernel;
 use opencl3::memory::Buffer;
 
-use super::Launch;
+use super::{Launch, Tuning};
 use crate::cl::{launch, CallContext, ClError, Gpu, LUMA_CL};
 use crate::frame::{FrameLayout, PixelFormat};
 
@@ -32,8 +32,12 @@ fn kernel_name(format: PixelFormat) -> &'static str {
 }
 
 impl LumaStage {
-    pub(super) fn new(gpu: &Gpu, format: PixelFormat) -> Result<LumaStage, ClError> {
-        let program = gpu.build(LUMA_CL)?;
+    pub(super) fn new(
+        gpu: &Gpu,
+        format: PixelFormat,
+        tuning: &Tuning,
+    ) -> Result<LumaStage, ClError> {
+        let program = gpu.build_with(LUMA_CL, tuning.stores.define())?;
         let kernel = Kernel::create(&program, kernel_name(format)).call("clCreateKernel")?;
         let launch = Launch::two_d(gpu, &kernel)?;
         Ok(LumaStage { kernel, launch })

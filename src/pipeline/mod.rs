@@ -164,7 +164,7 @@ impl Pipeline {
         Ok(Pipeline {
             layout,
             options,
-            luma: luma::LumaStage::new(gpu, layout.format).stage(Stage::Luma)?,
+            luma: luma::LumaStage::new(gpu, layout.format, &tuning).stage(Stage::Luma)?,
             sobel: sobel::SobelStage::new(gpu, &tuning, gradients, n).stage(Stage::Sobel)?,
             histogram: histogram::HistogramStage::new(gpu, &tuning, n).stage(Stage::Histogram)?,
             otsu: otsu::OtsuStage::new(gpu, &tuning).stage(Stage::Otsu)?,
