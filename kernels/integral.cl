@@ -10,8 +10,11 @@
  * column sums per band first, then each band writes all four images row by row.
  *
  * The kernels that read the width x height inputs take (luma, src_stride, width, height,
- * edges, mask, ...): luma, the edge mask and the foreground mask are dense and share their
- * row offsets, so src_stride must equal width.
+ * magnitude, edge_threshold, results, ...): luma and the gradient magnitude are dense and
+ * share their row offsets, so src_stride must equal width. They count a pixel as an edge
+ * where magnitude >= edge_threshold (sobel.cl's edge mask) and as foreground where
+ * luma > results[256], the threshold otsu_threshold wrote (otsu.cl's binarize,
+ * THRESH_BINARY): the masks themselves are never read, and need not exist.
  *
  * GPUs (integral_band_sums, integral_band_carries, integral_band_images): bands of rows,
  * a work-group per band that scans each row in chunks and keeps the column totals in
@@ -89,9 +92,16 @@ inline uint4 load4(__global const uchar *row, uint x, uint width, int aligned)
     return v;
 }
 
-inline uint4 nonzero4(uint4 v)
+/* 1 where a pixel is an edge: its magnitude at least the threshold (sobel.cl's mask). */
+inline uint4 edge4(uint4 magnitude, uint edge_threshold)
 {
-    return select((uint4)0, (uint4)1, v != 0);
+    return select((uint4)0, (uint4)1, magnitude >= edge_threshold);
+}
+
+/* 1 where a pixel is foreground: its luma above the Otsu threshold (binarize's mask). */
+inline uint4 foreground4(uint4 luma, uint threshold)
+{
+    return select((uint4)0, (uint4)1, luma > threshold);
 }
 
 /* Inclusive prefix along the 4 lanes. */
@@ -126,9 +136,9 @@ inline uint4 group_exclusive_scan(uint4 v, __local uint4 *buf, uint lid, uint n,
 }
 
 __kernel void integral_band_sums(__global const uchar *luma, uint src_stride, uint width,
-                                 uint height, __global const uchar *edges,
-                                 __global const uchar *mask, uint band_rows,
-                                 __global uint4 *cols)
+                                 uint height, __global const uchar *magnitude,
+                                 uint edge_threshold, __global const uint *results,
+                                 uint band_rows, __global uint4 *cols)
 {
     uint x = 4 * get_global_id(0), b = get_global_id(1);
     uint y0 = b * band_rows;
@@ -136,14 +146,15 @@ __kernel void integral_band_sums(__global const uchar *luma, uint src_stride, ui
         return;
     uint y1 = min(y0 + band_rows, height);
     int aligned = (width & 3) == 0;
+    uint t = results[256];
     uint4 s = 0, q = 0, e = 0, f = 0;
     for (uint y = y0; y < y1; y++) {
         size_t row = (size_t)y * width;
         uint4 v = load4(luma + row, x, width, aligned);
         s += v;
         q += v * v;
-        e += nonzero4(load4(edges + row, x, width, aligned));
-        f += nonzero4(load4(mask + row, x, width, aligned));
+        e += edge4(load4(magnitude + row, x, width, aligned), edge_threshold);
+        f += foreground4(v, t);
     }
     __global uint4 *out = cols + (size_t)b * width + x;
     out[0] = (uint4)(s.s0, q.s0, e.s0, f.s0);
@@ -182,8 +193,9 @@ __kernel void integral_band_carries(uint width, uint bands, __global uint4 *cols
 }
 
 __kernel void integral_band_images(__global const uchar *luma, uint src_stride, uint width,
-                                   uint height, __global const uchar *edges,
-                                   __global const uchar *mask, uint band_rows,
+                                   uint height, __global const uchar *magnitude,
+                                   uint edge_threshold, __global const uint *results,
+                                   uint band_rows,
                                    __global const uint4 *cols,
                                    __global uint *sum, __global ulong *sqsum,
                                    __global uint *ecount, __global uint *fcount)
@@ -203,6 +215,7 @@ __kernel void integral_band_images(__global const uchar *luma, uint src_stride, 
     uint y1 = min(y0 + band_rows, height);
     size_t stride = (size_t)width + 1;
     int aligned = (width & 3) == 0;
+    uint t = results[256];
     for (uint r = lid; r < y1 - y0; r += n)
         row_carry[r] = 0;
     for (uint y = y0 + lid; y < y1; y += n) {
@@ -251,15 +264,16 @@ __kernel void integral_band_images(__global const uchar *luma, uint src_stride, 
          * overlaps the scan's barriers instead of adding to them. */
         size_t in = (size_t)y0 * width;
         uint4 v = load4(luma + in, x, width, aligned);
-        uint4 ve = load4(edges + in, x, width, aligned), vf = load4(mask + in, x, width, aligned);
+        uint4 vm = load4(magnitude + in, x, width, aligned);
         for (uint y = y0; y < y1; y++) {
+            /* Lanes past the width count too, but only into sums right of the row's end,
+             * which are never stored. */
             uint4 r1 = prefix4(v), r2 = prefix4(v * v);
-            uint4 re = prefix4(nonzero4(ve)), rf = prefix4(nonzero4(vf));
+            uint4 re = prefix4(edge4(vm, edge_threshold)), rf = prefix4(foreground4(v, t));
             if (y + 1 < y1) {
                 in += width;
                 v = load4(luma + in, x, width, aligned);
-                ve = load4(edges + in, x, width, aligned);
-                vf = load4(mask + in, x, width, aligned);
+                vm = load4(magnitude + in, x, width, aligned);
             }
             /* Read before the scan, whose barriers order it before work-item 0's update
              * and after the staging reads of the row before. */
@@ -325,15 +339,17 @@ inline uint16 prefix16(uint16 v)
 }
 
 __kernel void integral_band_columns(__global const uchar *luma, uint src_stride, uint width,
-                                    uint height, __global const uchar *edges,
-                                    __global const uchar *mask, uint bands,
-                                    __global uint *cols)
+                                    uint height, __global const uchar *magnitude,
+                                    uint edge_threshold, __global const uint *results,
+                                    uint bands, __global uint *cols)
 {
     uint b = get_global_id(0);
     if (b >= bands)
         return;
     uint y0 = (uint)((ulong)height * b / bands), y1 = (uint)((ulong)height * (b + 1) / bands);
     size_t plane = (size_t)bands * width;
+    uint t = results[256];
+    uchar16 et = (uchar16)(uchar)edge_threshold, tv = (uchar16)(uchar)t;
     __global uint *c1 = cols + (size_t)b * width, *c2 = c1 + plane, *ce = c2 + plane,
                   *cf = ce + plane;
     for (uint x = 0; x < width; x++) {
@@ -346,18 +362,19 @@ __kernel void integral_band_columns(__global const uchar *luma, uint src_stride,
         size_t row = (size_t)y * width;
         uint x = 0;
         for (; x + 16 <= width; x += 16) {
-            uint16 v = convert_uint16(vload16(0, luma + row + x));
+            uchar16 l = vload16(0, luma + row + x);
+            uint16 v = convert_uint16(l);
             vstore16(vload16(0, c1 + x) + v, 0, c1 + x);
             vstore16(vload16(0, c2 + x) + v * v, 0, c2 + x);
-            vstore16(vload16(0, ce + x) + (convert_uint16(vload16(0, edges + row + x) != (uchar16)0) & 1), 0, ce + x);
-            vstore16(vload16(0, cf + x) + (convert_uint16(vload16(0, mask + row + x) != (uchar16)0) & 1), 0, cf + x);
+            vstore16(vload16(0, ce + x) + (convert_uint16(vload16(0, magnitude + row + x) >= et) & 1), 0, ce + x);
+            vstore16(vload16(0, cf + x) + (convert_uint16(l > tv) & 1), 0, cf + x);
         }
         for (; x < width; x++) {
             uint v = luma[row + x];
             c1[x] += v;
             c2[x] += v * v;
-            ce[x] += edges[row + x] != 0;
-            cf[x] += mask[row + x] != 0;
+            ce[x] += magnitude[row + x] >= edge_threshold;
+            cf[x] += v > t;
         }
     }
 }
@@ -366,15 +383,15 @@ __kernel void integral_band_columns(__global const uchar *luma, uint src_stride,
  * its tail): adds each pixel to the row's running sums r, those to the running row t and
  * writes the result to the output row o. */
 inline void integral_bands_scalar(uint x0, uint x1, __global const uchar *luma,
-                                  __global const uchar *edges, __global const uchar *mask,
-                                  uint4 *r, __global uint *t1, __global ulong *t2,
+                                  __global const uchar *magnitude, uint edge_threshold,
+                                  uint t, uint4 *r, __global uint *t1, __global ulong *t2,
                                   __global uint *te, __global uint *tf, __global uint *o1,
                                   __global ulong *o2, __global uint *oe, __global uint *of)
 {
     uint4 s = *r;
     for (uint x = x0; x < x1; x++) {
         uint v = luma[x];
-        s += (uint4)(v, v * v, edges[x] != 0, mask[x] != 0);
+        s += (uint4)(v, v * v, magnitude[x] >= edge_threshold, v > t);
         o1[x + 1] = t1[x + 1] += s.s0;
         o2[x + 1] = t2[x + 1] += s.s1;
         oe[x + 1] = te[x + 1] += s.s2;
@@ -384,8 +401,9 @@ inline void integral_bands_scalar(uint x0, uint x1, __global const uchar *luma,
 }
 
 __kernel void integral_bands(__global const uchar *luma, uint src_stride, uint width,
-                             uint height, __global const uchar *edges,
-                             __global const uchar *mask, uint bands, __global const uint *cols,
+                             uint height, __global const uchar *magnitude,
+                             uint edge_threshold, __global const uint *results, uint bands,
+                             __global const uint *cols,
                              __global uint *tops, __global ulong *tops2, __global uint *sum,
                              __global ulong *sqsum, __global uint *ecount, __global uint *fcount)
 {
@@ -395,6 +413,8 @@ __kernel void integral_bands(__global const uchar *luma, uint src_stride, uint w
     uint y0 = (uint)((ulong)height * b / bands), y1 = (uint)((ulong)height * (b + 1) / bands);
     size_t stride = (size_t)width + 1;
     size_t plane = (size_t)bands * width;
+    uint t = results[256];
+    uchar16 et = (uchar16)(uchar)edge_threshold, tv = (uchar16)(uchar)t;
     /* The integral row y0: column sums of the bands above, summed along the row. */
     __global uint *t1 = tops + (size_t)b * 3 * stride, *te = t1 + stride, *tf = te + stride;
     __global ulong *t2 = tops2 + (size_t)b * stride;
@@ -447,18 +467,19 @@ __kernel void integral_bands(__global const uchar *luma, uint src_stride, uint w
          * vector stores below are aligned. */
         uint head = min((uint)((16 - (o + 1) % 16) % 16), width);
         uint4 r = 0; /* the row's running sums: luma, luma^2, edges, foreground */
-        integral_bands_scalar(0, head, luma + in, edges + in, mask + in, &r, t1, t2, te, tf, o1,
-                              o2, oe, of);
+        integral_bands_scalar(0, head, luma + in, magnitude + in, edge_threshold, t, &r, t1, t2,
+                              te, tf, o1, o2, oe, of);
         uint x = head;
         /* 16 pixels at a time: the running sum is a carried dependency per pixel, which a
          * scalar loop cannot vectorize; a prefix within the vector plus one carried add
          * per 16 pixels can. */
         for (; x + 16 <= width; x += 16) {
-            uint16 v = convert_uint16(vload16(0, luma + in + x));
+            uchar16 l = vload16(0, luma + in + x);
+            uint16 v = convert_uint16(l);
             uint16 p1 = prefix16(v) + r.s0;
             uint16 p2 = prefix16(v * v) + r.s1;
-            uint16 pe = prefix16(convert_uint16(vload16(0, edges + in + x) != (uchar16)0) & 1) + r.s2;
-            uint16 pf = prefix16(convert_uint16(vload16(0, mask + in + x) != (uchar16)0) & 1) + r.s3;
+            uint16 pe = prefix16(convert_uint16(vload16(0, magnitude + in + x) >= et) & 1) + r.s2;
+            uint16 pf = prefix16(convert_uint16(l > tv) & 1) + r.s3;
             r = (uint4)(p1.sf, p2.sf, pe.sf, pf.sf);
             uint16 a1 = vload16(0, t1 + x + 1) + p1;
             ulong16 a2 = vload16(0, t2 + x + 1) + convert_ulong16(p2);
@@ -473,7 +494,7 @@ __kernel void integral_bands(__global const uchar *luma, uint src_stride, uint w
             STORE_ALIGNED(ae, (__global uint16 *)(oe + x + 1));
             STORE_ALIGNED(af, (__global uint16 *)(of + x + 1));
         }
-        integral_bands_scalar(x, width, luma + in, edges + in, mask + in, &r, t1, t2, te, tf, o1,
-                              o2, oe, of);
+        integral_bands_scalar(x, width, luma + in, magnitude + in, edge_threshold, t, &r, t1, t2,
+                              te, tf, o1, o2, oe, of);
     }
 }

@@ -26,24 +26,25 @@ use crate::pipeline::{FrameResult, Pipeline, PipelineError, PipelineOptions, Sta
 /// Bytes each stage must move for a grey frame of `width` x `height` (inputs read once,
 /// outputs written once), in [`Stage::ALL`] order, and for the whole pipeline (the frame
 /// read once and every output the pipeline keeps written once), as the daemon and `bench`
-/// build it: without dx and dy ([`Gradients::Discarded`](crate::pipeline::Gradients)),
-/// so Sobel writes only the magnitude and the edge mask.
+/// build it: without the full images ([`FullImages::Discarded`](crate::pipeline::FullImages)),
+/// so Sobel writes only the magnitude, `binarize` does not run and the integral stage
+/// counts edges and foreground from the magnitude and luma.
 pub(crate) fn bytes_moved(width: u32, height: u32) -> ([u64; Stage::ALL.len()], u64) {
     let n = u64::from(width) * u64::from(height);
     let m = (u64::from(width) + 1) * (u64::from(height) + 1);
     let stages = [
-        2 * n,             // luma: frame in, luma out
-        n + 2 * n,         // sobel: luma in; magnitude, edge mask out
-        n + 256 * 4,       // histogram: luma in, 256 counts out
-        256 * 4 + 4,       // otsu: histogram in, threshold out
-        2 * n + 4,         // binarize: luma and threshold in, mask out
-        3 * n + 20 * m,    // integral: luma, edges, mask in; u32, u64, u32, u32 images out
-        4 * 4 * 4 + 4 * 8, // regions (the whole frame only): 16 corners of 4 images, 4 sums
-        n + 256 * 4,       // health: gradient magnitude in, 256 counts out
+        2 * n,              // luma: frame in, luma out
+        n + n,              // sobel: luma in, magnitude out
+        n + 256 * 4,        // histogram: luma in, 256 counts out
+        256 * 4 + 4,        // otsu: histogram in, threshold out
+        0,                  // binarize: not run
+        2 * n + 4 + 20 * m, // integral: luma, magnitude, threshold in; u32, u64, u32, u32 out
+        4 * 4 * 4 + 4 * 8,  // regions (the whole frame only): 16 corners of 4 images, 4 sums
+        n + 256 * 4,        // health: gradient magnitude in, 256 counts out
     ];
-    // Pipeline: frame in; magnitude, edge mask, mask and the integrals out. A grey frame
-    // packed at stride = width is its own luma image: no luma needs writing.
-    let pipeline = n + 3 * n + 20 * m;
+    // Pipeline: frame in; magnitude and the integrals out. A grey frame packed at stride =
+    // width is its own luma image: no luma needs writing.
+    let pipeline = n + n + 20 * m;
     (stages, pipeline)
 }
 
@@ -361,8 +362,8 @@ mod tests {
     fn bytes_for_1080p() {
         let (stages, pipeline) = bytes_moved(1920, 1080);
         let n = 1920 * 1080;
-        // Sobel writes the magnitude and the edge mask, not dx and dy (the daemon's path).
-        assert_eq!(stages[Stage::Sobel as usize], 3 * n);
-        assert_eq!(pipeline, 4 * n + 20 * 1921 * 1081);
+        // Sobel writes the magnitude, not dx, dy and the edge mask (the daemon's path).
+        assert_eq!(stages[Stage::Sobel as usize], 2 * n);
+        assert_eq!(pipeline, 2 * n + 20 * 1921 * 1081);
     }
 }

@@ -1,6 +1,6 @@
 //! Every kernel against its plain-Rust reference on the OpenCL device (POCL in CI): awkward
 //! sizes, every pixel format, every border mode, strides wider than the width, guard bands
-//! after every output, every tuning with and without dx and dy kept, and Otsu on the
+//! after every output, every tuning with and without the full images kept, and Otsu on the
 //! histograms where rounding decides ties.
 
 mod common;
@@ -9,15 +9,17 @@ use common::{assert_image_eq, gpu, Rng};
 use edgesight::cl::Gpu;
 use edgesight::frame::{FrameLayout, PixelFormat};
 use edgesight::health;
-use edgesight::pipeline::{Border, Gradients, Magnitude, Pipeline, PipelineOptions, Setup, Tuning};
+use edgesight::pipeline::{
+    Border, FullImages, Magnitude, Pipeline, PipelineError, PipelineOptions, Setup, Tuning,
+};
 use edgesight::reference;
 use edgesight::region::{self, Region};
 use proptest::prelude::*;
 
-/// Runs one frame through the pipeline with every tuning, with dx and dy discarded (as the
-/// daemon runs it) and kept (as `process --raw` does), and compares every output with the
-/// reference: everything but dx and dy is the same either way, and dx and dy are exact
-/// where kept.
+/// Runs one frame through the pipeline with every tuning, with the full images discarded
+/// (as the daemon runs it) and kept (as `process --raw` does), and compares every output
+/// with the reference: the results and pictures are the same either way, and the full
+/// images are exact where kept.
 fn check_frame(
     gpu: &Gpu,
     layout: FrameLayout,
@@ -26,8 +28,8 @@ fn check_frame(
     regions: &[Region],
 ) {
     for tuning in [Tuning::FOR_GPU, Tuning::FOR_CPU] {
-        for gradients in [Gradients::Discarded, Gradients::Kept] {
-            let setup = Setup { tuning, gradients };
+        for images in [FullImages::Discarded, FullImages::Kept] {
+            let setup = Setup { tuning, images };
             check_frame_with(gpu, layout, options, setup, frame, regions);
         }
     }
@@ -47,7 +49,7 @@ fn check_frame_with(
     );
     let mut pipeline =
         Pipeline::with_setup(gpu, layout, options, regions, setup).expect("pipeline");
-    assert_eq!(pipeline.gradients(), setup.gradients, "{label}");
+    assert_eq!(pipeline.full_images(), setup.images, "{label}");
     // The camera-health grid and gradient histogram, as the daemon asks for them (the
     // first frame counts the histogram).
     pipeline
@@ -56,26 +58,14 @@ fn check_frame_with(
     let mut slot = pipeline.new_slot(gpu).expect("slot");
     slot.write_bytes(gpu, frame).expect("write slot");
     let result = pipeline.process(gpu, &slot).expect("process");
-    let images = result.read_images(gpu).expect("read images");
+    let pictures = result.read_pictures(gpu).expect("read pictures");
     let (w, h) = (layout.width as usize, layout.height as usize);
 
     let luma = reference::luma(&layout, frame);
-    assert_image_eq("luma", &label, w, &images.luma, &luma);
+    assert_image_eq("luma", &label, w, &pictures.luma, &luma);
     let (dx, dy) = reference::sobel(&luma, w, h, options.border);
-    match setup.gradients {
-        Gradients::Kept => {
-            let got_dx = images.dx.as_deref().expect("dx kept");
-            let got_dy = images.dy.as_deref().expect("dy kept");
-            assert_image_eq("sobel dx", &label, w, got_dx, &dx);
-            assert_image_eq("sobel dy", &label, w, got_dy, &dy);
-        }
-        Gradients::Discarded => {
-            assert!(images.dx.is_none(), "dx read back, {label}");
-            assert!(images.dy.is_none(), "dy read back, {label}");
-        }
-    }
     let magnitude = reference::magnitude(&dx, &dy, options.magnitude);
-    assert_image_eq("magnitude", &label, w, &images.magnitude, &magnitude);
+    assert_image_eq("magnitude", &label, w, &pictures.magnitude, &magnitude);
     assert!(result.gradient_sampled, "{label}");
     assert_eq!(
         result.gradient_histogram,
@@ -83,38 +73,56 @@ fn check_frame_with(
         "gradient histogram, {label}"
     );
     let edges = reference::edge_mask(&magnitude, options.edge_threshold);
-    assert_image_eq("edge mask", &label, w, &images.edges, &edges);
     let hist = reference::histogram(&luma);
     assert_eq!(result.histogram, hist, "histogram, {label}");
     let threshold = reference::otsu_threshold(&hist);
     assert_eq!(result.otsu_threshold, threshold, "otsu threshold, {label}");
     let mask = reference::binarize(&luma, threshold);
-    assert_image_eq("mask", &label, w, &images.mask, &mask);
-    let (sum, sqsum) = reference::integral(&luma, w, h);
-    assert_image_eq("integral sum", &label, w + 1, &images.integral_sum, &sum);
-    assert_image_eq(
-        "integral sqsum",
-        &label,
-        w + 1,
-        &images.integral_sqsum,
-        &sqsum,
-    );
-    let edge_count = reference::integral_count(&edges, w, h);
-    assert_image_eq(
-        "integral edges",
-        &label,
-        w + 1,
-        &images.integral_edges,
-        &edge_count,
-    );
-    let fg_count = reference::integral_count(&mask, w, h);
-    assert_image_eq(
-        "integral foreground",
-        &label,
-        w + 1,
-        &images.integral_foreground,
-        &fg_count,
-    );
+    assert_image_eq("mask", &label, w, &pictures.mask, &mask);
+    match setup.images {
+        FullImages::Kept => {
+            let images = result.read_images(gpu).expect("read images");
+            assert_image_eq("sobel dx", &label, w, &images.dx, &dx);
+            assert_image_eq("sobel dy", &label, w, &images.dy, &dy);
+            assert_image_eq("edge mask", &label, w, &images.edges, &edges);
+            // The kept images' pictures are the kernels' own (binarize's mask).
+            assert_image_eq("kept luma", &label, w, &images.pictures.luma, &luma);
+            let kept_magnitude = &images.pictures.magnitude;
+            assert_image_eq("kept magnitude", &label, w, kept_magnitude, &magnitude);
+            assert_image_eq("binarize mask", &label, w, &images.pictures.mask, &mask);
+            let (sum, sqsum) = reference::integral(&luma, w, h);
+            assert_image_eq("integral sum", &label, w + 1, &images.integral_sum, &sum);
+            assert_image_eq(
+                "integral sqsum",
+                &label,
+                w + 1,
+                &images.integral_sqsum,
+                &sqsum,
+            );
+            let edge_count = reference::integral_count(&edges, w, h);
+            assert_image_eq(
+                "integral edges",
+                &label,
+                w + 1,
+                &images.integral_edges,
+                &edge_count,
+            );
+            let fg_count = reference::integral_count(&mask, w, h);
+            assert_image_eq(
+                "integral foreground",
+                &label,
+                w + 1,
+                &images.integral_foreground,
+                &fg_count,
+            );
+        }
+        FullImages::Discarded => {
+            assert!(
+                matches!(result.read_images(gpu), Err(PipelineError::NotKept)),
+                "full images read back, {label}"
+            );
+        }
+    }
 
     // Region sums straight from the pixels.
     let whole = Region {
@@ -275,7 +283,7 @@ fn slots_are_reused_frame_after_frame() {
                 "luma",
                 "reused slot",
                 47,
-                &result.read_images(&gpu).unwrap().luma,
+                &result.read_pictures(&gpu).unwrap().luma,
                 &luma,
             );
         }
@@ -283,54 +291,57 @@ fn slots_are_reused_frame_after_frame() {
 }
 
 /// What a pipeline holds on the device, to the byte, for a layout small enough that the
-/// integral passes' band counts do not depend on the device: dx and dy are the only
-/// difference between a pipeline that keeps them and one that does not, and the latter
-/// allocates nothing for them.
+/// integral passes' band counts do not depend on the device: the full images (dx, dy, the
+/// edge mask and the mask) are the only difference between a pipeline that keeps them and
+/// one that does not, and the latter allocates nothing for them; a grey frame packed at
+/// stride = width gets no luma buffer either.
 #[test]
-fn device_bytes_count_dx_and_dy_only_where_kept() {
+fn device_bytes_count_the_full_images_only_where_kept() {
     let gpu = gpu();
     let (w, h) = (40u64, 2u64);
-    let layout = FrameLayout::packed(PixelFormat::Grey, w as u32, h as u32);
     let (n, m, guard) = (w * h, (w + 1) * (h + 1), 64);
-    // luma, magnitude, edge mask and mask, a byte a pixel with a 64-element guard band.
-    let images = 4 * (n + guard);
     // The luma histogram, the counts with the threshold, the gradient histogram.
     let counts = 4 * 256 + 4 * 257 + 4 * 256;
     // The u32, u64, u32, u32 integral images, (W+1)x(H+1) each with a guard band.
     let integrals = (4 + 8 + 4 + 4) * (m + guard);
     // One region (the whole frame): four u32 corners in, four u64 sums out.
     let regions = 4 * 4 + 4 * 8;
-    let common = images + counts + integrals + regions;
+    // The magnitude, a byte a pixel with a 64-element guard band, and luma the same
+    // unless read from the slot.
+    let image = n + guard;
     // The integral passes' scratch. CPUs: one band per row here (a few per compute unit,
     // at most the height); per band, four u32 column sums a column and three u32 and one
     // u64 carries for each of the W+1 integral columns. GPUs: one band (bands are at least
     // four rows, at most the height), four u32 a column.
     let item_bands = 4 * h * w * 4 + 3 * h * (w + 1) * 4 + h * (w + 1) * 8;
     let group_bands = 4 * w * 4;
-    // dx and dy: two bytes a pixel each, with their guard bands.
-    let gradients = 2 * 2 * (n + guard);
-    for (tuning, scratch) in [
-        (Tuning::FOR_CPU, item_bands),
-        (Tuning::FOR_GPU, group_bands),
-    ] {
-        for (kept, extra) in [(Gradients::Discarded, 0), (Gradients::Kept, gradients)] {
-            let setup = Setup {
-                tuning,
-                gradients: kept,
-            };
-            let pipeline =
-                Pipeline::with_setup(&gpu, layout, PipelineOptions::default(), &[], setup)
-                    .expect("pipeline");
-            assert_eq!(
-                pipeline.device_bytes().expect("device bytes"),
-                common + scratch + extra,
-                "{setup:?}"
-            );
+    // dx and dy, two bytes a pixel each, the edge mask and the mask, one, with their guard
+    // bands.
+    let full = 2 * 2 * image + 2 * image;
+    for (format, luma) in [(PixelFormat::Grey, 0), (PixelFormat::Yuyv, image)] {
+        let layout = FrameLayout::packed(format, w as u32, h as u32);
+        let common = image + luma + counts + integrals + regions;
+        for (tuning, scratch) in [
+            (Tuning::FOR_CPU, item_bands),
+            (Tuning::FOR_GPU, group_bands),
+        ] {
+            for (images, extra) in [(FullImages::Discarded, 0), (FullImages::Kept, full)] {
+                let setup = Setup { tuning, images };
+                let pipeline =
+                    Pipeline::with_setup(&gpu, layout, PipelineOptions::default(), &[], setup)
+                        .expect("pipeline");
+                assert_eq!(
+                    pipeline.device_bytes().expect("device bytes"),
+                    common + scratch + extra,
+                    "{format} {setup:?}"
+                );
+            }
         }
     }
-    // The default pipeline is the daemon's: without dx and dy.
+    // The default pipeline is the daemon's: without the full images.
+    let layout = FrameLayout::packed(PixelFormat::Grey, w as u32, h as u32);
     let pipeline = Pipeline::new(&gpu, layout, PipelineOptions::default(), &[]).unwrap();
-    assert_eq!(pipeline.gradients(), Gradients::Discarded);
+    assert_eq!(pipeline.full_images(), FullImages::Discarded);
 }
 
 /// The Otsu threshold a pipeline with `tuning` finds for one grey `frame`.

@@ -15,7 +15,7 @@ use anyhow::Result;
 
 use edgesight::cl::Gpu;
 use edgesight::config;
-use edgesight::pipeline::{FrameResult, Gradients, Images, Pipeline, Setup};
+use edgesight::pipeline::{FrameResult, FullImages, Images, Pictures, Pipeline, Processed, Setup};
 use edgesight::region::Region;
 use edgesight::report::{self, Report};
 
@@ -47,28 +47,53 @@ fn create_out_dir(out: &Path) -> Result<(), BadOutDir> {
     })
 }
 
-/// How `process` and `capture` build their pipeline: keeping dx and dy only when `raw`
-/// asks for the raw outputs, which are the only thing that reads them.
+/// How `process` and `capture` build their pipeline: keeping the full images only when
+/// `raw` asks for the raw outputs, which are the only thing that reads them.
 pub(crate) fn setup(gpu: &Gpu, raw: bool) -> Setup {
     Setup {
-        gradients: if raw {
-            Gradients::Kept
+        images: if raw {
+            FullImages::Kept
         } else {
-            Gradients::Discarded
+            FullImages::Discarded
         },
         ..Setup::for_device(gpu)
     }
 }
 
+/// What `process` and `capture` read back of their last frame.
+pub(crate) enum Outputs {
+    /// Luma, magnitude and mask, for the pictures.
+    Pictures(Pictures),
+    /// Every image, for the raw outputs too (a pipeline built with [`setup`] for `raw`).
+    Images(Box<Images>),
+}
+
+impl Outputs {
+    /// Reads what `raw` needs of `processed` while its slot is held.
+    pub(crate) fn read(processed: &Processed<'_>, gpu: &Gpu, raw: bool) -> Result<Outputs> {
+        Ok(if raw {
+            Outputs::Images(Box::new(processed.read_images(gpu)?))
+        } else {
+            Outputs::Pictures(processed.read_pictures(gpu)?)
+        })
+    }
+
+    fn pictures(&self) -> &Pictures {
+        match self {
+            Outputs::Pictures(p) => p,
+            Outputs::Images(i) => &i.pictures,
+        }
+    }
+}
+
 /// Writes what `process` writes for the pipeline's last frame: report.json, the pictures,
-/// and with `raw` the exact outputs (the pipeline built with [`setup`] for `raw`).
+/// and where `outputs` holds every image the exact outputs.
 pub(crate) fn write_results(
     out: &Path,
     gpu: &Gpu,
     pipeline: &Pipeline,
     result: &FrameResult,
-    images: &Images,
-    raw: bool,
+    outputs: &Outputs,
 ) -> Result<(Report, Vec<PathBuf>)> {
     let report = Report::new(
         result,
@@ -76,8 +101,8 @@ pub(crate) fn write_results(
         &gpu.info.to_string(),
         *pipeline.options(),
     );
-    let mut written = report::write_outputs(out, &report, images)?;
-    if raw {
+    let mut written = report::write_outputs(out, &report, outputs.pictures())?;
+    if let Outputs::Images(images) = outputs {
         written.extend(report::write_raw(out, images)?);
     }
     Ok((report, written))

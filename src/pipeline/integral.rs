@@ -1,6 +1,7 @@
-//! Integral stage: integral sum and squared sum of luma and the integrals of the edge and
-//! foreground masks (`kernels/integral.cl`, all four in bands of rows), and the
-//! region stage that reads any rectangle's sums from them in O(1) (`region_sums`).
+//! Integral stage: integral sum and squared sum of luma and the edge and foreground counts
+//! (`kernels/integral.cl`, all four in bands of rows; edges and foreground counted from
+//! the magnitude and the device's Otsu threshold, no mask read), and the region stage that
+//! reads any rectangle's sums from them in O(1) (`region_sums`).
 
 use opencl3::event::Event;
 use opencl3::kernel::Kernel;
@@ -194,19 +195,24 @@ impl IntegralStage {
         &self.regions[self.regions.len() - self.cells..]
     }
 
-    /// Enqueues the integrals of luma, of the edge mask and of the foreground mask, handing
-    /// each kernel's event to `event`.
+    /// Enqueues the integrals of luma, of its edges (`magnitude` at least
+    /// `edge_threshold`) and of its foreground (above the threshold at word 256 of
+    /// `results`, which the Otsu kernel wrote before), handing each kernel's event to
+    /// `event`.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn enqueue_integrals(
         &self,
         gpu: &Gpu,
         layout: &FrameLayout,
         luma: &Buffer<u8>,
-        edge_mask: &Buffer<u8>,
-        foreground_mask: &Buffer<u8>,
+        magnitude: &Buffer<u8>,
+        edge_threshold: u8,
+        results: &Buffer<u32>,
         mut event: impl FnMut(Event),
     ) -> Result<(), ClError> {
         let (w, h) = (layout.width, layout.height);
-        // Luma and the masks are dense: their rows are `w` apart.
+        let et = u32::from(edge_threshold);
+        // Luma and the magnitude are dense: their rows are `w` apart.
         let src_stride = w;
         match &self.passes {
             Passes::ItemBands {
@@ -221,13 +227,14 @@ impl IntegralStage {
                 // One work-item per group: a band is a long sequential walk.
                 let global = [*bands as usize];
                 // SAFETY: the arguments are integral.cl's integral_band_columns (luma,
-                // src_stride, width, height, edges, mask, bands, cols), src_stride = width.
-                // Work-item b < `bands` walks the rows of band b (all below `height`),
-                // `width` columns of each of the three `pixels()`-byte inputs, and writes
-                // its band's 4 x `width` column sums.
-                // `cols` holds 4 x `bands` x `width` words, made in `IntegralStage::new`
-                // for this layout and band count; the pipeline, the only caller, passes
-                // that layout and its inputs of `pixels()` bytes.
+                // src_stride, width, height, magnitude, edge_threshold, results, bands,
+                // cols), src_stride = width. Work-item b < `bands` walks the rows of band b
+                // (all below `height`), `width` columns of each of the two `pixels()`-byte
+                // inputs, reads word 256 of `results`, and writes its band's 4 x `width`
+                // column sums. `cols` holds 4 x `bands` x `width` words, made in
+                // `IntegralStage::new` for this layout and band count; the pipeline, the
+                // only caller, passes that layout, its inputs of `pixels()` bytes and its
+                // 257-word results.
                 event(unsafe {
                     launch(
                         gpu,
@@ -237,8 +244,9 @@ impl IntegralStage {
                             &src_stride,
                             &w,
                             &h,
-                            edge_mask,
-                            foreground_mask,
+                            magnitude,
+                            &et,
+                            results,
                             bands,
                             cols,
                         ],
@@ -248,9 +256,10 @@ impl IntegralStage {
                     )
                 }?);
                 // SAFETY: the arguments are integral_bands' (luma, src_stride, width,
-                // height, edges, mask, bands, cols, tops, tops2, sum, sqsum, ecount,
-                // fcount), src_stride = width. Work-item b < `bands` reads its band's rows
-                // of the inputs and the column sums above it, writes its band's row of
+                // height, magnitude, edge_threshold, results, bands, cols, tops, tops2,
+                // sum, sqsum, ecount, fcount), src_stride = width. Work-item b < `bands`
+                // reads its band's rows of the inputs, word 256 of `results` and the column
+                // sums above it, writes its band's row of
                 // `tops` (3 x (width + 1) words) and `tops2` (width + 1), and its rows of
                 // the four (width + 1) x (height + 1) images, all of which
                 // `IntegralStage::new` made for this layout and band count.
@@ -263,8 +272,9 @@ impl IntegralStage {
                             &src_stride,
                             &w,
                             &h,
-                            edge_mask,
-                            foreground_mask,
+                            magnitude,
+                            &et,
+                            results,
                             bands,
                             cols,
                             tops,
@@ -293,9 +303,10 @@ impl IntegralStage {
                 let local = self.launch.local[0];
                 let quads = self.launch.global_1d((w as usize).div_ceil(4));
                 // SAFETY: the arguments are integral_band_sums' (luma, src_stride, width,
-                // height, edges, mask, band_rows, cols), src_stride = width. Work-item (x, b)
-                // returns unless x < width and b x band_rows < height, reads four columns from
-                // x of its band's rows of the three `pixels()`-byte inputs, and writes them to
+                // height, magnitude, edge_threshold, results, band_rows, cols), src_stride =
+                // width. Work-item (x, b) returns unless x < width and b x band_rows <
+                // height, reads word 256 of the 257-word `results` and four columns from x
+                // of its band's rows of the two `pixels()`-byte inputs, and writes them to
                 // band b's row of `cols`, which holds `bands` x `width` uint4s for `bands` =
                 // height / band_rows rounded up, as `IntegralStage::new` made it for this
                 // layout; the pipeline, the only caller, passes that layout and its inputs.
@@ -308,8 +319,9 @@ impl IntegralStage {
                             &src_stride,
                             &w,
                             &h,
-                            edge_mask,
-                            foreground_mask,
+                            magnitude,
+                            &et,
+                            results,
                             band_rows,
                             cols,
                         ],
@@ -332,10 +344,10 @@ impl IntegralStage {
                     )
                 }?);
                 // SAFETY: the arguments are integral_band_images' (luma, src_stride,
-                // width, height, edges, mask, band_rows, cols, sum, sqsum, ecount, fcount),
-                // src_stride = width. Group b
-                // < `bands` scans rows b x band_rows up to `height` of the inputs, `width`
-                // columns each, reads its band's row of `cols` and writes those rows of
+                // width, height, magnitude, edge_threshold, results, band_rows, cols, sum,
+                // sqsum, ecount, fcount), src_stride = width. Group b < `bands` scans rows
+                // b x band_rows up to `height` of the inputs, `width` columns each, reads
+                // word 256 of `results` and its band's row of `cols` and writes those rows of
                 // the four (width + 1) x (height + 1) images; `group` is at most
                 // BAND_GROUP_MAX, the kernel's local buffer. All were made for this layout
                 // by `IntegralStage::new`.
@@ -348,8 +360,9 @@ impl IntegralStage {
                             &src_stride,
                             &w,
                             &h,
-                            edge_mask,
-                            foreground_mask,
+                            magnitude,
+                            &et,
+                            results,
                             band_rows,
                             cols,
                             &self.sum.buf,
