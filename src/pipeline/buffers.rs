@@ -31,6 +31,9 @@ pub(crate) trait Sentinel: Plain + PartialEq {
 impl Sentinel for u8 {
     const SENTINEL: u8 = 0xA5;
 }
+impl Sentinel for u16 {
+    const SENTINEL: u16 = 0xA55A;
+}
 impl Sentinel for i16 {
     const SENTINEL: i16 = 0x5A5A;
 }

@@ -41,6 +41,7 @@ mod launch;
 mod options;
 mod processed;
 mod timings;
+mod traffic;
 
 use opencl3::event::Event;
 
@@ -57,6 +58,7 @@ pub use options::{
 };
 pub use processed::{FrameImages, FrameResult, Images, Pictures, Processed};
 pub use timings::{Stage, StageTimings};
+pub use traffic::Traffic;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PipelineError {
@@ -83,6 +85,15 @@ pub enum PipelineError {
          (read_pictures gives luma, magnitude and mask)"
     )]
     NotKept,
+}
+
+/// Whether the stages read luma straight from the frame slot: grey (or NV12's Y plane)
+/// rows packed at stride = width already are the luma image. On unified memory (POCL,
+/// Mali) the slot is as fast to read as a device buffer; on an NVIDIA H100 the driver
+/// keeps the mapped slot in device memory, and reading it costs the stages less than the
+/// copy would (BENCHMARKS.md): either way the copy, and its buffer, would be pure cost.
+fn reads_luma_in_place(layout: &FrameLayout) -> bool {
+    matches!(layout.format, PixelFormat::Grey | PixelFormat::Nv12) && layout.stride == layout.width
 }
 
 /// Runs the stages for frames of one layout; buffers are allocated once, here.
@@ -153,14 +164,7 @@ impl Pipeline {
         let Setup { tuning, images } = setup;
         layout.validate()?;
         let n = layout.pixels();
-        // Grey (or NV12's Y plane) rows packed at stride = width already are the luma
-        // image, and the stages read it from the slot. On unified memory (POCL, Mali) the
-        // slot is as fast to read as a device buffer; on an NVIDIA H100 the driver keeps
-        // the mapped slot in device memory, and reading it costs the stages less than the
-        // copy would (BENCHMARKS.md): either way the copy, and its buffer, would be pure
-        // cost.
-        let luma_in_slot = matches!(layout.format, PixelFormat::Grey | PixelFormat::Nv12)
-            && layout.stride == layout.width;
+        let luma_in_slot = reads_luma_in_place(&layout);
         let integral = integral::IntegralStage::new(gpu, &layout, regions, &tuning)?;
         let read_back = ReadBack::new(integral.sums_len());
         let bufs = DeviceImages {
@@ -222,6 +226,16 @@ impl Pipeline {
             None => 0,
         };
         Ok(self.bufs.held_bytes()? + sobel + mask + self.integral.held_bytes()?)
+    }
+
+    /// The bytes a frame moves through this pipeline, per stage and in all, inputs read
+    /// once and outputs written once ([`Traffic`]), with the regions it measures now.
+    pub fn traffic(&self) -> Traffic {
+        Traffic::of(
+            &self.layout,
+            self.full_images(),
+            self.integral.region_count(),
+        )
     }
 
     /// Changes the options for the frames that follow (no reallocation).

@@ -71,7 +71,8 @@ pub struct Images {
     pub dy: Vec<i16>,
     /// Sobel's edge mask: 255 where the magnitude is at least the edge threshold.
     pub edges: Vec<u8>,
-    /// `(height + 1) x (width + 1)`, as the three below: OpenCV's `integral` layout.
+    /// `(height + 1) x (width + 1)`, as the three below: OpenCV's `integral` layout,
+    /// assembled on the host from the pipeline's compact form (no device holds it).
     pub integral_sum: Vec<u32>,
     pub integral_sqsum: Vec<u64>,
     pub integral_edges: Vec<u32>,
@@ -127,7 +128,7 @@ impl FrameImages<'_> {
             return Err(PipelineError::NotKept);
         };
         let luma = self.read_luma(gpu)?;
-        let (sum, sqsum, edges, foreground) = p.integral.read_integrals(gpu)?;
+        let (sum, sqsum, edges, foreground) = p.integral.read_integrals(gpu)?.opencv_images();
         Ok(Images {
             pictures: Pictures {
                 luma,
