@@ -183,7 +183,7 @@ pub(crate) fn capture(args: &CaptureArgs) -> Result<()> {
         "  {} frames, {} dropped, {:.2} fps measured, io {}",
         summary.frames, summary.dropped, summary.fps_measured, summary.io_mode
     );
-    print_summary(Path::new(&args.source), &report, &written);
+    print_summary(Path::new(&args.source), &report, &pipeline, &written)?;
     Ok(())
 }
 

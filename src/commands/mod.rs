@@ -108,7 +108,30 @@ pub(crate) fn write_results(
     Ok((report, written))
 }
 
-pub(crate) fn print_summary(input: &Path, report: &Report, written: &[PathBuf]) {
+/// Prints what the pipeline costs in memory, per pixel: the bytes a frame moves through
+/// it (inputs read once, outputs written once) and the bytes it holds on the device, the
+/// frame slot apart.
+fn print_bytes(pipeline: &Pipeline) -> Result<()> {
+    let layout = pipeline.layout();
+    let pixels = layout.pixels() as f64;
+    let held = pipeline.device_bytes()?;
+    println!(
+        "  bytes per pixel: {:.2} moved per frame, {:.2} held on the device ({:.1} MB; the \
+         frame slot adds {:.2})",
+        pipeline.traffic().pipeline as f64 / pixels,
+        held as f64 / pixels,
+        held as f64 / 1e6,
+        layout.frame_bytes() as f64 / pixels
+    );
+    Ok(())
+}
+
+pub(crate) fn print_summary(
+    input: &Path,
+    report: &Report,
+    pipeline: &Pipeline,
+    written: &[PathBuf],
+) -> Result<()> {
     println!(
         "{}: {}x{} {} on {}",
         input.display(),
@@ -140,7 +163,9 @@ pub(crate) fn print_summary(input: &Path, report: &Report, written: &[PathBuf]) 
         .map(|(stage, ms)| format!("{stage} {ms:.3}"))
         .collect();
     println!("  device time (ms): {}", timings.join(", "));
+    print_bytes(pipeline)?;
     for path in written {
         println!("  wrote {}", path.display());
     }
+    Ok(())
 }

@@ -41,6 +41,6 @@ pub(crate) fn process(args: &ProcessArgs) -> Result<()> {
     result.timings = timings;
     let outputs = outputs.expect("at least one run");
     let (report, written) = write_results(&args.out, &gpu, &pipeline, &result, &outputs)?;
-    print_summary(&args.input, &report, &written);
+    print_summary(&args.input, &report, &pipeline, &written)?;
     Ok(())
 }
