@@ -6,7 +6,7 @@
  *          all with a row stride of dst_stride elements.
  * Work size: 2-D, x = ceil(width / 16) work-items of 16 pixels, y = height rows. A work-item
  * whose 18-pixel window lies inside the row takes the uchar16 path (three overlapping
- * vload16 per row); the first group of a row, the last partial group and any row of a
+ * 16-byte loads per row); the first group of a row, the last partial group and any row of a
  * narrow image take the scalar path, which maps every coordinate through the border rule.
  *
  * dx and dy equal OpenCV's Sobel(src, CV_16S, 1, 0 / 0, 1, ksize=3, borderType) bit for bit:
@@ -104,8 +104,13 @@ inline uchar magnitude_of(int dx, int dy, int l2)
 /* 16 magnitudes at once, in 16-bit lanes where possible (|dx| + |dy| <= 2040 fits). */
 inline uchar16 magnitude_of16(short16 dx, short16 dy, int l2)
 {
-    if (!l2)
-        return convert_uchar16_sat(abs(dx) + abs(dy));
+    if (!l2) {
+        /* |dx| as max(dx, -dx) (|dx| <= 1020, so -dx cannot overflow): POCL's abs() of
+         * short16 splits into 2-lane pieces in some builds (-DNO_EDGE_MASK), which made
+         * Sobel twice as slow there. */
+        short16 sum = max(dx, (short16)0 - dx) + max(dy, (short16)0 - dy);
+        return convert_uchar16(min(sum, (short16)255));
+    }
     int16 x = convert_int16(dx), y = convert_int16(dy);
     int16 s = min(x * x + y * y, (int16)64771);
     int16 m = convert_int16(sqrt(convert_float16(s)));
@@ -113,6 +118,18 @@ inline uchar16 magnitude_of16(short16 dx, short16 dy, int l2)
     m = select(m, m + 1, (m + 1) * (m + 1) <= s);
     m = select(m, m + 1, s - m * m > m);
     return convert_uchar16_sat(m); /* s = 64771 rounds to 255, the saturated value */
+}
+
+/* Sixteen bytes from any address as one load: a packed struct may lie anywhere (OpenCL C
+ * 6.11.1), where POCL's vload16 builds an unaligned load from narrower pieces that LLVM
+ * merges back in some builds only (without -DNO_EDGE_MASK, not with it). */
+typedef struct __attribute__((packed)) {
+    uchar16 v;
+} Bytes16;
+
+inline short16 load16(__global const uchar *p)
+{
+    return convert_short16(((__global const Bytes16 *)p)->v);
 }
 
 inline int pixel(__global const uchar *row, int x)
@@ -167,14 +184,14 @@ __kernel void sobel3x3(__global const uchar *src, uint src_stride, uint width, u
     size_t o = (size_t)y * dst_stride;
 
     if (x0 >= 1 && x0 + PIXELS_PER_ITEM < w) {
-        short16 lt = convert_short16(vload16(0, rt + x0 - 1)) * (short)kt;
-        short16 ct = convert_short16(vload16(0, rt + x0)) * (short)kt;
-        short16 qt = convert_short16(vload16(0, rt + x0 + 1)) * (short)kt;
-        short16 lm = convert_short16(vload16(0, rm + x0 - 1));
-        short16 qm = convert_short16(vload16(0, rm + x0 + 1));
-        short16 lb = convert_short16(vload16(0, rb + x0 - 1)) * (short)kb;
-        short16 cb = convert_short16(vload16(0, rb + x0)) * (short)kb;
-        short16 qb = convert_short16(vload16(0, rb + x0 + 1)) * (short)kb;
+        short16 lt = load16(rt + x0 - 1) * (short)kt;
+        short16 ct = load16(rt + x0) * (short)kt;
+        short16 qt = load16(rt + x0 + 1) * (short)kt;
+        short16 lm = load16(rm + x0 - 1);
+        short16 qm = load16(rm + x0 + 1);
+        short16 lb = load16(rb + x0 - 1) * (short)kb;
+        short16 cb = load16(rb + x0) * (short)kb;
+        short16 qb = load16(rb + x0 + 1) * (short)kb;
         short16 gx = (qt - lt) + (short)2 * (qm - lm) + (qb - lb);
         short16 gy = (lb + (short)2 * cb + qb) - (lt + (short)2 * ct + qt);
         uchar16 m = magnitude_of16(gx, gy, l2);
