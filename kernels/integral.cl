@@ -1,309 +1,69 @@
 /*
- * integral.cl: integral images in OpenCV's layout and the region sums read from them.
+ * integral.cl: the integrals of luma, of its square and of its edge and foreground pixels,
+ * kept in a compact blocked form, and the region sums read from it in O(1).
  *
- * An integral image of a width x height image has (height + 1) x (width + 1) elements, row
- * stride width + 1; row 0 and column 0 are zero, and
- *   I[y][x] = sum of src[j][i] for j < y, i < x          (OpenCV's integral / integral2)
- * Two layouts compute the same images (the host picks one per device kind):
+ * What is defined, for 0 <= x <= width and 0 <= y <= height, is OpenCV's exclusive integral
+ *   I(x, y) = sum of p(i, j) over j < y, i < x
+ * of four quantities p: luma, luma^2, edge (1 where magnitude >= edge_threshold: sobel.cl's
+ * edge mask) and foreground (1 where luma > results[256], the threshold otsu_threshold left
+ * on the device: otsu.cl's binarize, THRESH_BINARY). These equal cv2.integral2(luma,
+ * sdepth=CV_32S, sqdepth=CV_64F) and cv2.integral of the two masks divided by 255. The
+ * masks are never read, and need not exist.
  *
- * CPUs (integral_band_columns, integral_bands, at the end of this file): bands of rows,
- * column sums per band first, then each band writes all four images row by row.
+ * I itself is never stored (OpenCV's layout takes 20 bytes a pixel). The frame is cut into
+ * tiles of 16 x 16 pixels, in bands of 16 rows (the last band, and the last tile of each
+ * band, may be partial); with W16 = width / 16 whole tiles a band, H16 = height / 16 whole
+ * bands and P = 16 * ceil(width / 16) the row length padded to whole tiles:
  *
+ *   local   per pixel, the inclusive prefix within its tile: the sum of p(i, j) over the
+ *           tile's pixels with i <= x and j <= y. Sum ushort (at most 255 x 256), squared
+ *           sum uint (65025 x 256), edges and foreground uchar (see below). Stored tile
+ *           after tile, each tile's rows of 16 in a run (a tile row is one 16-element
+ *           vector), the last tile of a band padded to 16 columns (pixels past the width
+ *           count 0): band b starts at element 16 b P and pixel (x, y) is at
+ *             16 b P + 16 t rows_b + 16 r + l, t = x / 16, l = x % 16, b = y / 16,
+ *                                                 r = y % 16, rows_b = min(16, height - 16 b)
+ *   left    per row y and whole tile t < W16: the sum over the tiles 0..t of the band's rows
+ *           up to y (i < 16 (t + 1), 16 b <= j <= y), at left[t * height + y].
+ *   top     per whole band b < H16 and padded column c < P: the sum over the bands 0..b of
+ *           the columns of c's tile up to c (16 (c / 16) <= i <= c, j < 16 (b + 1)), at
+ *           top[b * P + c].
+ *   corner  per whole band b < H16 and whole tile t < W16: the sum over i < 16 (t + 1),
+ *           j < 16 (b + 1), at corner[b * W16 + t].
+ *   left, top and corner are uint for the sum, edges and foreground (three planes of one
+ *   buffer, in that order, each as long as the part has entries) and ulong for the
+ *   squared sum (a separate buffer).
+ *
+ * Then, with t = x / 16, l = x % 16, b = y / 16, r = y % 16, and each part taken only where
+ * its condition holds (0 otherwise):
+ *   I(x, y) =  corner[(b - 1) W16 + t - 1]       t > 0, b > 0  whole tiles above-left
+ *            + left[(t - 1) height + y - 1]      t > 0, r > 0  whole tiles left, rows of band b above y
+ *            + top[(b - 1) P + x - 1]            b > 0, l > 0  columns of tile t left of x, bands above
+ *            + local(x - 1, y - 1)               l > 0, r > 0  the rest, inside the tile
+ * A corner on a tile boundary takes no local part, so local is never read in a tile's last
+ * row or column: what is read counts at most 15 x 15 = 225 pixels and fits a byte, and
+ * only at a tile's last pixel (256 pixels) may a stored count have wrapped (modulo 256).
+ *
+ * Widths: FrameLayout::validate accepts at most 16843009 pixels, so any sum of luma over
+ * any part of the frame fits uint (255 x 16843009 = 2^32 - 1), and so does any count; a
+ * squared sum over more than a tile needs ulong (16 rows of 65535 pixels of 65025 reach
+ * 6.8e10). Per pixel this is 8 bytes of local, 20 / 16 each of left and top and 20 / 256
+ * of corner: about 10.6 bytes against OpenCV's 20.
+ *
+ * Two layouts write local, left and top (the host picks one per device kind); both then run
+ * integral_tops and integral_corners:
+ *   CPUs  integral_tile_bands: a work-item per run of bands, tile after tile along each
+ *         band, 16-lane vector prefixes, registers and global memory only.
+ *   GPUs  integral_tile_columns: a work-item per column of a band, a work-group scanning its
+ *         tiles' rows in local memory; then integral_left_rows turns the tiles' row sums into
+ *         left.
  * The kernels that read the width x height inputs take (luma, src_stride, width, height,
- * edges, mask, ...): luma, the edge mask and the foreground mask are dense and share their
- * row offsets, so src_stride must equal width.
- *
- * GPUs (integral_band_sums, integral_band_carries, integral_band_images): bands of rows,
- * a work-group per band that scans each row in chunks and keeps the column totals in
- * registers; described below.
- *
- * The images equal cv2.integral2(src, sdepth=CV_32S, sqdepth=CV_64F) (sum and squared
- * sum; uint holds the sum for frames of up to 16843009 pixels) and cv2.integral of the
- * edge and foreground masks divided by 255 (counts).
- *
- * region_sums              reads rects (uint4: x, y, w, h; inside the image) and writes, per
- *                          rect, 4 ulongs: pixel sum, squared sum, edge count, foreground
- *                          count (one work-item per rect). Its src is the sum image, of a
- *                          width x height frame: src_stride is the integrals' width + 1.
+ * magnitude, edge_threshold, results, ...): luma and the magnitude are dense and share
+ * their row offsets, so src_stride must equal width.
  */
 
-/* Sum of the w x h rect at (x, y) from the four corners; uint arithmetic wraps, but the
- * true sum fits. */
-#define RECT_SUM(I, stride, x, y, w, h) \
-    (I[((y) + (h)) * (stride) + (x) + (w)] - I[((y) + (h)) * (stride) + (x)] - \
-     I[(y) * (stride) + (x) + (w)] + I[(y) * (stride) + (x)])
+#define TILE 16
 
-__kernel void region_sums(__global const uint *sum, uint src_stride, uint width, uint height,
-                          __global const ulong *sqsum, __global const uint *edges,
-                          __global const uint *foreground, __global const uint4 *rects,
-                          uint count, __global ulong *out)
-{
-    uint i = get_global_id(0);
-    if (i >= count)
-        return;
-    uint4 rect = rects[i];
-    uint x = rect.x, y = rect.y, w = rect.z, h = rect.w;
-    size_t stride = src_stride;
-    out[4 * i + 0] = (uint)RECT_SUM(sum, stride, x, y, w, h);
-    out[4 * i + 1] = RECT_SUM(sqsum, stride, x, y, w, h);
-    out[4 * i + 2] = (uint)RECT_SUM(edges, stride, x, y, w, h);
-    out[4 * i + 3] = (uint)RECT_SUM(foreground, stride, x, y, w, h);
-}
-
-/*
- * GPU passes: bands of `band_rows` rows, about one band per compute unit, three kernels.
- *   integral_band_sums     2-D: x = a work-item per 4 columns, y = band. Writes each band's
- *                          column sums (luma, luma^2, edge and foreground pixels, uint each)
- *                          as one uint4 per column: cols[band * width + x].
- *   integral_band_carries  1-D: a work-item per column. Turns the bands' column sums into
- *                          exclusive prefix sums down the bands: what lies above each band.
- *   integral_band_images   a work-group per band (global = bands x local). Walks the row in
- *                          chunks of 4 x local-size columns, 4 neighbouring columns per
- *                          work-item: scans the sums above the band along the chunk (the
- *                          integral row at the band's top), then for each of the band's rows
- *                          scans the row's four values along the chunk (one group scan of a
- *                          uint4 per work-item), adds them to the column totals it keeps in
- *                          registers, and writes all four images through local memory, so
- *                          that neighbouring work-items store neighbouring elements.
- * Inputs are read twice, each output is written once, and the images are never read back
- * (a column pass over written images would read and write them again). Storing each
- * work-item's four elements straight from registers puts addresses 16 or 32 bytes apart
- * across a warp, which on a GPU is much slower than the staged stores (BENCHMARKS.md).
- */
-#define BAND_GROUP_MAX 256
-#define BAND_ROWS_MAX 64
-
-/* Four pixels of a row from x on (zeros past the end), as uint; `aligned` when every row
- * starts on a 4-byte boundary (the width is a multiple of 4), for one 4-byte load. */
-inline uint4 load4(__global const uchar *row, uint x, uint width, int aligned)
-{
-    if (x + 4 <= width)
-        return convert_uint4(aligned ? *(__global const uchar4 *)(row + x) : vload4(0, row + x));
-    uint4 v = 0;
-    if (x < width)
-        v.s0 = row[x];
-    if (x + 1 < width)
-        v.s1 = row[x + 1];
-    if (x + 2 < width)
-        v.s2 = row[x + 2];
-    return v;
-}
-
-inline uint4 nonzero4(uint4 v)
-{
-    return select((uint4)0, (uint4)1, v != 0);
-}
-
-/* Inclusive prefix along the 4 lanes. */
-inline uint4 prefix4(uint4 v)
-{
-    return (uint4)(v.s0, v.s0 + v.s1, v.s0 + v.s1 + v.s2, v.s0 + v.s1 + v.s2 + v.s3);
-}
-
-/* Exclusive scan of v over the work-group (Hillis-Steele, ping-pong buffers of 2 x
- * BAND_GROUP_MAX: one barrier a step). Sets *total to the group's sum. Every work-item of
- * the group must call it. */
-inline uint4 group_exclusive_scan(uint4 v, __local uint4 *buf, uint lid, uint n, uint4 *total)
-{
-    __local uint4 *src = buf, *dst = buf + BAND_GROUP_MAX;
-    src[lid] = v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint off = 1; off < n; off <<= 1) {
-        uint4 t = src[lid];
-        if (lid >= off)
-            t += src[lid - off];
-        dst[lid] = t;
-        barrier(CLK_LOCAL_MEM_FENCE);
-        __local uint4 *swap = src;
-        src = dst;
-        dst = swap;
-    }
-    uint4 inclusive = src[lid];
-    *total = src[n - 1];
-    /* The next call writes buf again: everyone must have read it first. */
-    barrier(CLK_LOCAL_MEM_FENCE);
-    return inclusive - v;
-}
-
-__kernel void integral_band_sums(__global const uchar *luma, uint src_stride, uint width,
-                                 uint height, __global const uchar *edges,
-                                 __global const uchar *mask, uint band_rows,
-                                 __global uint4 *cols)
-{
-    uint x = 4 * get_global_id(0), b = get_global_id(1);
-    uint y0 = b * band_rows;
-    if (x >= width || y0 >= height)
-        return;
-    uint y1 = min(y0 + band_rows, height);
-    int aligned = (width & 3) == 0;
-    uint4 s = 0, q = 0, e = 0, f = 0;
-    for (uint y = y0; y < y1; y++) {
-        size_t row = (size_t)y * width;
-        uint4 v = load4(luma + row, x, width, aligned);
-        s += v;
-        q += v * v;
-        e += nonzero4(load4(edges + row, x, width, aligned));
-        f += nonzero4(load4(mask + row, x, width, aligned));
-    }
-    __global uint4 *out = cols + (size_t)b * width + x;
-    out[0] = (uint4)(s.s0, q.s0, e.s0, f.s0);
-    if (x + 1 < width)
-        out[1] = (uint4)(s.s1, q.s1, e.s1, f.s1);
-    if (x + 2 < width)
-        out[2] = (uint4)(s.s2, q.s2, e.s2, f.s2);
-    if (x + 3 < width)
-        out[3] = (uint4)(s.s3, q.s3, e.s3, f.s3);
-}
-
-__kernel void integral_band_carries(uint width, uint bands, __global uint4 *cols)
-{
-    uint x = get_global_id(0);
-    if (x >= width)
-        return;
-    __global uint4 *c = cols + x;
-    uint4 run = 0;
-    uint b = 0;
-    /* Eight loads issued before their sums are needed: the running sum is the only
-     * dependency, and a load each iteration would wait out the memory latency every time. */
-    for (; b + 8 <= bands; b += 8) {
-        uint4 t[8];
-        for (uint k = 0; k < 8; k++)
-            t[k] = c[(size_t)(b + k) * width];
-        for (uint k = 0; k < 8; k++) {
-            c[(size_t)(b + k) * width] = run;
-            run += t[k];
-        }
-    }
-    for (; b < bands; b++) {
-        uint4 t = c[(size_t)b * width];
-        c[(size_t)b * width] = run;
-        run += t;
-    }
-}
-
-__kernel void integral_band_images(__global const uchar *luma, uint src_stride, uint width,
-                                   uint height, __global const uchar *edges,
-                                   __global const uchar *mask, uint band_rows,
-                                   __global const uint4 *cols,
-                                   __global uint *sum, __global ulong *sqsum,
-                                   __global uint *ecount, __global uint *fcount)
-{
-    __local uint4 buf[2 * BAND_GROUP_MAX];
-    /* A row's values for the chunk, 4 per work-item, on their way to global memory. */
-    __local uint stage1[4 * BAND_GROUP_MAX], stagee[4 * BAND_GROUP_MAX],
-        stagef[4 * BAND_GROUP_MAX];
-    __local ulong stage2[4 * BAND_GROUP_MAX];
-    /* Each row's sums over the chunks to the left (sum, sum of squares, edges, foreground:
-     * a row's squared sum fits uint for widths up to 66051). */
-    __local uint4 row_carry[BAND_ROWS_MAX];
-    uint b = get_group_id(0), lid = get_local_id(0), n = get_local_size(0);
-    uint y0 = b * band_rows;
-    if (y0 >= height)
-        return;
-    uint y1 = min(y0 + band_rows, height);
-    size_t stride = (size_t)width + 1;
-    int aligned = (width & 3) == 0;
-    for (uint r = lid; r < y1 - y0; r += n)
-        row_carry[r] = 0;
-    for (uint y = y0 + lid; y < y1; y += n) {
-        sum[(y + 1) * stride] = 0;
-        sqsum[(y + 1) * stride] = 0;
-        ecount[(y + 1) * stride] = 0;
-        fcount[(y + 1) * stride] = 0;
-    }
-    if (b == 0) {
-        for (size_t x = lid; x < stride; x += n) {
-            sum[x] = 0;
-            sqsum[x] = 0;
-            ecount[x] = 0;
-            fcount[x] = 0;
-        }
-    }
-    /* The integral row y0 at the column left of the chunk. */
-    uint top1 = 0, tope = 0, topf = 0;
-    ulong top2 = 0;
-    for (uint base = 0; base < width; base += 4 * n) {
-        uint x = base + 4 * lid;
-        uint chunk = min(4 * n, width - base);
-        /* Column sums above the band for this work-item's 4 columns (zeros past the end). */
-        __global const uint4 *above = cols + (size_t)b * width + x;
-        uint4 k0 = x < width ? above[0] : 0, k1 = x + 1 < width ? above[1] : 0,
-              k2 = x + 2 < width ? above[2] : 0, k3 = x + 3 < width ? above[3] : 0;
-        uint4 c1 = (uint4)(k0.s0, k1.s0, k2.s0, k3.s0), c2 = (uint4)(k0.s1, k1.s1, k2.s1, k3.s1),
-              ce = (uint4)(k0.s2, k1.s2, k2.s2, k3.s2), cf = (uint4)(k0.s3, k1.s3, k2.s3, k3.s3);
-        /* Scan them along the chunk: the integral row y0. The squared sums (up to 2^32
-         * each) are scanned as 16-bit halves so that the scan stays in uint. */
-        uint4 p1 = prefix4(c1), pe = prefix4(ce), pf = prefix4(cf);
-        uint4 p2lo = prefix4(c2 & 0xFFFF), p2hi = prefix4(c2 >> 16);
-        uint4 tot_a, tot_b;
-        uint4 ex_a = group_exclusive_scan((uint4)(p1.s3, pe.s3, pf.s3, 0), buf, lid, n, &tot_a);
-        uint4 ex_b = group_exclusive_scan((uint4)(p2lo.s3, p2hi.s3, 0, 0), buf, lid, n, &tot_b);
-        uint4 a1 = top1 + ex_a.s0 + p1;
-        uint4 ae = tope + ex_a.s1 + pe;
-        uint4 af = topf + ex_a.s2 + pf;
-        ulong4 a2 = top2 + (convert_ulong4(ex_b.s1 + p2hi) << 16) + convert_ulong(ex_b.s0) +
-                    convert_ulong4(p2lo);
-        top1 += tot_a.s0;
-        tope += tot_a.s1;
-        topf += tot_a.s2;
-        top2 += ((ulong)tot_b.s1 << 16) + tot_b.s0;
-        /* The next row's pixels are loaded before this row's scan, so the memory latency
-         * overlaps the scan's barriers instead of adding to them. */
-        size_t in = (size_t)y0 * width;
-        uint4 v = load4(luma + in, x, width, aligned);
-        uint4 ve = load4(edges + in, x, width, aligned), vf = load4(mask + in, x, width, aligned);
-        for (uint y = y0; y < y1; y++) {
-            uint4 r1 = prefix4(v), r2 = prefix4(v * v);
-            uint4 re = prefix4(nonzero4(ve)), rf = prefix4(nonzero4(vf));
-            if (y + 1 < y1) {
-                in += width;
-                v = load4(luma + in, x, width, aligned);
-                ve = load4(edges + in, x, width, aligned);
-                vf = load4(mask + in, x, width, aligned);
-            }
-            /* Read before the scan, whose barriers order it before work-item 0's update
-             * and after the staging reads of the row before. */
-            uint4 left = row_carry[y - y0];
-            uint4 tot;
-            uint4 ex = group_exclusive_scan((uint4)(r1.s3, r2.s3, re.s3, rf.s3), buf, lid, n,
-                                            &tot);
-            a1 += left.s0 + ex.s0 + r1;
-            a2 += convert_ulong4(left.s1 + ex.s1 + r2);
-            ae += left.s2 + ex.s2 + re;
-            af += left.s3 + ex.s3 + rf;
-            if (lid == 0)
-                row_carry[y - y0] = left + tot;
-            vstore4(a1, lid, stage1);
-            vstore4(a2, lid, stage2);
-            vstore4(ae, lid, stagee);
-            vstore4(af, lid, stagef);
-            barrier(CLK_LOCAL_MEM_FENCE);
-            size_t o = (y + 1) * stride + base + 1;
-            for (uint i = lid; i < chunk; i += n) {
-                sum[o + i] = stage1[i];
-                sqsum[o + i] = stage2[i];
-                ecount[o + i] = stagee[i];
-                fcount[o + i] = stagef[i];
-            }
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-}
-
-/*
- * CPU passes: all four integrals, the image cut into `bands` bands of rows, one work-item
- * per band (work-group size 1), everything read and written row by row (streams a CPU's
- * prefetchers follow).
- *   integral_band_columns  writes, per band b and column x, the band's column sums of
- *                          luma, luma^2, edge and foreground pixels (uint each; a band has
- *                          at most 66051 rows) to cols[(k * bands + b) * width + x], k = 0..3
- *   integral_bands         writes the band's rows of sum (uint), sqsum (ulong), edge and
- *                          foreground counts (uint): each row is the row above plus the
- *                          row's running sums; the row above the band's first row (the sums
- *                          of the bands above, prefix-summed along the row) goes to `tops`
- *                          first. Band 0 also writes row 0; every band writes column 0.
- * Inputs are read twice, each output is written once.
- */
 /* A vector store to an address aligned to the vector's size: non-temporal where the host
  * asks for STREAMING_STORES (CPUs, where an ordinary store first reads the line it
  * overwrites, a third more memory traffic for write-once images). */
@@ -313,167 +73,441 @@ __kernel void integral_band_images(__global const uchar *luma, uint src_stride, 
 #define STORE_ALIGNED(v, p) (*(p) = (v))
 #endif
 
-/* Inclusive prefix sum of 16 lanes in four log-step shifts (lanes shifted in are zero). */
-inline uint16 prefix16(uint16 v)
+/* Inclusive prefix sums of 16 lanes in four log-step shifts (lanes shifted in are zero).
+ * The shifts are swizzles known at compile time rather than shuffle2: POCL builds
+ * shuffle2 of 16-bit lanes as a call that shuffles through memory, lane by lane. */
+inline ushort16 prefix16_ushort(ushort16 v)
 {
-    const uint16 z = 0;
-    v += shuffle2(z, v, (uint16)(0, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30));
-    v += shuffle2(z, v, (uint16)(0, 0, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29));
-    v += shuffle2(z, v, (uint16)(0, 0, 0, 0, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27));
-    v += shuffle2(z, v, (uint16)(0, 0, 0, 0, 0, 0, 0, 0, 16, 17, 18, 19, 20, 21, 22, 23));
+    v += (ushort16)((ushort)0, v.s0123, v.s4567, v.s89ab, v.scde);
+    v += (ushort16)((ushort2)0, v.s0123, v.s4567, v.s89ab, v.scd);
+    v += (ushort16)((ushort4)0, v.s0123, v.s4567, v.s89ab);
+    v += (ushort16)((ushort8)0, v.s01234567);
     return v;
 }
 
-__kernel void integral_band_columns(__global const uchar *luma, uint src_stride, uint width,
-                                    uint height, __global const uchar *edges,
-                                    __global const uchar *mask, uint bands,
-                                    __global uint *cols)
+inline uchar16 prefix16_uchar(uchar16 v)
 {
-    uint b = get_global_id(0);
-    if (b >= bands)
+    v += (uchar16)((uchar)0, v.s0123, v.s4567, v.s89ab, v.scde);
+    v += (uchar16)((uchar2)0, v.s0123, v.s4567, v.s89ab, v.scd);
+    v += (uchar16)((uchar4)0, v.s0123, v.s4567, v.s89ab);
+    v += (uchar16)((uchar8)0, v.s01234567);
+    return v;
+}
+
+inline uint16 prefix16_uint(uint16 v)
+{
+    v += (uint16)((uint)0, v.s0123, v.s4567, v.s89ab, v.scde);
+    v += (uint16)((uint2)0, v.s0123, v.s4567, v.s89ab, v.scd);
+    v += (uint16)((uint4)0, v.s0123, v.s4567, v.s89ab);
+    v += (uint16)((uint8)0, v.s01234567);
+    return v;
+}
+
+/* The first n < 16 bytes from p, zeros after them (a row's last, partial tile: a whole
+ * vector would read past the row, and past the buffer on the last row). */
+inline uchar16 load_partial16(__global const uchar *p, uint n)
+{
+    uchar a[TILE];
+    for (uint i = 0; i < TILE; i++)
+        a[i] = i < n ? p[i] : 0;
+    return vload16(0, a);
+}
+
+/*
+ * integral_tile_bands (CPUs): local, left and top as defined above.
+ * Work size: 1-D, `items` work-items of one (work-group size 1); work-item k takes the bands
+ * bands * k / items up to bands * (k + 1) / items, bands = ceil(height / 16), and walks each
+ * band tile by tile: for each of the tile's rows, one uchar16 of luma and of the magnitude
+ * (a partial tile's through a zero-padded copy), the row's 16-lane prefix added to the
+ * tile's running prefix (ushort16 sum, uint16 squared sum, uchar16 counts: registers), one
+ * aligned vector store per part (non-temporal with -DSTREAMING_STORES), and the tile's last
+ * lane added to the band's running left sums, which a whole tile then stores. A whole
+ * band's last row, widened, is its row of top, which integral_tops then sums down the
+ * bands. No local memory, no barriers: each work-item streams through its own bands.
+ */
+__kernel void integral_tile_bands(__global const uchar *luma, uint src_stride, uint width,
+                                  uint height, __global const uchar *magnitude,
+                                  uint edge_threshold, __global const uint *results,
+                                  uint items, __global ushort *sum, __global uint *sqsum,
+                                  __global uchar *edges, __global uchar *foreground,
+                                  __global uint *left, __global ulong *left_sq,
+                                  __global uint *top, __global ulong *top_sq)
+{
+    uint k = get_global_id(0);
+    if (k >= items)
         return;
-    uint y0 = (uint)((ulong)height * b / bands), y1 = (uint)((ulong)height * (b + 1) / bands);
-    size_t plane = (size_t)bands * width;
-    __global uint *c1 = cols + (size_t)b * width, *c2 = c1 + plane, *ce = c2 + plane,
-                  *cf = ce + plane;
-    for (uint x = 0; x < width; x++) {
-        c1[x] = 0;
-        c2[x] = 0;
-        ce[x] = 0;
-        cf[x] = 0;
-    }
-    for (uint y = y0; y < y1; y++) {
-        size_t row = (size_t)y * width;
-        uint x = 0;
-        for (; x + 16 <= width; x += 16) {
-            uint16 v = convert_uint16(vload16(0, luma + row + x));
-            vstore16(vload16(0, c1 + x) + v, 0, c1 + x);
-            vstore16(vload16(0, c2 + x) + v * v, 0, c2 + x);
-            vstore16(vload16(0, ce + x) + (convert_uint16(vload16(0, edges + row + x) != (uchar16)0) & 1), 0, ce + x);
-            vstore16(vload16(0, cf + x) + (convert_uint16(vload16(0, mask + row + x) != (uchar16)0) & 1), 0, cf + x);
+    uint tiles = (width + TILE - 1) / TILE, bands = (height + TILE - 1) / TILE;
+    uint whole_tiles = width / TILE, whole_bands = height / TILE;
+    size_t padded = (size_t)TILE * tiles;
+    size_t left_plane = (size_t)whole_tiles * height, top_plane = (size_t)whole_bands * padded;
+    uchar16 threshold = (uchar16)(uchar)results[256];
+    uchar16 et = (uchar16)(uchar)edge_threshold;
+    const uchar16 lanes = (uchar16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    uint b1 = (uint)((ulong)bands * (k + 1) / items);
+    for (uint b = (uint)((ulong)bands * k / items); b < b1; b++) {
+        uint y0 = TILE * b, rows = min((uint)TILE, height - y0);
+        size_t band = (size_t)y0 * padded;
+        /* Each row's sums over the band's whole tiles so far, up to that row. */
+        uint ls[TILE], le[TILE], lf[TILE];
+        ulong lq[TILE];
+        for (uint r = 0; r < TILE; r++) {
+            ls[r] = 0;
+            le[r] = 0;
+            lf[r] = 0;
+            lq[r] = 0;
         }
-        for (; x < width; x++) {
-            uint v = luma[row + x];
-            c1[x] += v;
-            c2[x] += v * v;
-            ce[x] += edges[row + x] != 0;
-            cf[x] += mask[row + x] != 0;
+        for (uint t = 0; t < tiles; t++) {
+            uint x0 = TILE * t, cols = min((uint)TILE, width - x0);
+            /* Past the width a lane counts 0: its magnitude reads 0, which an edge
+             * threshold of 0 would count. */
+            uchar16 inside = as_uchar16(lanes < (uchar16)(uchar)cols);
+            /* The tile's prefix over the rows so far. The counts run in bytes: only the
+             * tile's last pixel can reach 256 and wrap, and it is never read; its exact
+             * column of counts (the tile's rows, whole) is kept in ce and cf instead. */
+            ushort16 as = 0;
+            uint16 aq = 0;
+            uchar16 ae = 0, af = 0;
+            uint ce = 0, cf = 0;
+            size_t o = band + (size_t)TILE * rows * t;
+            for (uint r = 0; r < rows; r++) {
+                size_t in = (size_t)(y0 + r) * width + x0;
+                uchar16 l, m;
+                if (cols == TILE) {
+                    l = vload16(0, luma + in);
+                    m = vload16(0, magnitude + in);
+                } else {
+                    l = load_partial16(luma + in, cols);
+                    m = load_partial16(magnitude + in, cols);
+                }
+                ushort16 v = convert_ushort16(l);
+                /* A vector comparison gives all ones where true. */
+                uchar16 e = prefix16_uchar(as_uchar16(m >= et) & inside & (uchar16)1);
+                uchar16 f = prefix16_uchar(as_uchar16(l > threshold) & (uchar16)1);
+                as += prefix16_ushort(v);
+                aq += prefix16_uint(convert_uint16(v * v)); /* 255^2 fits ushort */
+                ae += e;
+                af += f;
+                ce += e.sf;
+                cf += f.sf;
+                size_t i = o + (size_t)TILE * r;
+                STORE_ALIGNED(as, (__global ushort16 *)(sum + i));
+                STORE_ALIGNED(aq, (__global uint16 *)(sqsum + i));
+                STORE_ALIGNED(ae, (__global uchar16 *)(edges + i));
+                STORE_ALIGNED(af, (__global uchar16 *)(foreground + i));
+                ls[r] += as.sf;
+                lq[r] += aq.sf;
+                le[r] += ce;
+                lf[r] += cf;
+            }
+            if (t < whole_tiles) {
+                size_t i = (size_t)t * height + y0;
+                for (uint r = 0; r < rows; r++) {
+                    left[i + r] = ls[r];
+                    left[left_plane + i + r] = le[r];
+                    left[2 * left_plane + i + r] = lf[r];
+                    left_sq[i + r] = lq[r];
+                }
+            }
+            if (b < whole_bands) {
+                size_t i = (size_t)b * padded + x0;
+                uint16 te = convert_uint16(ae), tf = convert_uint16(af);
+                te.sf = ce;
+                tf.sf = cf;
+                vstore16(convert_uint16(as), 0, top + i);
+                vstore16(te, 0, top + top_plane + i);
+                vstore16(tf, 0, top + 2 * top_plane + i);
+                vstore16(convert_ulong16(aq), 0, top_sq + i);
+            }
         }
     }
 }
 
-/* Columns x0 .. x1 of an integral_bands row one at a time (the row's unaligned head and
- * its tail): adds each pixel to the row's running sums r, those to the running row t and
- * writes the result to the output row o. */
-inline void integral_bands_scalar(uint x0, uint x1, __global const uchar *luma,
-                                  __global const uchar *edges, __global const uchar *mask,
-                                  uint4 *r, __global uint *t1, __global ulong *t2,
-                                  __global uint *te, __global uint *tf, __global uint *o1,
-                                  __global ulong *o2, __global uint *oe, __global uint *of)
+/*
+ * integral_tile_columns (GPUs): local, the tiles' row sums (left before integral_left_rows)
+ * and top as defined above.
+ * Work size: 2-D, x = a work-item per padded column (P rounded up to the work-group size,
+ * a multiple of 16 up to TILE_GROUP_MAX), y = a band (ceil(height / 16)), work-groups of
+ * (group, 1). Each work-item sums its column down the band's rows in registers; for each
+ * row the 16 work-items of a tile scan those column sums across the tile in local memory
+ * (4 steps), and each stores its pixel of every part, so neighbouring work-items read and
+ * write neighbouring elements. A whole tile's lane 15 stores the tile's sum of each row so
+ * far at left[t * height + y] (integral_left_rows adds up the tiles to its left later), and
+ * in a whole band's last row every column stores its row of top.
+ */
+#define TILE_GROUP_MAX 256
+
+__kernel void integral_tile_columns(__global const uchar *luma, uint src_stride, uint width,
+                                    uint height, __global const uchar *magnitude,
+                                    uint edge_threshold, __global const uint *results,
+                                    __global ushort *sum, __global uint *sqsum,
+                                    __global uchar *edges, __global uchar *foreground,
+                                    __global uint *left, __global ulong *left_sq,
+                                    __global uint *top, __global ulong *top_sq)
 {
-    uint4 s = *r;
-    for (uint x = x0; x < x1; x++) {
-        uint v = luma[x];
-        s += (uint4)(v, v * v, edges[x] != 0, mask[x] != 0);
-        o1[x + 1] = t1[x + 1] += s.s0;
-        o2[x + 1] = t2[x + 1] += s.s1;
-        oe[x + 1] = te[x + 1] += s.s2;
-        of[x + 1] = tf[x + 1] += s.s3;
+    __local uint4 scan[2 * TILE_GROUP_MAX];
+    uint x = get_global_id(0), b = get_global_id(1), lid = get_local_id(0);
+    uint lane = lid % TILE, t = x / TILE;
+    uint tiles = (width + TILE - 1) / TILE;
+    uint whole_tiles = width / TILE, whole_bands = height / TILE;
+    size_t padded = (size_t)TILE * tiles;
+    size_t left_plane = (size_t)whole_tiles * height, top_plane = (size_t)whole_bands * padded;
+    uint y0 = TILE * b, rows = min((uint)TILE, height - y0);
+    int inside = x < width, stored = x < padded;
+    uint threshold = results[256];
+    /* This column's sums down the band so far: luma, luma^2 (at most 16 x 65025), edges,
+     * foreground. */
+    uint4 column = 0;
+    for (uint r = 0; r < rows; r++) {
+        size_t in = (size_t)(y0 + r) * width + x;
+        uint v = inside ? luma[in] : 0;
+        /* Past the width a column counts 0 (an edge threshold of 0 would count it). */
+        uint e = inside ? magnitude[in] >= edge_threshold : 0;
+        column += (uint4)(v, v * v, e, v > threshold);
+        /* Inclusive scan over the tile's 16 columns, ping-pong buffers: one barrier a
+         * step. Each step reads the buffer the step before wrote; the next row's first
+         * write goes to the buffer every work-item finished reading before the last
+         * step's barrier. */
+        __local uint4 *src = scan, *dst = scan + TILE_GROUP_MAX;
+        uint4 acc = column;
+        src[lid] = acc;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (uint off = 1; off < TILE; off <<= 1) {
+            if (lane >= off)
+                acc += src[lid - off];
+            if (off < TILE / 2) {
+                dst[lid] = acc;
+                barrier(CLK_LOCAL_MEM_FENCE);
+                __local uint4 *swap = src;
+                src = dst;
+                dst = swap;
+            }
+        }
+        if (stored) {
+            size_t i = (size_t)y0 * padded + (size_t)TILE * rows * t + TILE * r + lane;
+            sum[i] = (ushort)acc.s0;
+            sqsum[i] = acc.s1;
+            /* Modulo 256: only a tile's last pixel can reach 256, and it is never read. */
+            edges[i] = (uchar)acc.s2;
+            foreground[i] = (uchar)acc.s3;
+        }
+        if (lane == TILE - 1 && t < whole_tiles) {
+            size_t i = (size_t)t * height + y0 + r;
+            left[i] = acc.s0;
+            left[left_plane + i] = acc.s2;
+            left[2 * left_plane + i] = acc.s3;
+            left_sq[i] = acc.s1;
+        }
+        if (r == TILE - 1 && b < whole_bands && stored) {
+            size_t i = (size_t)b * padded + x;
+            top[i] = acc.s0;
+            top[top_plane + i] = acc.s2;
+            top[2 * top_plane + i] = acc.s3;
+            top_sq[i] = acc.s1;
+        }
     }
-    *r = s;
 }
 
-__kernel void integral_bands(__global const uchar *luma, uint src_stride, uint width,
-                             uint height, __global const uchar *edges,
-                             __global const uchar *mask, uint bands, __global const uint *cols,
-                             __global uint *tops, __global ulong *tops2, __global uint *sum,
-                             __global ulong *sqsum, __global uint *ecount, __global uint *fcount)
+/*
+ * integral_left_rows (GPUs, after integral_tile_columns): turns each row's tile sums in left
+ * into sums over the tiles up to each: left[t * height + y] += left[(t - 1) * height + y]
+ * along t, for the three uint planes and the ulong one.
+ * Work size: 2-D, x = a row (height rounded up to the work-group size), y = the part: 0..2
+ * the uint planes (sum, edges, foreground), 3 the squared sums. Neighbouring work-items
+ * walk neighbouring rows; the loads of eight tiles are issued before their sums are needed
+ * (the running sum is the only dependency).
+ */
+__kernel void integral_left_rows(uint width, uint height, __global uint *left,
+                                 __global ulong *left_sq)
 {
-    uint b = get_global_id(0);
-    if (b >= bands)
+    uint y = get_global_id(0), part = get_global_id(1);
+    uint whole_tiles = width / TILE;
+    if (y >= height || part > 3)
         return;
-    uint y0 = (uint)((ulong)height * b / bands), y1 = (uint)((ulong)height * (b + 1) / bands);
-    size_t stride = (size_t)width + 1;
-    size_t plane = (size_t)bands * width;
-    /* The integral row y0: column sums of the bands above, summed along the row. */
-    __global uint *t1 = tops + (size_t)b * 3 * stride, *te = t1 + stride, *tf = te + stride;
-    __global ulong *t2 = tops2 + (size_t)b * stride;
-    uint a = 0, ae = 0, af = 0;
-    ulong a2 = 0;
-    t1[0] = 0;
-    t2[0] = 0;
-    te[0] = 0;
-    tf[0] = 0;
-    for (uint x = 0; x < width; x++) {
-        uint s1 = 0, se = 0, sf = 0;
-        ulong s2 = 0;
-        for (uint k = 0; k < b; k++) {
-            size_t i = (size_t)k * width + x;
-            s1 += cols[i];
-            s2 += cols[plane + i];
-            se += cols[2 * plane + i];
-            sf += cols[3 * plane + i];
+    size_t step = height;
+    if (part < 3) {
+        __global uint *p = left + part * (size_t)whole_tiles * height + y;
+        uint run = 0, t = 0;
+        for (; t + 8 <= whole_tiles; t += 8) {
+            uint v[8];
+            for (uint k = 0; k < 8; k++)
+                v[k] = p[(t + k) * step];
+            for (uint k = 0; k < 8; k++) {
+                run += v[k];
+                p[(t + k) * step] = run;
+            }
         }
-        a += s1;
-        a2 += s2;
-        ae += se;
-        af += sf;
-        t1[x + 1] = a;
-        t2[x + 1] = a2;
-        te[x + 1] = ae;
-        tf[x + 1] = af;
-    }
-    if (b == 0) {
-        for (size_t x = 0; x < stride; x++) {
-            sum[x] = 0;
-            sqsum[x] = 0;
-            ecount[x] = 0;
-            fcount[x] = 0;
+        for (; t < whole_tiles; t++) {
+            run += p[t * step];
+            p[t * step] = run;
+        }
+    } else {
+        __global ulong *p = left_sq + y;
+        ulong run = 0;
+        uint t = 0;
+        for (; t + 8 <= whole_tiles; t += 8) {
+            ulong v[8];
+            for (uint k = 0; k < 8; k++)
+                v[k] = p[(t + k) * step];
+            for (uint k = 0; k < 8; k++) {
+                run += v[k];
+                p[(t + k) * step] = run;
+            }
+        }
+        for (; t < whole_tiles; t++) {
+            run += p[t * step];
+            p[t * step] = run;
         }
     }
-    /* The band's top row becomes its running row: each row adds its prefix sums to it and
-     * the result is copied out. The running row stays in the core's cache while the
-     * images stream past it (written with non-temporal stores where STREAMING_STORES:
-     * no read of each output line before it is overwritten). */
-    for (uint y = y0; y < y1; y++) {
-        size_t in = (size_t)y * width, o = (size_t)(y + 1) * stride;
-        __global uint *o1 = sum + o, *oe = ecount + o, *of = fcount + o;
-        __global ulong *o2 = sqsum + o;
-        o1[0] = 0;
-        o2[0] = 0;
-        oe[0] = 0;
-        of[0] = 0;
-        /* Scalar columns up to where the output row reaches a 16-element boundary, so the
-         * vector stores below are aligned. */
-        uint head = min((uint)((16 - (o + 1) % 16) % 16), width);
-        uint4 r = 0; /* the row's running sums: luma, luma^2, edges, foreground */
-        integral_bands_scalar(0, head, luma + in, edges + in, mask + in, &r, t1, t2, te, tf, o1,
-                              o2, oe, of);
-        uint x = head;
-        /* 16 pixels at a time: the running sum is a carried dependency per pixel, which a
-         * scalar loop cannot vectorize; a prefix within the vector plus one carried add
-         * per 16 pixels can. */
-        for (; x + 16 <= width; x += 16) {
-            uint16 v = convert_uint16(vload16(0, luma + in + x));
-            uint16 p1 = prefix16(v) + r.s0;
-            uint16 p2 = prefix16(v * v) + r.s1;
-            uint16 pe = prefix16(convert_uint16(vload16(0, edges + in + x) != (uchar16)0) & 1) + r.s2;
-            uint16 pf = prefix16(convert_uint16(vload16(0, mask + in + x) != (uchar16)0) & 1) + r.s3;
-            r = (uint4)(p1.sf, p2.sf, pe.sf, pf.sf);
-            uint16 a1 = vload16(0, t1 + x + 1) + p1;
-            ulong16 a2 = vload16(0, t2 + x + 1) + convert_ulong16(p2);
-            uint16 ae = vload16(0, te + x + 1) + pe;
-            uint16 af = vload16(0, tf + x + 1) + pf;
-            vstore16(a1, 0, t1 + x + 1);
-            vstore16(a2, 0, t2 + x + 1);
-            vstore16(ae, 0, te + x + 1);
-            vstore16(af, 0, tf + x + 1);
-            STORE_ALIGNED(a1, (__global uint16 *)(o1 + x + 1));
-            STORE_ALIGNED(a2, (__global ulong16 *)(o2 + x + 1));
-            STORE_ALIGNED(ae, (__global uint16 *)(oe + x + 1));
-            STORE_ALIGNED(af, (__global uint16 *)(of + x + 1));
+}
+
+/*
+ * integral_tops (both layouts, after local and top): top held each whole band's own sums
+ * (its last row of local, widened); this adds up the bands, in place:
+ * top[b * P + c] += top[(b - 1) * P + c] down b, for the three uint planes and the ulong one.
+ * Work size: 2-D, x = 4 neighbouring columns per work-item (P / 4, rounded up to the
+ * work-group size), y = the part as in integral_left_rows. 128-bit loads and stores, and
+ * the loads of eight bands issued before their sums are needed.
+ */
+__kernel void integral_tops(uint width, uint height, __global uint *top, __global ulong *top_sq)
+{
+    uint q = get_global_id(0), part = get_global_id(1);
+    uint tiles = (width + TILE - 1) / TILE, whole_bands = height / TILE;
+    size_t padded = (size_t)TILE * tiles;
+    if (4 * (size_t)q >= padded || part > 3)
+        return;
+    size_t step = padded / 4;
+    if (part < 3) {
+        __global uint4 *p = (__global uint4 *)(top + part * (size_t)whole_bands * padded) + q;
+        uint4 run = 0;
+        uint b = 0;
+        for (; b + 8 <= whole_bands; b += 8) {
+            uint4 v[8];
+            for (uint k = 0; k < 8; k++)
+                v[k] = p[(b + k) * step];
+            for (uint k = 0; k < 8; k++) {
+                run += v[k];
+                p[(b + k) * step] = run;
+            }
         }
-        integral_bands_scalar(x, width, luma + in, edges + in, mask + in, &r, t1, t2, te, tf, o1,
-                              o2, oe, of);
+        for (; b < whole_bands; b++) {
+            run += p[b * step];
+            p[b * step] = run;
+        }
+    } else {
+        __global ulong4 *p = (__global ulong4 *)top_sq + q;
+        ulong4 run = 0;
+        uint b = 0;
+        for (; b + 8 <= whole_bands; b += 8) {
+            ulong4 v[8];
+            for (uint k = 0; k < 8; k++)
+                v[k] = p[(b + k) * step];
+            for (uint k = 0; k < 8; k++) {
+                run += v[k];
+                p[(b + k) * step] = run;
+            }
+        }
+        for (; b < whole_bands; b++) {
+            run += p[b * step];
+            p[b * step] = run;
+        }
     }
+}
+
+/*
+ * integral_corners (both layouts, after left is complete): corner[b * W16 + t] = the sum of
+ * left[t * height + 16 b' + 15] over the whole bands b' <= b (left in a band's last row
+ * holds the band's tiles 0..t whole).
+ * Work size: 2-D, x = a whole tile column (W16 rounded up to the work-group size), y = the
+ * part as in integral_left_rows. Pixels / 256 values: a few microseconds.
+ */
+__kernel void integral_corners(uint width, uint height, __global const uint *left,
+                               __global const ulong *left_sq, __global uint *corner,
+                               __global ulong *corner_sq)
+{
+    uint t = get_global_id(0), part = get_global_id(1);
+    uint whole_tiles = width / TILE, whole_bands = height / TILE;
+    if (t >= whole_tiles || part > 3)
+        return;
+    size_t in = (size_t)t * height + TILE - 1, out = t;
+    if (part < 3) {
+        __global const uint *l = left + part * (size_t)whole_tiles * height + in;
+        __global uint *c = corner + part * (size_t)whole_tiles * whole_bands + out;
+        uint run = 0;
+        for (uint b = 0; b < whole_bands; b++) {
+            run += l[(size_t)TILE * b];
+            c[(size_t)b * whole_tiles] = run;
+        }
+    } else {
+        __global const ulong *l = left_sq + in;
+        __global ulong *c = corner_sq + out;
+        ulong run = 0;
+        for (uint b = 0; b < whole_bands; b++) {
+            run += l[(size_t)TILE * b];
+            c[(size_t)b * whole_tiles] = run;
+        }
+    }
+}
+
+/*
+ * region_sums reads rects (uint4: x, y, w, h; inside the frame) and writes, per rect, 4
+ * ulongs: pixel sum, squared sum, edge count, foreground count (one work-item per rect),
+ * each from the four corners' I as above. Its src is local's sum, of a width x height
+ * frame: src_stride is P, the padded row length 16 ceil(width / 16). Every part and every
+ * I fits its ulong without wrapping, so the corners' differences are exact.
+ */
+typedef struct {
+    __global const ushort *sum;
+    __global const uint *sqsum;
+    __global const uchar *edges, *foreground;
+    __global const uint *left, *top, *corner;
+    __global const ulong *left_sq, *top_sq, *corner_sq;
+    size_t padded;
+    uint width, height;
+} Blocked;
+
+/* I(x, y) of the four quantities: (sum, squared sum, edges, foreground). */
+inline ulong4 integral_at(const Blocked *g, uint x, uint y)
+{
+    uint t = x / TILE, l = x % TILE, b = y / TILE, r = y % TILE;
+    size_t whole_tiles = g->width / TILE, whole_bands = g->height / TILE;
+    ulong4 v = 0;
+    if (t > 0 && b > 0) {
+        size_t plane = whole_tiles * whole_bands, i = (b - 1) * whole_tiles + t - 1;
+        v += (ulong4)(g->corner[i], g->corner_sq[i], g->corner[plane + i],
+                      g->corner[2 * plane + i]);
+    }
+    if (t > 0 && r > 0) {
+        size_t plane = whole_tiles * g->height, i = (size_t)(t - 1) * g->height + y - 1;
+        v += (ulong4)(g->left[i], g->left_sq[i], g->left[plane + i], g->left[2 * plane + i]);
+    }
+    if (b > 0 && l > 0) {
+        size_t plane = whole_bands * g->padded, i = (b - 1) * g->padded + x - 1;
+        v += (ulong4)(g->top[i], g->top_sq[i], g->top[plane + i], g->top[2 * plane + i]);
+    }
+    if (l > 0 && r > 0) {
+        uint rows = min((uint)TILE, g->height - TILE * b);
+        size_t i = TILE * b * g->padded + (size_t)TILE * rows * t + TILE * (r - 1) + l - 1;
+        v += (ulong4)(g->sum[i], g->sqsum[i], g->edges[i], g->foreground[i]);
+    }
+    return v;
+}
+
+__kernel void region_sums(__global const ushort *sum, uint src_stride, uint width, uint height,
+                          __global const uint *sqsum, __global const uchar *edges,
+                          __global const uchar *foreground, __global const uint *left,
+                          __global const ulong *left_sq, __global const uint *top,
+                          __global const ulong *top_sq, __global const uint *corner,
+                          __global const ulong *corner_sq, __global const uint4 *rects,
+                          uint count, __global ulong *out)
+{
+    uint i = get_global_id(0);
+    if (i >= count)
+        return;
+    Blocked g = {sum,  sqsum,     edges,  foreground, left,  top,
+                 corner, left_sq, top_sq, corner_sq,  src_stride, width, height};
+    uint4 rect = rects[i];
+    uint x = rect.x, y = rect.y, w = rect.z, h = rect.w;
+    ulong4 s = integral_at(&g, x + w, y + h) - integral_at(&g, x, y + h) -
+               integral_at(&g, x + w, y) + integral_at(&g, x, y);
+    vstore4(s, i, out);
 }

@@ -23,8 +23,10 @@
  * Built with -DSTREAMING_STORES (CPUs), sobel3x3 writes aligned rows with non-temporal
  * stores.
  * Built with -DNO_GRADIENTS, every kernel takes neither dx nor dy (the parameters are gone,
- * not ignored) and writes only mag and edges, which stay exactly as above: a pipeline that
- * never reads dx and dy (the daemon's) neither allocates nor writes their 4 bytes a pixel.
+ * not ignored); built with -DNO_EDGE_MASK, it takes no edges buffer (edge_threshold stays
+ * and goes unused). The outputs left stay exactly as above: a pipeline that never reads
+ * dx, dy and the edge mask (the daemon's, whose integral stage counts edges from the
+ * magnitude itself) neither allocates nor writes their 5 bytes a pixel.
  */
 
 #define PIXELS_PER_ITEM 16
@@ -45,6 +47,15 @@
 #else
 #define GRADIENT_PARAMS __global short *dx, __global short *dy,
 #define GRADIENT_ARGS dx, dy,
+#endif
+
+/* The edges parameter of every function that stores a pixel, and its argument. */
+#ifdef NO_EDGE_MASK
+#define EDGE_PARAM
+#define EDGE_ARG
+#else
+#define EDGE_PARAM __global uchar *edges,
+#define EDGE_ARG edges,
 #endif
 
 /* Maps a coordinate at most one pixel outside [0, len) into it; -1 means "constant 0". */
@@ -145,7 +156,7 @@ inline int pixel(__global const uchar *row, int x)
  * its own row, b: the row below; 0, 1, 2 from left to right), stored at index i. */
 inline void sobel_store(int t0, int t1, int t2, int m0, int m2, int b0, int b1, int b2, int l2,
                         int edge_threshold, GRADIENT_PARAMS __global uchar *mag,
-                        __global uchar *edges, size_t i)
+                        EDGE_PARAM size_t i)
 {
     int gx = (t2 - t0) + 2 * (m2 - m0) + (b2 - b0);
     int gy = (b0 + 2 * b1 + b2) - (t0 + 2 * t1 + t2);
@@ -155,25 +166,25 @@ inline void sobel_store(int t0, int t1, int t2, int m0, int m2, int b0, int b1, 
     dy[i] = (short)gy;
 #endif
     mag[i] = m;
+#ifndef NO_EDGE_MASK
     edges[i] = m >= edge_threshold ? 255 : 0;
+#endif
 }
 
 /* One pixel with every coordinate mapped through the border rule (r: the rows above, at
  * and below, a missing row weighing 0 in constant mode). */
 inline void sobel_border_pixel(Rows r, int x, int w, int border, int l2, int edge_threshold,
-                               GRADIENT_PARAMS __global uchar *mag, __global uchar *edges,
-                               size_t o)
+                               GRADIENT_PARAMS __global uchar *mag, EDGE_PARAM size_t o)
 {
     int xl = border_map(x - 1, w, border), xr = border_map(x + 1, w, border);
     sobel_store(pixel(r.t, xl) * r.kt, pixel(r.t, x) * r.kt, pixel(r.t, xr) * r.kt,
                 pixel(r.m, xl), pixel(r.m, xr), pixel(r.b, xl) * r.kb, pixel(r.b, x) * r.kb,
-                pixel(r.b, xr) * r.kb, l2, edge_threshold, GRADIENT_ARGS mag, edges, o + x);
+                pixel(r.b, xr) * r.kb, l2, edge_threshold, GRADIENT_ARGS mag, EDGE_ARG o + x);
 }
 
 __kernel void sobel3x3(__global const uchar *src, uint src_stride, uint width, uint height,
                        int border, int l2, int edge_threshold,
-                       GRADIENT_PARAMS __global uchar *mag, __global uchar *edges,
-                       uint dst_stride)
+                       GRADIENT_PARAMS __global uchar *mag, EDGE_PARAM uint dst_stride)
 {
     int first = (int)get_global_id(0) * PIXELS_PER_ITEM * CHUNKS_PER_ITEM;
     int y = (int)get_global_id(1);
@@ -201,8 +212,10 @@ __kernel void sobel3x3(__global const uchar *src, uint src_stride, uint width, u
         short16 gx = (qt - lt) + (short)2 * (qm - lm) + (qb - lb);
         short16 gy = (lb + (short)2 * cb + qb) - (lt + (short)2 * ct + qt);
         uchar16 m = magnitude_of16(gx, gy, l2);
+#ifndef NO_EDGE_MASK
         /* A vector comparison gives all ones (255) where true. */
         uchar16 e = as_uchar16(m >= (uchar16)(uchar)edge_threshold);
+#endif
 #ifdef STREAMING_STORES
         /* Non-temporal where the outputs are aligned (rows a multiple of 16 wide): an
          * ordinary store first reads the line it overwrites, a third more memory traffic
@@ -213,7 +226,9 @@ __kernel void sobel3x3(__global const uchar *src, uint src_stride, uint width, u
             __builtin_nontemporal_store(gy, (__global short16 *)(dy + o + x0));
 #endif
             __builtin_nontemporal_store(m, (__global uchar16 *)(mag + o + x0));
+#ifndef NO_EDGE_MASK
             __builtin_nontemporal_store(e, (__global uchar16 *)(edges + o + x0));
+#endif
             continue;
         }
 #endif
@@ -222,14 +237,16 @@ __kernel void sobel3x3(__global const uchar *src, uint src_stride, uint width, u
         STORE16_SHORT(gy, dy + o + x0);
 #endif
         STORE16_UCHAR(m, mag + o + x0);
+#ifndef NO_EDGE_MASK
         STORE16_UCHAR(e, edges + o + x0);
+#endif
         continue;
     }
 
     int x_end = min(x0 + PIXELS_PER_ITEM, w);
     for (int x = x0; x < x_end; x++)
-        sobel_border_pixel(rows, x, w, border, l2, edge_threshold, GRADIENT_ARGS mag, edges,
-                           o);
+        sobel_border_pixel(rows, x, w, border, l2, edge_threshold, GRADIENT_ARGS mag,
+                           EDGE_ARG o);
     }
 }
 
@@ -240,7 +257,7 @@ __kernel void sobel3x3(__global const uchar *src, uint src_stride, uint width, u
  */
 __kernel void sobel3x3_pixel(__global const uchar *src, uint src_stride, uint width,
                              uint height, int border, int l2, int edge_threshold,
-                             GRADIENT_PARAMS __global uchar *mag, __global uchar *edges,
+                             GRADIENT_PARAMS __global uchar *mag, EDGE_PARAM
                              uint dst_stride)
 {
     int x = (int)get_global_id(0), y = (int)get_global_id(1);
@@ -252,11 +269,11 @@ __kernel void sobel3x3_pixel(__global const uchar *src, uint src_stride, uint wi
         __global const uchar *rt = src + (size_t)(y - 1) * src_stride + x;
         __global const uchar *rm = rt + src_stride, *rb = rm + src_stride;
         sobel_store(rt[-1], rt[0], rt[1], rm[-1], rm[1], rb[-1], rb[0], rb[1], l2,
-                    edge_threshold, GRADIENT_ARGS mag, edges, o + x);
+                    edge_threshold, GRADIENT_ARGS mag, EDGE_ARG o + x);
         return;
     }
     Rows rows = border_rows(src, src_stride, y, h, border);
-    sobel_border_pixel(rows, x, w, border, l2, edge_threshold, GRADIENT_ARGS mag, edges, o);
+    sobel_border_pixel(rows, x, w, border, l2, edge_threshold, GRADIENT_ARGS mag, EDGE_ARG o);
 }
 
 /*
@@ -268,7 +285,7 @@ __kernel void sobel3x3_pixel(__global const uchar *src, uint src_stride, uint wi
  */
 __kernel void sobel3x3_quad(__global const uchar *src, uint src_stride, uint width,
                             uint height, int border, int l2, int edge_threshold,
-                            GRADIENT_PARAMS __global uchar *mag, __global uchar *edges,
+                            GRADIENT_PARAMS __global uchar *mag, EDGE_PARAM
                             uint dst_stride)
 {
     int x0 = (int)get_global_id(0) * 4, y = (int)get_global_id(1);
@@ -300,12 +317,14 @@ __kernel void sobel3x3_quad(__global const uchar *src, uint src_stride, uint wid
         *(__global short4 *)(dy + o + x0) = convert_short4(gy);
 #endif
         *(__global uchar4 *)(mag + o + x0) = mv;
+#ifndef NO_EDGE_MASK
         /* A vector comparison gives all ones (255) where true. */
         *(__global uchar4 *)(edges + o + x0) = as_uchar4(mv >= (uchar4)(uchar)edge_threshold);
+#endif
         return;
     }
     Rows rows = border_rows(src, src_stride, y, h, border);
     for (int x = x0; x < min(x0 + 4, w); x++)
-        sobel_border_pixel(rows, x, w, border, l2, edge_threshold, GRADIENT_ARGS mag, edges,
-                           o);
+        sobel_border_pixel(rows, x, w, border, l2, edge_threshold, GRADIENT_ARGS mag,
+                           EDGE_ARG o);
 }

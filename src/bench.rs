@@ -10,8 +10,8 @@
 //! reported.
 //!
 //! The floor of a stage is a `clEnqueueCopyBuffer` on the same device that reads and writes
-//! as many bytes as the stage must move (every input read once, every output written once),
-//! timed the same way.
+//! as many bytes as the stage must move (every input read once, every output written once:
+//! [`Pipeline::traffic`]), timed the same way.
 
 use std::time::{Duration, Instant};
 
@@ -22,30 +22,6 @@ use crate::capture::pattern;
 use crate::cl::{event_nanos, new_buffer, CallContext, ClError, Gpu};
 use crate::frame::{FrameLayout, PixelFormat, Size};
 use crate::pipeline::{FrameResult, Pipeline, PipelineError, PipelineOptions, Stage, Tuning};
-
-/// Bytes each stage must move for a grey frame of `width` x `height` (inputs read once,
-/// outputs written once), in [`Stage::ALL`] order, and for the whole pipeline (the frame
-/// read once and every output the pipeline keeps written once), as the daemon and `bench`
-/// build it: without dx and dy ([`Gradients::Discarded`](crate::pipeline::Gradients)),
-/// so Sobel writes only the magnitude and the edge mask.
-pub(crate) fn bytes_moved(width: u32, height: u32) -> ([u64; Stage::ALL.len()], u64) {
-    let n = u64::from(width) * u64::from(height);
-    let m = (u64::from(width) + 1) * (u64::from(height) + 1);
-    let stages = [
-        2 * n,             // luma: frame in, luma out
-        n + 2 * n,         // sobel: luma in; magnitude, edge mask out
-        n + 256 * 4,       // histogram: luma in, 256 counts out
-        256 * 4 + 4,       // otsu: histogram in, threshold out
-        2 * n + 4,         // binarize: luma and threshold in, mask out
-        3 * n + 20 * m,    // integral: luma, edges, mask in; u32, u64, u32, u32 images out
-        4 * 4 * 4 + 4 * 8, // regions (the whole frame only): 16 corners of 4 images, 4 sums
-        n + 256 * 4,       // health: gradient magnitude in, 256 counts out
-    ];
-    // Pipeline: frame in; magnitude, edge mask, mask and the integrals out. A grey frame
-    // packed at stride = width is its own luma image: no luma needs writing.
-    let pipeline = n + 3 * n + 20 * m;
-    (stages, pipeline)
-}
 
 /// A deterministic grey frame that looks like a scene: the built-in test pattern's first
 /// frame ([`pattern::render`]), a gradient with a disk, a bar and mild noise. Not zeros,
@@ -207,7 +183,8 @@ pub fn bench_size(
             progress(width, height, i + 1, total);
         }
     }
-    let (stage_bytes, pipeline_bytes) = bytes_moved(width, height);
+    let traffic = pipeline.traffic();
+    let (stage_bytes, pipeline_bytes) = (traffic.stages, traffic.pipeline);
     let most = stage_bytes.iter().copied().fold(pipeline_bytes, u64::max);
     let mut floor = CopyFloor::new(gpu, most)?;
     let copy_runs = runs.clamp(3, 30);
@@ -392,14 +369,5 @@ mod tests {
         // Neighbours are close far more often than not: structure, not noise.
         let close = f.windows(2).filter(|p| p[0].abs_diff(p[1]) <= 8).count();
         assert!(close > f.len() * 9 / 10, "{close}");
-    }
-
-    #[test]
-    fn bytes_for_1080p() {
-        let (stages, pipeline) = bytes_moved(1920, 1080);
-        let n = 1920 * 1080;
-        // Sobel writes the magnitude and the edge mask, not dx and dy (the daemon's path).
-        assert_eq!(stages[Stage::Sobel as usize], 3 * n);
-        assert_eq!(pipeline, 4 * n + 20 * 1921 * 1081);
     }
 }

@@ -9,7 +9,10 @@ use std::str::FromStr;
 /// The largest frame the pipeline accepts: the u32 integral image of an all-white frame of
 /// this many pixels still fits (255 * 16_843_009 < 2^32).
 pub(crate) const MAX_PIXELS: u64 = 16_843_009;
-/// The widest row: a row's squared sum must fit in u32 inside the integral kernel.
+/// The widest row. The blocked integrals do not depend on it (a band's left prefixes, the
+/// widest sums along a row, keep their squared sums in u64 and their other sums reach
+/// 255 x 16 x 65535, far below u32's limit); it stays where the old row sums put it, so the
+/// accepted frames stay those the tests cover, and the image decoders are held to it.
 pub(crate) const MAX_WIDTH: u32 = 65_535;
 
 /// The camera pixel formats the luma stage reads.

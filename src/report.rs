@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use image::{GrayImage, Rgb, RgbImage};
 use serde::Serialize;
 
-use crate::pipeline::{FrameResult, Images, PipelineOptions};
+use crate::pipeline::{FrameResult, Images, Pictures, PipelineOptions};
 use crate::region::RegionStats;
 
 /// One region's features in the report.
@@ -154,7 +154,7 @@ pub(crate) fn histogram_chart(histogram: &[u32; 256], threshold: u8) -> RgbImage
 pub fn write_outputs(
     dir: &Path,
     report: &Report,
-    images: &Images,
+    pictures: &Pictures,
 ) -> Result<Vec<PathBuf>, WriteError> {
     let (w, h) = (report.width, report.height);
     let json = serde_json::to_vec_pretty(report).expect("the report serialises");
@@ -162,11 +162,11 @@ pub fn write_outputs(
     histogram.copy_from_slice(&report.histogram);
     Ok(vec![
         write_file(dir.join("report.json"), &json)?,
-        save_png(dir.join("luma.png"), |p| grey(w, h, &images.luma).save(p))?,
+        save_png(dir.join("luma.png"), |p| grey(w, h, &pictures.luma).save(p))?,
         save_png(dir.join("edges.png"), |p| {
-            grey(w, h, &images.magnitude).save(p)
+            grey(w, h, &pictures.magnitude).save(p)
         })?,
-        save_png(dir.join("mask.png"), |p| grey(w, h, &images.mask).save(p))?,
+        save_png(dir.join("mask.png"), |p| grey(w, h, &pictures.mask).save(p))?,
         save_png(dir.join("histogram.png"), |p| {
             histogram_chart(&histogram, report.otsu_threshold).save(p)
         })?,
@@ -181,26 +181,23 @@ fn le_bytes<T: Copy, const N: usize>(values: &[T], to_le: impl Fn(T) -> [u8; N])
 /// `edge_mask.u8`, `mask.u8`, and the `(H+1)x(W+1)` `integral_sum.u32`,
 /// `integral_sqsum.u64`, `integral_edges.u32`, `integral_foreground.u32`.
 ///
-/// The images must come from a pipeline that keeps dx and dy ([`Gradients::Kept`]);
-/// without them nothing is written and the error names `sobel_dx.s16`.
-///
-/// [`Gradients::Kept`]: crate::pipeline::Gradients::Kept
+/// [`Images`] come only from a pipeline that keeps its full images
+/// ([`FullImages::Kept`](crate::pipeline::FullImages::Kept)).
 pub fn write_raw(dir: &Path, images: &Images) -> Result<Vec<PathBuf>, WriteError> {
-    let (Some(dx), Some(dy)) = (&images.dx, &images.dy) else {
-        return Err(WriteError {
-            path: dir.join("sobel_dx.s16"),
-            reason: "no dx and dy images: the pipeline was built without them \
-                     (Gradients::Discarded); raw outputs need Gradients::Kept"
-                .into(),
-        });
-    };
+    let pictures = &images.pictures;
     Ok(vec![
-        write_file(dir.join("luma.u8"), &images.luma)?,
-        write_file(dir.join("sobel_dx.s16"), &le_bytes(dx, i16::to_le_bytes))?,
-        write_file(dir.join("sobel_dy.s16"), &le_bytes(dy, i16::to_le_bytes))?,
-        write_file(dir.join("magnitude.u8"), &images.magnitude)?,
+        write_file(dir.join("luma.u8"), &pictures.luma)?,
+        write_file(
+            dir.join("sobel_dx.s16"),
+            &le_bytes(&images.dx, i16::to_le_bytes),
+        )?,
+        write_file(
+            dir.join("sobel_dy.s16"),
+            &le_bytes(&images.dy, i16::to_le_bytes),
+        )?,
+        write_file(dir.join("magnitude.u8"), &pictures.magnitude)?,
         write_file(dir.join("edge_mask.u8"), &images.edges)?,
-        write_file(dir.join("mask.u8"), &images.mask)?,
+        write_file(dir.join("mask.u8"), &pictures.mask)?,
         write_file(
             dir.join("integral_sum.u32"),
             &le_bytes(&images.integral_sum, u32::to_le_bytes),
@@ -218,26 +215,4 @@ pub fn write_raw(dir: &Path, images: &Images) -> Result<Vec<PathBuf>, WriteError
             &le_bytes(&images.integral_foreground, u32::to_le_bytes),
         )?,
     ])
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn raw_outputs_without_dx_and_dy_are_refused_before_anything_is_written() {
-        let dir = std::env::temp_dir().join(format!("edgesight-raw-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let images = Images {
-            luma: vec![1; 6],
-            magnitude: vec![2; 6],
-            ..Images::default()
-        };
-        let err = write_raw(&dir, &images).expect_err("no dx and dy");
-        assert_eq!(err.path, dir.join("sobel_dx.s16"));
-        assert!(err.to_string().contains("Gradients::Kept"), "{err}");
-        let written: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
-        assert!(written.is_empty(), "{written:?}");
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
 }

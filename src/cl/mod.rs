@@ -217,6 +217,7 @@ impl Gpu {
 pub(crate) trait Plain: Copy + Default {}
 
 impl Plain for u8 {}
+impl Plain for u16 {}
 impl Plain for i16 {}
 impl Plain for u32 {}
 impl Plain for u64 {}

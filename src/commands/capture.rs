@@ -11,7 +11,7 @@ use edgesight::capture::{self, IoMode, Next, SourceKind, SourceParts, SourceSpec
 use edgesight::cl::Gpu;
 use edgesight::pipeline::Pipeline;
 
-use super::{check_roi_names, create_out_dir, print_summary, setup, write_results};
+use super::{check_roi_names, create_out_dir, print_summary, setup, write_results, Outputs};
 use crate::cli::CaptureArgs;
 
 /// A capture source argument that is neither a source spec nor an existing device.
@@ -128,8 +128,8 @@ pub(crate) fn capture(args: &CaptureArgs) -> Result<()> {
                     cpu_end = process_cpu_time();
                     // Now, while the frame's slot is held: the next `next_frame` may
                     // requeue it, and luma may be read from it.
-                    let images = processed.read_images(&gpu)?;
-                    last_frame = Some((processed.into_result(), images));
+                    let outputs = Outputs::read(&processed, &gpu, args.raw)?;
+                    last_frame = Some((processed.into_result(), outputs));
                 }
             }
             Next::Idle => {}
@@ -146,11 +146,10 @@ pub(crate) fn capture(args: &CaptureArgs) -> Result<()> {
         }
     }
     let cpu = cpu_end.saturating_sub(cpu_start);
-    let Some((result, images)) = last_frame else {
+    let Some((result, outputs)) = last_frame else {
         anyhow::bail!("{}: no frame captured", source_name(&spec));
     };
-    let (report, mut written) =
-        write_results(&args.out, &gpu, &pipeline, &result, &images, args.raw)?;
+    let (report, mut written) = write_results(&args.out, &gpu, &pipeline, &result, &outputs)?;
 
     let stats = source.stats();
     let span = first.map_or(0.0, |f| last.duration_since(f).as_secs_f64());
@@ -184,7 +183,7 @@ pub(crate) fn capture(args: &CaptureArgs) -> Result<()> {
         "  {} frames, {} dropped, {:.2} fps measured, io {}",
         summary.frames, summary.dropped, summary.fps_measured, summary.io_mode
     );
-    print_summary(Path::new(&args.source), &report, &written);
+    print_summary(Path::new(&args.source), &report, &pipeline, &written)?;
     Ok(())
 }
 

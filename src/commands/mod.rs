@@ -15,7 +15,9 @@ use anyhow::Result;
 
 use edgesight::cl::Gpu;
 use edgesight::config;
-use edgesight::pipeline::{FrameResult, Gradients, Images, Pipeline, Setup, TuningChoice};
+use edgesight::pipeline::{
+    FrameResult, FullImages, Images, Pictures, Pipeline, Processed, Setup, TuningChoice,
+};
 use edgesight::region::Region;
 use edgesight::report::{self, Report};
 
@@ -48,28 +50,53 @@ fn create_out_dir(out: &Path) -> Result<(), BadOutDir> {
 }
 
 /// How `process` and `capture` build their pipeline: with the tuning `--tuning` chose,
-/// keeping dx and dy only when `raw` asks for the raw outputs, which are the only thing
-/// that reads them.
+/// keeping the full images only when `raw` asks for the raw outputs, which are the only
+/// thing that reads them.
 pub(crate) fn setup(gpu: &Gpu, tuning: TuningChoice, raw: bool) -> Setup {
     Setup {
-        gradients: if raw {
-            Gradients::Kept
+        images: if raw {
+            FullImages::Kept
         } else {
-            Gradients::Discarded
+            FullImages::Discarded
         },
         ..Setup::with_tuning(tuning.resolve(gpu))
     }
 }
 
+/// What `process` and `capture` read back of their last frame.
+pub(crate) enum Outputs {
+    /// Luma, magnitude and mask, for the pictures.
+    Pictures(Pictures),
+    /// Every image, for the raw outputs too (a pipeline built with [`setup`] for `raw`).
+    Images(Box<Images>),
+}
+
+impl Outputs {
+    /// Reads what `raw` needs of `processed` while its slot is held.
+    pub(crate) fn read(processed: &Processed<'_>, gpu: &Gpu, raw: bool) -> Result<Outputs> {
+        Ok(if raw {
+            Outputs::Images(Box::new(processed.read_images(gpu)?))
+        } else {
+            Outputs::Pictures(processed.read_pictures(gpu)?)
+        })
+    }
+
+    fn pictures(&self) -> &Pictures {
+        match self {
+            Outputs::Pictures(p) => p,
+            Outputs::Images(i) => &i.pictures,
+        }
+    }
+}
+
 /// Writes what `process` writes for the pipeline's last frame: report.json, the pictures,
-/// and with `raw` the exact outputs (the pipeline built with [`setup`] for `raw`).
+/// and where `outputs` holds every image the exact outputs.
 pub(crate) fn write_results(
     out: &Path,
     gpu: &Gpu,
     pipeline: &Pipeline,
     result: &FrameResult,
-    images: &Images,
-    raw: bool,
+    outputs: &Outputs,
 ) -> Result<(Report, Vec<PathBuf>)> {
     let report = Report::new(
         result,
@@ -77,14 +104,37 @@ pub(crate) fn write_results(
         &gpu.info.to_string(),
         *pipeline.options(),
     );
-    let mut written = report::write_outputs(out, &report, images)?;
-    if raw {
+    let mut written = report::write_outputs(out, &report, outputs.pictures())?;
+    if let Outputs::Images(images) = outputs {
         written.extend(report::write_raw(out, images)?);
     }
     Ok((report, written))
 }
 
-pub(crate) fn print_summary(input: &Path, report: &Report, written: &[PathBuf]) {
+/// Prints what the pipeline costs in memory, per pixel: the bytes a frame moves through
+/// it (inputs read once, outputs written once) and the bytes it holds on the device, the
+/// frame slot apart.
+fn print_bytes(pipeline: &Pipeline) -> Result<()> {
+    let layout = pipeline.layout();
+    let pixels = layout.pixels() as f64;
+    let held = pipeline.device_bytes()?;
+    println!(
+        "  bytes per pixel: {:.2} moved per frame, {:.2} held on the device ({:.1} MB; the \
+         frame slot adds {:.2})",
+        pipeline.traffic().pipeline as f64 / pixels,
+        held as f64 / pixels,
+        held as f64 / 1e6,
+        layout.frame_bytes() as f64 / pixels
+    );
+    Ok(())
+}
+
+pub(crate) fn print_summary(
+    input: &Path,
+    report: &Report,
+    pipeline: &Pipeline,
+    written: &[PathBuf],
+) -> Result<()> {
     println!(
         "{}: {}x{} {} on {}",
         input.display(),
@@ -116,7 +166,9 @@ pub(crate) fn print_summary(input: &Path, report: &Report, written: &[PathBuf]) 
         .map(|(stage, ms)| format!("{stage} {ms:.3}"))
         .collect();
     println!("  device time (ms): {}", timings.join(", "));
+    print_bytes(pipeline)?;
     for path in written {
         println!("  wrote {}", path.display());
     }
+    Ok(())
 }

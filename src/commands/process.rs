@@ -7,7 +7,7 @@ use edgesight::cl::Gpu;
 use edgesight::input;
 use edgesight::pipeline::{Pipeline, StageTimings};
 
-use super::{check_roi_names, create_out_dir, print_summary, setup, write_results};
+use super::{check_roi_names, create_out_dir, print_summary, setup, write_results, Outputs};
 use crate::cli::ProcessArgs;
 
 pub(crate) fn process(args: &ProcessArgs) -> Result<()> {
@@ -27,20 +27,20 @@ pub(crate) fn process(args: &ProcessArgs) -> Result<()> {
             .context("setting up the pipeline")?;
     let mut slot = pipeline.new_slot(&gpu)?;
     let mut runs = Vec::with_capacity(args.repeat as usize);
-    let mut images = None;
+    let mut outputs = None;
     for run in 1..=args.repeat {
         slot.write_bytes(&gpu, &frame.bytes)?;
         let processed = pipeline.process(&gpu, &slot)?;
         if run == args.repeat {
-            images = Some(processed.read_images(&gpu)?);
+            outputs = Some(Outputs::read(&processed, &gpu, args.raw)?);
         }
         runs.push(processed.into_result());
     }
     let timings = StageTimings::median(runs.iter().map(|r| &r.timings));
     let mut result = runs.pop().expect("at least one run");
     result.timings = timings;
-    let images = images.expect("at least one run");
-    let (report, written) = write_results(&args.out, &gpu, &pipeline, &result, &images, args.raw)?;
-    print_summary(&args.input, &report, &written);
+    let outputs = outputs.expect("at least one run");
+    let (report, written) = write_results(&args.out, &gpu, &pipeline, &result, &outputs)?;
+    print_summary(&args.input, &report, &pipeline, &written)?;
     Ok(())
 }

@@ -353,8 +353,8 @@ fn answer_snapshots(
     if waiting.is_empty() {
         return;
     }
-    let images = match images.read_images(gpu) {
-        Ok(images) => images,
+    let pictures = match images.read_pictures(gpu) {
+        Ok(pictures) => pictures,
         Err(e) => {
             tracing::warn!(camera = %name, "reading a snapshot: {e:#}");
             return;
@@ -363,9 +363,9 @@ fn answer_snapshots(
     let snapshot = Arc::new(Snapshot {
         width: frame.width,
         height: frame.height,
-        luma: images.luma,
-        gradient: images.magnitude,
-        mask: images.mask,
+        luma: pictures.luma,
+        gradient: pictures.magnitude,
+        mask: pictures.mask,
         histogram: frame.histogram,
         otsu_threshold: frame.otsu_threshold,
     });

@@ -31,6 +31,9 @@ pub(crate) trait Sentinel: Plain + PartialEq {
 impl Sentinel for u8 {
     const SENTINEL: u8 = 0xA5;
 }
+impl Sentinel for u16 {
+    const SENTINEL: u16 = 0xA55A;
+}
 impl Sentinel for i16 {
     const SENTINEL: i16 = 0x5A5A;
 }
@@ -214,13 +217,14 @@ impl Drop for QueueDrain<'_> {
     }
 }
 
-/// The intermediate images, kept on the device (dx and dy, when kept, are the Sobel
-/// stage's, the integral images the integral stage's).
+/// The intermediate images every pipeline keeps on the device (those only a pipeline with
+/// its full images has belong to their stages: dx, dy and the edge mask to Sobel, the mask
+/// to Otsu's binarize), and the small counts.
 pub(super) struct DeviceImages {
-    pub(super) luma: DeviceImage<u8>,
+    /// Luma, unless the stages read it from the slot itself (grey or NV12 packed at stride
+    /// = width): then no luma buffer exists.
+    pub(super) luma: Option<DeviceImage<u8>>,
     pub(super) magnitude: DeviceImage<u8>,
-    pub(super) edges: DeviceImage<u8>,
-    pub(super) mask: DeviceImage<u8>,
     /// The counts, zero between frames (the Otsu kernel clears them after reading).
     pub(super) hist: Buffer<u32>,
     /// The counts and, at index 256, the threshold: what the host reads of both.
@@ -232,8 +236,10 @@ pub(super) struct DeviceImages {
 impl DeviceImages {
     /// The bytes these buffers hold on the device.
     pub(super) fn held_bytes(&self) -> Result<u64, ClError> {
-        let images = [&self.luma, &self.magnitude, &self.edges, &self.mask]
-            .into_iter()
+        let images = self
+            .luma
+            .iter()
+            .chain([&self.magnitude])
             .map(|i| held_bytes(&i.buf));
         let counts = [&self.hist, &self.results, &self.gradient_hist]
             .into_iter()

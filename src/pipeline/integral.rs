@@ -1,6 +1,11 @@
-//! Integral stage: integral sum and squared sum of luma and the integrals of the edge and
-//! foreground masks (`kernels/integral.cl`, all four in bands of rows), and the
-//! region stage that reads any rectangle's sums from them in O(1) (`region_sums`).
+//! Integral stage: the integrals of luma, of its square and of its edge and foreground
+//! pixels (edges and foreground counted from the magnitude and the device's Otsu
+//! threshold, no mask read) in the compact blocked form `kernels/integral.cl` defines:
+//! tiles of 16 x 16 pixels, each pixel's prefix within its tile, and per row, column and
+//! tile the prefixes over whole tiles, about 10.6 bytes a pixel where OpenCV's layout
+//! takes 20. The region stage reads any rectangle's sums from it in O(1) (`region_sums`),
+//! and [`HostIntegrals`] assembles OpenCV's (H+1)x(W+1) images from it on the host, for
+//! `process --raw`, so no device ever holds those.
 
 use opencl3::event::Event;
 use opencl3::kernel::Kernel;
@@ -12,55 +17,236 @@ use crate::cl::{launch, write_blocking, CallContext, ClError, Gpu, INTEGRAL_CL};
 use crate::frame::FrameLayout;
 use crate::region::{Region, RegionStats};
 
-/// Work-items per group of the region sums.
+/// Work-items per group of the region sums and of the passes over whole tiles.
 const LINE_GROUP_SIZE: usize = 64;
-/// Bands of rows per compute unit in the CPU passes: a few, so a slow core holds up little.
-const BANDS_PER_COMPUTE_UNIT: u32 = 4;
-/// Most work-items in a GPU band's group (`BAND_GROUP_MAX` in integral.cl).
-const BAND_GROUP_MAX: usize = 256;
-/// Most rows in a GPU band (`BAND_ROWS_MAX` in integral.cl).
-const BAND_ROWS_MAX: u32 = 64;
-/// Fewest rows in a GPU band: below that, the bands' column sums cost more than the
-/// parallelism gains (measured on an NVIDIA H100: BENCHMARKS.md).
-const MIN_BAND_ROWS: u32 = 4;
-/// GPU bands per compute unit.
-const BANDS_PER_GPU_COMPUTE_UNIT: u32 = 2;
+/// Runs of bands per compute unit in the CPU pass: a few, so a slow core holds up little.
+const BANDS_PER_COMPUTE_UNIT: usize = 4;
+/// Most work-items in a group of the GPU pass (`TILE_GROUP_MAX` in integral.cl).
+const TILE_GROUP_MAX: usize = 256;
+/// The parts of left, top and corner: the three u32 planes (sum, edges, foreground) and
+/// the u64 squared sums, the second dimension of their passes.
+const PARTS: usize = 4;
 
-/// How the passes are laid out on the device.
+/// The blocked form's geometry, as integral.cl defines it: tiles of [`Tiles::SIZE`]
+/// pixels square in bands of as many rows, the last band and each band's last tile
+/// possibly partial. Every buffer size and every element the host finds comes from here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Tiles {
+    width: usize,
+    height: usize,
+}
+
+impl Tiles {
+    pub(super) const SIZE: usize = 16;
+
+    pub(super) fn new(layout: &FrameLayout) -> Tiles {
+        Tiles {
+            width: layout.width as usize,
+            height: layout.height as usize,
+        }
+    }
+
+    /// Whole tiles a band (W16 in integral.cl).
+    fn whole_across(&self) -> usize {
+        self.width / Tiles::SIZE
+    }
+
+    /// Whole bands (H16).
+    fn whole_bands(&self) -> usize {
+        self.height / Tiles::SIZE
+    }
+
+    /// Bands, the last one possibly partial.
+    fn bands(&self) -> usize {
+        self.height.div_ceil(Tiles::SIZE)
+    }
+
+    /// A row padded to whole tiles (P).
+    fn padded(&self) -> usize {
+        self.width.next_multiple_of(Tiles::SIZE)
+    }
+
+    fn local_len(&self) -> usize {
+        self.padded() * self.height
+    }
+
+    fn left_len(&self) -> usize {
+        self.whole_across() * self.height
+    }
+
+    fn top_len(&self) -> usize {
+        self.whole_bands() * self.padded()
+    }
+
+    fn corner_len(&self) -> usize {
+        self.whole_across() * self.whole_bands()
+    }
+
+    /// Bytes the blocked integrals hold, guard bands aside: 8 a pixel of the padded rows
+    /// for local, 20 an entry of left, top and corner.
+    pub(super) fn bytes(&self) -> u64 {
+        let entries = self.left_len() + self.top_len() + self.corner_len();
+        8 * self.local_len() as u64 + 20 * entries as u64
+    }
+
+    /// Where local holds pixel (x, y): its band's tiles one after another, each its rows.
+    fn local_index(&self, x: usize, y: usize) -> usize {
+        let (b, r) = (y / Tiles::SIZE, y % Tiles::SIZE);
+        let rows = Tiles::SIZE.min(self.height - Tiles::SIZE * b);
+        Tiles::SIZE * b * self.padded()
+            + Tiles::SIZE * rows * (x / Tiles::SIZE)
+            + Tiles::SIZE * r
+            + x % Tiles::SIZE
+    }
+}
+
+/// The blocked integrals on the device, each part with its guard band: local per pixel
+/// (u16 sum, u32 squared sum, u8 edge and foreground counts); left, top and corner with
+/// their u32 sum, edges and foreground as three planes of one buffer and their u64 squared
+/// sums in another.
+struct Blocked {
+    sum: DeviceImage<u16>,
+    sqsum: DeviceImage<u32>,
+    edges: DeviceImage<u8>,
+    foreground: DeviceImage<u8>,
+    left: DeviceImage<u32>,
+    left_sq: DeviceImage<u64>,
+    top: DeviceImage<u32>,
+    top_sq: DeviceImage<u64>,
+    corner: DeviceImage<u32>,
+    corner_sq: DeviceImage<u64>,
+}
+
+impl Blocked {
+    fn new(gpu: &Gpu, t: &Tiles) -> Result<Blocked, ClError> {
+        Ok(Blocked {
+            sum: DeviceImage::new(gpu, t.local_len())?,
+            sqsum: DeviceImage::new(gpu, t.local_len())?,
+            edges: DeviceImage::new(gpu, t.local_len())?,
+            foreground: DeviceImage::new(gpu, t.local_len())?,
+            left: DeviceImage::new(gpu, 3 * t.left_len())?,
+            left_sq: DeviceImage::new(gpu, t.left_len())?,
+            top: DeviceImage::new(gpu, 3 * t.top_len())?,
+            top_sq: DeviceImage::new(gpu, t.top_len())?,
+            corner: DeviceImage::new(gpu, 3 * t.corner_len())?,
+            corner_sq: DeviceImage::new(gpu, t.corner_len())?,
+        })
+    }
+
+    fn held_bytes(&self) -> Result<u64, ClError> {
+        Ok(held_bytes(&self.sum.buf)?
+            + held_bytes(&self.sqsum.buf)?
+            + held_bytes(&self.edges.buf)?
+            + held_bytes(&self.foreground.buf)?
+            + held_bytes(&self.left.buf)?
+            + held_bytes(&self.left_sq.buf)?
+            + held_bytes(&self.top.buf)?
+            + held_bytes(&self.top_sq.buf)?
+            + held_bytes(&self.corner.buf)?
+            + held_bytes(&self.corner_sq.buf)?)
+    }
+}
+
+/// The blocked integrals read back to the host.
+pub(super) struct HostIntegrals {
+    tiles: Tiles,
+    sum: Vec<u16>,
+    sqsum: Vec<u32>,
+    edges: Vec<u8>,
+    foreground: Vec<u8>,
+    left: Vec<u32>,
+    left_sq: Vec<u64>,
+    top: Vec<u32>,
+    top_sq: Vec<u64>,
+    corner: Vec<u32>,
+    corner_sq: Vec<u64>,
+}
+
+impl HostIntegrals {
+    /// OpenCV's exclusive integrals at (x, y), 0 <= x <= width, 0 <= y <= height: luma's
+    /// sum, its squared sum, the edge and the foreground counts of the pixels above and
+    /// left, from the four parts as integral.cl adds them (each taken only where its
+    /// condition holds). Every part and the total fit u64 without wrapping.
+    fn at(&self, x: usize, y: usize) -> [u64; 4] {
+        let g = &self.tiles;
+        const S: usize = Tiles::SIZE;
+        let (t, l, b, r) = (x / S, x % S, y / S, y % S);
+        let mut v = [0u64; 4];
+        let mut add = |words: &[u32], squares: &[u64], i: usize, plane: usize| {
+            v[0] += u64::from(words[i]);
+            v[1] += squares[i];
+            v[2] += u64::from(words[plane + i]);
+            v[3] += u64::from(words[2 * plane + i]);
+        };
+        if t > 0 && b > 0 {
+            let i = (b - 1) * g.whole_across() + t - 1;
+            add(&self.corner, &self.corner_sq, i, g.corner_len());
+        }
+        if t > 0 && r > 0 {
+            let i = (t - 1) * g.height + y - 1;
+            add(&self.left, &self.left_sq, i, g.left_len());
+        }
+        if b > 0 && l > 0 {
+            let i = (b - 1) * g.padded() + x - 1;
+            add(&self.top, &self.top_sq, i, g.top_len());
+        }
+        if l > 0 && r > 0 {
+            let i = g.local_index(x - 1, y - 1);
+            v[0] += u64::from(self.sum[i]);
+            v[1] += u64::from(self.sqsum[i]);
+            v[2] += u64::from(self.edges[i]);
+            v[3] += u64::from(self.foreground[i]);
+        }
+        v
+    }
+
+    /// OpenCV's four `(height + 1) x (width + 1)` images: luma's sum (u32: it fits, for
+    /// any frame `FrameLayout::validate` accepts), its squared sum, the edge and the
+    /// foreground counts.
+    #[allow(clippy::type_complexity)]
+    pub(super) fn opencv_images(&self) -> (Vec<u32>, Vec<u64>, Vec<u32>, Vec<u32>) {
+        let (w, h) = (self.tiles.width, self.tiles.height);
+        let len = (w + 1) * (h + 1);
+        let (mut sum, mut sqsum) = (Vec::with_capacity(len), Vec::with_capacity(len));
+        let (mut edges, mut foreground) = (Vec::with_capacity(len), Vec::with_capacity(len));
+        let narrow = |v: u64| u32::try_from(v).expect("a frame's sums fit u32");
+        for y in 0..=h {
+            for x in 0..=w {
+                let [s, q, e, f] = self.at(x, y);
+                sum.push(narrow(s));
+                sqsum.push(q);
+                edges.push(narrow(e));
+                foreground.push(narrow(f));
+            }
+        }
+        (sum, sqsum, edges, foreground)
+    }
+}
+
+/// How the pass that writes local, left and top is laid out on the device.
 enum Passes {
-    /// Bands of rows, a work-item each: the bands' column sums, then every band writes all
-    /// four images row by row (CPUs).
-    ItemBands {
-        columns_kernel: Kernel,
-        bands_kernel: Kernel,
-        bands: u32,
-        cols: Buffer<u32>,
-        tops: Buffer<u32>,
-        tops2: Buffer<u64>,
-    },
-    /// Bands of rows, a work-group each, about one band per compute unit: the bands' column
-    /// sums, their prefix down the bands, then every band's group scans its rows in chunks
-    /// and writes all four images (GPUs).
+    /// CPUs: `integral_tile_bands`, `items` work-items of one, each a run of bands.
+    ItemBands { kernel: Kernel, items: u32 },
+    /// GPUs: `integral_tile_columns`, a work-item per column of a band in groups of
+    /// `group` (a multiple of 16), then `integral_left_rows` to sum the tiles along rows.
     GroupBands {
-        sums_kernel: Kernel,
-        carries_kernel: Kernel,
-        images_kernel: Kernel,
-        band_rows: u32,
-        bands: u32,
+        columns: Kernel,
         group: usize,
-        /// A uint4 per band and column: the column sums, then what lies above the band.
-        cols: Buffer<u32>,
+        rows: Kernel,
+        rows_launch: Launch,
     },
 }
 
 pub(super) struct IntegralStage {
     passes: Passes,
+    tops: Kernel,
+    tops_launch: Launch,
+    corners: Kernel,
+    corners_launch: Launch,
     region_sums: Kernel,
     launch: Launch,
-    sum: DeviceImage<u32>,
-    sqsum: DeviceImage<u64>,
-    edges: DeviceImage<u32>,
-    foreground: DeviceImage<u32>,
+    tiles: Tiles,
+    blocked: Blocked,
     /// The whole frame, then the configured regions, then the health grid's cells.
     regions: Vec<Region>,
     /// How many of `regions` are grid cells (at the end).
@@ -76,71 +262,58 @@ impl IntegralStage {
         regions: &[Region],
         tuning: &Tuning,
     ) -> Result<IntegralStage, PipelineError> {
+        let tiles = Tiles::new(layout);
         let built = || -> Result<_, ClError> {
             let program = gpu.build_with(INTEGRAL_CL, tuning.stores.define())?;
             let k = |name| Kernel::create(&program, name).call("clCreateKernel");
-            let w = layout.width as usize;
             let passes = match tuning.integral_layout {
                 IntegralLayout::ItemBands => {
-                    // A band's column sums of luma² are uint: at most 66051 rows a band.
-                    let bands = (gpu.info.compute_units * BANDS_PER_COMPUTE_UNIT)
-                        .max(layout.height.div_ceil(66_051))
-                        .clamp(1, layout.height);
-                    let b = bands as usize;
+                    let items = (gpu.info.compute_units as usize * BANDS_PER_COMPUTE_UNIT)
+                        .clamp(1, tiles.bands());
                     Passes::ItemBands {
-                        columns_kernel: k("integral_band_columns")?,
-                        bands_kernel: k("integral_bands")?,
-                        bands,
-                        cols: device_buffer(gpu, 4 * b * w)?,
-                        tops: device_buffer(gpu, 3 * b * (w + 1))?,
-                        tops2: device_buffer(gpu, b * (w + 1))?,
+                        kernel: k("integral_tile_bands")?,
+                        items: items as u32,
                     }
                 }
                 IntegralLayout::GroupBands => {
-                    let images_kernel = k("integral_band_images")?;
-                    let group = BAND_GROUP_MAX
-                        .min(
-                            images_kernel
-                                .get_work_group_size(gpu.device.id())
-                                .call("clGetKernelWorkGroupInfo")?,
-                        )
-                        .max(1);
-                    // About two bands per compute unit: a band's rows are scanned one
-                    // after another, so the device needs many bands at once to hide the
-                    // latency, while every band adds column sums to write and scan.
-                    let band_rows = layout
-                        .height
-                        .div_ceil(BANDS_PER_GPU_COMPUTE_UNIT * gpu.info.compute_units.max(1))
-                        .clamp(MIN_BAND_ROWS, BAND_ROWS_MAX)
-                        .min(layout.height);
-                    let bands = layout.height.div_ceil(band_rows);
+                    let columns = k("integral_tile_columns")?;
+                    let most = columns
+                        .get_work_group_size(gpu.device.id())
+                        .call("clGetKernelWorkGroupInfo")?;
+                    // Whole tiles in a group: the scan runs within each 16 work-items.
+                    let group = (TILE_GROUP_MAX.min(most) / Tiles::SIZE).max(1) * Tiles::SIZE;
+                    let rows = k("integral_left_rows")?;
+                    let rows_launch = Launch::one_d(gpu, &rows, LINE_GROUP_SIZE)?;
                     Passes::GroupBands {
-                        sums_kernel: k("integral_band_sums")?,
-                        carries_kernel: k("integral_band_carries")?,
-                        images_kernel,
-                        band_rows,
-                        bands,
+                        columns,
                         group,
-                        cols: device_buffer(gpu, 4 * bands as usize * w)?,
+                        rows,
+                        rows_launch,
                     }
                 }
             };
-            Ok((passes, k("region_sums")?))
+            Ok((
+                passes,
+                k("integral_tops")?,
+                k("integral_corners")?,
+                k("region_sums")?,
+            ))
         };
-        let (passes, region_sums) = built().map_err(|source| PipelineError::Stage {
-            stage: "integral",
-            source,
-        })?;
-        let launch = Launch::one_d(gpu, &region_sums, LINE_GROUP_SIZE)?;
-        let len = (layout.width as usize + 1) * (layout.height as usize + 1);
+        let (passes, tops, corners, region_sums) =
+            built().map_err(|source| PipelineError::Stage {
+                stage: "integral",
+                source,
+            })?;
         let mut stage = IntegralStage {
             passes,
+            tops_launch: Launch::one_d(gpu, &tops, LINE_GROUP_SIZE)?,
+            tops,
+            corners_launch: Launch::one_d(gpu, &corners, LINE_GROUP_SIZE)?,
+            corners,
+            launch: Launch::one_d(gpu, &region_sums, LINE_GROUP_SIZE)?,
             region_sums,
-            launch,
-            sum: DeviceImage::new(gpu, len)?,
-            sqsum: DeviceImage::new(gpu, len)?,
-            edges: DeviceImage::new(gpu, len)?,
-            foreground: DeviceImage::new(gpu, len)?,
+            tiles,
+            blocked: Blocked::new(gpu, &tiles)?,
             regions: Vec::new(),
             cells: 0,
             rects: device_buffer(gpu, 4)?,
@@ -194,176 +367,169 @@ impl IntegralStage {
         &self.regions[self.regions.len() - self.cells..]
     }
 
-    /// Enqueues the integrals of luma, of the edge mask and of the foreground mask, handing
-    /// each kernel's event to `event`.
+    /// Enqueues the blocked integrals of luma, of its edges (`magnitude` at least
+    /// `edge_threshold`) and of its foreground (above the threshold at word 256 of
+    /// `results`, which the Otsu kernel wrote before), handing each kernel's event to
+    /// `event`.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn enqueue_integrals(
         &self,
         gpu: &Gpu,
         layout: &FrameLayout,
         luma: &Buffer<u8>,
-        edge_mask: &Buffer<u8>,
-        foreground_mask: &Buffer<u8>,
+        magnitude: &Buffer<u8>,
+        edge_threshold: u8,
+        results: &Buffer<u32>,
         mut event: impl FnMut(Event),
     ) -> Result<(), ClError> {
         let (w, h) = (layout.width, layout.height);
-        // Luma and the masks are dense: their rows are `w` apart.
+        let et = u32::from(edge_threshold);
+        // Luma and the magnitude are dense: their rows are `w` apart.
         let src_stride = w;
+        let g = &self.blocked;
+        let t = &self.tiles;
+        let what = "clEnqueueNDRangeKernel(integral)";
         match &self.passes {
-            Passes::ItemBands {
-                columns_kernel,
-                bands_kernel,
-                bands,
-                cols,
-                tops,
-                tops2,
-            } => {
-                let what = "clEnqueueNDRangeKernel(integral bands)";
-                // One work-item per group: a band is a long sequential walk.
-                let global = [*bands as usize];
-                // SAFETY: the arguments are integral.cl's integral_band_columns (luma,
-                // src_stride, width, height, edges, mask, bands, cols), src_stride = width.
-                // Work-item b < `bands` walks the rows of band b (all below `height`),
-                // `width` columns of each of the three `pixels()`-byte inputs, and writes
-                // its band's 4 x `width` column sums.
-                // `cols` holds 4 x `bands` x `width` words, made in `IntegralStage::new`
-                // for this layout and band count; the pipeline, the only caller, passes
-                // that layout and its inputs of `pixels()` bytes.
+            Passes::ItemBands { kernel, items } => {
+                // SAFETY: the arguments are integral.cl's integral_tile_bands (luma,
+                // src_stride, width, height, magnitude, edge_threshold, results, items,
+                // sum, sqsum, edges, foreground, left, left_sq, top, top_sq), src_stride =
+                // width. Work-item k < `items` reads rows of its bands (all below `height`),
+                // `width` columns each (a partial tile byte by byte), of the two
+                // `pixels()`-byte inputs, word 256 of `results`, and writes its bands'
+                // elements of local (`local_len()` each), of left (`left_len()` a plane)
+                // and of top (`top_len()` a plane): `Blocked::new` made every part that
+                // long from this stage's `Tiles`, i.e. from this layout. The pipeline, the
+                // only caller, passes that layout, its inputs of `pixels()` bytes and its
+                // 257-word results.
                 event(unsafe {
                     launch(
                         gpu,
-                        columns_kernel,
+                        kernel,
                         &[
                             luma,
                             &src_stride,
                             &w,
                             &h,
-                            edge_mask,
-                            foreground_mask,
-                            bands,
-                            cols,
+                            magnitude,
+                            &et,
+                            results,
+                            items,
+                            &g.sum.buf,
+                            &g.sqsum.buf,
+                            &g.edges.buf,
+                            &g.foreground.buf,
+                            &g.left.buf,
+                            &g.left_sq.buf,
+                            &g.top.buf,
+                            &g.top_sq.buf,
                         ],
-                        &global,
-                        &[1],
-                        what,
-                    )
-                }?);
-                // SAFETY: the arguments are integral_bands' (luma, src_stride, width,
-                // height, edges, mask, bands, cols, tops, tops2, sum, sqsum, ecount,
-                // fcount), src_stride = width. Work-item b < `bands` reads its band's rows
-                // of the inputs and the column sums above it, writes its band's row of
-                // `tops` (3 x (width + 1) words) and `tops2` (width + 1), and its rows of
-                // the four (width + 1) x (height + 1) images, all of which
-                // `IntegralStage::new` made for this layout and band count.
-                event(unsafe {
-                    launch(
-                        gpu,
-                        bands_kernel,
-                        &[
-                            luma,
-                            &src_stride,
-                            &w,
-                            &h,
-                            edge_mask,
-                            foreground_mask,
-                            bands,
-                            cols,
-                            tops,
-                            tops2,
-                            &self.sum.buf,
-                            &self.sqsum.buf,
-                            &self.edges.buf,
-                            &self.foreground.buf,
-                        ],
-                        &global,
+                        &[*items as usize],
                         &[1],
                         what,
                     )
                 }?);
             }
             Passes::GroupBands {
-                sums_kernel,
-                carries_kernel,
-                images_kernel,
-                band_rows,
-                bands,
+                columns,
                 group,
-                cols,
+                rows,
+                rows_launch,
             } => {
-                let what = "clEnqueueNDRangeKernel(integral bands)";
-                let local = self.launch.local[0];
-                let quads = self.launch.global_1d((w as usize).div_ceil(4));
-                // SAFETY: the arguments are integral_band_sums' (luma, src_stride, width,
-                // height, edges, mask, band_rows, cols), src_stride = width. Work-item (x, b)
-                // returns unless x < width and b x band_rows < height, reads four columns from
-                // x of its band's rows of the three `pixels()`-byte inputs, and writes them to
-                // band b's row of `cols`, which holds `bands` x `width` uint4s for `bands` =
-                // height / band_rows rounded up, as `IntegralStage::new` made it for this
-                // layout; the pipeline, the only caller, passes that layout and its inputs.
+                let global = [t.padded().next_multiple_of(*group), t.bands()];
+                // SAFETY: the arguments are integral_tile_columns' (luma, src_stride,
+                // width, height, magnitude, edge_threshold, results, sum, sqsum, edges,
+                // foreground, left, left_sq, top, top_sq), src_stride = width. Work-item
+                // (x, b) reads column x of band b's rows (below `height`) of the two
+                // `pixels()`-byte inputs only where x < width, word 256 of `results`, and
+                // writes element x of its band's rows of local only where x < the padded
+                // width, of left only for whole tiles and of top only for whole bands:
+                // within `local_len()`, `left_len()` and `top_len()` a plane, the lengths
+                // `Blocked::new` made from this layout's `Tiles`; `group` is a multiple of
+                // 16 of at most TILE_GROUP_MAX, the kernel's local buffer. The pipeline,
+                // the only caller, passes that layout, its inputs and its 257-word results.
                 event(unsafe {
                     launch(
                         gpu,
-                        sums_kernel,
+                        columns,
                         &[
                             luma,
                             &src_stride,
                             &w,
                             &h,
-                            edge_mask,
-                            foreground_mask,
-                            band_rows,
-                            cols,
+                            magnitude,
+                            &et,
+                            results,
+                            &g.sum.buf,
+                            &g.sqsum.buf,
+                            &g.edges.buf,
+                            &g.foreground.buf,
+                            &g.left.buf,
+                            &g.left_sq.buf,
+                            &g.top.buf,
+                            &g.top_sq.buf,
                         ],
-                        &[quads, *bands as usize],
-                        &[local, 1],
+                        &global,
+                        &[*group, 1],
                         what,
                     )
                 }?);
-                // SAFETY: the arguments are integral_band_carries' (width, bands, cols).
-                // Work-item x returns unless x < width and walks column x down the
-                // `bands` rows of uint4s of `cols` (made for this layout, see above).
+                // SAFETY: the arguments are integral_left_rows' (width, height, left,
+                // left_sq). Work-item (y, part) returns unless y < height and part < 4,
+                // and walks row y of the whole tiles of one part of left, `left_len()`
+                // elements a plane as `Blocked::new` made them for this layout.
                 event(unsafe {
                     launch(
                         gpu,
-                        carries_kernel,
-                        &[&w, bands, cols],
-                        &[self.launch.global_1d(w as usize)],
-                        &[local],
-                        what,
-                    )
-                }?);
-                // SAFETY: the arguments are integral_band_images' (luma, src_stride,
-                // width, height, edges, mask, band_rows, cols, sum, sqsum, ecount, fcount),
-                // src_stride = width. Group b
-                // < `bands` scans rows b x band_rows up to `height` of the inputs, `width`
-                // columns each, reads its band's row of `cols` and writes those rows of
-                // the four (width + 1) x (height + 1) images; `group` is at most
-                // BAND_GROUP_MAX, the kernel's local buffer. All were made for this layout
-                // by `IntegralStage::new`.
-                event(unsafe {
-                    launch(
-                        gpu,
-                        images_kernel,
-                        &[
-                            luma,
-                            &src_stride,
-                            &w,
-                            &h,
-                            edge_mask,
-                            foreground_mask,
-                            band_rows,
-                            cols,
-                            &self.sum.buf,
-                            &self.sqsum.buf,
-                            &self.edges.buf,
-                            &self.foreground.buf,
-                        ],
-                        &[*bands as usize * group],
-                        &[*group],
+                        rows,
+                        &[&w, &h, &g.left.buf, &g.left_sq.buf],
+                        &[rows_launch.global_1d(t.height), PARTS],
+                        &[rows_launch.local[0], 1],
                         what,
                     )
                 }?);
             }
         }
+        // SAFETY: the arguments are integral_tops' (width, height, top, top_sq). Work-item
+        // (q, part) returns unless 4q < the padded width and part < 4, and walks columns
+        // 4q..4q + 3 down the whole bands of one part of top, `top_len()` elements a plane
+        // as `Blocked::new` made them for this layout (the padded width is a multiple of
+        // 16, so no vector crosses a plane's end). At least one work-item is launched.
+        event(unsafe {
+            launch(
+                gpu,
+                &self.tops,
+                &[&w, &h, &g.top.buf, &g.top_sq.buf],
+                &[self.tops_launch.global_1d(t.padded() / 4), PARTS],
+                &[self.tops_launch.local[0], 1],
+                what,
+            )
+        }?);
+        // SAFETY: the arguments are integral_corners' (width, height, left, left_sq,
+        // corner, corner_sq). Work-item (t, part) returns unless t is a whole tile column
+        // and part < 4, reads left's rows 16 b + 15 of whole bands b in column t and
+        // writes corner's column t, `left_len()` and `corner_len()` elements a plane as
+        // `Blocked::new` made them for this layout. At least one work-item is launched.
+        event(unsafe {
+            launch(
+                gpu,
+                &self.corners,
+                &[
+                    &w,
+                    &h,
+                    &g.left.buf,
+                    &g.left_sq.buf,
+                    &g.corner.buf,
+                    &g.corner_sq.buf,
+                ],
+                &[
+                    self.corners_launch.global_1d(t.whole_across().max(1)),
+                    PARTS,
+                ],
+                &[self.corners_launch.local[0], 1],
+                what,
+            )
+        }?);
         Ok(())
     }
 
@@ -374,25 +540,35 @@ impl IntegralStage {
         layout: &FrameLayout,
     ) -> Result<Event, ClError> {
         let count = self.regions.len() as u32;
-        let src_stride = layout.width + 1;
-        // SAFETY: the arguments are region_sums' (sum, src_stride, width, height, sqsum, edges,
-        // foreground, rects, count, out), src_stride = width + 1. Work-item i returns unless i
-        // < `count`, reads rectangle i of `rects` (4 x `count` words), the four corners of that
-        // rectangle in the four (width + 1) x (height + 1) images, and writes 4 ulongs at 4i of
-        // `out`. `set_regions` makes `rects` and `sums` for exactly `self.regions` (4 words
-        // each) after checking that every region lies inside this layout's frame.
+        let g = &self.blocked;
+        let src_stride = self.tiles.padded() as u32;
+        // SAFETY: the arguments are region_sums' (sum, src_stride, width, height, sqsum,
+        // edges, foreground, left, left_sq, top, top_sq, corner, corner_sq, rects, count,
+        // out), src_stride = the padded width. Work-item i returns unless i < `count`,
+        // reads rectangle i of `rects` (4 x `count` words), for each of its four corners
+        // at most one element of each part at the indices integral.cl's formula gives for
+        // a point inside the frame (the lengths `Blocked::new` made from this layout's
+        // `Tiles`), and writes 4 ulongs at 4i of `out`. `set_regions` makes `rects` and
+        // `sums` for exactly `self.regions` (4 words each) after checking that every
+        // region lies inside this layout's frame.
         unsafe {
             launch(
                 gpu,
                 &self.region_sums,
                 &[
-                    &self.sum.buf,
+                    &g.sum.buf,
                     &src_stride,
                     &layout.width,
                     &layout.height,
-                    &self.sqsum.buf,
-                    &self.edges.buf,
-                    &self.foreground.buf,
+                    &g.sqsum.buf,
+                    &g.edges.buf,
+                    &g.foreground.buf,
+                    &g.left.buf,
+                    &g.left_sq.buf,
+                    &g.top.buf,
+                    &g.top_sq.buf,
+                    &g.corner.buf,
+                    &g.corner_sq.buf,
                     &self.rects,
                     &count,
                     &self.sums,
@@ -407,6 +583,11 @@ impl IntegralStage {
     /// The device buffer of the region sums: four per region, the whole frame first.
     pub(super) fn sums(&self) -> &Buffer<u64> {
         &self.sums
+    }
+
+    /// How many regions are measured, the whole frame included.
+    pub(super) fn region_count(&self) -> usize {
+        self.regions.len()
     }
 
     /// How many sums [`IntegralStage::sums`] holds.
@@ -457,45 +638,240 @@ impl IntegralStage {
         cells.extend(stats.map(|(_, st)| st));
     }
 
-    /// Whether each integral image's guard band is intact, by name.
-    pub(super) fn guard_checks(&self, gpu: &Gpu) -> Result<[(&'static str, bool); 4], ClError> {
+    /// Whether each part's guard band is intact, by name.
+    pub(super) fn guard_checks(&self, gpu: &Gpu) -> Result<[(&'static str, bool); 10], ClError> {
+        let g = &self.blocked;
         Ok([
-            ("integral_sum", self.sum.guard_intact(gpu)?),
-            ("integral_sqsum", self.sqsum.guard_intact(gpu)?),
-            ("integral_edges", self.edges.guard_intact(gpu)?),
-            ("integral_foreground", self.foreground.guard_intact(gpu)?),
+            ("integral_sum", g.sum.guard_intact(gpu)?),
+            ("integral_sqsum", g.sqsum.guard_intact(gpu)?),
+            ("integral_edges", g.edges.guard_intact(gpu)?),
+            ("integral_foreground", g.foreground.guard_intact(gpu)?),
+            ("integral_left", g.left.guard_intact(gpu)?),
+            ("integral_left_sq", g.left_sq.guard_intact(gpu)?),
+            ("integral_top", g.top.guard_intact(gpu)?),
+            ("integral_top_sq", g.top_sq.guard_intact(gpu)?),
+            ("integral_corner", g.corner.guard_intact(gpu)?),
+            ("integral_corner_sq", g.corner_sq.guard_intact(gpu)?),
         ])
     }
 
-    /// The bytes the stage's buffers hold on the device: the four images, the passes'
-    /// column sums and the regions' rectangles and sums.
+    /// The bytes the stage's buffers hold on the device: the blocked integrals and the
+    /// regions' rectangles and sums.
     pub(super) fn held_bytes(&self) -> Result<u64, ClError> {
-        let passes = match &self.passes {
-            Passes::ItemBands {
-                cols, tops, tops2, ..
-            } => held_bytes(cols)? + held_bytes(tops)? + held_bytes(tops2)?,
-            Passes::GroupBands { cols, .. } => held_bytes(cols)?,
-        };
-        Ok(passes
-            + held_bytes(&self.sum.buf)?
-            + held_bytes(&self.sqsum.buf)?
-            + held_bytes(&self.edges.buf)?
-            + held_bytes(&self.foreground.buf)?
-            + held_bytes(&self.rects)?
-            + held_bytes(&self.sums)?)
+        Ok(self.blocked.held_bytes()? + held_bytes(&self.rects)? + held_bytes(&self.sums)?)
     }
 
-    /// Reads the four integral images.
-    #[allow(clippy::type_complexity)]
-    pub(super) fn read_integrals(
-        &self,
-        gpu: &Gpu,
-    ) -> Result<(Vec<u32>, Vec<u64>, Vec<u32>, Vec<u32>), ClError> {
-        Ok((
-            self.sum.read(gpu)?,
-            self.sqsum.read(gpu)?,
-            self.edges.read(gpu)?,
-            self.foreground.read(gpu)?,
-        ))
+    /// Reads the blocked integrals back.
+    pub(super) fn read_integrals(&self, gpu: &Gpu) -> Result<HostIntegrals, ClError> {
+        let g = &self.blocked;
+        Ok(HostIntegrals {
+            tiles: self.tiles,
+            sum: g.sum.read(gpu)?,
+            sqsum: g.sqsum.read(gpu)?,
+            edges: g.edges.read(gpu)?,
+            foreground: g.foreground.read(gpu)?,
+            left: g.left.read(gpu)?,
+            left_sq: g.left_sq.read(gpu)?,
+            top: g.top.read(gpu)?,
+            top_sq: g.top_sq.read(gpu)?,
+            corner: g.corner.read(gpu)?,
+            corner_sq: g.corner_sq.read(gpu)?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cl::DeviceSpec;
+    use crate::frame::PixelFormat;
+    use crate::pipeline::{Pipeline, PipelineOptions, Tuning};
+    use crate::reference;
+
+    /// A grey frame's luma (the frame itself) and the reference's OpenCV-layout integrals
+    /// of its sum, squared sum, edges and foreground, with the edge threshold given.
+    struct Frame {
+        width: usize,
+        height: usize,
+        luma: Vec<u8>,
+        integrals: (Vec<u32>, Vec<u64>, Vec<u32>, Vec<u32>),
+    }
+
+    impl Frame {
+        fn new(width: usize, height: usize, seed: u64, edge_threshold: u8) -> Frame {
+            let mut state = seed.max(1);
+            let luma: Vec<u8> = (0..width * height)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    (state >> 24) as u8
+                })
+                .collect();
+            let options = PipelineOptions::default();
+            let (dx, dy) = reference::sobel(&luma, width, height, options.border);
+            let magnitude = reference::magnitude(&dx, &dy, options.magnitude);
+            let edges = reference::edge_mask(&magnitude, edge_threshold);
+            let threshold = reference::otsu_threshold(&reference::histogram(&luma));
+            let mask = reference::binarize(&luma, threshold);
+            let (sum, sqsum) = reference::integral(&luma, width, height);
+            let integrals = (
+                sum,
+                sqsum,
+                reference::integral_count(&edges, width, height),
+                reference::integral_count(&mask, width, height),
+            );
+            Frame {
+                width,
+                height,
+                luma,
+                integrals,
+            }
+        }
+
+        /// The sums over columns x0..x1 and rows y0..y1, clipped to the frame (pixels
+        /// past its right edge count 0).
+        fn rect(&self, x0: usize, y0: usize, x1: usize, y1: usize) -> [u64; 4] {
+            let (x1, stride) = (x1.min(self.width), self.width + 1);
+            let (s, q, e, f) = &self.integrals;
+            let corners = |at: &dyn Fn(usize) -> u64| {
+                at(y1 * stride + x1) + at(y0 * stride + x0)
+                    - at(y0 * stride + x1)
+                    - at(y1 * stride + x0)
+            };
+            [
+                corners(&|i| u64::from(s[i])),
+                corners(&|i| q[i]),
+                corners(&|i| u64::from(e[i])),
+                corners(&|i| u64::from(f[i])),
+            ]
+        }
+
+        /// Every part of the blocked form straight from its definition in integral.cl, as
+        /// a sum over a rectangle; local's counts modulo 256 as stored.
+        fn blocked(&self) -> HostIntegrals {
+            const S: usize = Tiles::SIZE;
+            let g = Tiles {
+                width: self.width,
+                height: self.height,
+            };
+            let (w16, h16, p) = (g.whole_across(), g.whole_bands(), g.padded());
+            let mut out = HostIntegrals {
+                tiles: g,
+                sum: vec![0; g.local_len()],
+                sqsum: vec![0; g.local_len()],
+                edges: vec![0; g.local_len()],
+                foreground: vec![0; g.local_len()],
+                left: vec![0; 3 * g.left_len()],
+                left_sq: vec![0; g.left_len()],
+                top: vec![0; 3 * g.top_len()],
+                top_sq: vec![0; g.top_len()],
+                corner: vec![0; 3 * g.corner_len()],
+                corner_sq: vec![0; g.corner_len()],
+            };
+            let narrow = |v: u64| u32::try_from(v).unwrap();
+            for y in 0..self.height {
+                let b = y / S;
+                for x in 0..p {
+                    let [s, q, e, f] = self.rect(x / S * S, b * S, x + 1, y + 1);
+                    let i = g.local_index(x, y);
+                    out.sum[i] = u16::try_from(s).unwrap();
+                    out.sqsum[i] = narrow(q);
+                    out.edges[i] = e as u8;
+                    out.foreground[i] = f as u8;
+                }
+                for t in 0..w16 {
+                    let [s, q, e, f] = self.rect(0, b * S, S * (t + 1), y + 1);
+                    let (i, plane) = (t * self.height + y, g.left_len());
+                    (out.left[i], out.left_sq[i]) = (narrow(s), q);
+                    (out.left[plane + i], out.left[2 * plane + i]) = (narrow(e), narrow(f));
+                }
+            }
+            for b in 0..h16 {
+                for c in 0..p {
+                    let [s, q, e, f] = self.rect(c / S * S, 0, c + 1, S * (b + 1));
+                    let (i, plane) = (b * p + c, g.top_len());
+                    (out.top[i], out.top_sq[i]) = (narrow(s), q);
+                    (out.top[plane + i], out.top[2 * plane + i]) = (narrow(e), narrow(f));
+                }
+                for t in 0..w16 {
+                    let [s, q, e, f] = self.rect(0, 0, S * (t + 1), S * (b + 1));
+                    let (i, plane) = (b * w16 + t, g.corner_len());
+                    (out.corner[i], out.corner_sq[i]) = (narrow(s), q);
+                    (out.corner[plane + i], out.corner[2 * plane + i]) = (narrow(e), narrow(f));
+                }
+            }
+            out
+        }
+    }
+
+    const SIZES: [(usize, usize); 9] = [
+        (1, 1),
+        (15, 15),
+        (16, 16),
+        (17, 33),
+        (40, 2),
+        (2, 40),
+        (47, 35),
+        (64, 48),
+        (100, 17),
+    ];
+
+    /// integral.cl's formula for I(x, y), as the host assembles OpenCV's layout with it,
+    /// gives the reference's images from parts that hold exactly their definitions.
+    #[test]
+    fn the_formula_adds_the_parts_up_to_opencvs_images() {
+        for (k, (w, h)) in SIZES.into_iter().enumerate() {
+            for edge_threshold in [0, 64, 255] {
+                let frame = Frame::new(w, h, 7 + k as u64, edge_threshold);
+                let images = frame.blocked().opencv_images();
+                assert!(images == frame.integrals, "{w}x{h}, {edge_threshold}");
+            }
+        }
+    }
+
+    fn gpu() -> Gpu {
+        let spec: DeviceSpec = std::env::var("EDGESIGHT_TEST_DEVICE")
+            .unwrap_or_default()
+            .parse()
+            .expect("device spec");
+        Gpu::open(&spec).expect("an OpenCL device (install pocl-opencl-icd)")
+    }
+
+    /// Both layouts' kernels write every part exactly as integral.cl defines it, padding
+    /// included (and local's counts modulo 256 at a tile's last pixel).
+    #[test]
+    fn both_layouts_write_the_parts_as_defined() {
+        let gpu = gpu();
+        for (k, (w, h)) in SIZES.into_iter().chain([(641, 479)]).enumerate() {
+            for edge_threshold in [0, 64] {
+                let frame = Frame::new(w, h, 100 + k as u64, edge_threshold);
+                let want = frame.blocked();
+                let layout = FrameLayout::packed(PixelFormat::Grey, w as u32, h as u32);
+                let options = PipelineOptions {
+                    edge_threshold,
+                    ..PipelineOptions::default()
+                };
+                for (_, tuning) in Tuning::ALL {
+                    let label = format!("{w}x{h}, {edge_threshold}, {tuning:?}");
+                    let mut pipeline =
+                        Pipeline::with_tuning(&gpu, layout, options, &[], tuning).unwrap();
+                    let mut slot = pipeline.new_slot(&gpu).unwrap();
+                    slot.write_bytes(&gpu, &frame.luma).unwrap();
+                    pipeline.process(&gpu, &slot).unwrap();
+                    let got = pipeline.integral.read_integrals(&gpu).unwrap();
+                    assert!(got.sum == want.sum, "local sum, {label}");
+                    assert!(got.sqsum == want.sqsum, "local sqsum, {label}");
+                    assert!(got.edges == want.edges, "local edges, {label}");
+                    assert!(got.foreground == want.foreground, "local fg, {label}");
+                    assert!(got.left == want.left, "left, {label}");
+                    assert!(got.left_sq == want.left_sq, "left_sq, {label}");
+                    assert!(got.top == want.top, "top, {label}");
+                    assert!(got.top_sq == want.top_sq, "top_sq, {label}");
+                    assert!(got.corner == want.corner, "corner, {label}");
+                    assert!(got.corner_sq == want.corner_sq, "corner_sq, {label}");
+                }
+            }
+        }
     }
 }

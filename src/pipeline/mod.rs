@@ -3,14 +3,18 @@
 //! threshold, region sums) unless the full images are asked for.
 //!
 //! ```text
-//! slot ─► luma ─┬─► sobel (magnitude, edge mask; dx, dy if kept) ───────┐
-//!               ├─► histogram ─► otsu (threshold on device) ─► binarize ┤
-//!               └─► integral (sum, sqsum) ◄─ integral (edges, mask) ◄───┘ ─► region sums
+//! slot ─► luma ─┬─► sobel (magnitude) ─────────────────────────┐
+//!               ├─► histogram ─► otsu (threshold on device) ───┤
+//!               └──────────────────────────────────────────────┴─► integral ─► region sums
 //! ```
 //!
-//! dx and dy are written only by a pipeline built to keep them ([`Setup`], [`Gradients`]):
-//! the daemon never reads them, and without them Sobel writes 2 bytes a pixel instead of 6
-//! and the pipeline holds two 2-byte images less.
+//! The integral stage counts edges (magnitude at least the edge threshold) and foreground
+//! (luma above the threshold the Otsu kernel left on the device) as it goes, so no mask
+//! is needed for the results. dx, dy, the edge mask, the foreground mask (`binarize`) and
+//! the integral images in OpenCV's layout exist only in a pipeline built to keep its full
+//! images ([`Setup`], [`FullImages`]): `process --raw` and `capture --raw` write them out;
+//! the daemon never reads them, and its pipeline neither allocates nor writes them.
+//! [`FrameImages::read_pictures`] gives any pipeline's luma, magnitude and mask.
 //!
 //! Grey frames (and NV12's Y plane) packed at stride = width skip the luma copy: the
 //! stages read the slot itself, so a frame's images can be read only while its slot is
@@ -37,6 +41,7 @@ mod launch;
 mod options;
 mod processed;
 mod timings;
+mod traffic;
 
 use opencl3::event::Event;
 
@@ -48,12 +53,13 @@ use buffers::{device_buffer, held_bytes, DeviceImage, DeviceImages, QueueDrain, 
 pub(crate) use launch::Launch;
 use launch::StageContext;
 pub use options::{
-    Border, Gradients, HistogramCounting, IntegralLayout, Magnitude, OtsuArithmetic,
+    Border, FullImages, HistogramCounting, IntegralLayout, Magnitude, OtsuArithmetic,
     PipelineOptions, Setup, SobelLayout, Stores, Tuning, TuningChoice, UnknownBorder,
     UnknownTuning, SOBEL_RUN_CHUNKS,
 };
-pub use processed::{FrameImages, FrameResult, Images, Processed};
+pub use processed::{FrameImages, FrameResult, Images, Pictures, Processed};
 pub use timings::{Stage, StageTimings};
+pub use traffic::Traffic;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PipelineError {
@@ -75,6 +81,20 @@ pub enum PipelineError {
     },
     #[error(transparent)]
     Cl(#[from] ClError),
+    #[error(
+        "the full images were not kept: the pipeline was built with FullImages::Discarded \
+         (read_pictures gives luma, magnitude and mask)"
+    )]
+    NotKept,
+}
+
+/// Whether the stages read luma straight from the frame slot: grey (or NV12's Y plane)
+/// rows packed at stride = width already are the luma image. On unified memory (POCL,
+/// Mali) the slot is as fast to read as a device buffer; on an NVIDIA H100 the driver
+/// keeps the mapped slot in device memory, and reading it costs the stages less than the
+/// copy would (BENCHMARKS.md): either way the copy, and its buffer, would be pure cost.
+fn reads_luma_in_place(layout: &FrameLayout) -> bool {
+    matches!(layout.format, PixelFormat::Grey | PixelFormat::Nv12) && layout.stride == layout.width
 }
 
 /// Runs the stages for frames of one layout; buffers are allocated once, here.
@@ -91,12 +111,6 @@ pub struct Pipeline {
     events: Vec<(Stage, Event)>,
     /// First kernel start to last kernel end of the last frame, in nanoseconds.
     last_span: u64,
-    /// Whether the stages read luma straight from the slot: grey (or NV12's Y plane) rows
-    /// packed at stride = width already are the luma image. On unified memory (POCL, Mali)
-    /// the slot is as fast to read as a device buffer; on an NVIDIA H100 the driver keeps
-    /// the mapped slot in device memory, and reading it costs the stages less than the copy
-    /// would (BENCHMARKS.md): either way the copy would be pure cost.
-    luma_in_slot: bool,
     /// Whether the histogram buffer holds zeros, as the last frame's Otsu kernel leaves it;
     /// a frame that failed before that kernel ran leaves it to be cleared.
     hist_zeroed: bool,
@@ -117,7 +131,8 @@ pub const GRADIENT_SAMPLE_FRAMES: u64 = 4;
 
 impl Pipeline {
     /// Builds the kernels and allocates the buffers for frames of `layout`, with the work
-    /// sizes suited to `gpu` and without dx and dy ([`Setup::for_device`]).
+    /// sizes suited to `gpu` and without the full images ([`Setup::for_device`]): the
+    /// daemon's pipeline.
     pub fn new(
         gpu: &Gpu,
         layout: FrameLayout,
@@ -139,7 +154,7 @@ impl Pipeline {
     }
 
     /// As [`Pipeline::new`], built as `setup` says: its work sizes, and whether it keeps
-    /// dx and dy ([`Gradients::Kept`]: `process --raw`).
+    /// its full images ([`FullImages::Kept`]: `process --raw`).
     pub fn with_setup(
         gpu: &Gpu,
         layout: FrameLayout,
@@ -147,16 +162,19 @@ impl Pipeline {
         regions: &[Region],
         setup: Setup,
     ) -> Result<Pipeline, PipelineError> {
-        let Setup { tuning, gradients } = setup;
+        let Setup { tuning, images } = setup;
         layout.validate()?;
         let n = layout.pixels();
+        let luma_in_slot = reads_luma_in_place(&layout);
         let integral = integral::IntegralStage::new(gpu, &layout, regions, &tuning)?;
         let read_back = ReadBack::new(integral.sums_len());
         let bufs = DeviceImages {
-            luma: DeviceImage::new(gpu, n)?,
+            luma: if luma_in_slot {
+                None
+            } else {
+                Some(DeviceImage::new(gpu, n)?)
+            },
             magnitude: DeviceImage::new(gpu, n)?,
-            edges: DeviceImage::new(gpu, n)?,
-            mask: DeviceImage::new(gpu, n)?,
             hist: device_buffer(gpu, 256)?,
             results: device_buffer(gpu, 257)?,
             gradient_hist: device_buffer(gpu, 256)?,
@@ -165,15 +183,13 @@ impl Pipeline {
             layout,
             options,
             luma: luma::LumaStage::new(gpu, layout.format, &tuning).stage(Stage::Luma)?,
-            sobel: sobel::SobelStage::new(gpu, &tuning, gradients, n).stage(Stage::Sobel)?,
+            sobel: sobel::SobelStage::new(gpu, &tuning, images, n).stage(Stage::Sobel)?,
             histogram: histogram::HistogramStage::new(gpu, &tuning, n).stage(Stage::Histogram)?,
-            otsu: otsu::OtsuStage::new(gpu, &tuning).stage(Stage::Otsu)?,
+            otsu: otsu::OtsuStage::new(gpu, &tuning, images, n).stage(Stage::Otsu)?,
             integral,
             bufs,
             events: Vec::with_capacity(32),
             last_span: 0,
-            luma_in_slot: matches!(layout.format, PixelFormat::Grey | PixelFormat::Nv12)
-                && layout.stride == layout.width,
             hist_zeroed: false,
             read_back,
             grid: (0, 0),
@@ -189,11 +205,11 @@ impl Pipeline {
         &self.options
     }
 
-    /// Whether this pipeline keeps dx and dy (decided when it was built).
-    pub fn gradients(&self) -> Gradients {
-        match self.sobel.gradients() {
-            Some(_) => Gradients::Kept,
-            None => Gradients::Discarded,
+    /// Whether this pipeline keeps its full images (decided when it was built).
+    pub fn full_images(&self) -> FullImages {
+        match self.sobel.kept() {
+            Some(_) => FullImages::Kept,
+            None => FullImages::Discarded,
         }
     }
 
@@ -202,14 +218,29 @@ impl Pipeline {
     /// reports their sizes. The frame slots are not counted: they belong to the source
     /// ([`Pipeline::new_slot`] makes one of `frame_bytes()`).
     pub fn device_bytes(&self) -> Result<u64, ClError> {
-        let gradients = match self.sobel.gradients() {
-            Some([dx, dy]) => held_bytes(&dx.buf)? + held_bytes(&dy.buf)?,
+        let sobel = match self.sobel.kept() {
+            Some(k) => held_bytes(&k.dx.buf)? + held_bytes(&k.dy.buf)? + held_bytes(&k.edges.buf)?,
+            None => 0,
+        };
+        let mask = match self.otsu.mask() {
+            Some(mask) => held_bytes(&mask.buf)?,
             None => 0,
         };
         Ok(self.bufs.held_bytes()?
-            + gradients
+            + sobel
+            + mask
             + self.histogram.held_bytes()?
             + self.integral.held_bytes()?)
+    }
+
+    /// The bytes a frame moves through this pipeline, per stage and in all, inputs read
+    /// once and outputs written once ([`Traffic`]), with the regions it measures now.
+    pub fn traffic(&self) -> Traffic {
+        Traffic::of(
+            &self.layout,
+            self.full_images(),
+            self.integral.region_count(),
+        )
     }
 
     /// Changes the options for the frames that follow (no reallocation).
@@ -348,27 +379,22 @@ impl Pipeline {
         let b = &self.bufs;
         let events = &mut self.events;
         events.clear();
-        let luma_src = if self.luma_in_slot {
-            slot.buffer()
-        } else {
-            events.push((
-                Stage::Luma,
-                self.luma
-                    .enqueue(gpu, slot.buffer(), &l, &b.luma.buf)
-                    .stage(Stage::Luma)?,
-            ));
-            &b.luma.buf
+        let luma_src = match &b.luma {
+            None => slot.buffer(),
+            Some(luma) => {
+                events.push((
+                    Stage::Luma,
+                    self.luma
+                        .enqueue(gpu, slot.buffer(), &l, &luma.buf)
+                        .stage(Stage::Luma)?,
+                ));
+                &luma.buf
+            }
         };
         events.push((
             Stage::Sobel,
             self.sobel
-                .enqueue(
-                    gpu,
-                    luma_src,
-                    &l,
-                    &self.options,
-                    [&b.magnitude.buf, &b.edges.buf],
-                )
+                .enqueue(gpu, luma_src, &l, &self.options, &b.magnitude.buf)
                 .stage(Stage::Sobel)?,
         ));
         if gradient {
@@ -405,16 +431,23 @@ impl Pipeline {
                 .enqueue_threshold(gpu, &b.hist, &l, &b.results)
                 .stage(Stage::Otsu)?,
         ));
-        events.push((
-            Stage::Binarize,
-            self.otsu
-                .enqueue_binarize(gpu, luma_src, &l, &b.results, &b.mask.buf)
-                .stage(Stage::Binarize)?,
-        ));
+        if let Some(event) = self
+            .otsu
+            .enqueue_binarize(gpu, luma_src, &l, &b.results)
+            .stage(Stage::Binarize)?
+        {
+            events.push((Stage::Binarize, event));
+        }
         self.integral
-            .enqueue_integrals(gpu, &l, luma_src, &b.edges.buf, &b.mask.buf, |e| {
-                events.push((Stage::Integral, e))
-            })
+            .enqueue_integrals(
+                gpu,
+                &l,
+                luma_src,
+                &b.magnitude.buf,
+                self.options.edge_threshold,
+                &b.results,
+                |e| events.push((Stage::Integral, e)),
+            )
             .stage(Stage::Integral)?;
         events.push((
             Stage::Regions,
@@ -457,23 +490,24 @@ impl Pipeline {
     }
 
     /// Names of the per-pixel buffers whose guard band a kernel overwrote (none, if every
-    /// kernel kept within its image), of those the pipeline has (dx and dy only when
-    /// kept). For tests.
+    /// kernel kept within its image), of those the pipeline has (luma only where not read
+    /// from the slot, the full images only when kept). For tests.
     pub fn broken_guards(&self, gpu: &Gpu) -> Result<Vec<&'static str>, ClError> {
         let b = &self.bufs;
-        let images = [
-            ("luma", b.luma.guard_intact(gpu)?),
-            ("magnitude", b.magnitude.guard_intact(gpu)?),
-            ("edges", b.edges.guard_intact(gpu)?),
-            ("mask", b.mask.guard_intact(gpu)?),
-        ];
-        let gradients = match self.sobel.gradients() {
-            Some([dx, dy]) => vec![("dx", dx.guard_intact(gpu)?), ("dy", dy.guard_intact(gpu)?)],
-            None => Vec::new(),
-        };
+        let mut images = vec![("magnitude", b.magnitude.guard_intact(gpu)?)];
+        if let Some(luma) = &b.luma {
+            images.push(("luma", luma.guard_intact(gpu)?));
+        }
+        if let Some(k) = self.sobel.kept() {
+            images.push(("dx", k.dx.guard_intact(gpu)?));
+            images.push(("dy", k.dy.guard_intact(gpu)?));
+            images.push(("edges", k.edges.guard_intact(gpu)?));
+        }
+        if let Some(mask) = self.otsu.mask() {
+            images.push(("mask", mask.guard_intact(gpu)?));
+        }
         Ok(images
             .into_iter()
-            .chain(gradients)
             .chain(self.integral.guard_checks(gpu)?)
             .filter(|&(_, intact)| !intact)
             .map(|(name, _)| name)

@@ -1,6 +1,6 @@
 //! What the pipeline computes (border, magnitude, edge threshold), the device-dependent
 //! work-size choices ([`Tuning`]) that change how, never what, and how a pipeline is built
-//! ([`Setup`]: the tuning and whether it keeps dx and dy, [`Gradients`]).
+//! ([`Setup`]: the tuning and whether it keeps the full images, [`FullImages`]).
 
 use std::fmt;
 use std::str::FromStr;
@@ -106,28 +106,34 @@ impl Default for PipelineOptions {
     }
 }
 
-/// Whether a pipeline keeps Sobel's dx and dy images. Fixed when the pipeline is built: it
-/// decides which buffers exist and how the Sobel program is compiled, so it is part of
-/// [`Setup`], never of [`PipelineOptions`] (which a reload changes and reports show).
-/// Either way the magnitude, the edge mask and everything after them are the same.
+/// Whether a pipeline keeps the full per-pixel images that only `process --raw` and
+/// `capture --raw` write out: Sobel's dx, dy and edge mask, the foreground mask, and the
+/// integral images in OpenCV's layout. Fixed when the pipeline is built: it decides which
+/// buffers exist and how the Sobel program is compiled, so it is part of [`Setup`], never
+/// of [`PipelineOptions`] (which a reload changes and reports show). Either way every
+/// result (histogram, threshold, region sums) and the luma and magnitude images are the
+/// same: the integral stage counts edges and foreground from magnitude and luma itself.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Gradients {
-    /// dx and dy are computed in registers for the magnitude and never stored: no buffers
-    /// for them, 4 bytes a pixel less written per frame. [`Images`](super::Images) holds
-    /// `None` for them. What the daemon and `bench` run.
+pub enum FullImages {
+    /// dx and dy are computed in registers for the magnitude and never stored, the edge
+    /// mask and the foreground mask are never written (no `binarize` launch), and the
+    /// integrals stay in their compact form: no buffers for any of them. What the daemon
+    /// and `bench` run; [`FrameImages::read_pictures`](super::FrameImages::read_pictures)
+    /// still gives luma, magnitude and the mask.
     #[default]
     Discarded,
-    /// dx and dy are written to device images on every frame and read back with the other
-    /// images: for `process --raw` and `capture --raw`, which write them out.
+    /// All of them are written (the OpenCV-layout integrals assembled when read) and read
+    /// back by [`FrameImages::read_images`](super::FrameImages::read_images): for
+    /// `process --raw` and `capture --raw`.
     Kept,
 }
 
-impl Gradients {
-    /// The `-D` option sobel.cl takes for this choice.
-    pub(super) fn define(self) -> &'static str {
+impl FullImages {
+    /// The `-D` options sobel.cl takes for this choice.
+    pub(super) fn sobel_defines(self) -> &'static str {
         match self {
-            Gradients::Discarded => "-DNO_GRADIENTS",
-            Gradients::Kept => "",
+            FullImages::Discarded => "-DNO_GRADIENTS -DNO_EDGE_MASK",
+            FullImages::Kept => "",
         }
     }
 }
@@ -138,22 +144,23 @@ impl Gradients {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Setup {
     pub tuning: Tuning,
-    pub gradients: Gradients,
+    pub images: FullImages,
 }
 
 impl Setup {
-    /// The work sizes suited to `gpu`, without dx and dy: what [`Pipeline::new`] builds.
+    /// The work sizes suited to `gpu`, without the full images: what [`Pipeline::new`]
+    /// builds.
     ///
     /// [`Pipeline::new`]: super::Pipeline::new
     pub fn for_device(gpu: &Gpu) -> Setup {
         Setup::with_tuning(Tuning::for_device(gpu))
     }
 
-    /// `tuning`, without dx and dy.
+    /// `tuning`, without the full images.
     pub fn with_tuning(tuning: Tuning) -> Setup {
         Setup {
             tuning,
-            gradients: Gradients::default(),
+            images: FullImages::default(),
         }
     }
 }

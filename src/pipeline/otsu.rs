@@ -1,30 +1,46 @@
-//! Otsu stage: `otsu_threshold` (one work-group; the threshold never leaves the device) and
-//! `binarize` (16 bytes per work-item over the dense image as one flat run) from
-//! `kernels/otsu.cl`.
+//! Otsu stage: `otsu_threshold` (one work-group; the threshold never leaves the device) and,
+//! in a pipeline that keeps its full images ([`FullImages`]), `binarize` (16 bytes per
+//! work-item over the dense image as one flat run) into the foreground mask the stage then
+//! owns, from `kernels/otsu.cl`. Without it nothing writes the mask: the integral stage
+//! counts the foreground from luma and the threshold itself.
 
 use opencl3::event::Event;
 use opencl3::kernel::Kernel;
 use opencl3::memory::Buffer;
 
-use super::{Launch, OtsuArithmetic, Tuning};
+use super::buffers::DeviceImage;
+use super::{FullImages, Launch, OtsuArithmetic, Tuning};
 use crate::cl::{launch, CallContext, ClError, Gpu, OTSU_CL};
 use crate::frame::FrameLayout;
 
 /// Pixels one binarize work-item writes.
 pub(crate) const PIXELS_PER_ITEM: usize = 16;
 
+/// The `binarize` kernel and the mask it writes, in a pipeline that keeps them.
+struct Binarize {
+    kernel: Kernel,
+    launch: Launch,
+    mask: DeviceImage<u8>,
+}
+
 pub(super) struct OtsuStage {
     threshold_kernel: Kernel,
     threshold_launch: Launch,
-    binarize_kernel: Kernel,
-    binarize_launch: Launch,
+    binarize: Option<Binarize>,
 }
 
 /// Most work-items of the threshold's one work-group: one per histogram bin.
 const THRESHOLD_GROUP_MAX: usize = 256;
 
 impl OtsuStage {
-    pub(super) fn new(gpu: &Gpu, tuning: &Tuning) -> Result<OtsuStage, ClError> {
+    /// The stage for frames of `pixels` pixels; with [`FullImages::Kept`] it allocates the
+    /// foreground mask and writes it on every frame.
+    pub(super) fn new(
+        gpu: &Gpu,
+        tuning: &Tuning,
+        images: FullImages,
+        pixels: usize,
+    ) -> Result<OtsuStage, ClError> {
         let native =
             tuning.otsu_arithmetic == OtsuArithmetic::NativeWhereAvailable && gpu.info.fp64;
         let defines = format!(
@@ -34,8 +50,6 @@ impl OtsuStage {
         );
         let program = gpu.build_with(OTSU_CL, &defines)?;
         let threshold_kernel = Kernel::create(&program, "otsu_threshold").call("clCreateKernel")?;
-        let binarize_kernel = Kernel::create(&program, "binarize").call("clCreateKernel")?;
-        let binarize_launch = Launch::one_d(gpu, &binarize_kernel, tuning.group_size)?;
         // Fewer work-items score more thresholds each: the tuning's group size, as its
         // barriers are cheaper in a small group (Mali: Arm's OpenCL guide).
         let threshold_launch = Launch::one_d(
@@ -43,12 +57,29 @@ impl OtsuStage {
             &threshold_kernel,
             tuning.group_size.clamp(1, THRESHOLD_GROUP_MAX),
         )?;
+        let binarize = match images {
+            FullImages::Kept => {
+                let kernel = Kernel::create(&program, "binarize").call("clCreateKernel")?;
+                let launch = Launch::one_d(gpu, &kernel, tuning.group_size)?;
+                let mask = DeviceImage::new(gpu, pixels)?;
+                Some(Binarize {
+                    kernel,
+                    launch,
+                    mask,
+                })
+            }
+            FullImages::Discarded => None,
+        };
         Ok(OtsuStage {
             threshold_kernel,
             threshold_launch,
-            binarize_kernel,
-            binarize_launch,
+            binarize,
         })
+    }
+
+    /// The foreground mask, when this stage keeps it.
+    pub(super) fn mask(&self) -> Option<&DeviceImage<u8>> {
+        self.binarize.as_ref().map(|b| &b.mask)
     }
 
     pub(super) fn enqueue_threshold(
@@ -76,37 +107,43 @@ impl OtsuStage {
         }
     }
 
+    /// Writes the foreground mask of `luma` where the stage keeps it (`None` otherwise:
+    /// nothing is enqueued).
     pub(super) fn enqueue_binarize(
         &self,
         gpu: &Gpu,
         luma: &Buffer<u8>,
         layout: &FrameLayout,
         results: &Buffer<u32>,
-        mask: &Buffer<u8>,
-    ) -> Result<Event, ClError> {
+    ) -> Result<Option<Event>, ClError> {
+        let Some(b) = &self.binarize else {
+            return Ok(None);
+        };
         let (width, height) = (layout.width, layout.height);
         // The kernel reads luma as one flat run: the pipeline's luma is dense (a slot is
         // read in place only at stride = width).
         let src_stride = width;
-        let global = self
-            .binarize_launch
+        let global = b
+            .launch
             .global_1d(layout.pixels().div_ceil(PIXELS_PER_ITEM));
         // SAFETY: the arguments are otsu.cl's (src, src_stride, width, height, results, dst),
         // with src_stride = width. A work-item returns unless its first pixel is below `count`
         // = width * height = `pixels()`, reads and writes at most 16 bytes from there but never
         // past `count` (the tail goes byte by byte), and reads the threshold at word 256 of
-        // `results`. The pipeline, the only caller, passes luma and mask of `pixels()` bytes
-        // (or a grey slot of at least that) and its 257-word results, made for the one layout
-        // it was built for and always passes.
-        unsafe {
+        // `results`. The mask holds the `pixels` bytes the stage was built for; the pipeline,
+        // the only caller, passes luma of `pixels()` bytes (or a grey slot of at least that)
+        // and its 257-word results, made for the one layout it (and this stage with it) was
+        // built for and always passes.
+        let event = unsafe {
             launch(
                 gpu,
-                &self.binarize_kernel,
-                &[luma, &src_stride, &width, &height, results, mask],
+                &b.kernel,
+                &[luma, &src_stride, &width, &height, results, &b.mask.buf],
                 &[global],
-                &[self.binarize_launch.local[0]],
+                &[b.launch.local[0]],
                 "clEnqueueNDRangeKernel(binarize)",
             )
-        }
+        }?;
+        Ok(Some(event))
     }
 }

@@ -6,7 +6,7 @@ use std::ops::Deref;
 
 use super::buffers::read_buffer;
 #[allow(unused_imports)] // named in the docs
-use super::{Gradients, Pipeline, PipelineError, StageTimings};
+use super::{FullImages, Pipeline, PipelineError, StageTimings};
 use crate::cl::{FrameSlot, Gpu};
 use crate::region::{Region, RegionStats};
 
@@ -51,19 +51,28 @@ impl FrameResult {
     }
 }
 
-/// The full per-pixel outputs of the last frame, dense, row-major.
+/// The pictures of a frame any pipeline gives ([`FrameImages::read_pictures`]): what the
+/// status page and `process` show. Dense, row-major.
+#[derive(Clone, Debug, Default)]
+pub struct Pictures {
+    pub luma: Vec<u8>,
+    pub magnitude: Vec<u8>,
+    /// 255 where luma is above the frame's Otsu threshold, else 0.
+    pub mask: Vec<u8>,
+}
+
+/// Every per-pixel output of a frame, from a pipeline that keeps its full images
+/// ([`FullImages::Kept`], [`FrameImages::read_images`]). Dense, row-major.
 #[derive(Clone, Debug, Default)]
 pub struct Images {
-    pub luma: Vec<u8>,
-    /// Sobel's dx and dy: `Some` exactly when the pipeline was built to keep them
-    /// ([`Gradients::Kept`]); `None` from a pipeline that never wrote them (the default,
-    /// [`Pipeline::new`]), which has no such images to read.
-    pub dx: Option<Vec<i16>>,
-    pub dy: Option<Vec<i16>>,
-    pub magnitude: Vec<u8>,
+    pub pictures: Pictures,
+    /// Sobel's dx and dy.
+    pub dx: Vec<i16>,
+    pub dy: Vec<i16>,
+    /// Sobel's edge mask: 255 where the magnitude is at least the edge threshold.
     pub edges: Vec<u8>,
-    pub mask: Vec<u8>,
-    /// `(height + 1) x (width + 1)`, as the three below.
+    /// `(height + 1) x (width + 1)`, as the three below: OpenCV's `integral` layout,
+    /// assembled on the host from the pipeline's compact form (no device holds it).
     pub integral_sum: Vec<u32>,
     pub integral_sqsum: Vec<u64>,
     pub integral_edges: Vec<u32>,
@@ -74,35 +83,61 @@ pub struct Images {
 /// stride = width leave their luma in the frame slot itself, so this borrows the slot:
 /// for a [`FrameSource`](crate::capture::FrameSource), the images can be read only until
 /// the next `next_frame`, which may requeue and refill the slot with a newer frame than
-/// the edges and mask. It borrows the pipeline too, so no other frame can overwrite them.
+/// the magnitude. It borrows the pipeline too, so no other frame can overwrite them.
 pub struct FrameImages<'a> {
     pub(super) pipeline: &'a Pipeline,
     pub(super) slot: &'a FrameSlot,
 }
 
 impl FrameImages<'_> {
-    /// Reads back every per-pixel output of the frame (dx and dy where the pipeline keeps
-    /// them).
+    /// Luma, from its buffer or, where the stages read it in place, from the slot.
+    fn read_luma(&self, gpu: &Gpu) -> Result<Vec<u8>, PipelineError> {
+        let p = self.pipeline;
+        Ok(match &p.bufs.luma {
+            None => read_buffer(gpu, self.slot.buffer(), p.layout.pixels())?,
+            Some(luma) => luma.read(gpu)?,
+        })
+    }
+
+    /// Reads back luma and the magnitude, and makes the foreground mask from luma and the
+    /// frame's threshold: what any pipeline, the daemon's included, can give without
+    /// holding a mask. The mask is exactly what `binarize` writes in a pipeline that keeps
+    /// it: 255 where luma > threshold (THRESH_BINARY), and the threshold is the very word
+    /// (`results[256]`) that kernel reads, read back with the frame's results.
+    pub fn read_pictures(&self, gpu: &Gpu) -> Result<Pictures, PipelineError> {
+        let p = self.pipeline;
+        let luma = self.read_luma(gpu)?;
+        let threshold = p.read_back.results[256];
+        let mask = luma
+            .iter()
+            .map(|&v| if u32::from(v) > threshold { 255 } else { 0 })
+            .collect();
+        Ok(Pictures {
+            luma,
+            magnitude: p.bufs.magnitude.read(gpu)?,
+            mask,
+        })
+    }
+
+    /// Reads back every per-pixel output of the frame, each as its kernel wrote it (the
+    /// mask from `binarize`, not made on the host); refused
+    /// ([`PipelineError::NotKept`]) by a pipeline built without its full images.
     pub fn read_images(&self, gpu: &Gpu) -> Result<Images, PipelineError> {
         let p = self.pipeline;
-        let b = &p.bufs;
-        let luma = if p.luma_in_slot {
-            read_buffer(gpu, self.slot.buffer(), b.luma.len)?
-        } else {
-            b.luma.read(gpu)?
+        let (Some(sobel), Some(mask)) = (p.sobel.kept(), p.otsu.mask()) else {
+            return Err(PipelineError::NotKept);
         };
-        let (sum, sqsum, edges, foreground) = p.integral.read_integrals(gpu)?;
-        let (dx, dy) = match p.sobel.gradients() {
-            Some([dx, dy]) => (Some(dx.read(gpu)?), Some(dy.read(gpu)?)),
-            None => (None, None),
-        };
+        let luma = self.read_luma(gpu)?;
+        let (sum, sqsum, edges, foreground) = p.integral.read_integrals(gpu)?.opencv_images();
         Ok(Images {
-            luma,
-            dx,
-            dy,
-            magnitude: b.magnitude.read(gpu)?,
-            edges: b.edges.read(gpu)?,
-            mask: b.mask.read(gpu)?,
+            pictures: Pictures {
+                luma,
+                magnitude: p.bufs.magnitude.read(gpu)?,
+                mask: mask.read(gpu)?,
+            },
+            dx: sobel.dx.read(gpu)?,
+            dy: sobel.dy.read(gpu)?,
+            edges: sobel.edges.read(gpu)?,
             integral_sum: sum,
             integral_sqsum: sqsum,
             integral_edges: edges,
@@ -119,7 +154,12 @@ pub struct Processed<'a> {
 }
 
 impl Processed<'_> {
-    /// Reads back every per-pixel output of the frame (see [`FrameImages`]).
+    /// Reads back luma, magnitude and mask (see [`FrameImages::read_pictures`]).
+    pub fn read_pictures(&self, gpu: &Gpu) -> Result<Pictures, PipelineError> {
+        self.images.read_pictures(gpu)
+    }
+
+    /// Reads back every per-pixel output of the frame (see [`FrameImages::read_images`]).
     pub fn read_images(&self, gpu: &Gpu) -> Result<Images, PipelineError> {
         self.images.read_images(gpu)
     }

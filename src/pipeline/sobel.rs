@@ -1,22 +1,31 @@
 //! Sobel stage: launches `sobel3x3` (runs of 16 pixels per work-item: 8 runs on CPUs, 1
 //! under the Mali tuning), or on other GPUs
 //! `sobel3x3_quad` (four, for widths that are a multiple of 4) or `sobel3x3_pixel` (one, any
-//! width), from `kernels/sobel.cl`; each writes the 8-bit magnitude and the edge mask in
-//! one pass over luma, and dx and dy where the pipeline keeps them ([`Gradients`]): the
-//! stage then owns their images, and its program is built without them otherwise, so a
-//! launch always passes exactly the buffers its kernel takes.
+//! width), from `kernels/sobel.cl`; each writes the 8-bit magnitude in one pass over luma,
+//! and dx, dy and the edge mask where the pipeline keeps its full images ([`FullImages`]):
+//! the stage then owns those images, and its program is built without them otherwise, so
+//! a launch always passes exactly the buffers its kernel takes.
 
 use opencl3::event::Event;
 use opencl3::kernel::Kernel;
 use opencl3::memory::Buffer;
 
 use super::buffers::DeviceImage;
-use super::{Gradients, Launch, Magnitude, PipelineOptions, SobelLayout, Tuning, SOBEL_RUN_CHUNKS};
+use super::{
+    FullImages, Launch, Magnitude, PipelineOptions, SobelLayout, Tuning, SOBEL_RUN_CHUNKS,
+};
 use crate::cl::{launch, CallContext, ClError, Gpu, KernelArg, SOBEL_CL};
 use crate::frame::FrameLayout;
 
 /// Pixels in one of `sobel3x3`'s runs; it reads 18 x 3 input pixels for them.
 pub(crate) const PIXELS_PER_ITEM: usize = 16;
+
+/// The images only a pipeline that keeps its full images has Sobel write.
+pub(super) struct SobelImages {
+    pub(super) dx: DeviceImage<i16>,
+    pub(super) dy: DeviceImage<i16>,
+    pub(super) edges: DeviceImage<u8>,
+}
 
 pub(super) struct SobelStage {
     kernel: Kernel,
@@ -24,18 +33,18 @@ pub(super) struct SobelStage {
     pixels_per_item: usize,
     /// The one-pixel kernel for widths the four-pixel one cannot take.
     fallback: Option<(Kernel, Launch)>,
-    /// dx and dy, `pixels` elements each, when the pipeline keeps them: the kernels were
-    /// built to take and write them exactly when these exist.
-    gradients: Option<[DeviceImage<i16>; 2]>,
+    /// dx, dy and the edge mask, `pixels` elements each, when the pipeline keeps them: the
+    /// kernels were built to take and write them exactly when these exist.
+    kept: Option<SobelImages>,
 }
 
 impl SobelStage {
-    /// The stage for frames of `pixels` pixels; with [`Gradients::Kept`] it allocates dx
-    /// and dy, otherwise its kernels neither take nor write them.
+    /// The stage for frames of `pixels` pixels; with [`FullImages::Kept`] it allocates dx,
+    /// dy and the edge mask, otherwise its kernels neither take nor write them.
     pub(super) fn new(
         gpu: &Gpu,
         tuning: &Tuning,
-        gradients: Gradients,
+        images: FullImages,
         pixels: usize,
     ) -> Result<SobelStage, ClError> {
         let (name, pixels_per_item, runs) = match tuning.sobel_layout {
@@ -47,7 +56,11 @@ impl SobelStage {
             ),
             SobelLayout::FourPixelsPerItem => ("sobel3x3_quad", 4, String::new()),
         };
-        let defines = format!("{} {} {runs}", tuning.stores.define(), gradients.define());
+        let defines = format!(
+            "{} {} {runs}",
+            tuning.stores.define(),
+            images.sobel_defines()
+        );
         let program = gpu.build_with(SOBEL_CL, defines.trim())?;
         let kernel = Kernel::create(&program, name).call("clCreateKernel")?;
         let launch = Launch::two_d(gpu, &kernel)?;
@@ -59,35 +72,37 @@ impl SobelStage {
                 Some((k, launch))
             }
         };
-        let gradients = match gradients {
-            Gradients::Kept => Some([
-                DeviceImage::new(gpu, pixels)?,
-                DeviceImage::new(gpu, pixels)?,
-            ]),
-            Gradients::Discarded => None,
+        let kept = match images {
+            FullImages::Kept => Some(SobelImages {
+                dx: DeviceImage::new(gpu, pixels)?,
+                dy: DeviceImage::new(gpu, pixels)?,
+                edges: DeviceImage::new(gpu, pixels)?,
+            }),
+            FullImages::Discarded => None,
         };
         Ok(SobelStage {
             kernel,
             launch,
             pixels_per_item,
             fallback,
-            gradients,
+            kept,
         })
     }
 
-    /// dx and dy, when this stage keeps them.
-    pub(super) fn gradients(&self) -> Option<&[DeviceImage<i16>; 2]> {
-        self.gradients.as_ref()
+    /// dx, dy and the edge mask, when this stage keeps them.
+    pub(super) fn kept(&self) -> Option<&SobelImages> {
+        self.kept.as_ref()
     }
 
-    /// `bytes` are the magnitude and the edge mask, dense (dx and dy are the stage's own).
+    /// Writes the magnitude, dense, into `magnitude` (dx, dy and the edge mask, when kept,
+    /// into the stage's own images).
     pub(super) fn enqueue(
         &self,
         gpu: &Gpu,
         luma: &Buffer<u8>,
         layout: &FrameLayout,
         options: &PipelineOptions,
-        bytes: [&Buffer<u8>; 2],
+        magnitude: &Buffer<u8>,
     ) -> Result<Event, ClError> {
         // The four-pixel kernel needs rows that start 4-byte aligned.
         let (k, geometry, per_item) = match &self.fallback {
@@ -102,12 +117,13 @@ impl SobelStage {
         let threshold = i32::from(options.edge_threshold);
         let border = options.border.kernel_code();
         let w = &layout.width;
-        // The kernel's arguments, with dx and dy exactly when the stage holds them.
-        let with_gradients: [&dyn KernelArg; 12];
-        let without_gradients: [&dyn KernelArg; 10];
-        let args: &[&dyn KernelArg] = match &self.gradients {
-            Some([dx, dy]) => {
-                with_gradients = [
+        // The kernel's arguments, with dx, dy and the edges exactly when the stage holds
+        // them.
+        let with_kept: [&dyn KernelArg; 12];
+        let without_kept: [&dyn KernelArg; 9];
+        let args: &[&dyn KernelArg] = match &self.kept {
+            Some(kept) => {
+                with_kept = [
                     luma,
                     w,
                     w,
@@ -115,16 +131,16 @@ impl SobelStage {
                     &border,
                     &l2,
                     &threshold,
-                    &dx.buf,
-                    &dy.buf,
-                    bytes[0],
-                    bytes[1],
+                    &kept.dx.buf,
+                    &kept.dy.buf,
+                    magnitude,
+                    &kept.edges.buf,
                     w,
                 ];
-                &with_gradients
+                &with_kept
             }
             None => {
-                without_gradients = [
+                without_kept = [
                     luma,
                     w,
                     w,
@@ -132,24 +148,24 @@ impl SobelStage {
                     &border,
                     &l2,
                     &threshold,
-                    bytes[0],
-                    bytes[1],
+                    magnitude,
                     w,
                 ];
-                &without_gradients
+                &without_kept
             }
         };
         // SAFETY: the arguments are sobel.cl's (src, src_stride, width, height, border, l2,
-        // edge_threshold, [dx, dy,] mag, edges, dst_stride), with both strides `width`;
-        // dx and dy are passed exactly when the stage holds them, which is exactly when
-        // its program was built without NO_GRADIENTS, i.e. with those two parameters. A
-        // work-item returns unless x < width and y < height; it reads rows y - 1 to y + 1
-        // clamped (or, in constant mode, skipped) at the frame's edges and columns within
-        // [0, width), and writes its pixels of row y: within `pixels()` elements of luma
-        // and of each output. dx and dy hold the `pixels` elements the stage was built
-        // for, and the pipeline, the only caller, passes its buffers of `pixels()`
-        // elements (or a grey slot of at least that at stride = width), all made for the
-        // one layout it was built for (and this stage with it) and always passes.
+        // edge_threshold, [dx, dy,] mag, [edges,] dst_stride), with both strides `width`;
+        // dx, dy and edges are passed exactly when the stage holds them, which is exactly
+        // when its program was built without NO_GRADIENTS and NO_EDGE_MASK, i.e. with
+        // those three parameters. A work-item returns unless x < width and y < height; it
+        // reads rows y - 1 to y + 1 clamped (or, in constant mode, skipped) at the frame's
+        // edges and columns within [0, width), and writes its pixels of row y: within
+        // `pixels()` elements of luma and of each output. dx, dy and edges hold the
+        // `pixels` elements the stage was built for, and the pipeline, the only caller,
+        // passes its magnitude of `pixels()` bytes and luma of as many (or a grey slot of
+        // at least that at stride = width), all made for the one layout it was built for
+        // (and this stage with it) and always passes.
         unsafe {
             launch(
                 gpu,
