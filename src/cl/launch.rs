@@ -9,6 +9,7 @@
 //! are; every argument is set on every launch, right before the enqueue, while the
 //! caller borrows the buffers; and the work sizes are checked against each other.
 
+use opencl3::command_queue::CommandQueue;
 use opencl3::event::Event;
 use opencl3::kernel::Kernel;
 use opencl3::memory::{Buffer, ClMem};
@@ -87,6 +88,23 @@ pub(crate) unsafe fn launch(
     local: &[usize],
     what: &'static str,
 ) -> Result<Event, ClError> {
+    // SAFETY: this function's contract, passed on.
+    unsafe { launch_on(&gpu.queue, kernel, args, global, local, what) }
+}
+
+/// As [`launch`], on `queue` (one of the device's queues: [`Gpu::queue`] or
+/// [`Gpu::side_queue`]).
+///
+/// # Safety
+/// As [`launch`].
+pub(crate) unsafe fn launch_on(
+    queue: &CommandQueue,
+    kernel: &Kernel,
+    args: &[&dyn KernelArg],
+    global: &[usize],
+    local: &[usize],
+    what: &'static str,
+) -> Result<Event, ClError> {
     debug_assert_eq!(
         kernel.num_args().ok(),
         u32::try_from(args.len()).ok(),
@@ -108,7 +126,7 @@ pub(crate) unsafe fn launch(
     // (the enqueued command retains it) or a scalar, and the caller guarantees that the
     // sizes keep the kernel inside those buffers.
     unsafe {
-        gpu.queue.enqueue_nd_range_kernel(
+        queue.enqueue_nd_range_kernel(
             kernel.get(),
             global.len() as u32,
             std::ptr::null(),

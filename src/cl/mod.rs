@@ -13,7 +13,7 @@ mod launch;
 mod slot;
 
 pub use device::{list_devices, ClDeviceInfo, DeviceSpec, PlatformDevices};
-pub(crate) use launch::{launch, KernelArg};
+pub(crate) use launch::{launch, launch_on, KernelArg};
 pub use slot::FrameSlot;
 
 use opencl3::command_queue::{CommandQueue, CL_QUEUE_PROFILING_ENABLE};
@@ -88,11 +88,16 @@ pub(crate) const BUILD_OPTIONS: &str = "-cl-std=CL1.2";
 /// A built program's file name, source text and `-D` defines.
 type ProgramKey = (&'static str, &'static str, String);
 
-/// A device with its context and one in-order, profiling command queue.
+/// A device with its context and its in-order, profiling command queues.
 pub struct Gpu {
     pub device: Device,
     pub context: Context,
     pub queue: CommandQueue,
+    /// A second queue, on GPUs: work that does not depend on what runs on [`Gpu::queue`]
+    /// goes here so the device can run both at once (a kernel on one work-item, such as
+    /// Otsu's, leaves most of a GPU idle). `None` on CPUs, whose cores the kernels of one
+    /// queue already share.
+    pub side_queue: Option<CommandQueue>,
     pub info: ClDeviceInfo,
     /// How [`Gpu::wait_for`] waits for a frame's commands.
     pub completion: Completion,
@@ -135,22 +140,27 @@ impl Gpu {
     pub fn open(spec: &DeviceSpec) -> Result<Gpu, ClError> {
         let (device, info) = device::select(spec)?;
         let context = Context::from_device(&device).call("clCreateContext")?;
-        // clCreateCommandQueue (1.2) rather than the 2.0 call with properties.
-        #[allow(deprecated)]
-        // SAFETY: `context` and `device` are live handles just made and chosen, and the
-        // properties are a plain bit field; the call writes only its error code.
-        let queue = unsafe {
-            CommandQueue::create(&context, device.id(), CL_QUEUE_PROFILING_ENABLE)
-                .call("clCreateCommandQueue")?
-        };
-        Ok(Gpu {
+        let queue = new_queue(&context, &device)?;
+        let mut gpu = Gpu {
             device,
             context,
             queue,
+            side_queue: None,
             completion: Completion::for_device(&info),
             info,
             programs: Mutex::new(HashMap::new()),
-        })
+        };
+        if gpu.info.kind != "CPU" {
+            gpu.add_side_queue()?;
+        }
+        Ok(gpu)
+    }
+
+    /// Gives the device a [`Gpu::side_queue`] (GPUs get one when opened; tests give a CPU
+    /// device one to run the two-queue ordering).
+    pub fn add_side_queue(&mut self) -> Result<(), ClError> {
+        self.side_queue = Some(new_queue(&self.context, &self.device)?);
+        Ok(())
     }
 
     /// Builds one kernel file (once per `Gpu`, see [`Gpu::build_with`]); a failure carries
@@ -192,14 +202,27 @@ impl Gpu {
         Ok(program)
     }
 
+    /// Waits until every command on the device's queues has completed.
     pub fn finish(&self) -> Result<(), ClError> {
+        if let Some(side) = &self.side_queue {
+            side.finish().call("clFinish")?;
+        }
         self.queue.finish().call("clFinish")
+    }
+
+    /// The queue for work that may run beside [`Gpu::queue`]'s: the side queue where the
+    /// device has one, else the main queue itself.
+    pub(crate) fn side_or_main(&self) -> &CommandQueue {
+        self.side_queue.as_ref().unwrap_or(&self.queue)
     }
 
     /// Waits until every command enqueued so far has completed, as [`Gpu::completion`]
     /// says; `last` is the last of them (the one to watch while polling).
     pub(crate) fn wait_for(&self, last: Option<&Event>) -> Result<(), ClError> {
         if let (Completion::Poll, Some(last)) = (self.completion, last) {
+            if let Some(side) = &self.side_queue {
+                side.flush().call("clFlush")?;
+            }
             self.queue.flush().call("clFlush")?;
             // A status below CL_COMPLETE (0) is an error, which clFinish then reports.
             while last.command_execution_status().call("clGetEventInfo")?.0
@@ -210,6 +233,34 @@ impl Gpu {
         }
         self.finish()
     }
+}
+
+/// An in-order queue with profiling on `device`.
+fn new_queue(context: &Context, device: &Device) -> Result<CommandQueue, ClError> {
+    // clCreateCommandQueue (1.2) rather than the 2.0 call with properties.
+    #[allow(deprecated)]
+    // SAFETY: `context` and `device` are live handles, the device one of the context's,
+    // and the properties are a plain bit field; the call writes only its error code.
+    unsafe {
+        CommandQueue::create(context, device.id(), CL_QUEUE_PROFILING_ENABLE)
+            .call("clCreateCommandQueue")
+    }
+}
+
+/// An event that completes when every command enqueued on `queue` so far has.
+pub(crate) fn marker(queue: &CommandQueue) -> Result<Event, ClError> {
+    // SAFETY: an empty wait list; the call only returns the marker's new event.
+    unsafe { queue.enqueue_marker_with_wait_list(&[]) }.call("clEnqueueMarkerWithWaitList")
+}
+
+/// Makes every command enqueued on `queue` after this wait until `event` (of any of the
+/// device's queues) has completed.
+pub(crate) fn wait_on(queue: &CommandQueue, event: &Event) -> Result<(), ClError> {
+    let wait = [event.get()];
+    // SAFETY: the wait list holds one live event handle, which `event` keeps alive for the
+    // call; the barrier's own event is released when dropped, which does not cancel it.
+    unsafe { queue.enqueue_barrier_with_wait_list(&wait) }.call("clEnqueueBarrierWithWaitList")?;
+    Ok(())
 }
 
 /// An element type a buffer can be copied to and from the host as: a plain integer, for

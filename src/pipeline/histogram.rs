@@ -6,13 +6,14 @@
 //! ([`HistogramCounting`]). The group count does not depend on the frame size, except
 //! that sub-histograms of 16-bit counts need enough work-items for the largest frames.
 
+use opencl3::command_queue::CommandQueue;
 use opencl3::event::Event;
 use opencl3::kernel::Kernel;
 use opencl3::memory::{Buffer, ClMem};
 
 use super::buffers::held_bytes;
 use super::{device_buffer, HistogramCounting, Launch, Tuning};
-use crate::cl::{launch, CallContext, ClError, Gpu, HISTOGRAM_CL};
+use crate::cl::{launch_on, CallContext, ClError, Gpu, HISTOGRAM_CL};
 use crate::frame::FrameLayout;
 
 /// Work-groups per compute unit: enough to keep every unit busy.
@@ -88,12 +89,16 @@ impl HistogramStage {
 
     /// Enqueues the zeroing of `hist`, which the pipeline needs only when the last frame
     /// did not reach the Otsu kernel (that kernel leaves `hist` zeroed).
-    pub(super) fn enqueue_clear(&self, gpu: &Gpu, hist: &Buffer<u32>) -> Result<Event, ClError> {
+    pub(super) fn enqueue_clear(
+        &self,
+        queue: &CommandQueue,
+        hist: &Buffer<u32>,
+    ) -> Result<Event, ClError> {
         let zero = 0u32;
         // SAFETY: `hist` holds 256 counts; the pattern outlives the call (OpenCL copies it).
         let cleared = unsafe {
             opencl3::command_queue::enqueue_fill_buffer(
-                gpu.queue.get(),
+                queue.get(),
                 hist.get(),
                 (&zero as *const u32).cast(),
                 std::mem::size_of::<u32>(),
@@ -108,11 +113,11 @@ impl HistogramStage {
         Ok(Event::new(cleared))
     }
 
-    /// Enqueues the counting into `hist`, which must hold zeros, and hands `event` each
-    /// kernel's event.
+    /// Enqueues the counting into `hist`, which must hold zeros, on `queue` (one of the
+    /// device's), and hands `event` each kernel's event.
     pub(super) fn enqueue(
         &self,
-        gpu: &Gpu,
+        queue: &CommandQueue,
         luma: &Buffer<u8>,
         layout: &FrameLayout,
         hist: &Buffer<u32>,
@@ -133,8 +138,8 @@ impl HistogramStage {
             // at least that) and a 256-count buffer, made for the one layout it was built
             // for and always passes.
             event(unsafe {
-                launch(
-                    gpu,
+                launch_on(
+                    queue,
                     &self.kernel,
                     &[luma, &src_stride, &width, &height, hist],
                     &[items],
@@ -152,8 +157,8 @@ impl HistogramStage {
         // sized `items` for the `pixels()` of the one layout the pipeline built this
         // stage for and always passes, so no work-item counts more than 65520 pixels.
         event(unsafe {
-            launch(
-                gpu,
+            launch_on(
+                queue,
                 &self.kernel,
                 &[luma, &src_stride, &width, &height, subs],
                 &[items],
@@ -168,8 +173,8 @@ impl HistogramStage {
         // each, as made in `new`) and adds to counts 2w and 2w + 1 of `hist`, which holds
         // 256; the others return.
         event(unsafe {
-            launch(
-                gpu,
+            launch_on(
+                queue,
                 sum_kernel,
                 &[subs, &rows, hist],
                 &[sum_launch.global_1d(SUB_HISTOGRAM_WORDS)],
@@ -213,7 +218,7 @@ mod tests {
             let mut hist: Buffer<u32> = device_buffer(&gpu, 256).expect("hist");
             write_blocking(&gpu, &mut hist, 0, &[0; 256]).expect("zero hist");
             stage
-                .enqueue(&gpu, &luma, &layout, &hist, drop)
+                .enqueue(&gpu.queue, &luma, &layout, &hist, drop)
                 .expect("enqueue");
             let counts = read_buffer(&gpu, &hist, 256).expect("read hist");
             let mut want = vec![0u32; 256];

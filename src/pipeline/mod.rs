@@ -45,7 +45,7 @@ mod traffic;
 
 use opencl3::event::Event;
 
-use crate::cl::{event_interval, ClError, FrameSlot, Gpu};
+use crate::cl::{event_interval, marker, wait_on, ClError, FrameSlot, Gpu};
 use crate::frame::{FrameLayout, LayoutError, PixelFormat};
 use crate::region::{Region, RegionError};
 
@@ -391,6 +391,36 @@ impl Pipeline {
                 &luma.buf
             }
         };
+        // The luma histogram and Otsu's threshold go on the side queue where the device
+        // has one (GPUs): Otsu runs on one work-group, and Sobel, which does not need it,
+        // runs beside it. The side queue waits for what the main queue holds so far (the
+        // slot's unmap after the frame was written, luma); the main queue waits for the
+        // threshold before the first stage that reads it (binarize, the integrals).
+        let side = gpu.side_or_main();
+        if let Some(side_queue) = &gpu.side_queue {
+            let frame_ready = marker(&gpu.queue).stage(Stage::Histogram)?;
+            wait_on(side_queue, &frame_ready).stage(Stage::Histogram)?;
+        }
+        if !self.hist_zeroed {
+            events.push((
+                Stage::Histogram,
+                self.histogram
+                    .enqueue_clear(side, &b.hist)
+                    .stage(Stage::Histogram)?,
+            ));
+        }
+        // Until this frame's Otsu kernel has run, the counts are not zero.
+        self.hist_zeroed = false;
+        self.histogram
+            .enqueue(side, luma_src, &l, &b.hist, |e| {
+                events.push((Stage::Histogram, e))
+            })
+            .stage(Stage::Histogram)?;
+        let threshold = self
+            .otsu
+            .enqueue_threshold(side, &b.hist, &l, &b.results)
+            .stage(Stage::Otsu)?;
+        events.push((Stage::Otsu, threshold));
         events.push((
             Stage::Sobel,
             self.sobel
@@ -401,36 +431,24 @@ impl Pipeline {
             events.push((
                 Stage::Health,
                 self.histogram
-                    .enqueue_clear(gpu, &b.gradient_hist)
+                    .enqueue_clear(&gpu.queue, &b.gradient_hist)
                     .stage(Stage::Health)?,
             ));
             self.histogram
-                .enqueue(gpu, &b.magnitude.buf, &l, &b.gradient_hist, |e| {
+                .enqueue(&gpu.queue, &b.magnitude.buf, &l, &b.gradient_hist, |e| {
                     events.push((Stage::Health, e))
                 })
                 .stage(Stage::Health)?;
         }
-        if !self.hist_zeroed {
-            events.push((
-                Stage::Histogram,
-                self.histogram
-                    .enqueue_clear(gpu, &b.hist)
-                    .stage(Stage::Histogram)?,
-            ));
+        if gpu.side_queue.is_some() {
+            let threshold = events
+                .iter()
+                .rev()
+                .find(|(stage, _)| *stage == Stage::Otsu)
+                .map(|(_, e)| e)
+                .expect("the threshold was enqueued above");
+            wait_on(&gpu.queue, threshold).stage(Stage::Otsu)?;
         }
-        // Until this frame's Otsu kernel has run, the counts are not zero.
-        self.hist_zeroed = false;
-        self.histogram
-            .enqueue(gpu, luma_src, &l, &b.hist, |e| {
-                events.push((Stage::Histogram, e))
-            })
-            .stage(Stage::Histogram)?;
-        events.push((
-            Stage::Otsu,
-            self.otsu
-                .enqueue_threshold(gpu, &b.hist, &l, &b.results)
-                .stage(Stage::Otsu)?,
-        ));
         if let Some(event) = self
             .otsu
             .enqueue_binarize(gpu, luma_src, &l, &b.results)
@@ -529,35 +547,54 @@ mod tests {
         Gpu::open(&spec).expect("an OpenCL device (install pocl-opencl-icd)")
     }
 
-    /// Waiting by polling the last read (what NVIDIA devices get) returns only once every
-    /// command of the frame has completed, with the same results as `clFinish`.
+    /// What GPUs get (the luma histogram and Otsu on a side queue; NVIDIA's: waiting by
+    /// polling the last read), run on the test device: every command of a frame has
+    /// completed when it returns, and the results are exact, for frames read in place
+    /// (grey: the side queue must wait for the slot's unmap) and through the luma stage.
     #[test]
-    fn a_polled_wait_returns_complete_and_exact_results() {
-        let mut gpu = gpu();
-        gpu.completion = crate::cl::Completion::Poll;
-        let layout = FrameLayout::packed(PixelFormat::Grey, 641, 479);
-        let regions = ["door:10,20,300,200".parse().expect("region")];
-        let mut pipeline =
-            Pipeline::new(&gpu, layout, PipelineOptions::default(), &regions).expect("pipeline");
-        let mut slot = pipeline.new_slot(&gpu).expect("slot");
-        for seed in 0..4usize {
-            let frame: Vec<u8> = (0..layout.frame_bytes())
-                .map(|i| ((i * (7 + seed)) % 251) as u8)
-                .collect();
-            slot.write_bytes(&gpu, &frame).expect("write the frame");
-            let result = pipeline
-                .process(&gpu, &slot)
-                .expect("a frame")
-                .into_result();
-            assert_eq!(pipeline.unfinished_commands(), 0, "frame {seed}");
-            let hist = reference::histogram(&frame);
-            assert_eq!(result.histogram, hist, "frame {seed}");
-            assert_eq!(result.otsu_threshold, reference::otsu_threshold(&hist));
-            let (sum, _) = reference::integral(&frame, 641, 479);
-            let at = |x: usize, y: usize| u64::from(sum[y * 642 + x]);
-            let door = at(310, 220) + at(10, 20) - at(310, 20) - at(10, 220);
-            assert_eq!(result.regions[0].1.sum, door, "frame {seed}");
-            assert_eq!(result.frame.sum, at(641, 479), "frame {seed}");
+    fn a_side_queue_and_a_polled_wait_give_exact_results_with_every_command_complete() {
+        for (side_queue, completion) in [
+            (false, crate::cl::Completion::Poll),
+            (true, crate::cl::Completion::Finish),
+            (true, crate::cl::Completion::Poll),
+        ] {
+            let mut gpu = gpu();
+            if side_queue {
+                gpu.add_side_queue().expect("a second queue");
+            }
+            gpu.completion = completion;
+            for format in [PixelFormat::Grey, PixelFormat::Yuyv] {
+                let what = format!("side queue {side_queue}, {completion:?}, {format}");
+                let layout = FrameLayout::packed(format, 641, 479);
+                let regions = ["door:10,20,300,200".parse().expect("region")];
+                let mut pipeline =
+                    Pipeline::new(&gpu, layout, PipelineOptions::default(), &regions)
+                        .expect("pipeline");
+                let mut slot = pipeline.new_slot(&gpu).expect("slot");
+                for seed in 0..4usize {
+                    let frame: Vec<u8> = (0..layout.frame_bytes())
+                        .map(|i| ((i * (7 + seed)) % 251) as u8)
+                        .collect();
+                    slot.write_bytes(&gpu, &frame).expect("write the frame");
+                    let result = pipeline
+                        .process(&gpu, &slot)
+                        .expect("a frame")
+                        .into_result();
+                    assert_eq!(pipeline.unfinished_commands(), 0, "{what}, frame {seed}");
+                    let luma = reference::luma(&layout, &frame);
+                    let hist = reference::histogram(&luma);
+                    assert_eq!(result.histogram, hist, "{what}, frame {seed}");
+                    assert_eq!(result.otsu_threshold, reference::otsu_threshold(&hist));
+                    let (sum, _) = reference::integral(&luma, 641, 479);
+                    let at = |x: usize, y: usize| u64::from(sum[y * 642 + x]);
+                    let door = at(310, 220) + at(10, 20) - at(310, 20) - at(10, 220);
+                    assert_eq!(result.regions[0].1.sum, door, "{what}, frame {seed}");
+                    assert_eq!(result.frame.sum, at(641, 479), "{what}, frame {seed}");
+                    let foreground =
+                        luma.iter().filter(|&&v| v > result.otsu_threshold).count() as u64;
+                    assert_eq!(result.frame.foreground, foreground, "{what}, frame {seed}");
+                }
+            }
         }
     }
 
