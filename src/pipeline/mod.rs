@@ -420,13 +420,18 @@ impl Pipeline {
             .otsu
             .enqueue_threshold(side, &b.hist, &l, &b.results)
             .stage(Stage::Otsu)?;
-        events.push((Stage::Otsu, threshold));
         events.push((
             Stage::Sobel,
             self.sobel
                 .enqueue(gpu, luma_src, &l, &self.options, &b.magnitude.buf)
                 .stage(Stage::Sobel)?,
         ));
+        if gpu.side_queue.is_some() {
+            wait_on(&gpu.queue, &threshold).stage(Stage::Otsu)?;
+        }
+        events.push((Stage::Otsu, threshold));
+        // After the threshold: the gradient histogram shares the histogram stage's scratch
+        // (the Mali tuning's sub-histograms) with the luma histogram on the side queue.
         if gradient {
             events.push((
                 Stage::Health,
@@ -439,15 +444,6 @@ impl Pipeline {
                     events.push((Stage::Health, e))
                 })
                 .stage(Stage::Health)?;
-        }
-        if gpu.side_queue.is_some() {
-            let threshold = events
-                .iter()
-                .rev()
-                .find(|(stage, _)| *stage == Stage::Otsu)
-                .map(|(_, e)| e)
-                .expect("the threshold was enqueued above");
-            wait_on(&gpu.queue, threshold).stage(Stage::Otsu)?;
         }
         if let Some(event) = self
             .otsu
@@ -550,7 +546,8 @@ mod tests {
     /// What GPUs get (the luma histogram and Otsu on a side queue; NVIDIA's: waiting by
     /// polling the last read), run on the test device: every command of a frame has
     /// completed when it returns, and the results are exact, for frames read in place
-    /// (grey: the side queue must wait for the slot's unmap) and through the luma stage.
+    /// (grey: the side queue must wait for the slot's unmap) and through the luma stage,
+    /// for every tuning (the Mali one's histogram scratch is shared by the two histograms).
     #[test]
     fn a_side_queue_and_a_polled_wait_give_exact_results_with_every_command_complete() {
         for (side_queue, completion) in [
@@ -563,13 +560,18 @@ mod tests {
                 gpu.add_side_queue().expect("a second queue");
             }
             gpu.completion = completion;
-            for format in [PixelFormat::Grey, PixelFormat::Yuyv] {
-                let what = format!("side queue {side_queue}, {completion:?}, {format}");
-                let layout = FrameLayout::packed(format, 641, 479);
+            let formats = [PixelFormat::Grey, PixelFormat::Yuyv];
+            for ((name, tuning), format) in Tuning::ALL.into_iter().zip(formats.iter().cycle()) {
+                let what = format!("side queue {side_queue}, {completion:?}, {name}, {format}");
+                let layout = FrameLayout::packed(*format, 641, 479);
                 let regions = ["door:10,20,300,200".parse().expect("region")];
-                let mut pipeline =
-                    Pipeline::new(&gpu, layout, PipelineOptions::default(), &regions)
-                        .expect("pipeline");
+                let options = PipelineOptions::default();
+                let mut pipeline = Pipeline::with_tuning(&gpu, layout, options, &regions, tuning)
+                    .expect("pipeline");
+                // The gradient histogram shares the histogram stage's scratch.
+                pipeline
+                    .set_health_grid(&gpu, Some(crate::health::GRID))
+                    .expect("health grid");
                 let mut slot = pipeline.new_slot(&gpu).expect("slot");
                 for seed in 0..4usize {
                     let frame: Vec<u8> = (0..layout.frame_bytes())
@@ -593,6 +595,12 @@ mod tests {
                     let foreground =
                         luma.iter().filter(|&&v| v > result.otsu_threshold).count() as u64;
                     assert_eq!(result.frame.foreground, foreground, "{what}, frame {seed}");
+                    if result.gradient_sampled {
+                        let (dx, dy) = reference::sobel(&luma, 641, 479, options.border);
+                        let magnitude = reference::magnitude(&dx, &dy, options.magnitude);
+                        let gradients = reference::histogram(&magnitude);
+                        assert_eq!(result.gradient_histogram, gradients, "{what}, frame {seed}");
+                    }
                 }
             }
         }
