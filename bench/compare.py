@@ -3,6 +3,7 @@
 
     python3 bench/compare.py [--bin target/release/edgesight] [--sizes 1920x1080,3840x2160]
                              [--rounds 5] [--runs 20] [--device SPEC] [--json FILE]
+                             [--threads N]
 
 `edgesight bench --save-frames` writes its synthetic grey frames; OpenCV
 (opencv-python-headless) then does the same work on those bytes with its outputs
@@ -113,11 +114,14 @@ def main():
     ap.add_argument("--runs", type=int, default=20, help="timed calls per round and size")
     ap.add_argument("--device", default="default")
     ap.add_argument("--json", help="write the medians and ratios here")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="OpenCV's many-thread run uses this many threads (default: every CPU); "
+                         "limit POCL to as many with POCL_MAX_PTHREAD_COUNT")
     args = ap.parse_args()
     os.environ.setdefault("POCL_CACHE_DIR", str(pathlib.Path("target/pocl-cache").resolve()))
     pathlib.Path(os.environ["POCL_CACHE_DIR"]).mkdir(parents=True, exist_ok=True)
     sizes = args.sizes.split(",")
-    all_threads = cv2.getNumberOfCPUs()
+    all_threads = args.threads or cv2.getNumberOfCPUs()
     cv2.setUseOptimized(True)
 
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="edgesight-compare-"))
