@@ -64,6 +64,13 @@
 
 #define TILE 16
 
+/* The scans along a row of tiles or down the bands (left, top, corner) load this many
+ * entries before adding them up: each work-item's chain of dependent loads is what bounds
+ * these small passes on a GPU, which has few of them to run (one per row or column), so
+ * the more loads in flight the shorter the chain (8 at a time: 21 + 33 + 42 us of the
+ * integral stage at 4K on an NVIDIA H100). */
+#define SCAN_BATCH 32
+
 /* A vector store to an address aligned to the vector's size: non-temporal where the host
  * asks for STREAMING_STORES (CPUs, where an ordinary store first reads the line it
  * overwrites, a third more memory traffic for write-once images). */
@@ -125,6 +132,96 @@ inline uchar16 load_partial16(__global const uchar *p, uint n)
  * band's last row, widened, is its row of top, which integral_tops then sums down the
  * bands. No local memory, no barriers: each work-item streams through its own bands.
  */
+/* Tile t of band b (rows of it, from row 16 b): its local prefixes, its top row where the
+ * band is whole, and left for each of its rows where the tile is whole: the tile's row
+ * totals added to ls, lq, le and lf (one per row of the band: the sums over the band's
+ * tiles before it, integral_tile_bands), or where those are null the totals alone
+ * (integral_tiles, whose left integral_left_rows then sums along the rows). */
+/* Always inlined: POCL otherwise calls it, with the private arrays and vectors in memory
+ * (the CPU pass took twice as long). */
+__attribute__((always_inline)) inline void
+integral_tile(uint t, uint b, uint rows, __global const uchar *luma, uint width, uint height,
+              __global const uchar *magnitude, uchar16 et, uchar16 threshold,
+              __global ushort *sum, __global uint *sqsum, __global uchar *edges,
+              __global uchar *foreground, __global uint *left, __global ulong *left_sq,
+              __global uint *top, __global ulong *top_sq, uint *ls, ulong *lq, uint *le,
+              uint *lf)
+{
+    const uchar16 lanes = (uchar16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    uint tiles = (width + TILE - 1) / TILE;
+    uint whole_tiles = width / TILE, whole_bands = height / TILE;
+    size_t padded = (size_t)TILE * tiles;
+    size_t left_plane = (size_t)whole_tiles * height, top_plane = (size_t)whole_bands * padded;
+    uint y0 = TILE * b;
+    size_t band = (size_t)y0 * padded;
+    uint x0 = TILE * t, cols = min((uint)TILE, width - x0);
+    /* Past the width a lane counts 0: its magnitude reads 0, which an edge
+     * threshold of 0 would count. */
+    uchar16 inside = as_uchar16(lanes < (uchar16)(uchar)cols);
+    /* The tile's prefix over the rows so far. The counts run in bytes: only the
+     * tile's last pixel can reach 256 and wrap, and it is never read; its exact
+     * column of counts (the tile's rows, whole) is kept in ce and cf instead. */
+    ushort16 as = 0;
+    uint16 aq = 0;
+    uchar16 ae = 0, af = 0;
+    uint ce = 0, cf = 0;
+    size_t o = band + (size_t)TILE * rows * t;
+    for (uint r = 0; r < rows; r++) {
+        size_t in = (size_t)(y0 + r) * width + x0;
+        uchar16 l, m;
+        if (cols == TILE) {
+            l = vload16(0, luma + in);
+            m = vload16(0, magnitude + in);
+        } else {
+            l = load_partial16(luma + in, cols);
+            m = load_partial16(magnitude + in, cols);
+        }
+        ushort16 v = convert_ushort16(l);
+        /* A vector comparison gives all ones where true. */
+        uchar16 e = prefix16_uchar(as_uchar16(m >= et) & inside & (uchar16)1);
+        uchar16 f = prefix16_uchar(as_uchar16(l > threshold) & (uchar16)1);
+        as += prefix16_ushort(v);
+        aq += prefix16_uint(convert_uint16(v * v)); /* 255^2 fits ushort */
+        ae += e;
+        af += f;
+        ce += e.sf;
+        cf += f.sf;
+        size_t i = o + (size_t)TILE * r;
+        STORE_ALIGNED(as, (__global ushort16 *)(sum + i));
+        STORE_ALIGNED(aq, (__global uint16 *)(sqsum + i));
+        STORE_ALIGNED(ae, (__global uchar16 *)(edges + i));
+        STORE_ALIGNED(af, (__global uchar16 *)(foreground + i));
+        if (t < whole_tiles) {
+            /* ls and the others are null where the caller sums along the rows later:
+             * the tile's own row totals go to left, and no private array is kept (a GPU
+             * would keep it in slow memory). */
+            uint s1 = as.sf, se = ce, sf = cf;
+            ulong s2 = aq.sf;
+            if (ls) {
+                s1 = ls[r] += s1;
+                s2 = lq[r] += s2;
+                se = le[r] += se;
+                sf = lf[r] += sf;
+            }
+            size_t li = (size_t)t * height + y0 + r;
+            left[li] = s1;
+            left[left_plane + li] = se;
+            left[2 * left_plane + li] = sf;
+            left_sq[li] = s2;
+        }
+    }
+    if (b < whole_bands) {
+        size_t i = (size_t)b * padded + x0;
+        uint16 te = convert_uint16(ae), tf = convert_uint16(af);
+        te.sf = ce;
+        tf.sf = cf;
+        vstore16(convert_uint16(as), 0, top + i);
+        vstore16(te, 0, top + top_plane + i);
+        vstore16(tf, 0, top + 2 * top_plane + i);
+        vstore16(convert_ulong16(aq), 0, top_sq + i);
+    }
+}
+
 __kernel void integral_tile_bands(__global const uchar *luma, uint src_stride, uint width,
                                   uint height, __global const uchar *magnitude,
                                   uint edge_threshold, __global const uint *results,
@@ -137,16 +234,11 @@ __kernel void integral_tile_bands(__global const uchar *luma, uint src_stride, u
     if (k >= items)
         return;
     uint tiles = (width + TILE - 1) / TILE, bands = (height + TILE - 1) / TILE;
-    uint whole_tiles = width / TILE, whole_bands = height / TILE;
-    size_t padded = (size_t)TILE * tiles;
-    size_t left_plane = (size_t)whole_tiles * height, top_plane = (size_t)whole_bands * padded;
     uchar16 threshold = (uchar16)(uchar)results[256];
     uchar16 et = (uchar16)(uchar)edge_threshold;
-    const uchar16 lanes = (uchar16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     uint b1 = (uint)((ulong)bands * (k + 1) / items);
     for (uint b = (uint)((ulong)bands * k / items); b < b1; b++) {
-        uint y0 = TILE * b, rows = min((uint)TILE, height - y0);
-        size_t band = (size_t)y0 * padded;
+        uint rows = min((uint)TILE, height - TILE * b);
         /* Each row's sums over the band's whole tiles so far, up to that row. */
         uint ls[TILE], le[TILE], lf[TILE];
         ulong lq[TILE];
@@ -156,70 +248,31 @@ __kernel void integral_tile_bands(__global const uchar *luma, uint src_stride, u
             lf[r] = 0;
             lq[r] = 0;
         }
-        for (uint t = 0; t < tiles; t++) {
-            uint x0 = TILE * t, cols = min((uint)TILE, width - x0);
-            /* Past the width a lane counts 0: its magnitude reads 0, which an edge
-             * threshold of 0 would count. */
-            uchar16 inside = as_uchar16(lanes < (uchar16)(uchar)cols);
-            /* The tile's prefix over the rows so far. The counts run in bytes: only the
-             * tile's last pixel can reach 256 and wrap, and it is never read; its exact
-             * column of counts (the tile's rows, whole) is kept in ce and cf instead. */
-            ushort16 as = 0;
-            uint16 aq = 0;
-            uchar16 ae = 0, af = 0;
-            uint ce = 0, cf = 0;
-            size_t o = band + (size_t)TILE * rows * t;
-            for (uint r = 0; r < rows; r++) {
-                size_t in = (size_t)(y0 + r) * width + x0;
-                uchar16 l, m;
-                if (cols == TILE) {
-                    l = vload16(0, luma + in);
-                    m = vload16(0, magnitude + in);
-                } else {
-                    l = load_partial16(luma + in, cols);
-                    m = load_partial16(magnitude + in, cols);
-                }
-                ushort16 v = convert_ushort16(l);
-                /* A vector comparison gives all ones where true. */
-                uchar16 e = prefix16_uchar(as_uchar16(m >= et) & inside & (uchar16)1);
-                uchar16 f = prefix16_uchar(as_uchar16(l > threshold) & (uchar16)1);
-                as += prefix16_ushort(v);
-                aq += prefix16_uint(convert_uint16(v * v)); /* 255^2 fits ushort */
-                ae += e;
-                af += f;
-                ce += e.sf;
-                cf += f.sf;
-                size_t i = o + (size_t)TILE * r;
-                STORE_ALIGNED(as, (__global ushort16 *)(sum + i));
-                STORE_ALIGNED(aq, (__global uint16 *)(sqsum + i));
-                STORE_ALIGNED(ae, (__global uchar16 *)(edges + i));
-                STORE_ALIGNED(af, (__global uchar16 *)(foreground + i));
-                ls[r] += as.sf;
-                lq[r] += aq.sf;
-                le[r] += ce;
-                lf[r] += cf;
-            }
-            if (t < whole_tiles) {
-                size_t i = (size_t)t * height + y0;
-                for (uint r = 0; r < rows; r++) {
-                    left[i + r] = ls[r];
-                    left[left_plane + i + r] = le[r];
-                    left[2 * left_plane + i + r] = lf[r];
-                    left_sq[i + r] = lq[r];
-                }
-            }
-            if (b < whole_bands) {
-                size_t i = (size_t)b * padded + x0;
-                uint16 te = convert_uint16(ae), tf = convert_uint16(af);
-                te.sf = ce;
-                tf.sf = cf;
-                vstore16(convert_uint16(as), 0, top + i);
-                vstore16(te, 0, top + top_plane + i);
-                vstore16(tf, 0, top + 2 * top_plane + i);
-                vstore16(convert_ulong16(aq), 0, top_sq + i);
-            }
-        }
+        for (uint t = 0; t < tiles; t++)
+            integral_tile(t, b, rows, luma, width, height, magnitude, et, threshold, sum,
+                          sqsum, edges, foreground, left, left_sq, top, top_sq, ls, lq, le,
+                          lf);
     }
+}
+
+/* GPUs: a work-item per tile (x = tile, y = band), registers only (no local memory, no
+ * barriers: Mali's guide); neighbouring work-items load neighbouring 16-byte runs of a row.
+ * left holds each tile's row totals until integral_left_rows sums them along the rows. */
+__kernel void integral_tiles(__global const uchar *luma, uint src_stride, uint width,
+                             uint height, __global const uchar *magnitude,
+                             uint edge_threshold, __global const uint *results,
+                             __global ushort *sum, __global uint *sqsum, __global uchar *edges,
+                             __global uchar *foreground, __global uint *left,
+                             __global ulong *left_sq, __global uint *top,
+                             __global ulong *top_sq)
+{
+    uint t = get_global_id(0), b = get_global_id(1);
+    if (t >= (width + TILE - 1) / TILE || b >= (height + TILE - 1) / TILE)
+        return;
+    uint rows = min((uint)TILE, height - TILE * b);
+    integral_tile(t, b, rows, luma, width, height, magnitude, (uchar16)(uchar)edge_threshold,
+                  (uchar16)(uchar)results[256], sum, sqsum, edges, foreground, left, left_sq,
+                  top, top_sq, 0, 0, 0, 0);
 }
 
 /*
@@ -327,11 +380,11 @@ __kernel void integral_left_rows(uint width, uint height, __global uint *left,
     if (part < 3) {
         __global uint *p = left + part * (size_t)whole_tiles * height + y;
         uint run = 0, t = 0;
-        for (; t + 8 <= whole_tiles; t += 8) {
-            uint v[8];
-            for (uint k = 0; k < 8; k++)
+        for (; t + SCAN_BATCH <= whole_tiles; t += SCAN_BATCH) {
+            uint v[SCAN_BATCH];
+            for (uint k = 0; k < SCAN_BATCH; k++)
                 v[k] = p[(t + k) * step];
-            for (uint k = 0; k < 8; k++) {
+            for (uint k = 0; k < SCAN_BATCH; k++) {
                 run += v[k];
                 p[(t + k) * step] = run;
             }
@@ -344,11 +397,11 @@ __kernel void integral_left_rows(uint width, uint height, __global uint *left,
         __global ulong *p = left_sq + y;
         ulong run = 0;
         uint t = 0;
-        for (; t + 8 <= whole_tiles; t += 8) {
-            ulong v[8];
-            for (uint k = 0; k < 8; k++)
+        for (; t + SCAN_BATCH <= whole_tiles; t += SCAN_BATCH) {
+            ulong v[SCAN_BATCH];
+            for (uint k = 0; k < SCAN_BATCH; k++)
                 v[k] = p[(t + k) * step];
-            for (uint k = 0; k < 8; k++) {
+            for (uint k = 0; k < SCAN_BATCH; k++) {
                 run += v[k];
                 p[(t + k) * step] = run;
             }
@@ -380,11 +433,11 @@ __kernel void integral_tops(uint width, uint height, __global uint *top, __globa
         __global uint4 *p = (__global uint4 *)(top + part * (size_t)whole_bands * padded) + q;
         uint4 run = 0;
         uint b = 0;
-        for (; b + 8 <= whole_bands; b += 8) {
-            uint4 v[8];
-            for (uint k = 0; k < 8; k++)
+        for (; b + SCAN_BATCH <= whole_bands; b += SCAN_BATCH) {
+            uint4 v[SCAN_BATCH];
+            for (uint k = 0; k < SCAN_BATCH; k++)
                 v[k] = p[(b + k) * step];
-            for (uint k = 0; k < 8; k++) {
+            for (uint k = 0; k < SCAN_BATCH; k++) {
                 run += v[k];
                 p[(b + k) * step] = run;
             }
@@ -397,11 +450,11 @@ __kernel void integral_tops(uint width, uint height, __global uint *top, __globa
         __global ulong4 *p = (__global ulong4 *)top_sq + q;
         ulong4 run = 0;
         uint b = 0;
-        for (; b + 8 <= whole_bands; b += 8) {
-            ulong4 v[8];
-            for (uint k = 0; k < 8; k++)
+        for (; b + SCAN_BATCH <= whole_bands; b += SCAN_BATCH) {
+            ulong4 v[SCAN_BATCH];
+            for (uint k = 0; k < SCAN_BATCH; k++)
                 v[k] = p[(b + k) * step];
-            for (uint k = 0; k < 8; k++) {
+            for (uint k = 0; k < SCAN_BATCH; k++) {
                 run += v[k];
                 p[(b + k) * step] = run;
             }
@@ -433,7 +486,17 @@ __kernel void integral_corners(uint width, uint height, __global const uint *lef
         __global const uint *l = left + part * (size_t)whole_tiles * height + in;
         __global uint *c = corner + part * (size_t)whole_tiles * whole_bands + out;
         uint run = 0;
-        for (uint b = 0; b < whole_bands; b++) {
+        uint b = 0;
+        for (; b + SCAN_BATCH <= whole_bands; b += SCAN_BATCH) {
+            uint v[SCAN_BATCH];
+            for (uint k = 0; k < SCAN_BATCH; k++)
+                v[k] = l[(size_t)TILE * (b + k)];
+            for (uint k = 0; k < SCAN_BATCH; k++) {
+                run += v[k];
+                c[(size_t)(b + k) * whole_tiles] = run;
+            }
+        }
+        for (; b < whole_bands; b++) {
             run += l[(size_t)TILE * b];
             c[(size_t)b * whole_tiles] = run;
         }
@@ -441,7 +504,17 @@ __kernel void integral_corners(uint width, uint height, __global const uint *lef
         __global const ulong *l = left_sq + in;
         __global ulong *c = corner_sq + out;
         ulong run = 0;
-        for (uint b = 0; b < whole_bands; b++) {
+        uint b = 0;
+        for (; b + SCAN_BATCH <= whole_bands; b += SCAN_BATCH) {
+            ulong v[SCAN_BATCH];
+            for (uint k = 0; k < SCAN_BATCH; k++)
+                v[k] = l[(size_t)TILE * (b + k)];
+            for (uint k = 0; k < SCAN_BATCH; k++) {
+                run += v[k];
+                c[(size_t)(b + k) * whole_tiles] = run;
+            }
+        }
+        for (; b < whole_bands; b++) {
             run += l[(size_t)TILE * b];
             c[(size_t)b * whole_tiles] = run;
         }

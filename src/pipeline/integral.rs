@@ -19,6 +19,8 @@ use crate::region::{Region, RegionStats};
 
 /// Work-items per group of the region sums and of the passes over whole tiles.
 const LINE_GROUP_SIZE: usize = 64;
+/// Work-items per group of `integral_tiles` (a multiple of 4 of 64 to 128: Mali's guide).
+const TILES_GROUP: usize = 64;
 /// Runs of bands per compute unit in the CPU pass: a few, so a slow core holds up little.
 const BANDS_PER_COMPUTE_UNIT: usize = 4;
 /// Most work-items in a group of the GPU pass (`TILE_GROUP_MAX` in integral.cl).
@@ -227,6 +229,14 @@ impl HostIntegrals {
 enum Passes {
     /// CPUs: `integral_tile_bands`, `items` work-items of one, each a run of bands.
     ItemBands { kernel: Kernel, items: u32 },
+    /// GPUs: `integral_tiles`, a work-item per tile in groups of `group` along the bands,
+    /// then `integral_left_rows` to sum the tiles along rows.
+    ItemTiles {
+        kernel: Kernel,
+        group: usize,
+        rows: Kernel,
+        rows_launch: Launch,
+    },
     /// GPUs: `integral_tile_columns`, a work-item per column of a band in groups of
     /// `group` (a multiple of 16), then `integral_left_rows` to sum the tiles along rows.
     GroupBands {
@@ -273,6 +283,20 @@ impl IntegralStage {
                     Passes::ItemBands {
                         kernel: k("integral_tile_bands")?,
                         items: items as u32,
+                    }
+                }
+                IntegralLayout::ItemTiles => {
+                    let kernel = k("integral_tiles")?;
+                    let most = kernel
+                        .get_work_group_size(gpu.device.id())
+                        .call("clGetKernelWorkGroupInfo")?;
+                    let rows = k("integral_left_rows")?;
+                    let rows_launch = Launch::one_d(gpu, &rows, LINE_GROUP_SIZE)?;
+                    Passes::ItemTiles {
+                        kernel,
+                        group: TILES_GROUP.min(most).max(1),
+                        rows,
+                        rows_launch,
                     }
                 }
                 IntegralLayout::GroupBands => {
@@ -426,6 +450,62 @@ impl IntegralStage {
                         ],
                         &[*items as usize],
                         &[1],
+                        what,
+                    )
+                }?);
+            }
+            Passes::ItemTiles {
+                kernel,
+                group,
+                rows,
+                rows_launch,
+            } => {
+                let tiles_across = t.padded() / Tiles::SIZE;
+                let global = [tiles_across.next_multiple_of(*group), t.bands()];
+                // SAFETY: the arguments are integral_tiles' (luma, src_stride, width,
+                // height, magnitude, edge_threshold, results, sum, sqsum, edges, foreground,
+                // left, left_sq, top, top_sq), src_stride = width. Work-item (t, b) returns
+                // unless tile t and band b lie in the frame, reads its tile's rows (below
+                // `height`, `width` columns, a partial tile byte by byte) of the two
+                // `pixels()`-byte inputs and word 256 of `results`, and writes its tile's
+                // elements of local, of left (whole tiles) and of top (whole bands), within
+                // `local_len()`, `left_len()` and `top_len()` a plane, the lengths
+                // `Blocked::new` made from this layout's `Tiles`. The pipeline, the only
+                // caller, passes that layout, its inputs and its 257-word results.
+                event(unsafe {
+                    launch(
+                        gpu,
+                        kernel,
+                        &[
+                            luma,
+                            &src_stride,
+                            &w,
+                            &h,
+                            magnitude,
+                            &et,
+                            results,
+                            &g.sum.buf,
+                            &g.sqsum.buf,
+                            &g.edges.buf,
+                            &g.foreground.buf,
+                            &g.left.buf,
+                            &g.left_sq.buf,
+                            &g.top.buf,
+                            &g.top_sq.buf,
+                        ],
+                        &global,
+                        &[*group, 1],
+                        what,
+                    )
+                }?);
+                // SAFETY: as for GroupBands' integral_left_rows below.
+                event(unsafe {
+                    launch(
+                        gpu,
+                        rows,
+                        &[&w, &h, &g.left.buf, &g.left_sq.buf],
+                        &[rows_launch.global_1d(t.height), PARTS],
+                        &[rows_launch.local[0], 1],
                         what,
                     )
                 }?);

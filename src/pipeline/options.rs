@@ -236,15 +236,20 @@ pub enum OtsuArithmetic {
     NativeWhereAvailable,
 }
 
-/// The two layouts of the integral passes in `kernels/integral.cl`; both read the inputs
-/// twice and write each image once.
+/// The layouts of the integral passes in `kernels/integral.cl`; each reads luma and the
+/// magnitude once and writes the blocked integrals once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IntegralLayout {
-    /// GPUs: a work-group per band of rows, about one band per compute unit, scanning each
-    /// row in chunks of four pixels per work-item (coalesced rows, many work-items).
+    /// Mali: a work-item per 16 x 16 tile, registers only (no local memory, no barriers:
+    /// Arm's guide), then a scan of the tiles along each row. On an NVIDIA H100 its tile
+    /// pass takes 314 us at 4K against [`IntegralLayout::GroupBands`]' 105 (BENCHMARKS.md),
+    /// so [`Tuning::FOR_GPU`] keeps that one.
+    ItemTiles,
+    /// GPUs: a work-item per column of a band, a work-group scanning its tiles' rows in
+    /// local memory (coalesced rows, many work-items), then the scan along each row.
     GroupBands,
-    /// CPUs: a few bands of rows per compute unit, a work-item each, with 16-wide vector
-    /// prefixes along the rows (one core streams through its band).
+    /// CPUs: a few runs of bands per compute unit, a work-item each, tile after tile with
+    /// 16-lane vector prefixes (one core streams through its bands).
     ItemBands,
 }
 
@@ -304,10 +309,10 @@ impl Tuning {
     ///   a line it overwrites whole, which a GPU does not do (as [`Tuning::FOR_GPU`]), and
     ///   `__builtin_nontemporal_store` is a Clang builtin a vendor compiler need not take.
     ///
-    /// The integral takes the CPU's [`IntegralLayout::ItemBands`] (a work-item per band,
-    /// no local memory, no barriers) until a GPU layout without them exists.
+    /// * The integral: a work-item per tile, registers only ([`IntegralLayout::ItemTiles`],
+    ///   as [`Tuning::FOR_GPU`]): no local memory, no barriers, 64 work-items a group.
     pub const FOR_MALI: Tuning = Tuning {
-        integral_layout: IntegralLayout::ItemBands,
+        integral_layout: IntegralLayout::ItemTiles,
         histogram_counting: HistogramCounting::ItemSubHistograms,
         otsu_arithmetic: OtsuArithmetic::Emulated,
         sobel_layout: SobelLayout::Vector16,
