@@ -83,32 +83,18 @@
 /* Inclusive prefix sums of 16 lanes in four log-step shifts (lanes shifted in are zero).
  * The shifts are swizzles known at compile time rather than shuffle2: POCL builds
  * shuffle2 of 16-bit lanes as a call that shuffles through memory, lane by lane. */
-inline ushort16 prefix16_ushort(ushort16 v)
-{
-    v += (ushort16)((ushort)0, v.s0123, v.s4567, v.s89ab, v.scde);
-    v += (ushort16)((ushort2)0, v.s0123, v.s4567, v.s89ab, v.scd);
-    v += (ushort16)((ushort4)0, v.s0123, v.s4567, v.s89ab);
-    v += (ushort16)((ushort8)0, v.s01234567);
-    return v;
-}
-
-inline uchar16 prefix16_uchar(uchar16 v)
-{
-    v += (uchar16)((uchar)0, v.s0123, v.s4567, v.s89ab, v.scde);
-    v += (uchar16)((uchar2)0, v.s0123, v.s4567, v.s89ab, v.scd);
-    v += (uchar16)((uchar4)0, v.s0123, v.s4567, v.s89ab);
-    v += (uchar16)((uchar8)0, v.s01234567);
-    return v;
-}
-
-inline uint16 prefix16_uint(uint16 v)
-{
-    v += (uint16)((uint)0, v.s0123, v.s4567, v.s89ab, v.scde);
-    v += (uint16)((uint2)0, v.s0123, v.s4567, v.s89ab, v.scd);
-    v += (uint16)((uint4)0, v.s0123, v.s4567, v.s89ab);
-    v += (uint16)((uint8)0, v.s01234567);
-    return v;
-}
+#define PREFIX16(T)                                                                         \
+    inline T##16 prefix16_##T(T##16 v)                                                      \
+    {                                                                                       \
+        v += (T##16)((T)0, v.s0123, v.s4567, v.s89ab, v.scde);                              \
+        v += (T##16)((T##2)0, v.s0123, v.s4567, v.s89ab, v.scd);                            \
+        v += (T##16)((T##4)0, v.s0123, v.s4567, v.s89ab);                                   \
+        v += (T##16)((T##8)0, v.s01234567);                                                 \
+        return v;                                                                           \
+    }
+PREFIX16(uchar)
+PREFIX16(ushort)
+PREFIX16(uint)
 
 /* The first n < 16 bytes from p, zeros after them (a row's last, partial tile: a whole
  * vector would read past the row, and past the buffer on the last row). */

@@ -235,6 +235,17 @@ impl Gpu {
     }
 }
 
+/// The device unit tests run on: `EDGESIGHT_TEST_DEVICE` (a [`DeviceSpec`]), the default
+/// device without it.
+#[cfg(test)]
+pub(crate) fn test_gpu() -> Gpu {
+    let spec: DeviceSpec = std::env::var("EDGESIGHT_TEST_DEVICE")
+        .unwrap_or_default()
+        .parse()
+        .expect("device spec");
+    Gpu::open(&spec).expect("an OpenCL device (install pocl-opencl-icd)")
+}
+
 /// An in-order queue with profiling on `device`.
 fn new_queue(context: &Context, device: &Device) -> Result<CommandQueue, ClError> {
     // clCreateCommandQueue (1.2) rather than the 2.0 call with properties.

@@ -190,15 +190,11 @@ impl HistogramStage {
 mod tests {
     use super::super::buffers::read_buffer;
     use super::*;
-    use crate::cl::{write_blocking, DeviceSpec};
+    use crate::cl::write_blocking;
     use crate::frame::PixelFormat;
 
     fn gpu() -> Gpu {
-        let spec: DeviceSpec = std::env::var("EDGESIGHT_TEST_DEVICE")
-            .unwrap_or_default()
-            .parse()
-            .expect("device spec");
-        Gpu::open(&spec).expect("an OpenCL device (install pocl-opencl-icd)")
+        crate::cl::test_gpu()
     }
 
     /// One value everywhere puts every pixel a work-item counts into one 16-bit count: at

@@ -229,18 +229,13 @@ impl HostIntegrals {
 enum Passes {
     /// CPUs: `integral_tile_bands`, `items` work-items of one, each a run of bands.
     ItemBands { kernel: Kernel, items: u32 },
-    /// GPUs: `integral_tiles`, a work-item per tile in groups of `group` along the bands,
-    /// then `integral_left_rows` to sum the tiles along rows.
-    ItemTiles {
+    /// GPUs: a 2-D pass, `across` work-items a band in groups of `group`, then
+    /// `integral_left_rows` to sum the tiles along rows: `integral_tile_columns`, a
+    /// work-item per column (`group` a multiple of 16), or `integral_tiles`, a work-item
+    /// per tile.
+    Grid {
         kernel: Kernel,
-        group: usize,
-        rows: Kernel,
-        rows_launch: Launch,
-    },
-    /// GPUs: `integral_tile_columns`, a work-item per column of a band in groups of
-    /// `group` (a multiple of 16), then `integral_left_rows` to sum the tiles along rows.
-    GroupBands {
-        columns: Kernel,
+        across: usize,
         group: usize,
         rows: Kernel,
         rows_launch: Launch,
@@ -285,31 +280,25 @@ impl IntegralStage {
                         items: items as u32,
                     }
                 }
-                IntegralLayout::ItemTiles => {
-                    let kernel = k("integral_tiles")?;
+                IntegralLayout::ItemTiles | IntegralLayout::GroupBands => {
+                    let (name, per_item) = match tuning.integral_layout {
+                        IntegralLayout::ItemTiles => ("integral_tiles", Tiles::SIZE),
+                        _ => ("integral_tile_columns", 1),
+                    };
+                    let kernel = k(name)?;
                     let most = kernel
                         .get_work_group_size(gpu.device.id())
                         .call("clGetKernelWorkGroupInfo")?;
+                    let group = match tuning.integral_layout {
+                        IntegralLayout::ItemTiles => TILES_GROUP.min(most).max(1),
+                        // Whole tiles in a group: the scan runs within each 16 work-items.
+                        _ => (TILE_GROUP_MAX.min(most) / Tiles::SIZE).max(1) * Tiles::SIZE,
+                    };
                     let rows = k("integral_left_rows")?;
                     let rows_launch = Launch::one_d(gpu, &rows, LINE_GROUP_SIZE)?;
-                    Passes::ItemTiles {
+                    Passes::Grid {
                         kernel,
-                        group: TILES_GROUP.min(most).max(1),
-                        rows,
-                        rows_launch,
-                    }
-                }
-                IntegralLayout::GroupBands => {
-                    let columns = k("integral_tile_columns")?;
-                    let most = columns
-                        .get_work_group_size(gpu.device.id())
-                        .call("clGetKernelWorkGroupInfo")?;
-                    // Whole tiles in a group: the scan runs within each 16 work-items.
-                    let group = (TILE_GROUP_MAX.min(most) / Tiles::SIZE).max(1) * Tiles::SIZE;
-                    let rows = k("integral_left_rows")?;
-                    let rows_launch = Launch::one_d(gpu, &rows, LINE_GROUP_SIZE)?;
-                    Passes::GroupBands {
-                        columns,
+                        across: tiles.padded() / per_item,
                         group,
                         rows,
                         rows_launch,
@@ -454,84 +443,32 @@ impl IntegralStage {
                     )
                 }?);
             }
-            Passes::ItemTiles {
+            Passes::Grid {
                 kernel,
+                across,
                 group,
                 rows,
                 rows_launch,
             } => {
-                let tiles_across = t.padded() / Tiles::SIZE;
-                let global = [tiles_across.next_multiple_of(*group), t.bands()];
-                // SAFETY: the arguments are integral_tiles' (luma, src_stride, width,
+                let global = [across.next_multiple_of(*group), t.bands()];
+                // SAFETY: the arguments are those of integral_tile_columns and of
+                // integral_tiles (the same parameters: luma, src_stride, width,
                 // height, magnitude, edge_threshold, results, sum, sqsum, edges, foreground,
-                // left, left_sq, top, top_sq), src_stride = width. Work-item (t, b) returns
-                // unless tile t and band b lie in the frame, reads its tile's rows (below
-                // `height`, `width` columns, a partial tile byte by byte) of the two
-                // `pixels()`-byte inputs and word 256 of `results`, and writes its tile's
-                // elements of local, of left (whole tiles) and of top (whole bands), within
-                // `local_len()`, `left_len()` and `top_len()` a plane, the lengths
-                // `Blocked::new` made from this layout's `Tiles`. The pipeline, the only
-                // caller, passes that layout, its inputs and its 257-word results.
+                // left, left_sq, top, top_sq), src_stride = width. Band b's work-items read
+                // its rows (below `height`) of the two `pixels()`-byte inputs only within
+                // `width` columns, and word 256 of `results`; integral_tile_columns' item
+                // (x, b) writes element x of the band's rows of local only where x < the
+                // padded width (`group` a multiple of 16 of at most TILE_GROUP_MAX, its
+                // local buffer), integral_tiles' item (t, b) its tile's elements only where
+                // the tile lies in the frame; both write left only for whole tiles and top
+                // only for whole bands: within `local_len()`, `left_len()` and `top_len()`
+                // a plane, the lengths `Blocked::new` made from this layout's `Tiles`. The
+                // pipeline, the only caller, passes that layout, its inputs and its
+                // 257-word results.
                 event(unsafe {
                     launch(
                         gpu,
                         kernel,
-                        &[
-                            luma,
-                            &src_stride,
-                            &w,
-                            &h,
-                            magnitude,
-                            &et,
-                            results,
-                            &g.sum.buf,
-                            &g.sqsum.buf,
-                            &g.edges.buf,
-                            &g.foreground.buf,
-                            &g.left.buf,
-                            &g.left_sq.buf,
-                            &g.top.buf,
-                            &g.top_sq.buf,
-                        ],
-                        &global,
-                        &[*group, 1],
-                        what,
-                    )
-                }?);
-                // SAFETY: as for GroupBands' integral_left_rows below.
-                event(unsafe {
-                    launch(
-                        gpu,
-                        rows,
-                        &[&w, &h, &g.left.buf, &g.left_sq.buf],
-                        &[rows_launch.global_1d(t.height), PARTS],
-                        &[rows_launch.local[0], 1],
-                        what,
-                    )
-                }?);
-            }
-            Passes::GroupBands {
-                columns,
-                group,
-                rows,
-                rows_launch,
-            } => {
-                let global = [t.padded().next_multiple_of(*group), t.bands()];
-                // SAFETY: the arguments are integral_tile_columns' (luma, src_stride,
-                // width, height, magnitude, edge_threshold, results, sum, sqsum, edges,
-                // foreground, left, left_sq, top, top_sq), src_stride = width. Work-item
-                // (x, b) reads column x of band b's rows (below `height`) of the two
-                // `pixels()`-byte inputs only where x < width, word 256 of `results`, and
-                // writes element x of its band's rows of local only where x < the padded
-                // width, of left only for whole tiles and of top only for whole bands:
-                // within `local_len()`, `left_len()` and `top_len()` a plane, the lengths
-                // `Blocked::new` made from this layout's `Tiles`; `group` is a multiple of
-                // 16 of at most TILE_GROUP_MAX, the kernel's local buffer. The pipeline,
-                // the only caller, passes that layout, its inputs and its 257-word results.
-                event(unsafe {
-                    launch(
-                        gpu,
-                        columns,
                         &[
                             luma,
                             &src_stride,
@@ -763,7 +700,6 @@ impl IntegralStage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cl::DeviceSpec;
     use crate::frame::PixelFormat;
     use crate::pipeline::{Pipeline, PipelineOptions, Tuning};
     use crate::reference;
@@ -911,11 +847,7 @@ mod tests {
     }
 
     fn gpu() -> Gpu {
-        let spec: DeviceSpec = std::env::var("EDGESIGHT_TEST_DEVICE")
-            .unwrap_or_default()
-            .parse()
-            .expect("device spec");
-        Gpu::open(&spec).expect("an OpenCL device (install pocl-opencl-icd)")
+        crate::cl::test_gpu()
     }
 
     /// Both layouts' kernels write every part exactly as integral.cl defines it, padding

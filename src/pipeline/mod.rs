@@ -532,15 +532,10 @@ impl Pipeline {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cl::DeviceSpec;
     use crate::reference;
 
     fn gpu() -> Gpu {
-        let spec: DeviceSpec = std::env::var("EDGESIGHT_TEST_DEVICE")
-            .unwrap_or_default()
-            .parse()
-            .expect("device spec");
-        Gpu::open(&spec).expect("an OpenCL device (install pocl-opencl-icd)")
+        crate::cl::test_gpu()
     }
 
     /// What GPUs get (the luma histogram and Otsu on a side queue; NVIDIA's: waiting by
