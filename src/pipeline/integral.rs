@@ -280,26 +280,26 @@ impl IntegralStage {
                         items: items as u32,
                     }
                 }
-                IntegralLayout::ItemTiles | IntegralLayout::GroupBands => {
-                    let (name, per_item) = match tuning.integral_layout {
-                        IntegralLayout::ItemTiles => ("integral_tiles", Tiles::SIZE),
-                        _ => ("integral_tile_columns", 1),
+                layout @ (IntegralLayout::ItemTiles | IntegralLayout::GroupBands) => {
+                    // The kernel, pixels a work-item takes across a band, the group size
+                    // wanted and what it must be a multiple of: the column pass scans within
+                    // each 16 work-items, so its groups hold whole tiles.
+                    let (name, per_item, wanted, multiple) = match layout {
+                        IntegralLayout::ItemTiles => {
+                            ("integral_tiles", Tiles::SIZE, TILES_GROUP, 1)
+                        }
+                        _ => ("integral_tile_columns", 1, TILE_GROUP_MAX, Tiles::SIZE),
                     };
                     let kernel = k(name)?;
                     let most = kernel
                         .get_work_group_size(gpu.device.id())
                         .call("clGetKernelWorkGroupInfo")?;
-                    let group = match tuning.integral_layout {
-                        IntegralLayout::ItemTiles => TILES_GROUP.min(most).max(1),
-                        // Whole tiles in a group: the scan runs within each 16 work-items.
-                        _ => (TILE_GROUP_MAX.min(most) / Tiles::SIZE).max(1) * Tiles::SIZE,
-                    };
                     let rows = k("integral_left_rows")?;
                     let rows_launch = Launch::one_d(gpu, &rows, LINE_GROUP_SIZE)?;
                     Passes::Grid {
                         kernel,
                         across: tiles.padded() / per_item,
-                        group,
+                        group: (wanted.min(most) / multiple).max(1) * multiple,
                         rows,
                         rows_launch,
                     }
