@@ -326,10 +326,15 @@ fn blocked_integral_bytes(w: u64, h: u64) -> u64 {
 fn device_bytes_are_the_blocked_integrals_and_the_full_images_only_where_kept() {
     let gpu = gpu();
     let guard = 64;
-    // The luma histogram, the counts with the threshold, the gradient histogram.
-    let counts = 4 * 256 + 4 * 257 + 4 * 256;
-    // One region (the whole frame): four u32 corners in, four u64 sums out.
-    let regions = 4 * 4 + 4 * 8;
+    // The luma histogram; then one buffer the host reads: the counts with the threshold,
+    // the gradient histogram and four u64 sums for one region (the whole frame), each
+    // part starting at the device's sub-buffer alignment.
+    let align = u64::from(gpu.device.mem_base_addr_align().expect("alignment")) / 8;
+    let readout = (4 * 257u64).next_multiple_of(align).next_multiple_of(8);
+    let readout = (readout + 4 * 256).next_multiple_of(align.max(8)) + 4 * 8;
+    let counts = 4 * 256 + readout;
+    // One region: four u32 corners in.
+    let regions = 4 * 4;
     // The Mali tuning's histogram: 512 bytes a work-item, two groups of 64 per compute
     // unit (none of these frames needs more).
     let sub_histograms = 2 * u64::from(gpu.info.compute_units).max(1) * 64 * 512;

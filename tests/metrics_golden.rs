@@ -88,6 +88,7 @@ fn frame(otsu: u8, luma_sum: u64) -> FrameResult {
             },
         )],
         timings,
+        timed: true,
         ..FrameResult::empty()
     }
 }

@@ -13,7 +13,7 @@ use opencl3::command_queue::CommandQueue;
 use opencl3::event::Event;
 use opencl3::kernel::Kernel;
 use opencl3::memory::{Buffer, ClMem};
-use opencl3::types::cl_mem;
+use opencl3::types::{cl_event, cl_mem};
 
 use super::{CallContext, ClError, Gpu};
 
@@ -66,6 +66,43 @@ macro_rules! scalar_args {
 
 scalar_args!(i32, u32, i64, u64);
 
+/// Whether an enqueued command gives back an event. Each event is work for the driver
+/// (NVIDIA's records and tracks it on a thread of its own), so the frames whose stage times
+/// are not measured ask one only of the commands something waits on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Record {
+    Event,
+    NoEvent,
+}
+
+impl Record {
+    /// [`Record::Event`] where `wanted`.
+    pub(crate) fn event_if(wanted: bool) -> Record {
+        if wanted {
+            Record::Event
+        } else {
+            Record::NoEvent
+        }
+    }
+
+    /// Where the driver writes the command's event: `slot`, or nowhere (a null pointer,
+    /// which OpenCL takes as "no event").
+    pub(crate) fn out(self, slot: &mut cl_event) -> *mut cl_event {
+        match self {
+            Record::Event => slot,
+            Record::NoEvent => std::ptr::null_mut(),
+        }
+    }
+
+    /// The event a command left in `slot`, where one was asked for.
+    pub(crate) fn take(self, slot: cl_event) -> Option<Event> {
+        match self {
+            Record::Event => Some(Event::new(slot)),
+            Record::NoEvent => None,
+        }
+    }
+}
+
 /// Sets argument `i` of `kernel` to `args[i]`, for every argument the kernel has, and
 /// enqueues it on `gpu`'s queue over `global` work-items in groups of `local` (1 to 3
 /// dimensions, each global size a multiple of its local size, as OpenCL 1.2 requires),
@@ -87,9 +124,10 @@ pub(crate) unsafe fn launch(
     global: &[usize],
     local: &[usize],
     what: &'static str,
-) -> Result<Event, ClError> {
+    record: Record,
+) -> Result<Option<Event>, ClError> {
     // SAFETY: this function's contract, passed on.
-    unsafe { launch_on(&gpu.queue, kernel, args, global, local, what) }
+    unsafe { launch_on(&gpu.queue, kernel, args, global, local, what, record) }
 }
 
 /// As [`launch`], on `queue` (one of the device's queues: [`Gpu::queue`] or
@@ -104,7 +142,8 @@ pub(crate) unsafe fn launch_on(
     global: &[usize],
     local: &[usize],
     what: &'static str,
-) -> Result<Event, ClError> {
+    record: Record,
+) -> Result<Option<Event>, ClError> {
     debug_assert_eq!(
         kernel.num_args().ok(),
         u32::try_from(args.len()).ok(),
@@ -120,20 +159,26 @@ pub(crate) unsafe fn launch_on(
             code: opencl3::error_codes::ClError(opencl3::error_codes::CL_INVALID_WORK_DIMENSION),
         });
     }
-    // SAFETY: `global` and `local` hold the same number (1 to 3) of sizes, checked above,
-    // which is what the call reads through their pointers; no global offset and no wait
-    // list are passed. Every argument was set just above from a buffer the caller borrows
-    // (the enqueued command retains it) or a scalar, and the caller guarantees that the
-    // sizes keep the kernel inside those buffers.
-    unsafe {
-        queue.enqueue_nd_range_kernel(
-            kernel.get(),
-            global.len() as u32,
-            std::ptr::null(),
-            global.as_ptr(),
-            local.as_ptr(),
-            &[],
-        )
-    }
-    .call(what)
+    let runtime = super::runtime()?;
+    let mut event: cl_event = std::ptr::null_mut();
+    // The library loader's wrapper is a safe fn, but the call is not, and sound only
+    // because: `global` and `local` hold the same number (1 to 3) of sizes, checked
+    // above, which is what the call reads through their pointers; no global offset and
+    // no wait list are passed, and the event goes to a live local or nowhere. Every
+    // argument was set just above from a buffer the caller borrows (the enqueued command
+    // retains it) or a scalar, and the caller guarantees (this function's contract) that
+    // the sizes keep the kernel inside those buffers.
+    let status = runtime.clEnqueueNDRangeKernel(
+        queue.get(),
+        kernel.get(),
+        global.len() as u32,
+        std::ptr::null(),
+        global.as_ptr(),
+        local.as_ptr(),
+        0,
+        std::ptr::null(),
+        record.out(&mut event),
+    );
+    super::status(status, what)?;
+    Ok(record.take(event))
 }

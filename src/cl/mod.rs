@@ -13,7 +13,7 @@ mod launch;
 mod slot;
 
 pub use device::{list_devices, ClDeviceInfo, DeviceSpec, PlatformDevices};
-pub(crate) use launch::{launch, launch_on, KernelArg};
+pub(crate) use launch::{launch, launch_on, KernelArg, Record};
 pub use slot::FrameSlot;
 
 use opencl3::command_queue::{CommandQueue, CL_QUEUE_PROFILING_ENABLE};
@@ -57,6 +57,29 @@ pub(crate) trait CallContext<T> {
 impl<T> CallContext<T> for Result<T, RawClError> {
     fn call(self, call: &'static str) -> Result<T, ClError> {
         self.map_err(|code| ClError::Call { call, code })
+    }
+}
+
+/// The OpenCL library's functions, for the calls opencl3 wraps only with an event (an
+/// enqueue that should leave none).
+pub(crate) fn runtime() -> Result<&'static cl3::OpenClRuntime, ClError> {
+    cl3::load_library().as_ref().map_err(|_| {
+        ClError::NoLibrary(RawClError(opencl3::error_codes::DLOPEN_RUNTIME_LOAD_FAILED))
+    })
+}
+
+/// A raw call's status (`None`: the library lacks the function) as a result naming `call`.
+pub(crate) fn status(status: Option<i32>, call: &'static str) -> Result<(), ClError> {
+    match status {
+        Some(opencl3::error_codes::CL_SUCCESS) => Ok(()),
+        Some(code) => Err(ClError::Call {
+            call,
+            code: RawClError(code),
+        }),
+        None => Err(ClError::Call {
+            call,
+            code: RawClError(opencl3::error_codes::DLOPEN_FUNCTION_NOT_AVAILABLE),
+        }),
     }
 }
 
@@ -217,18 +240,30 @@ impl Gpu {
     }
 
     /// Waits until every command enqueued so far has completed, as [`Gpu::completion`]
-    /// says; `last` is the last of them (the one to watch while polling).
+    /// says. `last` is the main queue's last command, and completes only after every
+    /// command on the side queue has (the pipeline's side-queue work ends in the
+    /// threshold the main queue waits for): while polling, it is the one watched, and
+    /// once it has completed nothing is left to finish.
     pub(crate) fn wait_for(&self, last: Option<&Event>) -> Result<(), ClError> {
         if let (Completion::Poll, Some(last)) = (self.completion, last) {
             if let Some(side) = &self.side_queue {
                 side.flush().call("clFlush")?;
             }
             self.queue.flush().call("clFlush")?;
-            // A status below CL_COMPLETE (0) is an error, which clFinish then reports.
-            while last.command_execution_status().call("clGetEventInfo")?.0
-                > opencl3::event::CL_COMPLETE
-            {
-                std::thread::sleep(POLL_STEP);
+            loop {
+                match last.command_execution_status().call("clGetEventInfo")?.0 {
+                    opencl3::event::CL_COMPLETE => return Ok(()),
+                    // The command failed: the queues are still finished before the
+                    // error goes back.
+                    status if status < 0 => {
+                        self.finish()?;
+                        return Err(ClError::Call {
+                            call: "a frame's last command (its execution status)",
+                            code: RawClError(status),
+                        });
+                    }
+                    _ => std::thread::sleep(POLL_STEP),
+                }
             }
         }
         self.finish()
@@ -268,10 +303,13 @@ pub(crate) fn marker(queue: &CommandQueue) -> Result<Event, ClError> {
 /// device's queues) has completed.
 pub(crate) fn wait_on(queue: &CommandQueue, event: &Event) -> Result<(), ClError> {
     let wait = [event.get()];
-    // SAFETY: the wait list holds one live event handle, which `event` keeps alive for the
-    // call; the barrier's own event is released when dropped, which does not cancel it.
-    unsafe { queue.enqueue_barrier_with_wait_list(&wait) }.call("clEnqueueBarrierWithWaitList")?;
-    Ok(())
+    let runtime = runtime()?;
+    // Sound (the library loader's wrapper is a safe fn; the call is not): the wait list
+    // holds one live event handle, which `event` keeps alive for the call, and no event
+    // is asked for the barrier itself.
+    let code =
+        runtime.clEnqueueBarrierWithWaitList(queue.get(), 1, wait.as_ptr(), std::ptr::null_mut());
+    status(code, "clEnqueueBarrierWithWaitList")
 }
 
 /// An element type a buffer can be copied to and from the host as: a plain integer, for

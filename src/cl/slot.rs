@@ -9,9 +9,9 @@ use std::ptr::{self, NonNull};
 use opencl3::memory::{
     Buffer, ClMem, CL_MAP_WRITE_INVALIDATE_REGION, CL_MEM_ALLOC_HOST_PTR, CL_MEM_READ_ONLY,
 };
-use opencl3::types::{cl_mem, CL_BLOCKING};
+use opencl3::types::{cl_mem, CL_BLOCKING, CL_NON_BLOCKING};
 
-use super::{new_buffer, read_blocking, CallContext, ClError, Gpu};
+use super::{new_buffer, read_blocking, CallContext, ClError, Completion, Gpu};
 
 pub struct FrameSlot {
     buffer: Buffer<u8>,
@@ -76,26 +76,36 @@ impl FrameSlot {
         Ok(result)
     }
 
-    /// A blocking map of the whole slot for writing, old contents discarded.
+    /// A map of the whole slot for writing, old contents discarded, ready when this
+    /// returns: blocking, or where the driver's blocking waits spin
+    /// ([`Completion::Poll`]), non-blocking and then waited for as a frame is.
     fn enqueue_map(&self, gpu: &Gpu) -> Result<NonNull<u8>, ClError> {
         let mut mem: cl_mem = ptr::null_mut();
+        let blocking = match gpu.completion {
+            Completion::Finish => CL_BLOCKING,
+            Completion::Poll => CL_NON_BLOCKING,
+        };
         // SAFETY: the call writes only `mem`, a live local, and maps bytes 0..len of the
         // slot's buffer, which holds at least `len` (it was made that size, or the driver
-        // refuses the range with CL_INVALID_VALUE); blocking, so the mapping is ready when
-        // it returns. Who may use the mapped bytes until the unmap is up to the callers
-        // (`write` and `map`).
-        unsafe {
+        // refuses the range with CL_INVALID_VALUE). Who may use the mapped bytes until the
+        // unmap is up to the callers (`write` and `map`), once the map is complete (below).
+        let mapped = unsafe {
             gpu.queue
                 .enqueue_map_buffer(
                     &self.buffer,
-                    CL_BLOCKING,
+                    blocking,
                     CL_MAP_WRITE_INVALIDATE_REGION,
                     0,
                     self.len,
                     &mut mem,
                     &[],
                 )
-                .call("clEnqueueMapBuffer")?;
+                .call("clEnqueueMapBuffer")?
+        };
+        if blocking == CL_NON_BLOCKING {
+            // The map is the last command on the main queue, and the side queue holds
+            // nothing the main queue did not wait for: once it completes, all have.
+            gpu.wait_for(Some(&mapped))?;
         }
         NonNull::new(mem as *mut u8).ok_or(ClError::Call {
             call: "clEnqueueMapBuffer",

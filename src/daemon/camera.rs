@@ -162,6 +162,7 @@ fn build_pipeline(gpu: &Gpu, layout: FrameLayout, settings: &CameraSettings) -> 
     pipeline
         .set_health_grid(gpu, health_grid(&settings.health))
         .context("setting up the health grid")?;
+    pipeline.time_every(super::camera_metrics::TIMED_FRAMES);
     // A driver may compile a kernel for its work sizes at its first launch (POCL: seconds
     // on a cold cache): one blank frame now, before the source's clock starts, keeps that
     // stall off the first frames (they would be dropped and shorten health's learning).

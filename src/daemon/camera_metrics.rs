@@ -20,6 +20,11 @@ use crate::metrics::Metrics;
 use crate::pipeline::{FrameResult, PipelineError, Stage};
 use crate::region::{Region, RegionStats};
 
+/// The stage times are measured on one frame in this many: a few samples a second give
+/// the duration histograms their shape, and an untimed frame costs the host far less on
+/// GPU drivers that keep an event per command (BENCHMARKS.md).
+pub const TIMED_FRAMES: u64 = 8;
+
 /// Device time buckets: 50 µs to 250 ms, for stages from a GPU's fraction of a millisecond
 /// to a slow CPU driver's tens of milliseconds.
 const STAGE_BUCKETS: [f64; 12] = [
@@ -105,7 +110,10 @@ impl CameraFamilies {
             ),
             stage: m.histograms(
                 "edgesight_stage_duration_seconds",
-                "Device time of each pipeline stage per frame, in seconds, from OpenCL profiling events.",
+                &format!(
+                    "Device time of each pipeline stage per frame, in seconds, from OpenCL \
+                     profiling events, measured on one frame in {TIMED_FRAMES}."
+                ),
                 &["camera", "stage"],
                 &STAGE_BUCKETS,
             ),
@@ -375,8 +383,10 @@ impl CameraMetrics {
     /// Copies one frame's results in; `latency` is capture to now.
     pub fn frame(&self, result: &FrameResult, latency: Duration) {
         self.frames.inc();
-        for (stage, ns) in result.timings.iter() {
-            self.stages[stage as usize].observe(ns as f64 / 1e9);
+        if result.timed {
+            for (stage, ns) in result.timings.iter() {
+                self.stages[stage as usize].observe(ns as f64 / 1e9);
+            }
         }
         self.latency.observe(latency.as_secs_f64());
         self.otsu.set(i64::from(result.otsu_threshold));
@@ -471,6 +481,31 @@ mod tests {
         assert_eq!(
             metrics.sample(r#"edgesight_pipeline_errors_total{camera="c"}"#),
             Some(2.0)
+        );
+    }
+
+    /// Only timed frames add to the stage-time histograms: an untimed one carries the last
+    /// timed frame's times, which would be counted twice.
+    #[test]
+    fn stage_times_are_observed_only_from_timed_frames() {
+        let metrics = Metrics::new();
+        let m = CameraFamilies::new(&metrics, 16).camera("c", None);
+        let mut result = FrameResult::empty();
+        result.timings.0[Stage::Sobel as usize] = 70_000;
+        let sobel = |what: &str| {
+            metrics.sample(&format!(
+                r#"edgesight_stage_duration_seconds_{what}{{camera="c",stage="sobel"}}"#
+            ))
+        };
+        for timed in [true, false, false, true, false] {
+            result.timed = timed;
+            m.frame(&result, Duration::ZERO);
+        }
+        assert_eq!(sobel("count"), Some(2.0));
+        assert_eq!(sobel("sum"), Some(2.0 * 70e-6));
+        assert_eq!(
+            metrics.sample(r#"edgesight_frames_total{camera="c"}"#),
+            Some(5.0)
         );
     }
 

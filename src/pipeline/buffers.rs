@@ -3,8 +3,8 @@
 //! device from writing into it once it may be freed.
 
 use opencl3::event::Event;
-use opencl3::memory::{Buffer, ClMem, CL_MEM_READ_WRITE};
-use opencl3::types::CL_NON_BLOCKING;
+use opencl3::memory::{Buffer, ClMem, CL_BUFFER_CREATE_TYPE_REGION, CL_MEM_READ_WRITE};
+use opencl3::types::{cl_buffer_region, cl_mem, CL_NON_BLOCKING};
 
 use crate::cl::{new_buffer, read_blocking, write_blocking, CallContext, ClError, Gpu, Plain};
 
@@ -79,108 +79,197 @@ pub(super) fn read_buffer<T: Plain>(
     Ok(out)
 }
 
-/// Host memory the small results of a frame are read back into without blocking, owned
-/// by the pipeline: on the heap, so moving the pipeline does not move it, and never
-/// resized or freed while a read into it may be pending, because `process_into` finishes
-/// the queue on every way out ([`QueueDrain`]) before anything else can touch it.
-pub(super) struct ReadBack {
-    /// The histogram counts and, at index 256, the threshold.
-    pub(super) results: Box<[u32; 257]>,
+/// Where the small results sit in the one device buffer they are read back from, in u64
+/// words: the histogram counts and the threshold (257 u32) first, then the gradient
+/// histogram (256 u32), then the region sums, each at an offset the device takes as a
+/// sub-buffer's origin (`CL_DEVICE_MEM_BASE_ADDR_ALIGN`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct ReadoutLayout {
+    gradient_at: usize,
+    sums_at: usize,
+    sums: usize,
+}
+
+/// u32 words of the counts and the threshold.
+const RESULTS_WORDS: usize = 257;
+/// u32 words of the gradient histogram.
+const GRADIENT_WORDS: usize = 256;
+
+impl ReadoutLayout {
+    /// For `sums` region sums on a device whose sub-buffers start at multiples of
+    /// `align_bits` bits.
+    pub(super) fn new(sums: usize, align_bits: u32) -> ReadoutLayout {
+        let align = (align_bits as usize / 64).max(1);
+        let gradient_at = RESULTS_WORDS.div_ceil(2).next_multiple_of(align);
+        let sums_at = (gradient_at + GRADIENT_WORDS / 2).next_multiple_of(align);
+        ReadoutLayout {
+            gradient_at,
+            sums_at,
+            sums,
+        }
+    }
+
+    /// The buffer's length in u64 words.
+    pub(super) fn len(&self) -> usize {
+        self.sums_at + self.sums
+    }
+}
+
+/// The one device buffer a frame's small results are written to, through a sub-buffer for
+/// each kernel that writes them, so that the host reads them all with one command.
+pub(super) struct Readout {
+    whole: Buffer<u64>,
+    /// The counts and, at index 256, the threshold (the Otsu kernel's output).
+    pub(super) results: Buffer<u32>,
+    /// The gradient magnitude's counts, cleared before each frame that counts them.
+    pub(super) gradient: Buffer<u32>,
     /// Four sums per region, the whole frame first.
-    pub(super) sums: Vec<u64>,
-    /// The gradient histogram, on the frames that count it.
-    pub(super) gradient: Box<[u32; 256]>,
-    /// The last frame's read commands.
-    pub(super) events: [Option<Event>; 3],
-    /// A failure injected between the two reads, to test what a failed frame leaves.
+    pub(super) sums: Buffer<u64>,
+    pub(super) layout: ReadoutLayout,
+}
+
+impl Readout {
+    pub(super) fn new(gpu: &Gpu, sums: usize) -> Result<Readout, ClError> {
+        let align = gpu
+            .device
+            .mem_base_addr_align()
+            .call("clGetDeviceInfo(CL_DEVICE_MEM_BASE_ADDR_ALIGN)")?;
+        let layout = ReadoutLayout::new(sums, align);
+        let whole: Buffer<u64> = device_buffer(gpu, layout.len())?;
+        let part = |at: usize, bytes: usize| sub_buffer(&whole, 8 * at, bytes);
+        Ok(Readout {
+            results: Buffer::new(part(0, 4 * RESULTS_WORDS)?),
+            gradient: Buffer::new(part(layout.gradient_at, 4 * GRADIENT_WORDS)?),
+            sums: Buffer::new(part(layout.sums_at, 8 * sums.max(1))?),
+            whole,
+            layout,
+        })
+    }
+
+    /// The bytes the buffer holds (its sub-buffers hold none of their own).
+    pub(super) fn held_bytes(&self) -> Result<u64, ClError> {
+        held_bytes(&self.whole)
+    }
+}
+
+/// A sub-buffer of `bytes` bytes at byte `origin` of `whole`, as a raw handle for the
+/// caller to wrap with its element type.
+fn sub_buffer(whole: &Buffer<u64>, origin: usize, bytes: usize) -> Result<cl_mem, ClError> {
+    let region = cl_buffer_region {
+        origin,
+        size: bytes,
+    };
+    // SAFETY: `region` is a live local of the type CL_BUFFER_CREATE_TYPE_REGION takes; the
+    // driver refuses a region outside the buffer or misaligned (CL_INVALID_VALUE,
+    // CL_MISALIGNED_SUB_BUFFER_OFFSET) instead of making it.
+    unsafe {
+        opencl3::memory::create_sub_buffer(
+            whole.get(),
+            CL_MEM_READ_WRITE,
+            CL_BUFFER_CREATE_TYPE_REGION,
+            (&region as *const cl_buffer_region).cast(),
+        )
+    }
+    .map_err(opencl3::error_codes::ClError)
+    .call("clCreateSubBuffer")
+}
+
+/// Host memory a frame's small results are read back into without blocking, owned by the
+/// pipeline: on the heap, so moving the pipeline does not move it, and never resized or
+/// freed while a read into it may be pending, because `process_into` finishes the queue
+/// on every way out ([`QueueDrain`]) before anything else can touch it.
+pub(super) struct ReadBack {
+    /// A copy of the device's [`Readout`] buffer.
+    words: Vec<u64>,
+    layout: ReadoutLayout,
+    /// The last frame's read.
+    pub(super) event: Option<Event>,
+    /// A failure injected after the read was enqueued, to test what a failed frame leaves.
     #[cfg(test)]
-    pub(super) fail_between_reads: bool,
+    pub(super) fail_after_read: bool,
 }
 
 impl ReadBack {
-    pub(super) fn new(sums: usize) -> ReadBack {
+    pub(super) fn new(layout: ReadoutLayout) -> ReadBack {
         ReadBack {
-            results: Box::new([0; 257]),
-            sums: vec![0; sums],
-            gradient: Box::new([0; 256]),
-            events: [None, None, None],
+            words: vec![0; layout.len()],
+            layout,
+            event: None,
             #[cfg(test)]
-            fail_between_reads: false,
+            fail_after_read: false,
         }
     }
 
-    /// Room for `len` region sums (outside `process_into`, so no read is pending).
-    pub(super) fn resize_sums(&mut self, len: usize) {
-        self.sums.resize(len, 0);
+    /// Room for a new [`Readout`]'s results (outside `process_into`, so no read is
+    /// pending).
+    pub(super) fn resize(&mut self, layout: ReadoutLayout) {
+        self.words.resize(layout.len(), 0);
+        self.layout = layout;
     }
 
-    /// Enqueues non-blocking reads of `results`, `sums` and, when given, the gradient
-    /// histogram behind the frame's kernels.
+    /// u32 word `i` of the buffer, as the device wrote it (host and device share their
+    /// byte order: OpenCL devices of a host are of its endianness).
+    fn word(&self, i: usize) -> u32 {
+        let bytes = self.words[i / 2].to_ne_bytes();
+        let half: [u8; 4] = if i.is_multiple_of(2) {
+            [bytes[0], bytes[1], bytes[2], bytes[3]]
+        } else {
+            [bytes[4], bytes[5], bytes[6], bytes[7]]
+        };
+        u32::from_ne_bytes(half)
+    }
+
+    /// Count `i` of the histogram (0..256), or at 256 the threshold.
+    pub(super) fn result(&self, i: usize) -> u32 {
+        debug_assert!(i < RESULTS_WORDS);
+        self.word(i)
+    }
+
+    /// Count `i` of the gradient histogram, on the frames that count it.
+    pub(super) fn gradient(&self, i: usize) -> u32 {
+        debug_assert!(i < GRADIENT_WORDS);
+        self.word(2 * self.layout.gradient_at + i)
+    }
+
+    /// The region sums.
+    pub(super) fn sums(&self) -> &[u64] {
+        &self.words[self.layout.sums_at..]
+    }
+
+    /// Enqueues a non-blocking read of all of `readout` behind the frame's kernels.
     ///
     /// # Safety
     /// The queue must be finished before this memory is read, resized or freed: the
-    /// device writes into it until the reads complete.
-    pub(super) unsafe fn enqueue(
-        &mut self,
-        gpu: &Gpu,
-        results: &Buffer<u32>,
-        sums: &Buffer<u64>,
-        gradient: Option<&Buffer<u32>>,
-    ) -> Result<(), ClError> {
-        self.events = [None, None, None];
-        // SAFETY: 257 words into 257 words of heap memory the pipeline owns; the caller
-        // keeps it alive, unresized and unread until the queue is finished.
+    /// device writes into it until the read completes.
+    pub(super) unsafe fn enqueue(&mut self, gpu: &Gpu, readout: &Readout) -> Result<(), ClError> {
+        self.event = None;
+        debug_assert_eq!(self.layout, readout.layout);
+        // SAFETY: the whole buffer into as many words of heap memory the pipeline owns
+        // (both sized from the same layout, in `new` or `resize`, and a longer read would
+        // be refused); the caller keeps it alive, unresized and unread until the queue is
+        // finished.
         let read = unsafe {
             gpu.queue
-                .enqueue_read_buffer(results, CL_NON_BLOCKING, 0, &mut self.results[..], &[])
+                .enqueue_read_buffer(&readout.whole, CL_NON_BLOCKING, 0, &mut self.words, &[])
         }
         .call("clEnqueueReadBuffer(results)")?;
-        self.events[0] = Some(read);
+        self.event = Some(read);
         #[cfg(test)]
-        if self.fail_between_reads {
+        if self.fail_after_read {
             return Err(ClError::Call {
-                call: "clEnqueueReadBuffer(sums), failing as a test asked",
+                call: "a step after clEnqueueReadBuffer(results), failing as a test asked",
                 code: opencl3::error_codes::ClError(opencl3::error_codes::CL_OUT_OF_RESOURCES),
             });
         }
-        // SAFETY: as above; `sums` holds as many elements as the device buffer (both
-        // sized from the regions in `set_regions`), and a longer read would be refused.
-        let read = unsafe {
-            gpu.queue
-                .enqueue_read_buffer(sums, CL_NON_BLOCKING, 0, &mut self.sums, &[])
-        }
-        .call("clEnqueueReadBuffer(sums)")?;
-        self.events[1] = Some(read);
-        if let Some(gradient) = gradient {
-            // SAFETY: 256 words into 256 words of heap memory the pipeline owns; as above.
-            let read = unsafe {
-                gpu.queue.enqueue_read_buffer(
-                    gradient,
-                    CL_NON_BLOCKING,
-                    0,
-                    &mut self.gradient[..],
-                    &[],
-                )
-            }
-            .call("clEnqueueReadBuffer(gradient histogram)")?;
-            self.events[2] = Some(read);
-        }
         Ok(())
-    }
-
-    /// The last read enqueued for this frame.
-    pub(super) fn last_event(&self) -> Option<&Event> {
-        self.events.iter().rev().flatten().next()
     }
 
     /// Leaks the memory a queue whose finish failed may still write into, and takes
     /// fresh memory in its place: a few kilobytes lost for a device that is failing,
     /// rather than a write into freed memory.
     pub(super) fn abandon(&mut self) {
-        Box::leak(std::mem::replace(&mut self.results, Box::new([0; 257])));
-        Box::leak(std::mem::replace(&mut self.gradient, Box::new([0; 256])));
-        let len = self.sums.len();
-        std::mem::replace(&mut self.sums, vec![0; len]).leak();
+        let len = self.words.len();
+        std::mem::replace(&mut self.words, vec![0; len]).leak();
     }
 }
 
@@ -227,10 +316,8 @@ pub(super) struct DeviceImages {
     pub(super) magnitude: DeviceImage<u8>,
     /// The counts, zero between frames (the Otsu kernel clears them after reading).
     pub(super) hist: Buffer<u32>,
-    /// The counts and, at index 256, the threshold: what the host reads of both.
-    pub(super) results: Buffer<u32>,
-    /// The gradient magnitude's counts, cleared before each frame that counts them.
-    pub(super) gradient_hist: Buffer<u32>,
+    /// Everything the host reads of a frame.
+    pub(super) readout: Readout,
 }
 
 impl DeviceImages {
@@ -241,9 +328,28 @@ impl DeviceImages {
             .iter()
             .chain([&self.magnitude])
             .map(|i| held_bytes(&i.buf));
-        let counts = [&self.hist, &self.results, &self.gradient_hist]
-            .into_iter()
-            .map(held_bytes);
-        images.chain(counts).sum()
+        let small = [held_bytes(&self.hist), self.readout.held_bytes()];
+        images.chain(small).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ReadoutLayout;
+
+    /// The results' parts start where the device lets a sub-buffer start, in u64 words.
+    #[test]
+    fn the_readout_parts_start_at_the_devices_alignment() {
+        // NVIDIA's 4096 bits (64 words), POCL's 1024 (16), a byte's 8 (a word, at least).
+        for (align, gradient_at, sums_at) in [(4096, 192, 320), (1024, 144, 272), (8, 129, 257)] {
+            let layout = ReadoutLayout::new(12, align);
+            let want = ReadoutLayout {
+                gradient_at,
+                sums_at,
+                sums: 12,
+            };
+            assert_eq!(layout, want, "{align} bits");
+            assert_eq!(layout.len(), sums_at + 12);
+        }
     }
 }

@@ -13,7 +13,7 @@ use opencl3::memory::{Buffer, ClMem};
 
 use super::buffers::held_bytes;
 use super::{device_buffer, HistogramCounting, Launch, Tuning};
-use crate::cl::{launch_on, CallContext, ClError, Gpu, HISTOGRAM_CL};
+use crate::cl::{launch_on, CallContext, ClError, Gpu, Record, HISTOGRAM_CL};
 use crate::frame::FrameLayout;
 
 /// Work-groups per compute unit: enough to keep every unit busy.
@@ -93,24 +93,27 @@ impl HistogramStage {
         &self,
         queue: &CommandQueue,
         hist: &Buffer<u32>,
-    ) -> Result<Event, ClError> {
+        record: Record,
+    ) -> Result<Option<Event>, ClError> {
         let zero = 0u32;
-        // SAFETY: `hist` holds 256 counts; the pattern outlives the call (OpenCL copies it).
-        let cleared = unsafe {
-            opencl3::command_queue::enqueue_fill_buffer(
-                queue.get(),
-                hist.get(),
-                (&zero as *const u32).cast(),
-                std::mem::size_of::<u32>(),
-                0,
-                256 * std::mem::size_of::<u32>(),
-                0,
-                std::ptr::null(),
-            )
-        }
-        .map_err(opencl3::error_codes::ClError)
-        .call("clEnqueueFillBuffer(histogram)")?;
-        Ok(Event::new(cleared))
+        let runtime = crate::cl::runtime()?;
+        let mut event = std::ptr::null_mut();
+        // Sound (the library loader's wrapper is a safe fn; the call is not): `hist` holds
+        // 256 counts; the pattern outlives the call (OpenCL copies it); no wait list, and
+        // the event goes to a live local or nowhere.
+        let status = runtime.clEnqueueFillBuffer(
+            queue.get(),
+            hist.get(),
+            (&zero as *const u32).cast(),
+            std::mem::size_of::<u32>(),
+            0,
+            256 * std::mem::size_of::<u32>(),
+            0,
+            std::ptr::null(),
+            record.out(&mut event),
+        );
+        crate::cl::status(status, "clEnqueueFillBuffer(histogram)")?;
+        Ok(record.take(event))
     }
 
     /// Enqueues the counting into `hist`, which must hold zeros, on `queue` (one of the
@@ -121,7 +124,8 @@ impl HistogramStage {
         luma: &Buffer<u8>,
         layout: &FrameLayout,
         hist: &Buffer<u32>,
-        mut event: impl FnMut(Event),
+        record: Record,
+        mut event: impl FnMut(Option<Event>),
     ) -> Result<(), ClError> {
         let (width, height) = (layout.width, layout.height);
         // The kernel reads luma as one flat run: the pipeline's luma is dense (a slot is
@@ -145,6 +149,7 @@ impl HistogramStage {
                     &[items],
                     &[local],
                     "clEnqueueNDRangeKernel(histogram_count)",
+                    record,
                 )
             }?);
             return Ok(());
@@ -164,6 +169,7 @@ impl HistogramStage {
                 &[items],
                 &[local],
                 "clEnqueueNDRangeKernel(histogram_count)",
+                record,
             )
         }?);
         let rows = items as u32;
@@ -180,6 +186,7 @@ impl HistogramStage {
                 &[sum_launch.global_1d(SUB_HISTOGRAM_WORDS)],
                 &[sum_local],
                 "clEnqueueNDRangeKernel(histogram_sum)",
+                record,
             )
         }?);
         Ok(())
@@ -214,7 +221,7 @@ mod tests {
             let mut hist: Buffer<u32> = device_buffer(&gpu, 256).expect("hist");
             write_blocking(&gpu, &mut hist, 0, &[0; 256]).expect("zero hist");
             stage
-                .enqueue(&gpu.queue, &luma, &layout, &hist, drop)
+                .enqueue(&gpu.queue, &luma, &layout, &hist, Record::NoEvent, drop)
                 .expect("enqueue");
             let counts = read_buffer(&gpu, &hist, 256).expect("read hist");
             let mut want = vec![0u32; 256];

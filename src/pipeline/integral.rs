@@ -13,7 +13,7 @@ use opencl3::memory::Buffer;
 
 use super::buffers::held_bytes;
 use super::{device_buffer, DeviceImage, IntegralLayout, Launch, PipelineError, Tuning};
-use crate::cl::{launch, write_blocking, CallContext, ClError, Gpu, INTEGRAL_CL};
+use crate::cl::{launch, write_blocking, CallContext, ClError, Gpu, Record, INTEGRAL_CL};
 use crate::frame::FrameLayout;
 use crate::region::{Region, RegionStats};
 
@@ -257,7 +257,6 @@ pub(super) struct IntegralStage {
     /// How many of `regions` are grid cells (at the end).
     cells: usize,
     rects: Buffer<u32>,
-    sums: Buffer<u64>,
 }
 
 impl IntegralStage {
@@ -330,7 +329,6 @@ impl IntegralStage {
             regions: Vec::new(),
             cells: 0,
             rects: device_buffer(gpu, 4)?,
-            sums: device_buffer(gpu, 4)?,
         };
         stage.set_regions(gpu, layout, regions, &[])?;
         Ok(stage)
@@ -363,7 +361,6 @@ impl IntegralStage {
             .collect();
         let mut rect_buf = device_buffer::<u32>(gpu, rects.len())?;
         write_blocking(gpu, &mut rect_buf, 0, &rects)?;
-        self.sums = device_buffer(gpu, rects.len())?;
         self.rects = rect_buf;
         self.regions = all;
         self.cells = cells.len();
@@ -393,7 +390,8 @@ impl IntegralStage {
         magnitude: &Buffer<u8>,
         edge_threshold: u8,
         results: &Buffer<u32>,
-        mut event: impl FnMut(Event),
+        record: Record,
+        mut event: impl FnMut(Option<Event>),
     ) -> Result<(), ClError> {
         let (w, h) = (layout.width, layout.height);
         let et = u32::from(edge_threshold);
@@ -440,6 +438,7 @@ impl IntegralStage {
                         &[*items as usize],
                         &[1],
                         what,
+                        record,
                     )
                 }?);
             }
@@ -489,6 +488,7 @@ impl IntegralStage {
                         &global,
                         &[*group, 1],
                         what,
+                        record,
                     )
                 }?);
                 // SAFETY: the arguments are integral_left_rows' (width, height, left,
@@ -503,6 +503,7 @@ impl IntegralStage {
                         &[rows_launch.global_1d(t.height), PARTS],
                         &[rows_launch.local[0], 1],
                         what,
+                        record,
                     )
                 }?);
             }
@@ -520,6 +521,7 @@ impl IntegralStage {
                 &[self.tops_launch.global_1d(t.padded() / 4), PARTS],
                 &[self.tops_launch.local[0], 1],
                 what,
+                record,
             )
         }?);
         // SAFETY: the arguments are integral_corners' (width, height, left, left_sq,
@@ -545,6 +547,7 @@ impl IntegralStage {
                 ],
                 &[self.corners_launch.local[0], 1],
                 what,
+                record,
             )
         }?);
         Ok(())
@@ -555,7 +558,9 @@ impl IntegralStage {
         &self,
         gpu: &Gpu,
         layout: &FrameLayout,
-    ) -> Result<Event, ClError> {
+        sums: &Buffer<u64>,
+        record: Record,
+    ) -> Result<Option<Event>, ClError> {
         let count = self.regions.len() as u32;
         let g = &self.blocked;
         let src_stride = self.tiles.padded() as u32;
@@ -565,9 +570,10 @@ impl IntegralStage {
         // reads rectangle i of `rects` (4 x `count` words), for each of its four corners
         // at most one element of each part at the indices integral.cl's formula gives for
         // a point inside the frame (the lengths `Blocked::new` made from this layout's
-        // `Tiles`), and writes 4 ulongs at 4i of `out`. `set_regions` makes `rects` and
-        // `sums` for exactly `self.regions` (4 words each) after checking that every
-        // region lies inside this layout's frame.
+        // `Tiles`), and writes 4 ulongs at 4i of `out`. `set_regions` makes `rects` for
+        // exactly `self.regions` (4 words each), after checking that every
+        // region lies inside this layout's frame, and the pipeline, the only caller,
+        // passes `sums` of `sums_len()` words, made for those regions.
         unsafe {
             launch(
                 gpu,
@@ -588,18 +594,14 @@ impl IntegralStage {
                     &g.corner_sq.buf,
                     &self.rects,
                     &count,
-                    &self.sums,
+                    sums,
                 ],
                 &[self.launch.global_1d(self.regions.len())],
                 &[self.launch.local[0]],
                 "clEnqueueNDRangeKernel(region_sums)",
+                record,
             )
         }
-    }
-
-    /// The device buffer of the region sums: four per region, the whole frame first.
-    pub(super) fn sums(&self) -> &Buffer<u64> {
-        &self.sums
     }
 
     /// How many regions are measured, the whole frame included.
@@ -607,13 +609,14 @@ impl IntegralStage {
         self.regions.len()
     }
 
-    /// How many sums [`IntegralStage::sums`] holds.
+    /// How many sums [`IntegralStage::enqueue_regions`] writes: four per region, the
+    /// whole frame first.
     pub(super) fn sums_len(&self) -> usize {
         4 * self.regions.len()
     }
 
     /// Fills the whole frame's, each configured region's and each grid cell's statistics
-    /// from `sums`, read back from [`IntegralStage::sums`], reusing `regions`' and
+    /// from `sums`, as [`IntegralStage::enqueue_regions`] wrote them, reusing `regions`' and
     /// `cells`' allocations.
     pub(super) fn fill_regions(
         &self,
@@ -673,9 +676,9 @@ impl IntegralStage {
     }
 
     /// The bytes the stage's buffers hold on the device: the blocked integrals and the
-    /// regions' rectangles and sums.
+    /// regions' rectangles (the sums are the pipeline's, read back with its results).
     pub(super) fn held_bytes(&self) -> Result<u64, ClError> {
-        Ok(self.blocked.held_bytes()? + held_bytes(&self.rects)? + held_bytes(&self.sums)?)
+        Ok(self.blocked.held_bytes()? + held_bytes(&self.rects)?)
     }
 
     /// Reads the blocked integrals back.

@@ -8,7 +8,7 @@ use opencl3::kernel::Kernel;
 use opencl3::memory::Buffer;
 
 use super::{Launch, Tuning};
-use crate::cl::{launch, CallContext, ClError, Gpu, LUMA_CL};
+use crate::cl::{launch, CallContext, ClError, Gpu, Record, LUMA_CL};
 use crate::frame::{FrameLayout, PixelFormat};
 
 /// Pixels one work-item converts (the uchar16 fast path).
@@ -49,7 +49,8 @@ impl LumaStage {
         src: &Buffer<u8>,
         layout: &FrameLayout,
         luma: &Buffer<u8>,
-    ) -> Result<Event, ClError> {
+        record: Record,
+    ) -> Result<Option<Event>, ClError> {
         let global = self.launch.global_2d(
             (layout.width as usize).div_ceil(PIXELS_PER_ITEM),
             layout.height as usize,
@@ -76,6 +77,7 @@ impl LumaStage {
                 &global,
                 &self.launch.local,
                 "clEnqueueNDRangeKernel(luma)",
+                record,
             )
         }
     }

@@ -45,11 +45,13 @@ mod traffic;
 
 use opencl3::event::Event;
 
-use crate::cl::{event_interval, marker, wait_on, ClError, FrameSlot, Gpu};
+use crate::cl::{event_interval, marker, wait_on, ClError, FrameSlot, Gpu, Record};
 use crate::frame::{FrameLayout, LayoutError, PixelFormat};
 use crate::region::{Region, RegionError};
 
-use buffers::{device_buffer, held_bytes, DeviceImage, DeviceImages, QueueDrain, ReadBack};
+use buffers::{
+    device_buffer, held_bytes, DeviceImage, DeviceImages, QueueDrain, ReadBack, Readout,
+};
 pub(crate) use launch::Launch;
 use launch::StageContext;
 pub use options::{
@@ -107,9 +109,14 @@ pub struct Pipeline {
     otsu: otsu::OtsuStage,
     integral: integral::IntegralStage,
     bufs: DeviceImages,
-    /// The last frame's events, kept so that a frame allocates nothing once warm.
+    /// The last frame's events, kept so that a frame allocates nothing once warm (none
+    /// but those something waits on, on a frame that is not timed).
     events: Vec<(Stage, Event)>,
-    /// First kernel start to last kernel end of the last frame, in nanoseconds.
+    /// Stage times are measured on one frame in this many ([`Pipeline::time_every`]).
+    time_every: u64,
+    /// The last timed frame's stage times, and its first kernel start to last kernel end
+    /// in nanoseconds.
+    last_timings: StageTimings,
     last_span: u64,
     /// Whether the histogram buffer holds zeros, as the last frame's Otsu kernel leaves it;
     /// a frame that failed before that kernel ran leaves it to be cleared.
@@ -120,7 +127,7 @@ pub struct Pipeline {
     /// regions); 0 x 0 until [`Pipeline::set_health_grid`].
     grid: (u32, u32),
     /// Frames processed, to count the gradient histogram on every
-    /// [`GRADIENT_SAMPLE_FRAMES`]th.
+    /// [`GRADIENT_SAMPLE_FRAMES`]th and time every `time_every`th.
     frames: u64,
 }
 
@@ -167,7 +174,8 @@ impl Pipeline {
         let n = layout.pixels();
         let luma_in_slot = reads_luma_in_place(&layout);
         let integral = integral::IntegralStage::new(gpu, &layout, regions, &tuning)?;
-        let read_back = ReadBack::new(integral.sums_len());
+        let readout = Readout::new(gpu, integral.sums_len())?;
+        let read_back = ReadBack::new(readout.layout);
         let bufs = DeviceImages {
             luma: if luma_in_slot {
                 None
@@ -176,8 +184,7 @@ impl Pipeline {
             },
             magnitude: DeviceImage::new(gpu, n)?,
             hist: device_buffer(gpu, 256)?,
-            results: device_buffer(gpu, 257)?,
-            gradient_hist: device_buffer(gpu, 256)?,
+            readout,
         };
         Ok(Pipeline {
             layout,
@@ -189,6 +196,8 @@ impl Pipeline {
             integral,
             bufs,
             events: Vec::with_capacity(32),
+            time_every: 1,
+            last_timings: StageTimings::default(),
             last_span: 0,
             hist_zeroed: false,
             read_back,
@@ -243,6 +252,16 @@ impl Pipeline {
         )
     }
 
+    /// Measures the stage times on one frame in `frames` from the next frame on (every
+    /// frame until this is called; 0 counts as 1). Each timed frame asks the driver for an
+    /// event per command and reads two timestamps from each; the others ask events only of
+    /// the commands something waits on, which is most of the host's cost per frame on a
+    /// GPU driver that keeps events (NVIDIA's). Untimed frames carry the last timed
+    /// frame's times ([`FrameResult::timed`]).
+    pub fn time_every(&mut self, frames: u64) {
+        self.time_every = frames.max(1);
+    }
+
     /// Changes the options for the frames that follow (no reallocation).
     pub(crate) fn set_options(&mut self, options: PipelineOptions) {
         self.options = options;
@@ -253,8 +272,7 @@ impl Pipeline {
         let cells = self.integral.cells().to_vec();
         self.integral
             .set_regions(gpu, &self.layout, regions, &cells)?;
-        self.read_back.resize_sums(self.integral.sums_len());
-        Ok(())
+        self.new_readout(gpu)
     }
 
     /// Measures a `cols` x `rows` grid of cells over the frame on every frame and the
@@ -276,8 +294,15 @@ impl Pipeline {
         let configured = self.integral.configured_regions().to_vec();
         self.integral
             .set_regions(gpu, &self.layout, &configured, &cells)?;
-        self.read_back.resize_sums(self.integral.sums_len());
+        self.new_readout(gpu)?;
         self.grid = shape;
+        Ok(())
+    }
+
+    /// Makes the read-back buffers for the regions measured now.
+    fn new_readout(&mut self, gpu: &Gpu) -> Result<(), PipelineError> {
+        self.bufs.readout = Readout::new(gpu, self.integral.sums_len())?;
+        self.read_back.resize(self.bufs.readout.layout);
         Ok(())
     }
 
@@ -321,9 +346,10 @@ impl Pipeline {
         // device may be writing into `read_back` until then.
         let drain = QueueDrain::new(gpu);
         let gradient = self.grid != (0, 0) && self.frames.is_multiple_of(GRADIENT_SAMPLE_FRAMES);
+        let timed = self.frames.is_multiple_of(self.time_every);
         self.frames = self.frames.wrapping_add(1);
-        let enqueued = self.enqueue_frame(gpu, slot, gradient);
-        let finished = drain.finish(self.read_back.last_event());
+        let enqueued = self.enqueue_frame(gpu, slot, gradient, Record::event_if(timed));
+        let finished = drain.finish(self.read_back.event.as_ref());
         if finished.is_err() {
             self.read_back.abandon();
         }
@@ -332,9 +358,11 @@ impl Pipeline {
         self.hist_zeroed = true;
         let l = self.layout;
         let read = &self.read_back;
-        result.histogram.copy_from_slice(&read.results[..256]);
+        for (i, count) in result.histogram.iter_mut().enumerate() {
+            *count = read.result(i);
+        }
         self.integral.fill_regions(
-            &read.sums,
+            read.sums(),
             &mut result.frame,
             &mut result.regions,
             &mut result.cells,
@@ -342,24 +370,27 @@ impl Pipeline {
         result.grid = self.grid;
         result.gradient_sampled = gradient;
         if gradient {
-            result
-                .gradient_histogram
-                .copy_from_slice(&read.gradient[..]);
+            for (i, count) in result.gradient_histogram.iter_mut().enumerate() {
+                *count = read.gradient(i);
+            }
         }
-
-        let mut timings = StageTimings::default();
-        let (mut first, mut last) = (u64::MAX, 0);
-        for (stage, event) in self.events.iter() {
-            let (start, end) = event_interval(event)?;
-            timings.0[*stage as usize] += end.saturating_sub(start);
-            first = first.min(start);
-            last = last.max(end);
+        if timed {
+            let mut timings = StageTimings::default();
+            let (mut first, mut last) = (u64::MAX, 0);
+            for (stage, event) in self.events.iter() {
+                let (start, end) = event_interval(event)?;
+                timings.0[*stage as usize] += end.saturating_sub(start);
+                first = first.min(start);
+                last = last.max(end);
+            }
+            self.last_timings = timings;
+            self.last_span = last.saturating_sub(first);
         }
-        self.last_span = last.saturating_sub(first);
         result.width = l.width;
         result.height = l.height;
-        result.otsu_threshold = read.results[256] as u8;
-        result.timings = timings;
+        result.otsu_threshold = read.result(256) as u8;
+        result.timings = self.last_timings;
+        result.timed = timed;
         Ok(FrameImages {
             pipeline: self,
             slot,
@@ -374,20 +405,27 @@ impl Pipeline {
         gpu: &Gpu,
         slot: &FrameSlot,
         gradient: bool,
+        record: Record,
     ) -> Result<(), PipelineError> {
         let l = self.layout;
         let b = &self.bufs;
+        let r = &b.readout;
         let events = &mut self.events;
         events.clear();
+        let mut keep = |stage: Stage, event: Option<Event>| {
+            if let Some(event) = event {
+                events.push((stage, event));
+            }
+        };
         let luma_src = match &b.luma {
             None => slot.buffer(),
             Some(luma) => {
-                events.push((
+                keep(
                     Stage::Luma,
                     self.luma
-                        .enqueue(gpu, slot.buffer(), &l, &luma.buf)
+                        .enqueue(gpu, slot.buffer(), &l, &luma.buf, record)
                         .stage(Stage::Luma)?,
-                ));
+                );
                 &luma.buf
             }
         };
@@ -402,56 +440,62 @@ impl Pipeline {
             wait_on(side_queue, &frame_ready).stage(Stage::Histogram)?;
         }
         if !self.hist_zeroed {
-            events.push((
+            keep(
                 Stage::Histogram,
                 self.histogram
-                    .enqueue_clear(side, &b.hist)
+                    .enqueue_clear(side, &b.hist, record)
                     .stage(Stage::Histogram)?,
-            ));
+            );
         }
         // Until this frame's Otsu kernel has run, the counts are not zero.
         self.hist_zeroed = false;
         self.histogram
-            .enqueue(side, luma_src, &l, &b.hist, |e| {
-                events.push((Stage::Histogram, e))
+            .enqueue(side, luma_src, &l, &b.hist, record, |e| {
+                keep(Stage::Histogram, e)
             })
             .stage(Stage::Histogram)?;
+        // The main queue waits on the threshold's event where there is a side queue.
+        let threshold_record = match gpu.side_queue {
+            Some(_) => Record::Event,
+            None => record,
+        };
         let threshold = self
             .otsu
-            .enqueue_threshold(side, &b.hist, &l, &b.results)
+            .enqueue_threshold(side, &b.hist, &l, &r.results, threshold_record)
             .stage(Stage::Otsu)?;
-        events.push((
+        keep(
             Stage::Sobel,
             self.sobel
-                .enqueue(gpu, luma_src, &l, &self.options, &b.magnitude.buf)
+                .enqueue(gpu, luma_src, &l, &self.options, &b.magnitude.buf, record)
                 .stage(Stage::Sobel)?,
-        ));
-        if gpu.side_queue.is_some() {
-            wait_on(&gpu.queue, &threshold).stage(Stage::Otsu)?;
+        );
+        if let (Some(_), Some(threshold)) = (&gpu.side_queue, &threshold) {
+            wait_on(&gpu.queue, threshold).stage(Stage::Otsu)?;
         }
-        events.push((Stage::Otsu, threshold));
+        if record == Record::Event {
+            keep(Stage::Otsu, threshold);
+        }
         // After the threshold: the gradient histogram shares the histogram stage's scratch
         // (the Mali tuning's sub-histograms) with the luma histogram on the side queue.
         if gradient {
-            events.push((
+            keep(
                 Stage::Health,
                 self.histogram
-                    .enqueue_clear(&gpu.queue, &b.gradient_hist)
+                    .enqueue_clear(&gpu.queue, &r.gradient, record)
                     .stage(Stage::Health)?,
-            ));
+            );
             self.histogram
-                .enqueue(&gpu.queue, &b.magnitude.buf, &l, &b.gradient_hist, |e| {
-                    events.push((Stage::Health, e))
+                .enqueue(&gpu.queue, &b.magnitude.buf, &l, &r.gradient, record, |e| {
+                    keep(Stage::Health, e)
                 })
                 .stage(Stage::Health)?;
         }
-        if let Some(event) = self
-            .otsu
-            .enqueue_binarize(gpu, luma_src, &l, &b.results)
-            .stage(Stage::Binarize)?
-        {
-            events.push((Stage::Binarize, event));
-        }
+        keep(
+            Stage::Binarize,
+            self.otsu
+                .enqueue_binarize(gpu, luma_src, &l, &r.results, record)
+                .stage(Stage::Binarize)?,
+        );
         self.integral
             .enqueue_integrals(
                 gpu,
@@ -459,30 +503,22 @@ impl Pipeline {
                 luma_src,
                 &b.magnitude.buf,
                 self.options.edge_threshold,
-                &b.results,
-                |e| events.push((Stage::Integral, e)),
+                &r.results,
+                record,
+                |e| keep(Stage::Integral, e),
             )
             .stage(Stage::Integral)?;
-        events.push((
+        keep(
             Stage::Regions,
             self.integral
-                .enqueue_regions(gpu, &l)
+                .enqueue_regions(gpu, &l, &r.sums, record)
                 .stage(Stage::Regions)?,
-        ));
-        // Queue the small reads behind the kernels; the caller waits once.
+        );
+        // One read of every result behind the kernels; the caller waits once.
         // SAFETY: `process_into`, the only caller, finishes the queue on every way out
         // (`QueueDrain`) before `read_back` is read, and nothing else can resize or free
         // it while `process_into` holds the pipeline.
-        unsafe {
-            self.read_back
-                .enqueue(
-                    gpu,
-                    &b.results,
-                    self.integral.sums(),
-                    gradient.then_some(&b.gradient_hist),
-                )
-                .stage(Stage::Regions)
-        }
+        unsafe { self.read_back.enqueue(gpu, r).stage(Stage::Regions) }
     }
 
     /// How many of the last frame's commands (kernels and reads) the device has not
@@ -493,7 +529,7 @@ impl Pipeline {
             e.command_execution_status().map(|s| s.0) == Ok(opencl3::event::CL_COMPLETE)
         };
         let kernels = self.events.iter().map(|(_, e)| e);
-        let reads = self.read_back.events.iter().flatten();
+        let reads = self.read_back.event.iter();
         kernels.chain(reads).filter(|e| !complete(e)).count()
     }
 
@@ -601,9 +637,77 @@ mod tests {
         }
     }
 
+    /// The daemon times one frame in a few: the others enqueue their kernels without
+    /// events (but for the one the main queue waits on, with a side queue) and give exact
+    /// results, carrying the last timed frame's stage times; every result of a frame,
+    /// regions, grid cells and the gradient histogram included, comes back with one read.
+    #[test]
+    fn untimed_frames_keep_no_events_and_give_exact_results_with_one_read() {
+        for side_queue in [false, true] {
+            let mut gpu = gpu();
+            if side_queue && gpu.side_queue.is_none() {
+                gpu.add_side_queue().expect("a second queue");
+            }
+            if !side_queue {
+                gpu.side_queue = None;
+            }
+            let layout = FrameLayout::packed(PixelFormat::Yuyv, 97, 61);
+            let regions = ["a:3,5,40,30".parse().expect("region")];
+            let mut pipeline = Pipeline::new(&gpu, layout, PipelineOptions::default(), &regions)
+                .expect("pipeline");
+            pipeline
+                .set_health_grid(&gpu, Some(crate::health::GRID))
+                .expect("health grid");
+            pipeline.time_every(3);
+            let mut slot = pipeline.new_slot(&gpu).expect("slot");
+            let mut last_timed = StageTimings::default();
+            for n in 0..7usize {
+                let frame: Vec<u8> = (0..layout.frame_bytes())
+                    .map(|i| ((i * (3 + n)) % 253) as u8)
+                    .collect();
+                slot.write_bytes(&gpu, &frame).expect("write the frame");
+                let result = pipeline
+                    .process(&gpu, &slot)
+                    .expect("a frame")
+                    .into_result();
+                let what = format!("side queue {side_queue}, frame {n}");
+                assert_eq!(result.timed, n % 3 == 0, "{what}");
+                if result.timed {
+                    assert!(result.timings.get(Stage::Sobel) > 0, "{what}");
+                    last_timed = result.timings;
+                } else {
+                    assert_eq!(result.timings, last_timed, "{what}");
+                    // None kept (the threshold's, which the main queue waits on with a
+                    // side queue, goes once the wait is enqueued).
+                    assert!(pipeline.events.is_empty(), "{what}");
+                }
+                assert_eq!(pipeline.unfinished_commands(), 0, "{what}");
+                let luma = reference::luma(&layout, &frame);
+                let hist = reference::histogram(&luma);
+                assert_eq!(result.histogram, hist, "{what}");
+                assert_eq!(result.otsu_threshold, reference::otsu_threshold(&hist));
+                let (sum, sqsum) = reference::integral(&luma, 97, 61);
+                let at = |x: usize, y: usize| u64::from(sum[y * 98 + x]);
+                let a = at(43, 35) + at(3, 5) - at(43, 5) - at(3, 35);
+                assert_eq!(result.regions[0].1.sum, a, "{what}");
+                assert_eq!(result.frame.sqsum, sqsum[61 * 98 + 97], "{what}");
+                let cells: u64 = result.cells.iter().map(|c| c.sum).sum();
+                assert_eq!(cells, at(97, 61), "{what}");
+                assert_eq!(result.gradient_sampled, n % 4 == 0, "{what}");
+                if result.gradient_sampled {
+                    let options = PipelineOptions::default();
+                    let (dx, dy) = reference::sobel(&luma, 97, 61, options.border);
+                    let magnitude = reference::magnitude(&dx, &dy, options.magnitude);
+                    let gradients = reference::histogram(&magnitude);
+                    assert_eq!(result.gradient_histogram, gradients, "{what}");
+                }
+            }
+        }
+    }
+
     /// Issue 4: a frame that fails after a non-blocking read was enqueued returned while
-    /// the device could still write into a stack array. Here the failure comes between
-    /// the two reads, the last point before the wait; a 1080p frame keeps the device busy
+    /// the device could still write into a stack array. Here the failure comes right
+    /// after the read, the last point before the wait; a 1080p frame keeps the device busy
     /// for milliseconds, so a return without waiting finds its commands still running.
     /// What this proves: every command the frame enqueued has completed when
     /// `process_into` returns its error, so no write is pending into host memory. It
@@ -621,7 +725,7 @@ mod tests {
             .collect();
         slot.write_bytes(&gpu, &frame).expect("write the frame");
         for attempt in 0..3 {
-            pipeline.read_back.fail_between_reads = true;
+            pipeline.read_back.fail_after_read = true;
             let err = pipeline
                 .process(&gpu, &slot)
                 .expect_err("the injected failure");
@@ -631,16 +735,15 @@ mod tests {
             );
             assert_eq!(
                 chain,
-                "regions stage: clEnqueueReadBuffer(sums), failing as a test asked failed: \
-                 CL_OUT_OF_RESOURCES",
+                "regions stage: a step after clEnqueueReadBuffer(results), failing as a test \
+                 asked failed: CL_OUT_OF_RESOURCES",
                 "attempt {attempt}"
             );
-            assert!(pipeline.read_back.events[0].is_some(), "the first read ran");
-            assert!(pipeline.read_back.events[1].is_none(), "the second did not");
+            assert!(pipeline.read_back.event.is_some(), "the read was enqueued");
             assert_eq!(pipeline.unfinished_commands(), 0, "attempt {attempt}");
         }
         // The failed frames left nothing behind: the next one is exact.
-        pipeline.read_back.fail_between_reads = false;
+        pipeline.read_back.fail_after_read = false;
         let result = pipeline.process(&gpu, &slot).expect("a frame");
         let luma = reference::luma(&layout, &frame);
         let hist = reference::histogram(&luma);

@@ -11,7 +11,7 @@ use opencl3::memory::Buffer;
 
 use super::buffers::DeviceImage;
 use super::{FullImages, Launch, OtsuArithmetic, Tuning};
-use crate::cl::{launch, launch_on, CallContext, ClError, Gpu, OTSU_CL};
+use crate::cl::{launch, launch_on, CallContext, ClError, Gpu, Record, OTSU_CL};
 use crate::frame::FrameLayout;
 
 /// Pixels one binarize work-item writes.
@@ -90,7 +90,8 @@ impl OtsuStage {
         hist: &Buffer<u32>,
         layout: &FrameLayout,
         results: &Buffer<u32>,
-    ) -> Result<Event, ClError> {
+        record: Record,
+    ) -> Result<Option<Event>, ClError> {
         let total = layout.width * layout.height;
         let local = self.threshold_launch.local[0];
         // SAFETY: the arguments are otsu.cl's (hist, total, results). Its one work-group
@@ -105,6 +106,7 @@ impl OtsuStage {
                 &[local],
                 &[local],
                 "clEnqueueNDRangeKernel(otsu_threshold)",
+                record,
             )
         }
     }
@@ -117,6 +119,7 @@ impl OtsuStage {
         luma: &Buffer<u8>,
         layout: &FrameLayout,
         results: &Buffer<u32>,
+        record: Record,
     ) -> Result<Option<Event>, ClError> {
         let Some(b) = &self.binarize else {
             return Ok(None);
@@ -136,7 +139,7 @@ impl OtsuStage {
         // the only caller, passes luma of `pixels()` bytes (or a grey slot of at least that)
         // and its 257-word results, made for the one layout it (and this stage with it) was
         // built for and always passes.
-        let event = unsafe {
+        unsafe {
             launch(
                 gpu,
                 &b.kernel,
@@ -144,8 +147,8 @@ impl OtsuStage {
                 &[global],
                 &[b.launch.local[0]],
                 "clEnqueueNDRangeKernel(binarize)",
+                record,
             )
-        }?;
-        Ok(Some(event))
+        }
     }
 }

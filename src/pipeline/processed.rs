@@ -29,7 +29,10 @@ pub struct FrameResult {
     /// every few frames only, and only with a health grid.
     pub gradient_histogram: [u32; 256],
     pub gradient_sampled: bool,
+    /// Each stage's device time: this frame's where `timed`, else the last timed frame's
+    /// ([`Pipeline::time_every`]; zero before the first).
     pub timings: StageTimings,
+    pub timed: bool,
 }
 
 impl FrameResult {
@@ -47,6 +50,7 @@ impl FrameResult {
             gradient_histogram: [0; 256],
             gradient_sampled: false,
             timings: StageTimings::default(),
+            timed: false,
         }
     }
 }
@@ -107,7 +111,7 @@ impl FrameImages<'_> {
     pub fn read_pictures(&self, gpu: &Gpu) -> Result<Pictures, PipelineError> {
         let p = self.pipeline;
         let luma = self.read_luma(gpu)?;
-        let threshold = p.read_back.results[256];
+        let threshold = p.read_back.result(256);
         let mask = luma
             .iter()
             .map(|&v| if u32::from(v) > threshold { 255 } else { 0 })

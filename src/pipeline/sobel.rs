@@ -14,7 +14,7 @@ use super::buffers::DeviceImage;
 use super::{
     FullImages, Launch, Magnitude, PipelineOptions, SobelLayout, Tuning, SOBEL_RUN_CHUNKS,
 };
-use crate::cl::{launch, CallContext, ClError, Gpu, KernelArg, SOBEL_CL};
+use crate::cl::{launch, CallContext, ClError, Gpu, KernelArg, Record, SOBEL_CL};
 use crate::frame::FrameLayout;
 
 /// Pixels in one of `sobel3x3`'s runs; it reads 18 x 3 input pixels for them.
@@ -103,7 +103,8 @@ impl SobelStage {
         layout: &FrameLayout,
         options: &PipelineOptions,
         magnitude: &Buffer<u8>,
-    ) -> Result<Event, ClError> {
+        record: Record,
+    ) -> Result<Option<Event>, ClError> {
         // The four-pixel kernel needs rows that start 4-byte aligned.
         let (k, geometry, per_item) = match &self.fallback {
             Some((k, geometry)) if !layout.width.is_multiple_of(4) => (k, geometry, 1),
@@ -174,6 +175,7 @@ impl SobelStage {
                 &global,
                 &geometry.local,
                 "clEnqueueNDRangeKernel(sobel3x3)",
+                record,
             )
         }
     }
