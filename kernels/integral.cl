@@ -54,7 +54,7 @@
  * integral_tops and integral_corners:
  *   CPUs  integral_tile_bands: a work-item per run of bands, tile after tile along each
  *         band, 16-lane vector prefixes, registers and global memory only.
- *   GPUs  integral_group_tiles: a work-group per 16 tiles of a band, one barrier between
+ *   GPUs  integral_group_tiles: a work-group per 8 tiles of a band, one barrier between
  *         the prefixes along the rows (a work-item per tile row, in registers) and those
  *         down the columns (a work-item per column, through local memory); then
  *         integral_left_rows turns the tiles' row sums into left.
@@ -308,21 +308,23 @@ __kernel void integral_tiles(__global const uchar *luma, uint src_stride, uint w
  *            15's, the tile's row sums, and stores row c's at left[t * height + y]
  *            (integral_left_rows adds up the tiles to the left later); in a whole band it
  *            stores its row of top.
- * On an NVIDIA H100 this takes 46 us at 4K. integral_tile_columns before it (a work-item
- * per column, a 4-step scan across each tile's row in local memory, 3 barriers a row)
- * took 106 us, and this kernel 100 us while column 15 stored left row by row as it went:
- * those scattered 4-byte stores, not the barriers, were what both waited on.
+ * On an NVIDIA H100 this takes 46 us at 4K and 14 us at 1080p. integral_tile_columns
+ * before it (a work-item per column, a 4-step scan across each tile's row in local memory,
+ * 3 barriers a row) took 106 and 27 us, and this kernel 100 us at 4K while column 15
+ * stored left row by row as it went: those scattered 4-byte stores, not the barriers,
+ * were what both waited on.
  */
 
-/* Tiles a work-group takes at most: 256 work-items. Its local memory is one uint2 a pixel
- * of them, 32 KiB: the least an OpenCL 1.2 device (full profile) offers. */
-#define GROUP_TILES 16
+/* Tiles a work-group takes at most: 128 work-items, and 16 KiB of local memory (a uint2 a
+ * pixel). On an NVIDIA H100 groups of 16 tiles take as long at 4K but 14-17 us at 1080p,
+ * where 120 tiles a band leave the last of 8 groups half idle. */
+#define GROUP_TILES 8
 
 /* Where local memory holds pixel (c, r) of the group's tile t: tile after tile, row after
  * row, the column XORed with a mix of the tile and the row. A half-warp's 16 work-items
- * then reach 16 different pairs of banks: in the rows phase, storing column k of the
- * same row of 16 tiles (of two rows of 8 tiles, and so on), which without the XOR all fall
- * 2 KiB apart, into one bank; in the columns phase, loading one row of a tile. */
+ * then reach 16 different pairs of banks: in the rows phase, storing column k of two rows
+ * of 8 tiles (of one row of 16 tiles, of four of 4), which without the XOR fall 2 KiB
+ * apart, into one or two banks; in the columns phase, loading one row of a tile. */
 #define GROUP_AT(t, r, c, group_tiles)                                                     \
     (TILE * TILE * (t) + TILE * (r) + ((c) ^ (((t) ^ (r) * (group_tiles)) & (TILE - 1))))
 

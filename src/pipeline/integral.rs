@@ -25,7 +25,7 @@ const TILES_GROUP: usize = 64;
 const BANDS_PER_COMPUTE_UNIT: usize = 4;
 /// Most work-items in a group of the GPU pass: `GROUP_TILES` tiles of 16 columns in
 /// integral.cl, whose local memory holds that many tiles.
-const TILE_GROUP_MAX: usize = 256;
+const TILE_GROUP_MAX: usize = 128;
 /// The parts of left, top and corner: the three u32 planes (sum, edges, foreground) and
 /// the u64 squared sums, the second dimension of their passes.
 const PARTS: usize = 4;
