@@ -206,7 +206,7 @@ fn every_format_at_awkward_sizes() {
 }
 
 /// The integral passes cut the frame into tiles of 16 pixels in bands of 16 rows; the GPU
-/// pass scans 16 tiles to a work-group on POCL (256 columns) and the CPU pass gives each of
+/// pass takes 8 tiles to a work-group on POCL (128 columns) and the CPU pass gives each of
 /// a few work-items (eight on POCL's two compute units) a run of bands: sizes on either
 /// side of those edges, for every tuning.
 #[test]

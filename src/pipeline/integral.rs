@@ -23,8 +23,9 @@ const LINE_GROUP_SIZE: usize = 64;
 const TILES_GROUP: usize = 64;
 /// Runs of bands per compute unit in the CPU pass: a few, so a slow core holds up little.
 const BANDS_PER_COMPUTE_UNIT: usize = 4;
-/// Most work-items in a group of the GPU pass (`TILE_GROUP_MAX` in integral.cl).
-const TILE_GROUP_MAX: usize = 256;
+/// Most work-items in a group of the GPU pass: `GROUP_TILES` tiles of 16 columns in
+/// integral.cl, whose local memory holds that many tiles.
+const TILE_GROUP_MAX: usize = 128;
 /// The parts of left, top and corner: the three u32 planes (sum, edges, foreground) and
 /// the u64 squared sums, the second dimension of their passes.
 const PARTS: usize = 4;
@@ -230,9 +231,9 @@ enum Passes {
     /// CPUs: `integral_tile_bands`, `items` work-items of one, each a run of bands.
     ItemBands { kernel: Kernel, items: u32 },
     /// GPUs: a 2-D pass, `across` work-items a band in groups of `group`, then
-    /// `integral_left_rows` to sum the tiles along rows: `integral_tile_columns`, a
-    /// work-item per column (`group` a multiple of 16), or `integral_tiles`, a work-item
-    /// per tile.
+    /// `integral_left_rows` to sum the tiles along rows: `integral_group_tiles`, a
+    /// work-item per column and a group per `group / 16` tiles (`group` a multiple of 16),
+    /// or `integral_tiles`, a work-item per tile.
     Grid {
         kernel: Kernel,
         across: usize,
@@ -281,13 +282,13 @@ impl IntegralStage {
                 }
                 layout @ (IntegralLayout::ItemTiles | IntegralLayout::GroupBands) => {
                     // The kernel, pixels a work-item takes across a band, the group size
-                    // wanted and what it must be a multiple of: the column pass scans within
-                    // each 16 work-items, so its groups hold whole tiles.
+                    // wanted and what it must be a multiple of: integral_group_tiles gives
+                    // each tile 16 work-items, so its groups hold whole tiles.
                     let (name, per_item, wanted, multiple) = match layout {
                         IntegralLayout::ItemTiles => {
                             ("integral_tiles", Tiles::SIZE, TILES_GROUP, 1)
                         }
-                        _ => ("integral_tile_columns", 1, TILE_GROUP_MAX, Tiles::SIZE),
+                        _ => ("integral_group_tiles", 1, TILE_GROUP_MAX, Tiles::SIZE),
                     };
                     let kernel = k(name)?;
                     let most = kernel
@@ -450,20 +451,20 @@ impl IntegralStage {
                 rows_launch,
             } => {
                 let global = [across.next_multiple_of(*group), t.bands()];
-                // SAFETY: the arguments are those of integral_tile_columns and of
+                // SAFETY: the arguments are those of integral_group_tiles and of
                 // integral_tiles (the same parameters: luma, src_stride, width,
                 // height, magnitude, edge_threshold, results, sum, sqsum, edges, foreground,
                 // left, left_sq, top, top_sq), src_stride = width. Band b's work-items read
                 // its rows (below `height`) of the two `pixels()`-byte inputs only within
-                // `width` columns, and word 256 of `results`; integral_tile_columns' item
+                // `width` columns, and word 256 of `results`; integral_group_tiles' item
                 // (x, b) writes element x of the band's rows of local only where x < the
-                // padded width (`group` a multiple of 16 of at most TILE_GROUP_MAX, its
-                // local buffer), integral_tiles' item (t, b) its tile's elements only where
-                // the tile lies in the frame; both write left only for whole tiles and top
-                // only for whole bands: within `local_len()`, `left_len()` and `top_len()`
-                // a plane, the lengths `Blocked::new` made from this layout's `Tiles`. The
-                // pipeline, the only caller, passes that layout, its inputs and its
-                // 257-word results.
+                // padded width (`group` a multiple of 16 of at most TILE_GROUP_MAX, the
+                // tiles its local buffer holds), integral_tiles' item (t, b) its tile's
+                // elements only where the tile lies in the frame; both write left only for
+                // whole tiles and rows of the band, and top only for whole bands: within
+                // `local_len()`, `left_len()` and `top_len()` a plane, the lengths
+                // `Blocked::new` made from this layout's `Tiles`. The pipeline, the only
+                // caller, passes that layout, its inputs and its 257-word results.
                 event(unsafe {
                     launch(
                         gpu,

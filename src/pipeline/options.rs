@@ -242,11 +242,13 @@ pub enum OtsuArithmetic {
 pub enum IntegralLayout {
     /// Mali: a work-item per 16 x 16 tile, registers only (no local memory, no barriers:
     /// Arm's guide), then a scan of the tiles along each row. On an NVIDIA H100 its tile
-    /// pass takes 314 us at 4K against [`IntegralLayout::GroupBands`]' 105 (BENCHMARKS.md),
+    /// pass takes 314 us at 4K against [`IntegralLayout::GroupBands`]' 46 (BENCHMARKS.md),
     /// so [`Tuning::FOR_GPU`] keeps that one.
     ItemTiles,
-    /// GPUs: a work-item per column of a band, a work-group scanning its tiles' rows in
-    /// local memory (coalesced rows, many work-items), then the scan along each row.
+    /// GPUs: a work-group per run of tiles of a band, one barrier between the prefixes
+    /// along each tile row (a work-item per row, in registers) and those down each column
+    /// (a work-item per column, through local memory), so that loads and stores are whole
+    /// runs of neighbouring bytes; then the scan along each row.
     GroupBands,
     /// CPUs: a few runs of bands per compute unit, a work-item each, tile after tile with
     /// 16-lane vector prefixes (one core streams through its bands).
