@@ -9,7 +9,6 @@
 //! are; every argument is set on every launch, right before the enqueue, while the
 //! caller borrows the buffers; and the work sizes are checked against each other.
 
-use opencl3::command_queue::CommandQueue;
 use opencl3::event::Event;
 use opencl3::kernel::Kernel;
 use opencl3::memory::{Buffer, ClMem};
@@ -68,7 +67,7 @@ scalar_args!(i32, u32, i64, u64);
 
 /// Whether an enqueued command gives back an event. Each event is work for the driver
 /// (NVIDIA's records and tracks it on a thread of its own), so the frames whose stage times
-/// are not measured ask one only of the commands something waits on.
+/// are not measured ask none of their kernels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Record {
     Event,
@@ -106,7 +105,8 @@ impl Record {
 /// Sets argument `i` of `kernel` to `args[i]`, for every argument the kernel has, and
 /// enqueues it on `gpu`'s queue over `global` work-items in groups of `local` (1 to 3
 /// dimensions, each global size a multiple of its local size, as OpenCL 1.2 requires),
-/// without allocating on the host. `what` names the call in an error.
+/// without allocating on the host. `what` names the call in an error; the command's event
+/// comes back as `record` asks.
 ///
 /// # Safety
 /// - `args[i]` is what the kernel's parameter `i` takes: a buffer for a `__global`
@@ -119,24 +119,6 @@ impl Record {
 /// extents the kernel indexes.
 pub(crate) unsafe fn launch(
     gpu: &Gpu,
-    kernel: &Kernel,
-    args: &[&dyn KernelArg],
-    global: &[usize],
-    local: &[usize],
-    what: &'static str,
-    record: Record,
-) -> Result<Option<Event>, ClError> {
-    // SAFETY: this function's contract, passed on.
-    unsafe { launch_on(&gpu.queue, kernel, args, global, local, what, record) }
-}
-
-/// As [`launch`], on `queue` (one of the device's queues: [`Gpu::queue`] or
-/// [`Gpu::side_queue`]).
-///
-/// # Safety
-/// As [`launch`].
-pub(crate) unsafe fn launch_on(
-    queue: &CommandQueue,
     kernel: &Kernel,
     args: &[&dyn KernelArg],
     global: &[usize],
@@ -169,7 +151,7 @@ pub(crate) unsafe fn launch_on(
     // retains it) or a scalar, and the caller guarantees (this function's contract) that
     // the sizes keep the kernel inside those buffers.
     let status = runtime.clEnqueueNDRangeKernel(
-        queue.get(),
+        gpu.queue.get(),
         kernel.get(),
         global.len() as u32,
         std::ptr::null(),

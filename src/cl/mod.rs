@@ -13,7 +13,7 @@ mod launch;
 mod slot;
 
 pub use device::{list_devices, ClDeviceInfo, DeviceSpec, PlatformDevices};
-pub(crate) use launch::{launch, launch_on, KernelArg, Record};
+pub(crate) use launch::{launch, KernelArg, Record};
 pub use slot::FrameSlot;
 
 use opencl3::command_queue::{CommandQueue, CL_QUEUE_PROFILING_ENABLE};
@@ -111,16 +111,14 @@ pub(crate) const BUILD_OPTIONS: &str = "-cl-std=CL1.2";
 /// A built program's file name, source text and `-D` defines.
 type ProgramKey = (&'static str, &'static str, String);
 
-/// A device with its context and its in-order, profiling command queues.
+/// A device with its context and its in-order, profiling command queue. One queue: a
+/// second one beside it, for the histogram and Otsu while Sobel runs, took 5 to 7 µs off
+/// an NVIDIA H100's span and cost 0.03 to 0.05 ms of host CPU a frame in its
+/// synchronisation (BENCHMARKS.md).
 pub struct Gpu {
     pub device: Device,
     pub context: Context,
     pub queue: CommandQueue,
-    /// A second queue, on GPUs: work that does not depend on what runs on [`Gpu::queue`]
-    /// goes here so the device can run both at once (a kernel on one work-item, such as
-    /// Otsu's, leaves most of a GPU idle). `None` on CPUs, whose cores the kernels of one
-    /// queue already share.
-    pub side_queue: Option<CommandQueue>,
     pub info: ClDeviceInfo,
     /// How [`Gpu::wait_for`] waits for a frame's commands.
     pub completion: Completion,
@@ -164,26 +162,14 @@ impl Gpu {
         let (device, info) = device::select(spec)?;
         let context = Context::from_device(&device).call("clCreateContext")?;
         let queue = new_queue(&context, &device)?;
-        let mut gpu = Gpu {
+        Ok(Gpu {
             device,
             context,
             queue,
-            side_queue: None,
             completion: Completion::for_device(&info),
             info,
             programs: Mutex::new(HashMap::new()),
-        };
-        if gpu.info.kind != "CPU" {
-            gpu.add_side_queue()?;
-        }
-        Ok(gpu)
-    }
-
-    /// Gives the device a [`Gpu::side_queue`] (GPUs get one when opened; tests give a CPU
-    /// device one to run the two-queue ordering).
-    pub fn add_side_queue(&mut self) -> Result<(), ClError> {
-        self.side_queue = Some(new_queue(&self.context, &self.device)?);
-        Ok(())
+        })
     }
 
     /// Builds one kernel file (once per `Gpu`, see [`Gpu::build_with`]); a failure carries
@@ -225,30 +211,16 @@ impl Gpu {
         Ok(program)
     }
 
-    /// Waits until every command on the device's queues has completed.
+    /// Waits until every command on the device's queue has completed.
     pub fn finish(&self) -> Result<(), ClError> {
-        if let Some(side) = &self.side_queue {
-            side.finish().call("clFinish")?;
-        }
         self.queue.finish().call("clFinish")
     }
 
-    /// The queue for work that may run beside [`Gpu::queue`]'s: the side queue where the
-    /// device has one, else the main queue itself.
-    pub(crate) fn side_or_main(&self) -> &CommandQueue {
-        self.side_queue.as_ref().unwrap_or(&self.queue)
-    }
-
     /// Waits until every command enqueued so far has completed, as [`Gpu::completion`]
-    /// says. `last` is the main queue's last command, and completes only after every
-    /// command on the side queue has (the pipeline's side-queue work ends in the
-    /// threshold the main queue waits for): while polling, it is the one watched, and
-    /// once it has completed nothing is left to finish.
+    /// says. `last` is the last of them: while polling, the one watched, and once it has
+    /// completed (the queue is in order) nothing is left to finish.
     pub(crate) fn wait_for(&self, last: Option<&Event>) -> Result<(), ClError> {
         if let (Completion::Poll, Some(last)) = (self.completion, last) {
-            if let Some(side) = &self.side_queue {
-                side.flush().call("clFlush")?;
-            }
             self.queue.flush().call("clFlush")?;
             loop {
                 match last.command_execution_status().call("clGetEventInfo")?.0 {
@@ -291,25 +263,6 @@ fn new_queue(context: &Context, device: &Device) -> Result<CommandQueue, ClError
         CommandQueue::create(context, device.id(), CL_QUEUE_PROFILING_ENABLE)
             .call("clCreateCommandQueue")
     }
-}
-
-/// An event that completes when every command enqueued on `queue` so far has.
-pub(crate) fn marker(queue: &CommandQueue) -> Result<Event, ClError> {
-    // SAFETY: an empty wait list; the call only returns the marker's new event.
-    unsafe { queue.enqueue_marker_with_wait_list(&[]) }.call("clEnqueueMarkerWithWaitList")
-}
-
-/// Makes every command enqueued on `queue` after this wait until `event` (of any of the
-/// device's queues) has completed.
-pub(crate) fn wait_on(queue: &CommandQueue, event: &Event) -> Result<(), ClError> {
-    let wait = [event.get()];
-    let runtime = runtime()?;
-    // Sound (the library loader's wrapper is a safe fn; the call is not): the wait list
-    // holds one live event handle, which `event` keeps alive for the call, and no event
-    // is asked for the barrier itself.
-    let code =
-        runtime.clEnqueueBarrierWithWaitList(queue.get(), 1, wait.as_ptr(), std::ptr::null_mut());
-    status(code, "clEnqueueBarrierWithWaitList")
 }
 
 /// An element type a buffer can be copied to and from the host as: a plain integer, for

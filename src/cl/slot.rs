@@ -103,8 +103,7 @@ impl FrameSlot {
                 .call("clEnqueueMapBuffer")?
         };
         if blocking == CL_NON_BLOCKING {
-            // The map is the last command on the main queue, and the side queue holds
-            // nothing the main queue did not wait for: once it completes, all have.
+            // The map is the queue's last command: once it completes, all have.
             gpu.wait_for(Some(&mapped))?;
         }
         NonNull::new(mem as *mut u8).ok_or(ClError::Call {

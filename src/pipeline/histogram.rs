@@ -6,14 +6,13 @@
 //! ([`HistogramCounting`]). The group count does not depend on the frame size, except
 //! that sub-histograms of 16-bit counts need enough work-items for the largest frames.
 
-use opencl3::command_queue::CommandQueue;
 use opencl3::event::Event;
 use opencl3::kernel::Kernel;
 use opencl3::memory::{Buffer, ClMem};
 
 use super::buffers::held_bytes;
 use super::{device_buffer, HistogramCounting, Launch, Tuning};
-use crate::cl::{launch_on, CallContext, ClError, Gpu, Record, HISTOGRAM_CL};
+use crate::cl::{launch, CallContext, ClError, Gpu, Record, HISTOGRAM_CL};
 use crate::frame::FrameLayout;
 
 /// Work-groups per compute unit: enough to keep every unit busy.
@@ -91,7 +90,7 @@ impl HistogramStage {
     /// did not reach the Otsu kernel (that kernel leaves `hist` zeroed).
     pub(super) fn enqueue_clear(
         &self,
-        queue: &CommandQueue,
+        gpu: &Gpu,
         hist: &Buffer<u32>,
         record: Record,
     ) -> Result<Option<Event>, ClError> {
@@ -102,7 +101,7 @@ impl HistogramStage {
         // 256 counts; the pattern outlives the call (OpenCL copies it); no wait list, and
         // the event goes to a live local or nowhere.
         let status = runtime.clEnqueueFillBuffer(
-            queue.get(),
+            gpu.queue.get(),
             hist.get(),
             (&zero as *const u32).cast(),
             std::mem::size_of::<u32>(),
@@ -116,11 +115,11 @@ impl HistogramStage {
         Ok(record.take(event))
     }
 
-    /// Enqueues the counting into `hist`, which must hold zeros, on `queue` (one of the
-    /// device's), and hands `event` each kernel's event.
+    /// Enqueues the counting into `hist`, which must hold zeros, and hands `event` each
+    /// kernel's event, where one is recorded.
     pub(super) fn enqueue(
         &self,
-        queue: &CommandQueue,
+        gpu: &Gpu,
         luma: &Buffer<u8>,
         layout: &FrameLayout,
         hist: &Buffer<u32>,
@@ -142,8 +141,8 @@ impl HistogramStage {
             // at least that) and a 256-count buffer, made for the one layout it was built
             // for and always passes.
             event(unsafe {
-                launch_on(
-                    queue,
+                launch(
+                    gpu,
                     &self.kernel,
                     &[luma, &src_stride, &width, &height, hist],
                     &[items],
@@ -162,8 +161,8 @@ impl HistogramStage {
         // sized `items` for the `pixels()` of the one layout the pipeline built this
         // stage for and always passes, so no work-item counts more than 65520 pixels.
         event(unsafe {
-            launch_on(
-                queue,
+            launch(
+                gpu,
                 &self.kernel,
                 &[luma, &src_stride, &width, &height, subs],
                 &[items],
@@ -179,8 +178,8 @@ impl HistogramStage {
         // each, as made in `new`) and adds to counts 2w and 2w + 1 of `hist`, which holds
         // 256; the others return.
         event(unsafe {
-            launch_on(
-                queue,
+            launch(
+                gpu,
                 sum_kernel,
                 &[subs, &rows, hist],
                 &[sum_launch.global_1d(SUB_HISTOGRAM_WORDS)],
@@ -221,7 +220,7 @@ mod tests {
             let mut hist: Buffer<u32> = device_buffer(&gpu, 256).expect("hist");
             write_blocking(&gpu, &mut hist, 0, &[0; 256]).expect("zero hist");
             stage
-                .enqueue(&gpu.queue, &luma, &layout, &hist, Record::NoEvent, drop)
+                .enqueue(&gpu, &luma, &layout, &hist, Record::NoEvent, drop)
                 .expect("enqueue");
             let counts = read_buffer(&gpu, &hist, 256).expect("read hist");
             let mut want = vec![0u32; 256];

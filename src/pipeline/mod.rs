@@ -45,7 +45,7 @@ mod traffic;
 
 use opencl3::event::Event;
 
-use crate::cl::{event_interval, marker, wait_on, ClError, FrameSlot, Gpu, Record};
+use crate::cl::{event_interval, ClError, FrameSlot, Gpu, Record};
 use crate::frame::{FrameLayout, LayoutError, PixelFormat};
 use crate::region::{Region, RegionError};
 
@@ -429,63 +429,42 @@ impl Pipeline {
                 &luma.buf
             }
         };
-        // The luma histogram and Otsu's threshold go on the side queue where the device
-        // has one (GPUs): Otsu runs on one work-group, and Sobel, which does not need it,
-        // runs beside it. The side queue waits for what the main queue holds so far (the
-        // slot's unmap after the frame was written, luma); the main queue waits for the
-        // threshold before the first stage that reads it (binarize, the integrals).
-        let side = gpu.side_or_main();
-        if let Some(side_queue) = &gpu.side_queue {
-            let frame_ready = marker(&gpu.queue).stage(Stage::Histogram)?;
-            wait_on(side_queue, &frame_ready).stage(Stage::Histogram)?;
-        }
         if !self.hist_zeroed {
             keep(
                 Stage::Histogram,
                 self.histogram
-                    .enqueue_clear(side, &b.hist, record)
+                    .enqueue_clear(gpu, &b.hist, record)
                     .stage(Stage::Histogram)?,
             );
         }
         // Until this frame's Otsu kernel has run, the counts are not zero.
         self.hist_zeroed = false;
         self.histogram
-            .enqueue(side, luma_src, &l, &b.hist, record, |e| {
+            .enqueue(gpu, luma_src, &l, &b.hist, record, |e| {
                 keep(Stage::Histogram, e)
             })
             .stage(Stage::Histogram)?;
-        // The main queue waits on the threshold's event where there is a side queue.
-        let threshold_record = match gpu.side_queue {
-            Some(_) => Record::Event,
-            None => record,
-        };
-        let threshold = self
-            .otsu
-            .enqueue_threshold(side, &b.hist, &l, &r.results, threshold_record)
-            .stage(Stage::Otsu)?;
+        keep(
+            Stage::Otsu,
+            self.otsu
+                .enqueue_threshold(gpu, &b.hist, &l, &r.results, record)
+                .stage(Stage::Otsu)?,
+        );
         keep(
             Stage::Sobel,
             self.sobel
                 .enqueue(gpu, luma_src, &l, &self.options, &b.magnitude.buf, record)
                 .stage(Stage::Sobel)?,
         );
-        if let (Some(_), Some(threshold)) = (&gpu.side_queue, &threshold) {
-            wait_on(&gpu.queue, threshold).stage(Stage::Otsu)?;
-        }
-        if record == Record::Event {
-            keep(Stage::Otsu, threshold);
-        }
-        // After the threshold: the gradient histogram shares the histogram stage's scratch
-        // (the Mali tuning's sub-histograms) with the luma histogram on the side queue.
         if gradient {
             keep(
                 Stage::Health,
                 self.histogram
-                    .enqueue_clear(&gpu.queue, &r.gradient, record)
+                    .enqueue_clear(gpu, &r.gradient, record)
                     .stage(Stage::Health)?,
             );
             self.histogram
-                .enqueue(&gpu.queue, &b.magnitude.buf, &l, &r.gradient, record, |e| {
+                .enqueue(gpu, &b.magnitude.buf, &l, &r.gradient, record, |e| {
                     keep(Stage::Health, e)
                 })
                 .stage(Stage::Health)?;
@@ -574,26 +553,19 @@ mod tests {
         crate::cl::test_gpu()
     }
 
-    /// What GPUs get (the luma histogram and Otsu on a side queue; NVIDIA's: waiting by
-    /// polling the last read), run on the test device: every command of a frame has
-    /// completed when it returns, and the results are exact, for frames read in place
-    /// (grey: the side queue must wait for the slot's unmap) and through the luma stage,
-    /// for every tuning (the Mali one's histogram scratch is shared by the two histograms).
+    /// Both ways of waiting (NVIDIA's: the slot's map and the frame's last read polled,
+    /// no clFinish once it completed), run on the test device: every command of a frame
+    /// has completed when it returns, and the results are exact, for frames read in place
+    /// and through the luma stage, for every tuning (the Mali one's histogram scratch is
+    /// shared by the two histograms).
     #[test]
-    fn a_side_queue_and_a_polled_wait_give_exact_results_with_every_command_complete() {
-        for (side_queue, completion) in [
-            (false, crate::cl::Completion::Poll),
-            (true, crate::cl::Completion::Finish),
-            (true, crate::cl::Completion::Poll),
-        ] {
+    fn a_finished_and_a_polled_wait_give_exact_results_with_every_command_complete() {
+        for completion in [crate::cl::Completion::Finish, crate::cl::Completion::Poll] {
             let mut gpu = gpu();
-            if side_queue {
-                gpu.add_side_queue().expect("a second queue");
-            }
             gpu.completion = completion;
             let formats = [PixelFormat::Grey, PixelFormat::Yuyv];
             for ((name, tuning), format) in Tuning::ALL.into_iter().zip(formats.iter().cycle()) {
-                let what = format!("side queue {side_queue}, {completion:?}, {name}, {format}");
+                let what = format!("{completion:?}, {name}, {format}");
                 let layout = FrameLayout::packed(*format, 641, 479);
                 let regions = ["door:10,20,300,200".parse().expect("region")];
                 let options = PipelineOptions::default();
@@ -638,19 +610,14 @@ mod tests {
     }
 
     /// The daemon times one frame in a few: the others enqueue their kernels without
-    /// events (but for the one the main queue waits on, with a side queue) and give exact
-    /// results, carrying the last timed frame's stage times; every result of a frame,
-    /// regions, grid cells and the gradient histogram included, comes back with one read.
+    /// events and give exact results, carrying the last timed frame's stage times; every
+    /// result of a frame, regions, grid cells and the gradient histogram included, comes
+    /// back with one read. With either way of waiting.
     #[test]
     fn untimed_frames_keep_no_events_and_give_exact_results_with_one_read() {
-        for side_queue in [false, true] {
+        for completion in [crate::cl::Completion::Finish, crate::cl::Completion::Poll] {
             let mut gpu = gpu();
-            if side_queue && gpu.side_queue.is_none() {
-                gpu.add_side_queue().expect("a second queue");
-            }
-            if !side_queue {
-                gpu.side_queue = None;
-            }
+            gpu.completion = completion;
             let layout = FrameLayout::packed(PixelFormat::Yuyv, 97, 61);
             let regions = ["a:3,5,40,30".parse().expect("region")];
             let mut pipeline = Pipeline::new(&gpu, layout, PipelineOptions::default(), &regions)
@@ -670,15 +637,13 @@ mod tests {
                     .process(&gpu, &slot)
                     .expect("a frame")
                     .into_result();
-                let what = format!("side queue {side_queue}, frame {n}");
+                let what = format!("{completion:?}, frame {n}");
                 assert_eq!(result.timed, n % 3 == 0, "{what}");
                 if result.timed {
                     assert!(result.timings.get(Stage::Sobel) > 0, "{what}");
                     last_timed = result.timings;
                 } else {
                     assert_eq!(result.timings, last_timed, "{what}");
-                    // None kept (the threshold's, which the main queue waits on with a
-                    // side queue, goes once the wait is enqueued).
                     assert!(pipeline.events.is_empty(), "{what}");
                 }
                 assert_eq!(pipeline.unfinished_commands(), 0, "{what}");

@@ -4,14 +4,13 @@
 //! owns, from `kernels/otsu.cl`. Without it nothing writes the mask: the integral stage
 //! counts the foreground from luma and the threshold itself.
 
-use opencl3::command_queue::CommandQueue;
 use opencl3::event::Event;
 use opencl3::kernel::Kernel;
 use opencl3::memory::Buffer;
 
 use super::buffers::DeviceImage;
 use super::{FullImages, Launch, OtsuArithmetic, Tuning};
-use crate::cl::{launch, launch_on, CallContext, ClError, Gpu, Record, OTSU_CL};
+use crate::cl::{launch, CallContext, ClError, Gpu, Record, OTSU_CL};
 use crate::frame::FrameLayout;
 
 /// Pixels one binarize work-item writes.
@@ -83,10 +82,10 @@ impl OtsuStage {
         self.binarize.as_ref().map(|b| &b.mask)
     }
 
-    /// Enqueues the threshold of the counts in `hist` on `queue` (one of the device's).
+    /// Enqueues the threshold of the counts in `hist`.
     pub(super) fn enqueue_threshold(
         &self,
-        queue: &CommandQueue,
+        gpu: &Gpu,
         hist: &Buffer<u32>,
         layout: &FrameLayout,
         results: &Buffer<u32>,
@@ -99,8 +98,8 @@ impl OtsuStage {
         // the 257 words of `results`, whatever `total` is. The pipeline, the only caller,
         // passes its buffers of 256 and 257 words.
         unsafe {
-            launch_on(
-                queue,
+            launch(
+                gpu,
                 &self.threshold_kernel,
                 &[hist, &total, results],
                 &[local],
