@@ -9,9 +9,9 @@ use std::ptr::{self, NonNull};
 use opencl3::memory::{
     Buffer, ClMem, CL_MAP_WRITE_INVALIDATE_REGION, CL_MEM_ALLOC_HOST_PTR, CL_MEM_READ_ONLY,
 };
-use opencl3::types::{cl_mem, CL_BLOCKING, CL_NON_BLOCKING};
+use opencl3::types::{cl_mem, CL_BLOCKING};
 
-use super::{new_buffer, read_blocking, CallContext, ClError, Completion, Gpu};
+use super::{new_buffer, read_blocking, CallContext, ClError, Gpu};
 
 pub struct FrameSlot {
     buffer: Buffer<u8>,
@@ -76,35 +76,28 @@ impl FrameSlot {
         Ok(result)
     }
 
-    /// A map of the whole slot for writing, old contents discarded, ready when this
-    /// returns: blocking, or where the driver's blocking waits spin
-    /// ([`Completion::Poll`]), non-blocking and then waited for as a frame is.
+    /// A blocking map of the whole slot for writing, old contents discarded. (Mapping
+    /// without blocking and polling the map, as a frame is waited for on NVIDIA's
+    /// driver, measured the same there: BENCHMARKS.md.)
     fn enqueue_map(&self, gpu: &Gpu) -> Result<NonNull<u8>, ClError> {
         let mut mem: cl_mem = ptr::null_mut();
-        let blocking = match gpu.completion {
-            Completion::Finish => CL_BLOCKING,
-            Completion::Poll => CL_NON_BLOCKING,
-        };
         // SAFETY: the call writes only `mem`, a live local, and maps bytes 0..len of the
         // slot's buffer, which holds at least `len` (it was made that size, or the driver
-        // refuses the range with CL_INVALID_VALUE). Who may use the mapped bytes until the
-        // unmap is up to the callers (`write` and `map`), once the map is complete (below).
-        let mapped = unsafe {
+        // refuses the range with CL_INVALID_VALUE); blocking, so the mapping is ready when
+        // it returns. Who may use the mapped bytes until the unmap is up to the callers
+        // (`write` and `map`).
+        unsafe {
             gpu.queue
                 .enqueue_map_buffer(
                     &self.buffer,
-                    blocking,
+                    CL_BLOCKING,
                     CL_MAP_WRITE_INVALIDATE_REGION,
                     0,
                     self.len,
                     &mut mem,
                     &[],
                 )
-                .call("clEnqueueMapBuffer")?
-        };
-        if blocking == CL_NON_BLOCKING {
-            // The map is the queue's last command: once it completes, all have.
-            gpu.wait_for(Some(&mapped))?;
+                .call("clEnqueueMapBuffer")?;
         }
         NonNull::new(mem as *mut u8).ok_or(ClError::Call {
             call: "clEnqueueMapBuffer",

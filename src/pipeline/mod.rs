@@ -553,7 +553,7 @@ mod tests {
         crate::cl::test_gpu()
     }
 
-    /// Both ways of waiting (NVIDIA's: the slot's map and the frame's last read polled,
+    /// Both ways of waiting (NVIDIA's: the frame's last read polled,
     /// no clFinish once it completed), run on the test device: every command of a frame
     /// has completed when it returns, and the results are exact, for frames read in place
     /// and through the luma stage, for every tuning (the Mali one's histogram scratch is
