@@ -50,14 +50,16 @@
  * 6.8e10). Per pixel this is 8 bytes of local, 20 / 16 each of left and top and 20 / 256
  * of corner: about 10.6 bytes against OpenCV's 20.
  *
- * Three layouts write local, left and top (the host picks one per device kind); all then run
- * integral_tops and integral_corners:
+ * Three layouts write local, left and top (the host picks one per device kind); then
+ * integral_tops and integral_corners sum top down the bands and left's band ends into
+ * corner (CPUs and Mali), or on GPUs integral_left_tops and integral_corners_split:
  *   CPUs  integral_tile_bands: a work-item per run of bands, tile after tile along each
  *         band, 16-lane vector prefixes, registers and global memory only.
  *   GPUs  integral_group_tiles: a work-group per 8 tiles of a band, one barrier between
  *         the prefixes along the rows (a work-item per tile row, in registers) and those
  *         down the columns (a work-item per column, through local memory); then
- *         integral_left_rows turns the tiles' row sums into left.
+ *         integral_left_tops turns the tiles' row sums into left as integral_left_rows
+ *         does, and sums top, in one launch.
  *   Mali  integral_tiles: a work-item per tile, registers only; then integral_left_rows.
  * The kernels that read the width x height inputs take (luma, src_stride, width, height,
  * magnitude, edge_threshold, results, ...): luma and the magnitude are dense and share
@@ -66,11 +68,11 @@
 
 #define TILE 16
 
-/* The scans along a row of tiles or down the bands (left, top, corner) load this many
- * entries before adding them up: each work-item's chain of dependent loads is what bounds
- * these small passes on a GPU, which has few of them to run (one per row or column), so
- * the more loads in flight the shorter the chain (8 at a time: 21 + 33 + 42 us of the
- * integral stage at 4K on an NVIDIA H100). */
+/* The scans along a row of tiles or down the bands (left, top, corner) of CPUs and Mali
+ * load this many entries before adding them up: each work-item's chain of dependent loads
+ * is what bounds these small passes on a GPU, which has few of them to run (one per row or
+ * column), so the more loads in flight the shorter the chain (8 at a time: 21 + 33 + 42 us
+ * of the integral stage at 4K on an NVIDIA H100, when GPUs ran them too). */
 #define SCAN_BATCH 32
 
 /* running_sum_T: the inclusive running sum of n entries of type T, entry i read at
@@ -306,7 +308,7 @@ __kernel void integral_tiles(__global const uchar *luma, uint src_stride, uint w
  *            adding up those row prefixes, and stores each pixel of every part (16
  *            neighbouring work-items on 16 neighbouring elements); it also adds up column
  *            15's, the tile's row sums, and stores row c's at left[t * height + y]
- *            (integral_left_rows adds up the tiles to the left later); in a whole band it
+ *            (integral_left_tops adds up the tiles to the left later); in a whole band it
  *            stores its row of top.
  * On an NVIDIA H100 this takes 46 us at 4K and 14 us at 1080p. integral_tile_columns
  * before it (a work-item per column, a 4-step scan across each tile's row in local memory,
@@ -471,8 +473,8 @@ __kernel void integral_group_tiles(__global const uchar *luma, uint src_stride, 
 }
 
 /*
- * integral_left_rows (GPUs, after integral_group_tiles or integral_tiles): turns each row's
- * tile sums in left into sums over the tiles up to each:
+ * integral_left_rows (Mali, after integral_tiles): turns each row's tile sums in left into
+ * sums over the tiles up to each:
  * left[t * height + y] += left[(t - 1) * height + y] along t, for the three uint planes and
  * the ulong one.
  * Work size: 2-D, x = a row (height rounded up to the work-group size), y = the part: 0..2
@@ -496,7 +498,154 @@ __kernel void integral_left_rows(uint width, uint height, __global uint *left,
 }
 
 /*
- * integral_tops (both layouts, after local and top): top held each whole band's own sums
+ * The same scans on GPUs (integral_group_tiles' layout), split: a work-group takes up to
+ * SPLIT_LINES neighbouring lines (rows of left, columns of top, tile columns of corner) of
+ * one part, and SPLIT_CHUNKS work-items along each, each a run of the line's entries. A
+ * line's chain of dependent loads is then its run, not the whole line: integral_left_rows,
+ * integral_tops and integral_corners had 960 to 8640 work-items at 4K, walking 135 to 240
+ * entries each (26, 26 and 14 us on an NVIDIA H100); split, and left and top in one launch,
+ * the integral stage took 73 us at 4K where it took 104, and 28 at 1080p where 43 (16 runs
+ * a line took as long, 4 a microsecond longer at 4K).
+ */
+#define SPLIT_LINES 32
+#define SPLIT_CHUNKS 8
+
+/* split_scan_T: the inclusive running sum of a line's n entries as running_sum_T writes it,
+ * by work-item (line, k) of a work-group of (lines, chunks): a sum over its run of entries
+ * (loads only), the runs before it added up through local memory, then its run's running
+ * sums from there (reading the run again). Every work-item of the group must call it, with
+ * the same totals: one barrier. Where live is false the work-item reads and writes
+ * nothing. */
+#define SPLIT_SCAN(T)                                                                       \
+    __attribute__((always_inline)) inline void split_scan_##T(                              \
+        __global const T *in, size_t in_step, __global T *out, size_t out_step, uint n,     \
+        bool live, __local T *totals)                                                       \
+    {                                                                                       \
+        uint line = get_local_id(0), k = get_local_id(1);                                   \
+        uint lines = get_local_size(0), chunks = get_local_size(1);                         \
+        uint i0 = (uint)((ulong)n * k / chunks);                                           \
+        uint i1 = live ? (uint)((ulong)n * (k + 1) / chunks) : i0;                          \
+        T total = 0;                                                                        \
+        uint i = i0;                                                                        \
+        for (; i + 8 <= i1; i += 8) {                                                       \
+            T v[8];                                                                         \
+            for (uint j = 0; j < 8; j++)                                                    \
+                v[j] = in[(i + j) * in_step];                                               \
+            for (uint j = 0; j < 8; j++)                                                    \
+                total += v[j];                                                              \
+        }                                                                                   \
+        for (; i < i1; i++)                                                                 \
+            total += in[i * in_step];                                                       \
+        totals[k * lines + line] = total;                                                   \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                       \
+        T run = 0;                                                                          \
+        for (uint j = 0; j < k; j++)                                                        \
+            run += totals[j * lines + line];                                                \
+        for (i = i0; i + 8 <= i1; i += 8) {                                                 \
+            T v[8];                                                                         \
+            for (uint j = 0; j < 8; j++)                                                    \
+                v[j] = in[(i + j) * in_step];                                               \
+            for (uint j = 0; j < 8; j++) {                                                  \
+                run += v[j];                                                                \
+                out[(i + j) * out_step] = run;                                              \
+            }                                                                               \
+        }                                                                                   \
+        for (; i < i1; i++) {                                                               \
+            run += in[i * in_step];                                                         \
+            out[i * out_step] = run;                                                        \
+        }                                                                                   \
+    }
+SPLIT_SCAN(uint)
+SPLIT_SCAN(ulong)
+
+/*
+ * integral_left_tops (GPUs, after integral_group_tiles): integral_left_rows' and
+ * integral_tops' sums in one launch (they are independent, and a launch costs the host
+ * about 20 us on NVIDIA's driver), by split scans.
+ * Work size: 2-D, local (lines, chunks), lines <= SPLIT_LINES, chunks <= SPLIT_CHUNKS;
+ * x = lines times the work-groups: first 4 x ceil(height / lines) of left (the parts in
+ * turn, as in integral_left_rows: a group per `lines` rows of one part), then
+ * 4 x ceil(P / lines) of top (a group per `lines` padded columns of one part); y = chunks.
+ * A work-group wholly past those has nothing to do.
+ */
+__kernel void integral_left_tops(uint width, uint height, __global uint *left,
+                                 __global ulong *left_sq, __global uint *top,
+                                 __global ulong *top_sq)
+{
+    __local ulong totals[SPLIT_LINES * SPLIT_CHUNKS];
+    uint lines = get_local_size(0), g = get_group_id(0);
+    uint whole_tiles = width / TILE, whole_bands = height / TILE;
+    size_t padded = (size_t)TILE * ((width + TILE - 1) / TILE);
+    uint row_groups = (height + lines - 1) / lines;
+    uint column_groups = (uint)((padded + lines - 1) / lines);
+    /* Uniform over the work-group, as split_scan's barrier needs. */
+    uint part, line;
+    size_t step, count, plane, n;
+    __global uint *p;
+    __global ulong *q;
+    if (g < 4 * row_groups) {
+        part = g / row_groups;
+        line = g % row_groups * lines;
+        step = height;
+        count = height;
+        n = whole_tiles;
+        plane = (size_t)whole_tiles * height;
+        p = left;
+        q = left_sq;
+    } else if (g < 4 * (row_groups + column_groups)) {
+        g -= 4 * row_groups;
+        part = g / column_groups;
+        line = g % column_groups * lines;
+        step = padded;
+        count = padded;
+        n = whole_bands;
+        plane = (size_t)whole_bands * padded;
+        p = top;
+        q = top_sq;
+    } else {
+        return;
+    }
+    line += get_local_id(0);
+    bool live = line < count;
+    if (part < 3) {
+        __global uint *s = p + part * plane + line;
+        split_scan_uint(s, step, s, step, (uint)n, live, (__local uint *)totals);
+    } else {
+        split_scan_ulong(q + line, step, q + line, step, (uint)n, live, totals);
+    }
+}
+
+/*
+ * integral_corners_split (GPUs, after integral_left_tops): integral_corners' sums by split
+ * scans. Work size: 2-D, local (lines, chunks) as in integral_left_tops; x = lines times
+ * 4 x ceil(max(W16, 1) / lines) work-groups (a group per `lines` tile columns of one part),
+ * y = chunks.
+ */
+__kernel void integral_corners_split(uint width, uint height, __global const uint *left,
+                                     __global const ulong *left_sq, __global uint *corner,
+                                     __global ulong *corner_sq)
+{
+    __local ulong totals[SPLIT_LINES * SPLIT_CHUNKS];
+    uint lines = get_local_size(0), g = get_group_id(0);
+    uint whole_tiles = width / TILE, whole_bands = height / TILE;
+    uint column_groups = (max(whole_tiles, 1u) + lines - 1) / lines;
+    if (g >= 4 * column_groups)
+        return;
+    uint part = g / column_groups, t = g % column_groups * lines + get_local_id(0);
+    bool live = t < whole_tiles;
+    size_t in = (size_t)t * height + TILE - 1, out = t;
+    if (part < 3) {
+        __global const uint *l = left + part * (size_t)whole_tiles * height + in;
+        __global uint *c = corner + part * (size_t)whole_tiles * whole_bands + out;
+        split_scan_uint(l, TILE, c, whole_tiles, whole_bands, live, (__local uint *)totals);
+    } else {
+        split_scan_ulong(left_sq + in, TILE, corner_sq + out, whole_tiles, whole_bands, live,
+                         totals);
+    }
+}
+
+/*
+ * integral_tops (CPUs and Mali, after local and top): top held each whole band's own sums
  * (its last row of local, widened); this adds up the bands, in place:
  * top[b * P + c] += top[(b - 1) * P + c] down b, for the three uint planes and the ulong one.
  * Work size: 2-D, x = 4 neighbouring columns per work-item (P / 4, rounded up to the
@@ -521,7 +670,7 @@ __kernel void integral_tops(uint width, uint height, __global uint *top, __globa
 }
 
 /*
- * integral_corners (both layouts, after left is complete): corner[b * W16 + t] = the sum of
+ * integral_corners (CPUs and Mali, after left is complete): corner[b * W16 + t] = the sum of
  * left[t * height + 16 b' + 15] over the whole bands b' <= b (left in a band's last row
  * holds the band's tiles 0..t whole).
  * Work size: 2-D, x = a whole tile column (W16 rounded up to the work-group size), y = the

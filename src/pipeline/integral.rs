@@ -29,6 +29,10 @@ const TILE_GROUP_MAX: usize = 128;
 /// The parts of left, top and corner: the three u32 planes (sum, edges, foreground) and
 /// the u64 squared sums, the second dimension of their passes.
 const PARTS: usize = 4;
+/// Lines and runs along each line in a group of the split scans (`SPLIT_LINES` and
+/// `SPLIT_CHUNKS` in integral.cl, which sizes its local memory by them).
+const SPLIT_LINES: usize = 32;
+const SPLIT_CHUNKS: usize = 8;
 
 /// The blocked form's geometry, as integral.cl defines it: tiles of [`Tiles::SIZE`]
 /// pixels square in bands of as many rows, the last band and each band's last tile
@@ -230,25 +234,41 @@ impl HostIntegrals {
 enum Passes {
     /// CPUs: `integral_tile_bands`, `items` work-items of one, each a run of bands.
     ItemBands { kernel: Kernel, items: u32 },
-    /// GPUs: a 2-D pass, `across` work-items a band in groups of `group`, then
-    /// `integral_left_rows` to sum the tiles along rows: `integral_group_tiles`, a
-    /// work-item per column and a group per `group / 16` tiles (`group` a multiple of 16),
-    /// or `integral_tiles`, a work-item per tile.
+    /// GPUs: a 2-D pass, `across` work-items a band in groups of `group`, whose left then
+    /// needs summing along the rows: `integral_group_tiles`, a work-item per column and a
+    /// group per `group / 16` tiles (`group` a multiple of 16), or `integral_tiles`, a
+    /// work-item per tile.
     Grid {
         kernel: Kernel,
         across: usize,
         group: usize,
-        rows: Kernel,
-        rows_launch: Launch,
+    },
+}
+
+/// How left, top and corner are summed over whole tiles after the first pass.
+enum Scans {
+    /// A work-item a line walking all of it: `integral_left_rows` where the first pass
+    /// left each tile's own row sums (`rows`), then `integral_tops` and
+    /// `integral_corners`. CPUs and Mali.
+    Chains {
+        rows: Option<(Kernel, Launch)>,
+        tops: Kernel,
+        tops_launch: Launch,
+        corners: Kernel,
+        corners_launch: Launch,
+    },
+    /// Groups of `local` = (lines, runs a line) work-items: `integral_left_tops`, then
+    /// `integral_corners_split`. GPUs (`integral_group_tiles`).
+    Split {
+        left_tops: Kernel,
+        corners: Kernel,
+        local: [usize; 2],
     },
 }
 
 pub(super) struct IntegralStage {
     passes: Passes,
-    tops: Kernel,
-    tops_launch: Launch,
-    corners: Kernel,
-    corners_launch: Launch,
+    scans: Scans,
     region_sums: Kernel,
     launch: Launch,
     tiles: Tiles,
@@ -294,35 +314,54 @@ impl IntegralStage {
                     let most = kernel
                         .get_work_group_size(gpu.device.id())
                         .call("clGetKernelWorkGroupInfo")?;
-                    let rows = k("integral_left_rows")?;
-                    let rows_launch = Launch::one_d(gpu, &rows, LINE_GROUP_SIZE)?;
                     Passes::Grid {
                         kernel,
                         across: tiles.padded() / per_item,
                         group: (wanted.min(most) / multiple).max(1) * multiple,
-                        rows,
-                        rows_launch,
                     }
                 }
             };
-            Ok((
-                passes,
-                k("integral_tops")?,
-                k("integral_corners")?,
-                k("region_sums")?,
-            ))
+            let scans = if tuning.integral_layout == IntegralLayout::GroupBands {
+                let (left_tops, corners) = (k("integral_left_tops")?, k("integral_corners_split")?);
+                let most = [&left_tops, &corners]
+                    .into_iter()
+                    .map(|k| k.get_work_group_size(gpu.device.id()))
+                    .try_fold(usize::MAX, |m, s| Ok(m.min(s?)))
+                    .call("clGetKernelWorkGroupInfo")?
+                    .max(1);
+                let lines = SPLIT_LINES.min(most);
+                Scans::Split {
+                    left_tops,
+                    corners,
+                    local: [lines, (most / lines).min(SPLIT_CHUNKS)],
+                }
+            } else {
+                let rows = match tuning.integral_layout {
+                    IntegralLayout::ItemTiles => {
+                        let rows = k("integral_left_rows")?;
+                        let launch = Launch::one_d(gpu, &rows, LINE_GROUP_SIZE)?;
+                        Some((rows, launch))
+                    }
+                    _ => None,
+                };
+                let (tops, corners) = (k("integral_tops")?, k("integral_corners")?);
+                Scans::Chains {
+                    rows,
+                    tops_launch: Launch::one_d(gpu, &tops, LINE_GROUP_SIZE)?,
+                    tops,
+                    corners_launch: Launch::one_d(gpu, &corners, LINE_GROUP_SIZE)?,
+                    corners,
+                }
+            };
+            Ok((passes, scans, k("region_sums")?))
         };
-        let (passes, tops, corners, region_sums) =
-            built().map_err(|source| PipelineError::Stage {
-                stage: "integral",
-                source,
-            })?;
+        let (passes, scans, region_sums) = built().map_err(|source| PipelineError::Stage {
+            stage: "integral",
+            source,
+        })?;
         let mut stage = IntegralStage {
             passes,
-            tops_launch: Launch::one_d(gpu, &tops, LINE_GROUP_SIZE)?,
-            tops,
-            corners_launch: Launch::one_d(gpu, &corners, LINE_GROUP_SIZE)?,
-            corners,
+            scans,
             launch: Launch::one_d(gpu, &region_sums, LINE_GROUP_SIZE)?,
             region_sums,
             tiles,
@@ -447,8 +486,6 @@ impl IntegralStage {
                 kernel,
                 across,
                 group,
-                rows,
-                rows_launch,
             } => {
                 let global = [across.next_multiple_of(*group), t.bands()];
                 // SAFETY: the arguments are those of integral_group_tiles and of
@@ -492,65 +529,139 @@ impl IntegralStage {
                         record,
                     )
                 }?);
-                // SAFETY: the arguments are integral_left_rows' (width, height, left,
-                // left_sq). Work-item (y, part) returns unless y < height and part < 4,
-                // and walks row y of the whole tiles of one part of left, `left_len()`
-                // elements a plane as `Blocked::new` made them for this layout.
+            }
+        }
+        match &self.scans {
+            Scans::Chains {
+                rows,
+                tops,
+                tops_launch,
+                corners,
+                corners_launch,
+            } => {
+                if let Some((rows, rows_launch)) = rows {
+                    // SAFETY: the arguments are integral_left_rows' (width, height, left,
+                    // left_sq). Work-item (y, part) returns unless y < height and part < 4,
+                    // and walks row y of the whole tiles of one part of left, `left_len()`
+                    // elements a plane as `Blocked::new` made them for this layout.
+                    event(unsafe {
+                        launch(
+                            gpu,
+                            rows,
+                            &[&w, &h, &g.left.buf, &g.left_sq.buf],
+                            &[rows_launch.global_1d(t.height), PARTS],
+                            &[rows_launch.local[0], 1],
+                            what,
+                            record,
+                        )
+                    }?);
+                }
+                // SAFETY: the arguments are integral_tops' (width, height, top, top_sq). Work-item
+                // (q, part) returns unless 4q < the padded width and part < 4, and walks columns
+                // 4q..4q + 3 down the whole bands of one part of top, `top_len()` elements a plane
+                // as `Blocked::new` made them for this layout (the padded width is a multiple of
+                // 16, so no vector crosses a plane's end). At least one work-item is launched.
                 event(unsafe {
                     launch(
                         gpu,
-                        rows,
-                        &[&w, &h, &g.left.buf, &g.left_sq.buf],
-                        &[rows_launch.global_1d(t.height), PARTS],
-                        &[rows_launch.local[0], 1],
+                        tops,
+                        &[&w, &h, &g.top.buf, &g.top_sq.buf],
+                        &[tops_launch.global_1d(t.padded() / 4), PARTS],
+                        &[tops_launch.local[0], 1],
+                        what,
+                        record,
+                    )
+                }?);
+                // SAFETY: the arguments are integral_corners' (width, height, left, left_sq,
+                // corner, corner_sq). Work-item (t, part) returns unless t is a whole tile column
+                // and part < 4, reads left's rows 16 b + 15 of whole bands b in column t and writes
+                // corner's column t, `left_len()` and `corner_len()` elements a plane as
+                // `Blocked::new` made them for this layout. At least one work-item is launched.
+                event(unsafe {
+                    launch(
+                        gpu,
+                        corners,
+                        &[
+                            &w,
+                            &h,
+                            &g.left.buf,
+                            &g.left_sq.buf,
+                            &g.corner.buf,
+                            &g.corner_sq.buf,
+                        ],
+                        &[corners_launch.global_1d(t.whole_across().max(1)), PARTS],
+                        &[corners_launch.local[0], 1],
+                        what,
+                        record,
+                    )
+                }?);
+            }
+            Scans::Split {
+                left_tops,
+                corners,
+                local,
+            } => {
+                let lines = local[0];
+                let row_groups = t.height.div_ceil(lines);
+                let column_groups = t.padded().div_ceil(lines);
+                // SAFETY: the arguments are integral_left_tops' (width, height, left,
+                // left_sq, top, top_sq), and `local` is at most SPLIT_LINES x SPLIT_CHUNKS,
+                // the work-items its local buffer holds (and at most what the kernel
+                // allows). The groups are exactly 4 x ceil(height / lines) of left and then
+                // 4 x ceil(padded width / lines) of top as the kernel counts them, from the
+                // same width, height and lines: work-item (line, k) of a group touches one
+                // part's row (or padded column) `line`, only where it is below height (the
+                // padded width), and of it only whole tiles' entries of left (whole bands'
+                // of top), `left_len()` (`top_len()`) elements a plane as `Blocked::new`
+                // made them for this layout; every work-item of a group reaches its one
+                // barrier.
+                event(unsafe {
+                    launch(
+                        gpu,
+                        left_tops,
+                        &[
+                            &w,
+                            &h,
+                            &g.left.buf,
+                            &g.left_sq.buf,
+                            &g.top.buf,
+                            &g.top_sq.buf,
+                        ],
+                        &[PARTS * (row_groups + column_groups) * lines, local[1]],
+                        local,
+                        what,
+                        record,
+                    )
+                }?);
+                let tile_groups = t.whole_across().max(1).div_ceil(lines);
+                // SAFETY: the arguments are integral_corners_split's (width, height, left,
+                // left_sq, corner, corner_sq), `local` as above. The groups are exactly
+                // 4 x ceil(max(W16, 1) / lines) as the kernel counts them: work-item
+                // (line, k) of a group takes tile column `line` of one part only where it
+                // is a whole tile column, reads left's rows 16 b + 15 of whole bands b in
+                // that column and writes corner's column, `left_len()` and `corner_len()`
+                // elements a plane as `Blocked::new` made them for this layout; every
+                // work-item of a group reaches its one barrier.
+                event(unsafe {
+                    launch(
+                        gpu,
+                        corners,
+                        &[
+                            &w,
+                            &h,
+                            &g.left.buf,
+                            &g.left_sq.buf,
+                            &g.corner.buf,
+                            &g.corner_sq.buf,
+                        ],
+                        &[PARTS * tile_groups * lines, local[1]],
+                        local,
                         what,
                         record,
                     )
                 }?);
             }
         }
-        // SAFETY: the arguments are integral_tops' (width, height, top, top_sq). Work-item
-        // (q, part) returns unless 4q < the padded width and part < 4, and walks columns
-        // 4q..4q + 3 down the whole bands of one part of top, `top_len()` elements a plane
-        // as `Blocked::new` made them for this layout (the padded width is a multiple of
-        // 16, so no vector crosses a plane's end). At least one work-item is launched.
-        event(unsafe {
-            launch(
-                gpu,
-                &self.tops,
-                &[&w, &h, &g.top.buf, &g.top_sq.buf],
-                &[self.tops_launch.global_1d(t.padded() / 4), PARTS],
-                &[self.tops_launch.local[0], 1],
-                what,
-                record,
-            )
-        }?);
-        // SAFETY: the arguments are integral_corners' (width, height, left, left_sq,
-        // corner, corner_sq). Work-item (t, part) returns unless t is a whole tile column
-        // and part < 4, reads left's rows 16 b + 15 of whole bands b in column t and
-        // writes corner's column t, `left_len()` and `corner_len()` elements a plane as
-        // `Blocked::new` made them for this layout. At least one work-item is launched.
-        event(unsafe {
-            launch(
-                gpu,
-                &self.corners,
-                &[
-                    &w,
-                    &h,
-                    &g.left.buf,
-                    &g.left_sq.buf,
-                    &g.corner.buf,
-                    &g.corner_sq.buf,
-                ],
-                &[
-                    self.corners_launch.global_1d(t.whole_across().max(1)),
-                    PARTS,
-                ],
-                &[self.corners_launch.local[0], 1],
-                what,
-                record,
-            )
-        }?);
         Ok(())
     }
 

@@ -248,7 +248,8 @@ pub enum IntegralLayout {
     /// GPUs: a work-group per run of tiles of a band, one barrier between the prefixes
     /// along each tile row (a work-item per row, in registers) and those down each column
     /// (a work-item per column, through local memory), so that loads and stores are whole
-    /// runs of neighbouring bytes; then the scan along each row.
+    /// runs of neighbouring bytes; then the scans along each row and down each column in
+    /// one launch, and the corners, each line's scan split among a group's work-items.
     GroupBands,
     /// CPUs: a few runs of bands per compute unit, a work-item each, tile after tile with
     /// 16-lane vector prefixes (one core streams through its bands).
