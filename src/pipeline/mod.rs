@@ -553,13 +553,16 @@ mod tests {
         crate::cl::test_gpu()
     }
 
-    /// Both ways of waiting (NVIDIA's: the frame's last read polled,
-    /// no clFinish once it completed), run on the test device: every command of a frame
-    /// has completed when it returns, and the results are exact, for frames read in place
-    /// and through the luma stage, for every tuning (the Mali one's histogram scratch is
-    /// shared by the two histograms).
+    /// Both ways of waiting (NVIDIA's: the frame's last read polled, no clFinish once it
+    /// completed), run on the test device, timing one frame in 3 as the daemon times a
+    /// few: every command of a frame has completed when it returns; the untimed frames
+    /// keep no events and carry the last timed frame's stage times; and the results, all
+    /// come back with one read, are exact (histogram, threshold, regions, the grid's
+    /// cells, the gradient histogram), for frames read in place and through the luma
+    /// stage, for every tuning (the Mali one's histogram scratch is shared by the two
+    /// histograms).
     #[test]
-    fn a_finished_and_a_polled_wait_give_exact_results_with_every_command_complete() {
+    fn timed_and_untimed_frames_give_exact_results_with_every_command_complete() {
         for completion in [crate::cl::Completion::Finish, crate::cl::Completion::Poll] {
             let mut gpu = gpu();
             gpu.completion = completion;
@@ -571,100 +574,53 @@ mod tests {
                 let options = PipelineOptions::default();
                 let mut pipeline = Pipeline::with_tuning(&gpu, layout, options, &regions, tuning)
                     .expect("pipeline");
-                // The gradient histogram shares the histogram stage's scratch.
                 pipeline
                     .set_health_grid(&gpu, Some(crate::health::GRID))
                     .expect("health grid");
+                pipeline.time_every(3);
                 let mut slot = pipeline.new_slot(&gpu).expect("slot");
-                for seed in 0..4usize {
+                let mut last_timed = StageTimings::default();
+                for n in 0..5usize {
+                    let what = format!("{what}, frame {n}");
                     let frame: Vec<u8> = (0..layout.frame_bytes())
-                        .map(|i| ((i * (7 + seed)) % 251) as u8)
+                        .map(|i| ((i * (7 + n)) % 251) as u8)
                         .collect();
                     slot.write_bytes(&gpu, &frame).expect("write the frame");
                     let result = pipeline
                         .process(&gpu, &slot)
                         .expect("a frame")
                         .into_result();
-                    assert_eq!(pipeline.unfinished_commands(), 0, "{what}, frame {seed}");
+                    assert_eq!(pipeline.unfinished_commands(), 0, "{what}");
+                    assert_eq!(result.timed, n % 3 == 0, "{what}");
+                    if result.timed {
+                        assert!(result.timings.get(Stage::Sobel) > 0, "{what}");
+                        last_timed = result.timings;
+                    } else {
+                        assert_eq!(result.timings, last_timed, "{what}");
+                        assert!(pipeline.events.is_empty(), "{what}");
+                    }
                     let luma = reference::luma(&layout, &frame);
                     let hist = reference::histogram(&luma);
-                    assert_eq!(result.histogram, hist, "{what}, frame {seed}");
+                    assert_eq!(result.histogram, hist, "{what}");
                     assert_eq!(result.otsu_threshold, reference::otsu_threshold(&hist));
-                    let (sum, _) = reference::integral(&luma, 641, 479);
+                    let (sum, sqsum) = reference::integral(&luma, 641, 479);
                     let at = |x: usize, y: usize| u64::from(sum[y * 642 + x]);
                     let door = at(310, 220) + at(10, 20) - at(310, 20) - at(10, 220);
-                    assert_eq!(result.regions[0].1.sum, door, "{what}, frame {seed}");
-                    assert_eq!(result.frame.sum, at(641, 479), "{what}, frame {seed}");
+                    assert_eq!(result.regions[0].1.sum, door, "{what}");
+                    assert_eq!(result.frame.sum, at(641, 479), "{what}");
+                    assert_eq!(result.frame.sqsum, sqsum[479 * 642 + 641], "{what}");
+                    let cells: u64 = result.cells.iter().map(|c| c.sum).sum();
+                    assert_eq!(cells, at(641, 479), "{what}");
                     let foreground =
                         luma.iter().filter(|&&v| v > result.otsu_threshold).count() as u64;
-                    assert_eq!(result.frame.foreground, foreground, "{what}, frame {seed}");
+                    assert_eq!(result.frame.foreground, foreground, "{what}");
+                    assert_eq!(result.gradient_sampled, n % 4 == 0, "{what}");
                     if result.gradient_sampled {
                         let (dx, dy) = reference::sobel(&luma, 641, 479, options.border);
                         let magnitude = reference::magnitude(&dx, &dy, options.magnitude);
                         let gradients = reference::histogram(&magnitude);
-                        assert_eq!(result.gradient_histogram, gradients, "{what}, frame {seed}");
+                        assert_eq!(result.gradient_histogram, gradients, "{what}");
                     }
-                }
-            }
-        }
-    }
-
-    /// The daemon times one frame in a few: the others enqueue their kernels without
-    /// events and give exact results, carrying the last timed frame's stage times; every
-    /// result of a frame, regions, grid cells and the gradient histogram included, comes
-    /// back with one read. With either way of waiting.
-    #[test]
-    fn untimed_frames_keep_no_events_and_give_exact_results_with_one_read() {
-        for completion in [crate::cl::Completion::Finish, crate::cl::Completion::Poll] {
-            let mut gpu = gpu();
-            gpu.completion = completion;
-            let layout = FrameLayout::packed(PixelFormat::Yuyv, 97, 61);
-            let regions = ["a:3,5,40,30".parse().expect("region")];
-            let mut pipeline = Pipeline::new(&gpu, layout, PipelineOptions::default(), &regions)
-                .expect("pipeline");
-            pipeline
-                .set_health_grid(&gpu, Some(crate::health::GRID))
-                .expect("health grid");
-            pipeline.time_every(3);
-            let mut slot = pipeline.new_slot(&gpu).expect("slot");
-            let mut last_timed = StageTimings::default();
-            for n in 0..7usize {
-                let frame: Vec<u8> = (0..layout.frame_bytes())
-                    .map(|i| ((i * (3 + n)) % 253) as u8)
-                    .collect();
-                slot.write_bytes(&gpu, &frame).expect("write the frame");
-                let result = pipeline
-                    .process(&gpu, &slot)
-                    .expect("a frame")
-                    .into_result();
-                let what = format!("{completion:?}, frame {n}");
-                assert_eq!(result.timed, n % 3 == 0, "{what}");
-                if result.timed {
-                    assert!(result.timings.get(Stage::Sobel) > 0, "{what}");
-                    last_timed = result.timings;
-                } else {
-                    assert_eq!(result.timings, last_timed, "{what}");
-                    assert!(pipeline.events.is_empty(), "{what}");
-                }
-                assert_eq!(pipeline.unfinished_commands(), 0, "{what}");
-                let luma = reference::luma(&layout, &frame);
-                let hist = reference::histogram(&luma);
-                assert_eq!(result.histogram, hist, "{what}");
-                assert_eq!(result.otsu_threshold, reference::otsu_threshold(&hist));
-                let (sum, sqsum) = reference::integral(&luma, 97, 61);
-                let at = |x: usize, y: usize| u64::from(sum[y * 98 + x]);
-                let a = at(43, 35) + at(3, 5) - at(43, 5) - at(3, 35);
-                assert_eq!(result.regions[0].1.sum, a, "{what}");
-                assert_eq!(result.frame.sqsum, sqsum[61 * 98 + 97], "{what}");
-                let cells: u64 = result.cells.iter().map(|c| c.sum).sum();
-                assert_eq!(cells, at(97, 61), "{what}");
-                assert_eq!(result.gradient_sampled, n % 4 == 0, "{what}");
-                if result.gradient_sampled {
-                    let options = PipelineOptions::default();
-                    let (dx, dy) = reference::sobel(&luma, 97, 61, options.border);
-                    let magnitude = reference::magnitude(&dx, &dy, options.magnitude);
-                    let gradients = reference::histogram(&magnitude);
-                    assert_eq!(result.gradient_histogram, gradients, "{what}");
                 }
             }
         }
