@@ -1,6 +1,7 @@
 //! The per-frame pipeline: enqueues every stage's kernels on one in-order queue, keeps the
 //! intermediate images on the device, and reads back only the small results (histogram,
-//! threshold, region sums) unless the full images are asked for.
+//! threshold, gradient histogram, region sums: one buffer, one read) unless the full
+//! images are asked for.
 //!
 //! ```text
 //! slot ─► luma ─┬─► sobel (magnitude) ─────────────────────────┐
@@ -397,7 +398,7 @@ impl Pipeline {
         })
     }
 
-    /// Enqueues every stage's kernels on the frame in `slot` and the reads of the small
+    /// Enqueues every stage's kernels on the frame in `slot` and the read of the small
     /// results behind them, without waiting. The caller finishes the queue, whatever
     /// this returns, before touching `read_back`.
     fn enqueue_frame(
