@@ -70,15 +70,11 @@ pub(crate) fn runtime() -> Result<&'static cl3::OpenClRuntime, ClError> {
 
 /// A raw call's status (`None`: the library lacks the function) as a result naming `call`.
 pub(crate) fn status(status: Option<i32>, call: &'static str) -> Result<(), ClError> {
-    match status {
-        Some(opencl3::error_codes::CL_SUCCESS) => Ok(()),
-        Some(code) => Err(ClError::Call {
+    match status.unwrap_or(opencl3::error_codes::DLOPEN_FUNCTION_NOT_AVAILABLE) {
+        opencl3::error_codes::CL_SUCCESS => Ok(()),
+        code => Err(ClError::Call {
             call,
             code: RawClError(code),
-        }),
-        None => Err(ClError::Call {
-            call,
-            code: RawClError(opencl3::error_codes::DLOPEN_FUNCTION_NOT_AVAILABLE),
         }),
     }
 }
@@ -225,8 +221,8 @@ impl Gpu {
             loop {
                 match last.command_execution_status().call("clGetEventInfo")?.0 {
                     opencl3::event::CL_COMPLETE => return Ok(()),
-                    // The command failed: the queues are still finished before the
-                    // error goes back.
+                    // The command failed: the queue is still finished before the error
+                    // goes back.
                     status if status < 0 => {
                         self.finish()?;
                         return Err(ClError::Call {

@@ -21,8 +21,8 @@ use crate::pipeline::{FrameResult, PipelineError, Stage};
 use crate::region::{Region, RegionStats};
 
 /// The stage times are measured on one frame in this many: a few samples a second give
-/// the duration histograms their shape, and an untimed frame costs the host far less on
-/// GPU drivers that keep an event per command (BENCHMARKS.md).
+/// the duration histograms their shape, and an untimed frame asks the driver for no
+/// events ([`crate::pipeline::Pipeline::time_every`]).
 pub const TIMED_FRAMES: u64 = 8;
 
 /// Device time buckets: 50 µs to 250 ms, for stages from a GPU's fraction of a millisecond

@@ -13,7 +13,9 @@ use opencl3::memory::Buffer;
 
 use super::buffers::held_bytes;
 use super::{device_buffer, DeviceImage, IntegralLayout, Launch, PipelineError, Tuning};
-use crate::cl::{launch, write_blocking, CallContext, ClError, Gpu, Record, INTEGRAL_CL};
+use crate::cl::{
+    launch, write_blocking, CallContext, ClError, Gpu, KernelArg, Record, INTEGRAL_CL,
+};
 use crate::frame::FrameLayout;
 use crate::region::{Region, RegionStats};
 
@@ -531,6 +533,16 @@ impl IntegralStage {
                 }?);
             }
         }
+        // integral_corners' and integral_corners_split's arguments (width, height, left,
+        // left_sq, corner, corner_sq).
+        let corner_args: [&dyn KernelArg; 6] = [
+            &w,
+            &h,
+            &g.left.buf,
+            &g.left_sq.buf,
+            &g.corner.buf,
+            &g.corner_sq.buf,
+        ];
         match &self.scans {
             Scans::Chains {
                 rows,
@@ -581,14 +593,7 @@ impl IntegralStage {
                     launch(
                         gpu,
                         corners,
-                        &[
-                            &w,
-                            &h,
-                            &g.left.buf,
-                            &g.left_sq.buf,
-                            &g.corner.buf,
-                            &g.corner_sq.buf,
-                        ],
+                        &corner_args,
                         &[corners_launch.global_1d(t.whole_across().max(1)), PARTS],
                         &[corners_launch.local[0], 1],
                         what,
@@ -646,14 +651,7 @@ impl IntegralStage {
                     launch(
                         gpu,
                         corners,
-                        &[
-                            &w,
-                            &h,
-                            &g.left.buf,
-                            &g.left_sq.buf,
-                            &g.corner.buf,
-                            &g.corner_sq.buf,
-                        ],
+                        &corner_args,
                         &[PARTS * tile_groups * lines, local[1]],
                         local,
                         what,

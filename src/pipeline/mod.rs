@@ -110,8 +110,8 @@ pub struct Pipeline {
     otsu: otsu::OtsuStage,
     integral: integral::IntegralStage,
     bufs: DeviceImages,
-    /// The last frame's events, kept so that a frame allocates nothing once warm (none
-    /// but those something waits on, on a frame that is not timed).
+    /// The last frame's events, kept so that a frame allocates nothing once warm (none on
+    /// a frame that is not timed).
     events: Vec<(Stage, Event)>,
     /// Stage times are measured on one frame in this many ([`Pipeline::time_every`]).
     time_every: u64,
@@ -255,10 +255,10 @@ impl Pipeline {
 
     /// Measures the stage times on one frame in `frames` from the next frame on (every
     /// frame until this is called; 0 counts as 1). Each timed frame asks the driver for an
-    /// event per command and reads two timestamps from each; the others ask events only of
-    /// the commands something waits on, which is most of the host's cost per frame on a
-    /// GPU driver that keeps events (NVIDIA's). Untimed frames carry the last timed
-    /// frame's times ([`FrameResult::timed`]).
+    /// event per kernel and reads two timestamps from each; the others ask none of their
+    /// kernels (only the read, which the wait watches), work a GPU driver that tracks
+    /// events (NVIDIA's, on a thread of its own) is spared. Untimed frames carry the last
+    /// timed frame's times ([`FrameResult::timed`]).
     pub fn time_every(&mut self, frames: u64) {
         self.time_every = frames.max(1);
     }

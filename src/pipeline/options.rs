@@ -312,8 +312,8 @@ impl Tuning {
     ///   a line it overwrites whole, which a GPU does not do (as [`Tuning::FOR_GPU`]), and
     ///   `__builtin_nontemporal_store` is a Clang builtin a vendor compiler need not take.
     ///
-    /// * The integral: a work-item per tile, registers only ([`IntegralLayout::ItemTiles`],
-    ///   as [`Tuning::FOR_GPU`]): no local memory, no barriers, 64 work-items a group.
+    /// * The integral: a work-item per tile, registers only ([`IntegralLayout::ItemTiles`]):
+    ///   no local memory, no barriers, 64 work-items a group.
     pub const FOR_MALI: Tuning = Tuning {
         integral_layout: IntegralLayout::ItemTiles,
         histogram_counting: HistogramCounting::ItemSubHistograms,
