@@ -15,7 +15,10 @@
  *   step, then the work-items score the thresholds in parallel and the first maximum is
  *   found by a reduction that prefers the lower threshold on equal scores.
  *   Built with -DOTSU_FP64 (devices with cl_khr_fp64) the same code runs on native
- *   doubles, which round every operation as the emulation does.
+ *   doubles, which round every operation as the emulation does, and the sequential part
+ *   is shorter: the divisions by q1 leave it (otsu_chain_fast: reciprocals of all q1 in
+ *   parallel, quotients from them by multiply and one correction, every quotient then
+ *   checked in parallel against its neighbours, the exact chain run again if one is off).
  *
  *   The emulation covers what the algorithm can produce: zero and normal numbers with
  *   round-to-nearest-even add, subtract, multiply and divide. Operands are sums of at most
@@ -189,71 +192,200 @@ inline int f64_lt(f64 a, f64 b)
 
 #define BINS 256
 
+/*
+ * The recurrences of q1 and mu1 in OpenCV's order, one work-item: each step rounds, so
+ * they are sequential. Keeps every step's q1 and mu1 and whether OpenCV scores it.
+ */
+inline void otsu_chain(__local const f64 *p, __local const f64 *ip, __local f64 *q1s,
+                       __local f64 *mu1s, __local uchar *scored)
+{
+    f64 one_minus_eps = f64_sub(F64_ONE, F64_FLT_EPSILON);
+    f64 mu1 = 0, q1 = 0;
+    for (uint i = 0; i < BINS; i++) {
+        mu1 = f64_mul(mu1, q1);
+        q1 = f64_add(q1, p[i]);
+        f64 q2 = f64_sub(F64_ONE, q1);
+        /* min(q1, q2) < FLT_EPSILON || max(q1, q2) > 1 - FLT_EPSILON: OpenCV skips i */
+        int skip = f64_lt(q1, F64_FLT_EPSILON) || f64_lt(q2, F64_FLT_EPSILON) ||
+                   f64_lt(one_minus_eps, q1) || f64_lt(one_minus_eps, q2);
+        if (!skip)
+            mu1 = f64_div(f64_add(mu1, ip[i]), q1);
+        q1s[i] = q1;
+        mu1s[i] = mu1;
+        scored[i] = !skip;
+    }
+}
+
+#ifdef OTSU_FP64
+/* Steps of a sequential loop whose operands are loaded together (a divisor of BINS). */
+#define CHAIN_BATCH 8
+
+/*
+ * x / b from r = 1 / b without a division: y = x * r is within an ulp of the quotient, and
+ * one correction from its exact remainder (a fused multiply-add) rounds it correctly
+ * (Markstein's theorem, for r the correctly rounded reciprocal). otsu_chain_fast does not
+ * rely on the theorem: it checks every quotient with quotient_is_nearest.
+ */
+inline double quotient_from_reciprocal(double x, double b, double r)
+{
+    double y = x * r;
+#ifdef OTSU_TEST_SKEW
+    /* Tests only: every quotient an ulp off, so that every check fails. */
+    return nextafter(fma(fma(-b, y, x), r, y), (double)INFINITY);
+#else
+    return fma(fma(-b, y, x), r, y);
+#endif
+}
+
+/*
+ * Whether y is x / b rounded to nearest, for b > 0: y must be strictly nearer to the
+ * quotient than both its neighbours. |x - b z| is |b| times the distance from z to x / b,
+ * and the fused multiply-adds round it monotonically, so "strictly smaller" after rounding
+ * implies strictly smaller before (equal or NaN fails the check, never passes it wrongly).
+ */
+inline int quotient_is_nearest(double x, double b, double y)
+{
+    if (x == 0.0)
+        return as_ulong(y) == as_ulong(x); /* 0 / b is 0 of x's sign */
+    double here = fabs(fma(-b, y, x));
+    double up = fabs(fma(-b, nextafter(y, (double)INFINITY), x));
+    double down = fabs(fma(-b, nextafter(y, -(double)INFINITY), x));
+    return here < up && here < down;
+}
+
+/*
+ * otsu_chain's results with the division taken off the sequential path, all work-items
+ * calling. Only the q1 sums and mu1's multiply, add and correction stay on one work-item;
+ * the reciprocals of q1 and the checks of every quotient run in parallel. Where any
+ * quotient is not the correctly rounded one (never seen; the check is the proof), the
+ * exact chain runs again, so the results are otsu_chain's in every case.
+ */
+inline void otsu_chain_fast(__local const f64 *p, __local const f64 *ip, __local f64 *q1s,
+                            __local f64 *mu1s, __local uchar *scored, __local f64 *scratch,
+                            __local f64 *reciprocal, volatile __local int *wrong, uint lid,
+                            uint n)
+{
+    /* The loops on one work-item take CHAIN_BATCH steps' operands into registers first, so
+     * that only the arithmetic waits on the step before (one GPU thread issues in order:
+     * a load in the chain would add its whole latency to every step). */
+    if (lid == 0) {
+        f64 q1 = 0;
+        for (uint i = 0; i < BINS; i += CHAIN_BATCH) {
+            f64 pv[CHAIN_BATCH];
+#pragma unroll
+            for (uint j = 0; j < CHAIN_BATCH; j++)
+                pv[j] = p[i + j];
+#pragma unroll
+            for (uint j = 0; j < CHAIN_BATCH; j++) {
+                q1 = q1 + pv[j];
+                q1s[i + j] = q1;
+            }
+        }
+        *wrong = 0;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    f64 one_minus_eps = 1.0 - F64_FLT_EPSILON;
+    for (uint i = lid; i < BINS; i += n) {
+        f64 q1 = q1s[i], q2 = 1.0 - q1;
+        /* min(q1, q2) < FLT_EPSILON || max(q1, q2) > 1 - FLT_EPSILON: OpenCV skips i */
+        int skip = q1 < F64_FLT_EPSILON || q2 < F64_FLT_EPSILON || one_minus_eps < q1 ||
+                   one_minus_eps < q2;
+        scored[i] = !skip;
+        reciprocal[i] = skip ? 0.0 : 1.0 / q1;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    /* scratch keeps each step's dividend for the checks. An unscored step's quotient
+     * (by a reciprocal of 0) is computed and dropped rather than branched around. */
+    if (lid == 0) {
+        f64 mu1 = 0, q1 = 0;
+        for (uint i = 0; i < BINS; i += CHAIN_BATCH) {
+            f64 qv[CHAIN_BATCH], rv[CHAIN_BATCH], av[CHAIN_BATCH];
+            uchar sv[CHAIN_BATCH];
+#pragma unroll
+            for (uint j = 0; j < CHAIN_BATCH; j++) {
+                qv[j] = q1s[i + j];
+                rv[j] = reciprocal[i + j];
+                av[j] = ip[i + j];
+                sv[j] = scored[i + j];
+            }
+#pragma unroll
+            for (uint j = 0; j < CHAIN_BATCH; j++) {
+                f64 m = mu1 * q1;
+                q1 = qv[j];
+                f64 x = m + av[j];
+                f64 y = quotient_from_reciprocal(x, q1, rv[j]);
+                mu1 = sv[j] ? y : m;
+                scratch[i + j] = x;
+                mu1s[i + j] = mu1;
+            }
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint i = lid; i < BINS; i += n)
+        if (scored[i] && !quotient_is_nearest(scratch[i], q1s[i], mu1s[i]))
+            atomic_or(wrong, 1);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    /* wrong is the same for every work-item here: the barrier below is reached by all or none. */
+    if (*wrong) {
+        if (lid == 0)
+            otsu_chain(p, ip, q1s, mu1s, scored);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+}
+#endif
+
+
 __kernel void otsu_threshold(__global uint *hist, uint total, __global uint *results)
 {
     __local f64 p[BINS], ip[BINS], q1s[BINS], mu1s[BINS], lane_sigma[BINS];
     __local uint lane_index[BINS];
     __local ulong weights[BINS];
     __local uchar scored[BINS];
-    __local f64 shared[2]; /* scale, mu */
+    __local f64 mean; /* mu */
+#ifdef OTSU_FP64
+    __local f64 reciprocal[BINS];
+    __local int wrong;
+#endif
     uint lid = get_local_id(0), n = get_local_size(0);
 
-    /* mu = sum(i * h[i]) * scale. The sum is an integer below 2^53, so OpenCV's running
-     * double sum is exact and equals this integer sum, which a tree adds in parallel. */
-    ulong weighted = 0;
-    for (uint i = lid; i < BINS; i += n)
-        weighted += (ulong)i * hist[i];
-    weights[lid] = weighted;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint s = 1; s < n; s <<= 1) {
-        if (lid % (2 * s) == 0 && lid + s < n)
-            weights[lid] += weights[lid + s];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    if (lid == 0) {
-        f64 scale = f64_div(F64_ONE, f64_from_ulong(total));
-        shared[0] = scale;
-        shared[1] = f64_mul(f64_from_ulong(weights[0]), scale);
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    f64 scale = shared[0], mu = shared[1];
+    /* Every work-item divides for itself: no barrier before the bins are read. */
+    f64 scale = f64_div(F64_ONE, f64_from_ulong(total));
     /* p_i = h[i] * scale and i * p_i depend on i alone. */
     for (uint i = lid; i < BINS; i += n) {
         uint h = hist[i];
         f64 p_i = f64_mul(f64_from_ulong(h), scale);
         p[i] = p_i;
         ip[i] = f64_mul(f64_from_ulong(i), p_i);
+        weights[i] = (ulong)i * h;
         /* This work-item's bins are read for the last time here. */
         results[i] = h;
         hist[i] = 0;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
 
-    /* The recurrences of q1 and mu1 are sequential (each step rounds), so one work-item
-     * runs them in OpenCV's order and keeps every step's q1 and mu1. */
-    if (lid == 0) {
-        f64 one_minus_eps = f64_sub(F64_ONE, F64_FLT_EPSILON);
-        f64 mu1 = 0, q1 = 0;
-        for (uint i = 0; i < BINS; i++) {
-            mu1 = f64_mul(mu1, q1);
-            q1 = f64_add(q1, p[i]);
-            f64 q2 = f64_sub(F64_ONE, q1);
-            /* min(q1, q2) < FLT_EPSILON || max(q1, q2) > 1 - FLT_EPSILON: OpenCV skips i */
-            int skip = f64_lt(q1, F64_FLT_EPSILON) || f64_lt(q2, F64_FLT_EPSILON) ||
-                       f64_lt(one_minus_eps, q1) || f64_lt(one_minus_eps, q2);
-            if (!skip)
-                mu1 = f64_div(f64_add(mu1, ip[i]), q1);
-            q1s[i] = q1;
-            mu1s[i] = mu1;
-            scored[i] = !skip;
-        }
+    /* mu = sum(i * h[i]) * scale. The sum is an integer below 2^53, so OpenCV's running
+     * double sum is exact and equals this integer sum. The last work-item adds it while the
+     * first runs the chain below (in another warp or wavefront, in a group of more than
+     * one); the chain's barriers publish it before the scores read it. */
+    if (lid == n - 1) {
+        ulong weighted = 0;
+        for (uint i = 0; i < BINS; i++)
+            weighted += weights[i];
+        mean = f64_mul(f64_from_ulong(weighted), scale);
     }
+
+#ifdef OTSU_FP64
+    otsu_chain_fast(p, ip, q1s, mu1s, scored, lane_sigma, reciprocal, &wrong, lid, n);
+#else
+    if (lid == 0)
+        otsu_chain(p, ip, q1s, mu1s, scored);
     barrier(CLK_LOCAL_MEM_FENCE);
+#endif
 
     /* Each threshold's score depends only on that step's q1 and mu1: in parallel. Scores are
      * >= +0 (q1, q2 > 0, times d twice), so their bit patterns order like their values. Each
      * work-item keeps its first strict maximum above 0, as OpenCV's loop does. */
-    f64 best = 0;
+    f64 mu = mean, best = 0;
     uint best_i = 0;
     for (uint i = lid; i < BINS; i += n) {
         if (!scored[i])
@@ -306,6 +438,27 @@ __kernel void otsu_f64_selftest(__global const ulong *a, __global const ulong *b
     out[5 * i + 2] = f64_mul(a[i], b[i]);
     out[5 * i + 3] = f64_div(a[i], b[i]);
     out[5 * i + 4] = f64_lt(a[i], b[i]);
+}
+#endif
+
+#ifdef OTSU_FP64
+/*
+ * otsu_quotient_selftest: for tests only. For each i < count, with q = a[i] / b[i] (bit
+ * patterns of doubles, b > 0), writes quotient_from_reciprocal(a, b, 1 / b) and
+ * quotient_is_nearest of q, of the next double above q and of the next below to
+ * out[4 * i ...].
+ */
+__kernel void otsu_quotient_selftest(__global const ulong *a, __global const ulong *b,
+                                     uint count, __global ulong *out)
+{
+    uint i = get_global_id(0);
+    if (i >= count)
+        return;
+    double x = as_double(a[i]), d = as_double(b[i]), q = x / d;
+    out[4 * i + 0] = as_ulong(quotient_from_reciprocal(x, d, 1.0 / d));
+    out[4 * i + 1] = quotient_is_nearest(x, d, q);
+    out[4 * i + 2] = quotient_is_nearest(x, d, nextafter(q, (double)INFINITY));
+    out[4 * i + 3] = quotient_is_nearest(x, d, nextafter(q, -(double)INFINITY));
 }
 #endif
 

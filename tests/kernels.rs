@@ -722,13 +722,9 @@ fn random_f64(rng: &mut Rng, lo: u64, span: u64) -> f64 {
 /// close exponents (cancellation, rounding ties) and zeros.
 #[test]
 fn binary64_emulation_is_exact() {
-    use opencl3::kernel::{ExecuteKernel, Kernel};
-    use opencl3::memory::{Buffer, CL_MEM_READ_WRITE};
-    use opencl3::types::CL_BLOCKING;
-
     let gpu = gpu();
     let program = gpu.build(edgesight::cl::OTSU_CL).unwrap();
-    let kernel = Kernel::create(&program, "otsu_f64_selftest").unwrap();
+    let kernel = opencl3::kernel::Kernel::create(&program, "otsu_f64_selftest").unwrap();
     let mut rng = Rng::new(64);
     let mut pairs: Vec<(f64, f64)> = Vec::new();
     for _ in 0..20000 {
@@ -758,38 +754,23 @@ fn binary64_emulation_is_exact() {
     pairs.push((1.0 + f64::EPSILON, f64::EPSILON / 2.0)); // exactly halfway: ties to even
     pairs.push((1.0 + 2.0 * f64::EPSILON, f64::EPSILON / 2.0));
     let n = pairs.len();
-    let a: Vec<u64> = pairs.iter().map(|p| p.0.to_bits()).collect();
-    let b: Vec<u64> = pairs.iter().map(|p| p.1.to_bits()).collect();
-    let mut out = vec![0u64; 5 * n];
-    unsafe {
-        let mut a_buf =
-            Buffer::<u64>::create(&gpu.context, CL_MEM_READ_WRITE, n, std::ptr::null_mut())
-                .unwrap();
-        let mut b_buf =
-            Buffer::<u64>::create(&gpu.context, CL_MEM_READ_WRITE, n, std::ptr::null_mut())
-                .unwrap();
-        let out_buf =
-            Buffer::<u64>::create(&gpu.context, CL_MEM_READ_WRITE, 5 * n, std::ptr::null_mut())
-                .unwrap();
-        gpu.queue
-            .enqueue_write_buffer(&mut a_buf, CL_BLOCKING, 0, &a, &[])
-            .unwrap();
-        gpu.queue
-            .enqueue_write_buffer(&mut b_buf, CL_BLOCKING, 0, &b, &[])
-            .unwrap();
-        ExecuteKernel::new(&kernel)
-            .set_arg(&a_buf)
-            .set_arg(&b_buf)
-            .set_arg(&(n as u32))
-            .set_arg(&out_buf)
-            .set_global_work_size(n.div_ceil(64) * 64)
-            .set_local_work_size(64)
-            .enqueue_nd_range(&gpu.queue)
-            .unwrap();
-        gpu.queue
-            .enqueue_read_buffer(&out_buf, CL_BLOCKING, 0, &mut out, &[])
-            .unwrap();
-    }
+    let a = buffer_of(
+        &gpu,
+        &pairs.iter().map(|p| p.0.to_bits()).collect::<Vec<u64>>(),
+    );
+    let b = buffer_of(
+        &gpu,
+        &pairs.iter().map(|p| p.1.to_bits()).collect::<Vec<u64>>(),
+    );
+    let out = buffer_of(&gpu, &vec![0u64; 5 * n]);
+    run_1d(
+        &gpu,
+        &kernel,
+        &[&a, &b, &(n as u32), &out],
+        n.div_ceil(64) * 64,
+        64,
+    );
+    let out = read_back(&gpu, &out, 5 * n);
     for (i, &(x, y)) in pairs.iter().enumerate() {
         let want = [
             (x + y).to_bits(),
@@ -815,6 +796,223 @@ fn binary64_emulation_is_exact() {
                 y.to_bits(),
                 f64::from_bits(out[5 * i + k])
             );
+        }
+    }
+}
+
+/// Runs the 1-D `kernel` of `program` over `count` items with `args` (buffers and scalars
+/// already made) in groups of `local`.
+fn run_1d(
+    gpu: &Gpu,
+    kernel: &opencl3::kernel::Kernel,
+    args: &[&dyn KernelArg],
+    global: usize,
+    local: usize,
+) {
+    let mut exec = opencl3::kernel::ExecuteKernel::new(kernel);
+    for arg in args {
+        arg.set(&mut exec);
+    }
+    unsafe {
+        exec.set_global_work_size(global)
+            .set_local_work_size(local)
+            .enqueue_nd_range(&gpu.queue)
+            .unwrap();
+    }
+    gpu.queue.finish().unwrap();
+}
+
+/// An argument `run_1d` passes: a buffer or a scalar.
+trait KernelArg {
+    fn set(&self, exec: &mut opencl3::kernel::ExecuteKernel);
+}
+
+impl<T> KernelArg for opencl3::memory::Buffer<T> {
+    fn set(&self, exec: &mut opencl3::kernel::ExecuteKernel) {
+        unsafe { exec.set_arg(self) };
+    }
+}
+
+impl KernelArg for u32 {
+    fn set(&self, exec: &mut opencl3::kernel::ExecuteKernel) {
+        unsafe { exec.set_arg(self) };
+    }
+}
+
+/// A device buffer holding `data`.
+fn buffer_of<T: Copy + Default>(gpu: &Gpu, data: &[T]) -> opencl3::memory::Buffer<T> {
+    use opencl3::memory::{Buffer, CL_MEM_READ_WRITE};
+    use opencl3::types::CL_BLOCKING;
+    unsafe {
+        let mut buffer = Buffer::<T>::create(
+            &gpu.context,
+            CL_MEM_READ_WRITE,
+            data.len(),
+            std::ptr::null_mut(),
+        )
+        .unwrap();
+        gpu.queue
+            .enqueue_write_buffer(&mut buffer, CL_BLOCKING, 0, data, &[])
+            .unwrap();
+        buffer
+    }
+}
+
+/// The contents of `buffer`, `len` elements.
+fn read_back<T: Copy + Default>(
+    gpu: &Gpu,
+    buffer: &opencl3::memory::Buffer<T>,
+    len: usize,
+) -> Vec<T> {
+    let mut out = vec![T::default(); len];
+    unsafe {
+        gpu.queue
+            .enqueue_read_buffer(buffer, opencl3::types::CL_BLOCKING, 0, &mut out, &[])
+            .unwrap();
+    }
+    out
+}
+
+/// The quotients of the fast Otsu chain (otsu.cl on the device's doubles) on operands of
+/// the range it meets, dividends up to 2^9 and divisors (q1) in [2^-23, 1]: a quotient from
+/// the reciprocal is the correctly rounded one, and the check accepts the correctly rounded
+/// quotient and rejects both its neighbours.
+#[test]
+fn otsu_quotients_from_reciprocals_are_correctly_rounded_and_checked() {
+    let gpu = gpu();
+    if !gpu.info.fp64 {
+        eprintln!("skipped: the device has no doubles, so the fast chain is never built");
+        return;
+    }
+    let program = gpu
+        .build_with(edgesight::cl::OTSU_CL, "-DOTSU_FP64")
+        .unwrap();
+    let kernel = opencl3::kernel::Kernel::create(&program, "otsu_quotient_selftest").unwrap();
+    let mut rng = Rng::new(65);
+    let mut pairs: Vec<(f64, f64)> = Vec::new();
+    for _ in 0..50000 {
+        let a = random_f64(&mut rng, 1023 - 60, 69).abs();
+        let b = random_f64(&mut rng, 1023 - 23, 23).abs();
+        pairs.push((a, b));
+    }
+    for _ in 0..5000 {
+        // Exact quotients: the neighbours are a whole ulp away.
+        let b = random_f64(&mut rng, 1023 - 23, 23).abs();
+        let k = rng.below(1 << 20) as f64;
+        pairs.push((k * b, b));
+    }
+    pairs.extend([
+        (0.0, 0.5),
+        (0.0, 2f64.powi(-23)),
+        (0.0, 1.0),
+        (1.0, 1.0),
+        (255.0, 1.0),
+    ]);
+    let n = pairs.len();
+    let a = buffer_of(
+        &gpu,
+        &pairs.iter().map(|p| p.0.to_bits()).collect::<Vec<u64>>(),
+    );
+    let b = buffer_of(
+        &gpu,
+        &pairs.iter().map(|p| p.1.to_bits()).collect::<Vec<u64>>(),
+    );
+    let out = buffer_of(&gpu, &vec![0u64; 4 * n]);
+    run_1d(
+        &gpu,
+        &kernel,
+        &[&a, &b, &(n as u32), &out],
+        n.div_ceil(64) * 64,
+        64,
+    );
+    let out = read_back(&gpu, &out, 4 * n);
+    for (i, &(x, y)) in pairs.iter().enumerate() {
+        let q = x / y;
+        assert_eq!(
+            out[4 * i..4 * i + 4],
+            [q.to_bits(), 1, 0, 0],
+            "{x:e} ({:#x}) / {y:e} ({:#x}) = {q:e}: got {:e} from the reciprocal",
+            x.to_bits(),
+            y.to_bits(),
+            f64::from_bits(out[4 * i])
+        );
+    }
+}
+
+/// otsu_threshold run directly on `hist` with `defines`, in one group of `local`: the
+/// threshold, and whether the counts came back and the histogram was cleared.
+fn otsu_kernel_threshold(gpu: &Gpu, defines: &str, hist: &[u32; 256], local: usize) -> u8 {
+    let program = gpu.build_with(edgesight::cl::OTSU_CL, defines).unwrap();
+    let kernel = opencl3::kernel::Kernel::create(&program, "otsu_threshold").unwrap();
+    let total: u32 = hist.iter().sum();
+    let counts = buffer_of(gpu, hist);
+    let results = buffer_of(gpu, &[u32::MAX; 257]);
+    run_1d(gpu, &kernel, &[&counts, &total, &results], local, local);
+    let results = read_back(gpu, &results, 257);
+    assert_eq!(results[..256], hist[..], "{defines}: the counts");
+    assert_eq!(
+        read_back(gpu, &counts, 256),
+        vec![0; 256],
+        "{defines}: cleared"
+    );
+    results[256] as u8
+}
+
+/// The fast Otsu chain made wrong at every step (-DOTSU_TEST_SKEW): its checks catch it and
+/// the exact chain gives OpenCV's threshold; unskewed, it gives the same.
+#[test]
+fn otsu_fast_chain_falls_back_to_the_exact_chain() {
+    let gpu = gpu();
+    if !gpu.info.fp64 {
+        eprintln!("skipped: the device has no doubles, so the fast chain is never built");
+        return;
+    }
+    let mut rng = Rng::new(66);
+    let mut hists: Vec<[u32; 256]> = Vec::new();
+    let of = |levels: &[(usize, u32)]| {
+        let mut h = [0u32; 256];
+        for &(v, n) in levels {
+            h[v] += n;
+        }
+        h
+    };
+    for n in [1, 5, 10, 30, 100, 300, 800, 1000, 3333] {
+        hists.push(of(&[(10, n), (128, n), (246, n)]));
+    }
+    hists.extend([
+        of(&[(77, 64)]),
+        of(&[(0, 3)]),
+        of(&[(0, 1), (255, 1)]),
+        of(&[(0, 500), (1, 7), (200, 300)]),
+    ]);
+    for _ in 0..30 {
+        // Dense counts of a 1080p frame's size, sparse ones, and two humps.
+        let mut dense = [0u32; 256];
+        dense.iter_mut().for_each(|c| *c = rng.below(16200) as u32);
+        hists.push(dense);
+        let k = 2 + rng.below(6) as usize;
+        hists.push(of(&(0..k)
+            .map(|_| (rng.below(256) as usize, 1 + rng.below(5000) as u32))
+            .collect::<Vec<_>>()));
+        let (m1, m2) = (rng.below(128) as f64, 128.0 + rng.below(128) as f64);
+        let mut humps = [0u32; 256];
+        for (v, c) in humps.iter_mut().enumerate() {
+            let v = v as f64;
+            *c = (3000.0 * (-(v - m1).powi(2) / 200.0).exp()
+                + 5000.0 * (-(v - m2).powi(2) / 800.0).exp()) as u32;
+        }
+        hists.push(humps);
+    }
+    for hist in &hists {
+        let want = reference::otsu_threshold(hist);
+        for defines in ["-DOTSU_FP64", "-DOTSU_FP64 -DOTSU_TEST_SKEW"] {
+            for local in [256, 64] {
+                assert_eq!(
+                    otsu_kernel_threshold(&gpu, defines, hist, local),
+                    want,
+                    "{defines}, groups of {local}, histogram {hist:?}"
+                );
+            }
         }
     }
 }

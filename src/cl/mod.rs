@@ -179,11 +179,7 @@ impl Gpu {
     /// new frame size, a reload) gets it back without a compiler call. Even on a cache hit
     /// POCL preprocesses the source with all its OpenCL headers, which costs each build a
     /// noticeable time natively and far more under emulation (BENCHMARKS.md).
-    pub(crate) fn build_with(
-        &self,
-        source: KernelSource,
-        defines: &str,
-    ) -> Result<Arc<Program>, ClError> {
+    pub fn build_with(&self, source: KernelSource, defines: &str) -> Result<Arc<Program>, ClError> {
         let key = (source.file, source.text, defines.to_string());
         let mut programs = self.programs.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(program) = programs.get(&key) {
