@@ -11,7 +11,9 @@
 //!
 //! The floor of a stage is a `clEnqueueCopyBuffer` on the same device that reads and writes
 //! as many bytes as the stage must move (every input read once, every output written once:
-//! [`Pipeline::traffic`]), timed the same way.
+//! [`Pipeline::traffic`]), timed the same way. The launch floor is the span of as many
+//! empty kernels, enqueued back to back, as the pipeline runs on a frame: what its span
+//! costs before any kernel does work.
 
 use std::time::{Duration, Instant};
 
@@ -19,7 +21,12 @@ use opencl3::memory::{Buffer, CL_MEM_READ_WRITE};
 use serde::Serialize;
 
 use crate::capture::pattern;
-use crate::cl::{event_nanos, new_buffer, CallContext, ClError, Gpu};
+use opencl3::kernel::Kernel;
+
+use crate::cl::{
+    event_interval, event_nanos, launch, new_buffer, CallContext, ClError, Gpu, KernelSource,
+    Record,
+};
 use crate::frame::{FrameLayout, PixelFormat, Size};
 use crate::pipeline::{FrameResult, Pipeline, PipelineError, PipelineOptions, Stage, Tuning};
 
@@ -100,6 +107,10 @@ pub struct SizeFigures {
     pub host_cpu_pipeline: Spread,
     pub pipeline_bytes: u64,
     pub pipeline_floor_ms: f64,
+    /// Commands a frame enqueues with an event (kernels and fills; the frames that also
+    /// run the health stage not counted), and the median span of as many empty kernels.
+    pub kernels_per_frame: usize,
+    pub launch_floor_ms: f64,
     /// What the pipeline holds on the device ([`Pipeline::device_bytes`]; the frame slot,
     /// one byte a pixel, not included).
     pub held_bytes: u64,
@@ -157,6 +168,7 @@ pub fn bench_size(
     );
     let (mut write_cpu_ns, mut pipeline_cpu_ns) =
         (Vec::with_capacity(runs), Vec::with_capacity(runs));
+    let mut kernels_per_frame = usize::MAX;
     for i in 0..total {
         let start = Instant::now();
         let cpu_start = process_cpu_nanos();
@@ -178,6 +190,9 @@ pub fn bench_size(
             device_ns.push(result.timings.total());
             span_ns.push(pipeline.last_device_span_nanos());
             wall_ns.push(wall);
+            if !result.gradient_sampled {
+                kernels_per_frame = kernels_per_frame.min(pipeline.last_command_count());
+            }
         }
         if i % 8 == 7 || i + 1 == total {
             progress(width, height, i + 1, total);
@@ -209,6 +224,8 @@ pub fn bench_size(
         host_cpu_pipeline: Spread::of_nanos(&pipeline_cpu_ns),
         pipeline_bytes,
         pipeline_floor_ms: floor.median_ms(gpu, pipeline_bytes, copy_runs)?,
+        kernels_per_frame,
+        launch_floor_ms: launch_floor_ms(gpu, kernels_per_frame, copy_runs)?,
         held_bytes,
         otsu_threshold: result.otsu_threshold,
     })
@@ -271,6 +288,52 @@ impl CopyFloor {
     }
 }
 
+/// A kernel that does nothing, for the launch floor.
+const EMPTY_CL: KernelSource = KernelSource {
+    file: "(bench: an empty kernel)",
+    text: "__kernel void nothing(void) {}",
+};
+
+/// Median span, in ms, from the first start to the last end of `kernels` empty kernels of
+/// one work-item each, enqueued back to back on the pipeline's queue (0 for none).
+fn launch_floor_ms(gpu: &Gpu, kernels: usize, runs: usize) -> Result<f64, ClError> {
+    if kernels == 0 || kernels == usize::MAX {
+        return Ok(0.0);
+    }
+    let program = gpu.build_with(EMPTY_CL, "")?;
+    let kernel = Kernel::create(&program, "nothing").call("clCreateKernel")?;
+    let mut spans = Vec::with_capacity(runs);
+    let mut events = Vec::with_capacity(kernels);
+    for _ in 0..runs + 1 {
+        events.clear();
+        for _ in 0..kernels {
+            // SAFETY: the kernel takes no arguments and touches no memory.
+            let event = unsafe {
+                launch(
+                    gpu,
+                    &kernel,
+                    &[],
+                    &[1],
+                    &[1],
+                    "clEnqueueNDRangeKernel(nothing)",
+                    Record::Event,
+                )
+            }?;
+            events.extend(event);
+        }
+        gpu.queue.finish().call("clFinish")?;
+        let (mut first, mut last) = (u64::MAX, 0);
+        for event in &events {
+            let (start, end) = event_interval(event)?;
+            first = first.min(start);
+            last = last.max(end);
+        }
+        spans.push(last.saturating_sub(first));
+    }
+    // The first round warms the kernel up.
+    Ok(Spread::of_nanos(&spans[1..]).median)
+}
+
 /// Achieved bandwidth in GB/s for `bytes` moved in `ms`.
 pub fn gb_per_s(bytes: u64, ms: f64) -> f64 {
     if ms > 0.0 {
@@ -306,6 +369,9 @@ pub struct JsonSize<'a> {
     pub host_cpu_pipeline_ms: f64,
     pub pipeline_bytes: u64,
     pub pipeline_floor_ms: f64,
+    /// Commands with an event on a frame, and the span of as many empty kernels.
+    pub kernels_per_frame: usize,
+    pub launch_floor_ms: f64,
     /// Device bytes the pipeline holds (the frame slot not included).
     pub pipeline_held_bytes: u64,
     pub moved_bytes_per_pixel: f64,
@@ -330,6 +396,8 @@ impl<'a> JsonSize<'a> {
             host_cpu_pipeline_ms: f.host_cpu_pipeline.median,
             pipeline_bytes: f.pipeline_bytes,
             pipeline_floor_ms: f.pipeline_floor_ms,
+            kernels_per_frame: f.kernels_per_frame,
+            launch_floor_ms: f.launch_floor_ms,
             pipeline_held_bytes: f.held_bytes,
             moved_bytes_per_pixel: f.pipeline_bytes as f64 / f.pixels() as f64,
             held_bytes_per_pixel: f.held_bytes as f64 / f.pixels() as f64,

@@ -483,10 +483,14 @@ fn bench_writes_json_with_positive_finite_medians() {
             "pipeline_device_ms",
             "pipeline_wall_ms",
             "pipeline_floor_ms",
+            "launch_floor_ms",
         ] {
             let v = r[key].as_f64().unwrap();
             assert!(v.is_finite() && v > 0.0, "{key} = {v}");
         }
+        // The CPU tuning's grey frame, read in place: histogram, Otsu, Sobel, the
+        // integral's tile pass, its tops and corners, the regions.
+        assert_eq!(r["kernels_per_frame"], 7);
         // What the pipeline holds, and per pixel: at least its byte-a-pixel images.
         let held = r["pipeline_held_bytes"].as_u64().unwrap();
         assert!(held >= 4 * w * h, "held {held}");

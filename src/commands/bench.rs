@@ -153,6 +153,11 @@ fn print_bench(f: &SizeFigures) {
         f.pipeline_span.median, f.pipeline_span.p10, f.pipeline_span.p90
     );
     println!(
+        "  launch floor: {} empty kernels back to back span {:.3} ms (the frame's {} commands \
+         with an event, without the health stage)",
+        f.kernels_per_frame, f.launch_floor_ms, f.kernels_per_frame
+    );
+    println!(
         "  host wall per frame (map, write, unmap, kernels, results) {:.3} ms [{:.3}-{:.3}], {:.2}x device time",
         f.pipeline_wall.median,
         f.pipeline_wall.p10,

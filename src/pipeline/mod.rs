@@ -519,6 +519,12 @@ impl Pipeline {
         self.last_span
     }
 
+    /// How many commands the last timed frame enqueued with an event (its kernels, and
+    /// the fills that clear a histogram).
+    pub(crate) fn last_command_count(&self) -> usize {
+        self.events.len()
+    }
+
     /// Names of the per-pixel buffers whose guard band a kernel overwrote (none, if every
     /// kernel kept within its image), of those the pipeline has (luma only where not read
     /// from the slot, the full images only when kept). For tests.
