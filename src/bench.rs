@@ -14,6 +14,12 @@
 //! [`Pipeline::traffic`]), timed the same way. The launch floor is the span of as many
 //! empty kernels, enqueued back to back, as the pipeline runs on a frame: what its span
 //! costs before any kernel does work.
+//!
+//! The frames above are timed (an event per kernel). Then as many untimed frames run, as
+//! the daemon runs 7 frames in 8 (no kernel asks for an event): their span is taken from a marker enqueued before the
+//! first kernel to the end of the results' read, and it is compared with empty kernels
+//! enqueued the same way. On NVIDIA's OpenCL each kernel's event costs the device
+//! several microseconds (BENCHMARKS.md), so the two spans differ.
 
 use std::time::{Duration, Instant};
 
@@ -98,6 +104,10 @@ pub struct SizeFigures {
     pub pipeline_device: Spread,
     /// First kernel's start to the last one's end, on the device.
     pub pipeline_span: Spread,
+    /// Untimed frames (no kernel events): a marker before the first kernel to the end of
+    /// the read of the results, on the device; and the host CPU per frame.
+    pub untimed_span: Spread,
+    pub untimed_host_cpu_pipeline: Spread,
     /// Host wall time per frame: map, write, unmap, kernels, wait, read results.
     pub pipeline_wall: Spread,
     /// Host CPU time per frame of the whole process (every thread, the driver's too):
@@ -108,9 +118,11 @@ pub struct SizeFigures {
     pub pipeline_bytes: u64,
     pub pipeline_floor_ms: f64,
     /// Commands a frame enqueues with an event (kernels and fills; the frames that also
-    /// run the health stage not counted), and the median span of as many empty kernels.
+    /// run the health stage not counted), and the median span of as many empty kernels,
+    /// each with an event and (untimed) with none, between two markers.
     pub kernels_per_frame: usize,
     pub launch_floor_ms: f64,
+    pub launch_floor_untimed_ms: f64,
     /// What the pipeline holds on the device ([`Pipeline::device_bytes`]; the frame slot,
     /// one byte a pixel, not included).
     pub held_bytes: u64,
@@ -198,6 +210,19 @@ pub fn bench_size(
             progress(width, height, i + 1, total);
         }
     }
+    // As many untimed frames: the daemon's usual frame.
+    pipeline.time_every(u64::MAX);
+    let (mut untimed_span_ns, mut untimed_cpu_ns) =
+        (Vec::with_capacity(runs), Vec::with_capacity(runs));
+    for _ in 0..runs {
+        slot.write_bytes(gpu, frame)?;
+        let cpu_start = process_cpu_nanos();
+        let start = marker(gpu)?;
+        pipeline.process_into(gpu, &slot, &mut result)?;
+        untimed_cpu_ns.push(process_cpu_nanos().saturating_sub(cpu_start));
+        let end = pipeline.last_read_end_nanos()?;
+        untimed_span_ns.push(end.saturating_sub(event_interval(&start)?.0));
+    }
     let traffic = pipeline.traffic();
     let (stage_bytes, pipeline_bytes) = (traffic.stages, traffic.pipeline);
     let most = stage_bytes.iter().copied().fold(pipeline_bytes, u64::max);
@@ -219,13 +244,21 @@ pub fn bench_size(
         stages,
         pipeline_device: Spread::of_nanos(&device_ns),
         pipeline_span: Spread::of_nanos(&span_ns),
+        untimed_span: Spread::of_nanos(&untimed_span_ns),
+        untimed_host_cpu_pipeline: Spread::of_nanos(&untimed_cpu_ns),
         pipeline_wall: Spread::of_nanos(&wall_ns),
         host_cpu_write: Spread::of_nanos(&write_cpu_ns),
         host_cpu_pipeline: Spread::of_nanos(&pipeline_cpu_ns),
         pipeline_bytes,
         pipeline_floor_ms: floor.median_ms(gpu, pipeline_bytes, copy_runs)?,
         kernels_per_frame,
-        launch_floor_ms: launch_floor_ms(gpu, kernels_per_frame, copy_runs)?,
+        launch_floor_ms: launch_floor_ms(gpu, kernels_per_frame, Record::Event, copy_runs)?,
+        launch_floor_untimed_ms: launch_floor_ms(
+            gpu,
+            kernels_per_frame,
+            Record::NoEvent,
+            copy_runs,
+        )?,
         held_bytes,
         otsu_threshold: result.otsu_threshold,
     })
@@ -294,18 +327,29 @@ const EMPTY_CL: KernelSource = KernelSource {
     text: "__kernel void nothing(void) {}",
 };
 
-/// Median span, in ms, from the first start to the last end of `kernels` empty kernels of
-/// one work-item each, enqueued back to back on the pipeline's queue (0 for none).
-fn launch_floor_ms(gpu: &Gpu, kernels: usize, runs: usize) -> Result<f64, ClError> {
+/// A marker on the pipeline's queue, with its event: it completes when the commands before
+/// it have, and its start time is when the queue reached it.
+fn marker(gpu: &Gpu) -> Result<opencl3::event::Event, ClError> {
+    // SAFETY: no wait list is passed, so no event pointer is read.
+    unsafe { gpu.queue.enqueue_marker_with_wait_list(&[]) }.call("clEnqueueMarkerWithWaitList")
+}
+
+/// Median span, in ms, of `kernels` empty kernels of one work-item each, enqueued back to
+/// back on the pipeline's queue (0 for none): from the first start to the last end with
+/// an event each ([`Record::Event`]), else from a marker before them to a marker after.
+fn launch_floor_ms(gpu: &Gpu, kernels: usize, record: Record, runs: usize) -> Result<f64, ClError> {
     if kernels == 0 || kernels == usize::MAX {
         return Ok(0.0);
     }
     let program = gpu.build_with(EMPTY_CL, "")?;
     let kernel = Kernel::create(&program, "nothing").call("clCreateKernel")?;
     let mut spans = Vec::with_capacity(runs);
-    let mut events = Vec::with_capacity(kernels);
+    let mut events = Vec::with_capacity(kernels + 2);
     for _ in 0..runs + 1 {
         events.clear();
+        if record == Record::NoEvent {
+            events.push(marker(gpu)?);
+        }
         for _ in 0..kernels {
             // SAFETY: the kernel takes no arguments and touches no memory.
             let event = unsafe {
@@ -316,10 +360,13 @@ fn launch_floor_ms(gpu: &Gpu, kernels: usize, runs: usize) -> Result<f64, ClErro
                     &[1],
                     &[1],
                     "clEnqueueNDRangeKernel(nothing)",
-                    Record::Event,
+                    record,
                 )
             }?;
             events.extend(event);
+        }
+        if record == Record::NoEvent {
+            events.push(marker(gpu)?);
         }
         gpu.queue.finish().call("clFinish")?;
         let (mut first, mut last) = (u64::MAX, 0);
@@ -369,9 +416,13 @@ pub struct JsonSize<'a> {
     pub host_cpu_pipeline_ms: f64,
     pub pipeline_bytes: u64,
     pub pipeline_floor_ms: f64,
-    /// Commands with an event on a frame, and the span of as many empty kernels.
+    /// Commands with an event on a frame, and the span of as many empty kernels (with an
+    /// event each, and with none); the span and host CPU of untimed frames.
     pub kernels_per_frame: usize,
     pub launch_floor_ms: f64,
+    pub launch_floor_untimed_ms: f64,
+    pub pipeline_untimed_span_ms: f64,
+    pub host_cpu_untimed_pipeline_ms: f64,
     /// Device bytes the pipeline holds (the frame slot not included).
     pub pipeline_held_bytes: u64,
     pub moved_bytes_per_pixel: f64,
@@ -398,6 +449,9 @@ impl<'a> JsonSize<'a> {
             pipeline_floor_ms: f.pipeline_floor_ms,
             kernels_per_frame: f.kernels_per_frame,
             launch_floor_ms: f.launch_floor_ms,
+            launch_floor_untimed_ms: f.launch_floor_untimed_ms,
+            pipeline_untimed_span_ms: f.untimed_span.median,
+            host_cpu_untimed_pipeline_ms: f.untimed_host_cpu_pipeline.median,
             pipeline_held_bytes: f.held_bytes,
             moved_bytes_per_pixel: f.pipeline_bytes as f64 / f.pixels() as f64,
             held_bytes_per_pixel: f.held_bytes as f64 / f.pixels() as f64,

@@ -484,6 +484,9 @@ fn bench_writes_json_with_positive_finite_medians() {
             "pipeline_wall_ms",
             "pipeline_floor_ms",
             "launch_floor_ms",
+            "launch_floor_untimed_ms",
+            "pipeline_untimed_span_ms",
+            "host_cpu_untimed_pipeline_ms",
         ] {
             let v = r[key].as_f64().unwrap();
             assert!(v.is_finite() && v > 0.0, "{key} = {v}");

@@ -19,7 +19,7 @@ pub use slot::FrameSlot;
 use opencl3::command_queue::{CommandQueue, CL_QUEUE_PROFILING_ENABLE};
 use opencl3::context::Context;
 use opencl3::device::Device;
-use opencl3::error_codes::ClError as RawClError;
+pub(crate) use opencl3::error_codes::ClError as RawClError;
 use opencl3::event::Event;
 use opencl3::memory::{Buffer, CL_MEM_COPY_HOST_PTR, CL_MEM_USE_HOST_PTR};
 use opencl3::program::Program;

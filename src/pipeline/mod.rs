@@ -46,7 +46,7 @@ mod traffic;
 
 use opencl3::event::Event;
 
-use crate::cl::{event_interval, ClError, FrameSlot, Gpu, Record};
+use crate::cl::{event_interval, ClError, FrameSlot, Gpu, RawClError, Record};
 use crate::frame::{FrameLayout, LayoutError, PixelFormat};
 use crate::region::{Region, RegionError};
 
@@ -523,6 +523,18 @@ impl Pipeline {
     /// the fills that clear a histogram).
     pub(crate) fn last_command_count(&self) -> usize {
         self.events.len()
+    }
+
+    /// When the last frame's read of its results ended, on the device clock in
+    /// nanoseconds: the end of every frame, timed or not.
+    pub(crate) fn last_read_end_nanos(&self) -> Result<u64, ClError> {
+        match &self.read_back.event {
+            Some(read) => Ok(event_interval(read)?.1),
+            None => Err(ClError::Call {
+                call: "clGetEventProfilingInfo(the frame's read)",
+                code: RawClError(opencl3::error_codes::CL_INVALID_EVENT),
+            }),
+        }
     }
 
     /// Names of the per-pixel buffers whose guard band a kernel overwrote (none, if every
