@@ -763,14 +763,18 @@ fn binary64_emulation_is_exact() {
     let mut out = vec![0u64; 5 * n];
     unsafe {
         let mut a_buf =
-            Buffer::<u64>::create(&gpu.context, CL_MEM_READ_WRITE, n, std::ptr::null_mut())
+            Buffer::<u64>::create(gpu.context(), CL_MEM_READ_WRITE, n, std::ptr::null_mut())
                 .unwrap();
         let mut b_buf =
-            Buffer::<u64>::create(&gpu.context, CL_MEM_READ_WRITE, n, std::ptr::null_mut())
+            Buffer::<u64>::create(gpu.context(), CL_MEM_READ_WRITE, n, std::ptr::null_mut())
                 .unwrap();
-        let out_buf =
-            Buffer::<u64>::create(&gpu.context, CL_MEM_READ_WRITE, 5 * n, std::ptr::null_mut())
-                .unwrap();
+        let out_buf = Buffer::<u64>::create(
+            gpu.context(),
+            CL_MEM_READ_WRITE,
+            5 * n,
+            std::ptr::null_mut(),
+        )
+        .unwrap();
         gpu.queue
             .enqueue_write_buffer(&mut a_buf, CL_BLOCKING, 0, &a, &[])
             .unwrap();
