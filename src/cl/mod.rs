@@ -312,6 +312,11 @@ pub(crate) fn test_gpu() -> Gpu {
     Gpu::open(&spec).expect("an OpenCL device (install pocl-opencl-icd)")
 }
 
+/// Tests that look at which `Gpu`s share a context take turns with those that stop one
+/// sharing, which would otherwise split another's pair.
+#[cfg(test)]
+pub(crate) static SHARING_TESTS: Mutex<()> = Mutex::new(());
+
 /// An in-order queue with profiling on `device`.
 fn new_queue(context: &Context, device: &Device) -> Result<CommandQueue, ClError> {
     // clCreateCommandQueue (1.2) rather than the 2.0 call with properties.
@@ -441,6 +446,7 @@ mod tests {
     /// OpenCL call), the next one opened gets a new context while the two keep theirs.
     #[test]
     fn gpus_of_one_device_share_its_context_and_programs_until_one_stops_sharing() {
+        let _turn = SHARING_TESTS.lock().unwrap_or_else(|e| e.into_inner());
         let a = test_gpu();
         let b = test_gpu();
         assert!(a.shares_context_with(&b));

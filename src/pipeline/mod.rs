@@ -633,6 +633,9 @@ mod tests {
     /// stage, of other sizes and regions, and every frame of each is exact.
     #[test]
     fn two_cameras_sharing_a_context_run_at_once_with_exact_results() {
+        let _turn = crate::cl::SHARING_TESTS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         let cameras = [
             (PixelFormat::Grey, 641, 479, "door:10,20,300,200"),
             (PixelFormat::Yuyv, 333, 250, "door:3,5,100,90"),

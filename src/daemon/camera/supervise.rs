@@ -242,6 +242,9 @@ mod tests {
     /// keep theirs.
     #[test]
     fn a_camera_failing_in_opencl_is_opened_again_on_a_new_context() {
+        let _turn = crate::cl::SHARING_TESTS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         let device: DeviceSpec = std::env::var("EDGESIGHT_TEST_DEVICE")
             .unwrap_or_default()
             .parse()
