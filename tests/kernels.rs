@@ -845,7 +845,7 @@ fn buffer_of<T: Copy + Default>(gpu: &Gpu, data: &[T]) -> opencl3::memory::Buffe
     use opencl3::types::CL_BLOCKING;
     unsafe {
         let mut buffer = Buffer::<T>::create(
-            &gpu.context,
+            gpu.context(),
             CL_MEM_READ_WRITE,
             data.len(),
             std::ptr::null_mut(),

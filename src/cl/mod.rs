@@ -25,7 +25,7 @@ use opencl3::memory::{Buffer, CL_MEM_COPY_HOST_PTR, CL_MEM_USE_HOST_PTR};
 use opencl3::program::Program;
 use opencl3::types::{cl_mem_flags, CL_BLOCKING};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 /// Errors from OpenCL, each naming the call or file that failed.
 #[derive(Debug, thiserror::Error)]
@@ -111,16 +111,55 @@ type ProgramKey = (&'static str, &'static str, String);
 /// second one beside it, for the histogram and Otsu while Sobel runs, took 5 to 7 µs off
 /// an NVIDIA H100's span and cost 0.03 to 0.05 ms of host CPU a frame in its
 /// synchronisation (BENCHMARKS.md).
+///
+/// Every `Gpu` of one device in the process shares one context and the programs built in
+/// it (see [`Gpu::open`]); its queue is its own, as are the kernels and buffers made
+/// through it.
 pub struct Gpu {
     pub device: Device,
-    pub context: Context,
     pub queue: CommandQueue,
     pub info: ClDeviceInfo,
     /// How [`Gpu::wait_for`] waits for a frame's commands.
     pub completion: Completion,
-    /// Programs built so far, by file and defines: a pipeline built again (new size, new
-    /// options, a reload) reuses them instead of calling the compiler again.
+    shared: Arc<Shared>,
+}
+
+/// What the `Gpu`s of one device share: its context, and the programs built in it so far,
+/// by file and defines, so that a pipeline built again (new size, new options, a reload,
+/// another camera) reuses them instead of calling the compiler again. POCL keeps with each
+/// program its preprocessed source (in a 2 MB buffer) and its LLVM module: shared, they
+/// took 8 MiB off each camera's anonymous memory, at 320x240 as at 1080p (BENCHMARKS.md).
+/// OpenCL's calls on a context and on programs are thread-safe (clSetKernelArg is the
+/// exception, and kernels are never shared).
+struct Shared {
+    context: Context,
     programs: Mutex<HashMap<ProgramKey, Arc<Program>>>,
+}
+
+/// The devices open in this process (by `cl_device_id`) and what their `Gpu`s share, for
+/// as long as one of them is alive.
+static OPEN: Mutex<Vec<(usize, Weak<Shared>)>> = Mutex::new(Vec::new());
+
+impl Shared {
+    /// What the `Gpu`s of `device` share: that of one alive, or a new context.
+    fn for_device(device: &Device) -> Result<Arc<Shared>, ClError> {
+        let id = device.id() as usize;
+        let mut open = OPEN.lock().unwrap_or_else(|e| e.into_inner());
+        open.retain(|(_, shared)| shared.strong_count() > 0);
+        if let Some(shared) = open
+            .iter()
+            .find(|(device, _)| *device == id)
+            .and_then(|(_, shared)| shared.upgrade())
+        {
+            return Ok(shared);
+        }
+        let shared = Arc::new(Shared {
+            context: Context::from_device(device).call("clCreateContext")?,
+            programs: Mutex::new(HashMap::new()),
+        });
+        open.push((id, Arc::downgrade(&shared)));
+        Ok(shared)
+    }
 }
 
 /// How the host waits for the commands of a frame to complete.
@@ -153,39 +192,63 @@ impl Completion {
 }
 
 impl Gpu {
-    /// Opens the device `spec` selects (see [`DeviceSpec`]).
+    /// Opens the device `spec` selects (see [`DeviceSpec`]), with a queue of its own. A
+    /// device another `Gpu` of this process has open shares that one's context and built
+    /// programs (until [`Gpu::stop_sharing`]).
     pub fn open(spec: &DeviceSpec) -> Result<Gpu, ClError> {
         let (device, info) = device::select(spec)?;
-        let context = Context::from_device(&device).call("clCreateContext")?;
-        let queue = new_queue(&context, &device)?;
+        let shared = Shared::for_device(&device)?;
+        let queue = new_queue(&shared.context, &device)?;
         Ok(Gpu {
             device,
-            context,
             queue,
             completion: Completion::for_device(&info),
             info,
-            programs: Mutex::new(HashMap::new()),
+            shared,
         })
     }
 
-    /// Builds one kernel file (once per `Gpu`, see [`Gpu::build_with`]); a failure carries
+    /// The device's context, which every `Gpu` of the device shares.
+    pub fn context(&self) -> &Context {
+        &self.shared.context
+    }
+
+    /// Whether `self` and `other` share one context (and so their built programs).
+    pub fn shares_context_with(&self, other: &Gpu) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared)
+    }
+
+    /// The next [`Gpu::open`] of this device gets a context of its own, not this one:
+    /// for a camera that failed in an OpenCL call, which may have left the context
+    /// unusable. The `Gpu`s that share it keep it.
+    pub fn stop_sharing(&self) {
+        let mut open = OPEN.lock().unwrap_or_else(|e| e.into_inner());
+        open.retain(|(_, shared)| !std::ptr::eq(shared.as_ptr(), Arc::as_ptr(&self.shared)));
+    }
+
+    /// Builds one kernel file (once per context, see [`Gpu::build_with`]); a failure carries
     /// the compiler's log and the file name.
     pub fn build(&self, source: KernelSource) -> Result<Arc<Program>, ClError> {
         self.build_with(source, "")
     }
 
     /// Builds one kernel file with extra options (`-D` defines) after [`BUILD_OPTIONS`]. The
-    /// program is kept: a later call with the same file and defines (another pipeline, a
-    /// new frame size, a reload) gets it back without a compiler call. Even on a cache hit
-    /// POCL preprocesses the source with all its OpenCL headers, which costs each build a
-    /// noticeable time natively and far more under emulation (BENCHMARKS.md).
+    /// program is kept: a later call with the same file and defines on the device (another
+    /// pipeline, a new frame size, a reload, another camera) gets it back without a
+    /// compiler call; one that comes while the program is being built waits for it. Even
+    /// on a cache hit POCL preprocesses the source with all its OpenCL headers, which costs
+    /// each build a noticeable time natively and far more under emulation (BENCHMARKS.md).
     pub fn build_with(&self, source: KernelSource, defines: &str) -> Result<Arc<Program>, ClError> {
         let key = (source.file, source.text, defines.to_string());
-        let mut programs = self.programs.lock().unwrap_or_else(|e| e.into_inner());
+        let mut programs = self
+            .shared
+            .programs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         if let Some(program) = programs.get(&key) {
             return Ok(Arc::clone(program));
         }
-        let mut program = Program::create_from_source(&self.context, source.text)
+        let mut program = Program::create_from_source(self.context(), source.text)
             .call("clCreateProgramWithSource")?;
         let options = format!("{BUILD_OPTIONS} {defines}");
         if program.build(&[self.device.id()], &options).is_err() {
@@ -244,6 +307,11 @@ pub(crate) fn test_gpu() -> Gpu {
         .expect("device spec");
     Gpu::open(&spec).expect("an OpenCL device (install pocl-opencl-icd)")
 }
+
+/// Tests that look at which `Gpu`s share a context take turns with those that stop one
+/// sharing, which would otherwise split another's pair.
+#[cfg(test)]
+pub(crate) static SHARING_TESTS: Mutex<()> = Mutex::new(());
 
 /// An in-order queue with profiling on `device`.
 fn new_queue(context: &Context, device: &Device) -> Result<CommandQueue, ClError> {
@@ -325,7 +393,7 @@ pub(crate) fn new_buffer<T>(
     // SAFETY: a null host pointer with neither CL_MEM_USE_HOST_PTR nor
     // CL_MEM_COPY_HOST_PTR (dropped above): the driver allocates the memory itself and
     // reads none of ours.
-    unsafe { Buffer::<T>::create(&gpu.context, flags, len.max(1), std::ptr::null_mut()) }
+    unsafe { Buffer::<T>::create(gpu.context(), flags, len.max(1), std::ptr::null_mut()) }
 }
 
 /// Start and end of a finished command on the device clock, in nanoseconds, from its
@@ -367,6 +435,29 @@ mod tests {
             unified_memory: None,
             fp64: false,
         }
+    }
+
+    /// Two `Gpu`s of one device (two cameras) share its context and the programs built
+    /// in it, each with its own queue; once one stops sharing (its camera failed in an
+    /// OpenCL call), the next one opened gets a new context while the two keep theirs.
+    #[test]
+    fn gpus_of_one_device_share_its_context_and_programs_until_one_stops_sharing() {
+        let _turn = SHARING_TESTS.lock().unwrap_or_else(|e| e.into_inner());
+        let a = test_gpu();
+        let b = test_gpu();
+        assert!(a.shares_context_with(&b));
+        assert_eq!(a.context().get(), b.context().get());
+        assert_ne!(a.queue.get(), b.queue.get());
+        let built = a.build(OTSU_CL).expect("build");
+        assert!(Arc::ptr_eq(&built, &b.build(OTSU_CL).expect("build")));
+        b.stop_sharing();
+        let c = test_gpu();
+        assert!(!c.shares_context_with(&a));
+        assert_ne!(c.context().get(), a.context().get());
+        assert!(a.shares_context_with(&b));
+        assert!(test_gpu().shares_context_with(&c));
+        // Programs are per context: the new one builds its own.
+        assert!(!Arc::ptr_eq(&built, &c.build(OTSU_CL).expect("build")));
     }
 
     #[test]

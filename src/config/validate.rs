@@ -9,8 +9,10 @@ use super::{flag, load, ConfigError, Doc, Overrides, Settings};
 use crate::capture::SourceSpec;
 use crate::cl::{DeviceSpec, Gpu};
 
-/// its own OpenCL context, buffers and kernels: 17 test-pattern cameras of 320x240 took
-/// 153 MB and 32 threads more than one did, with POCL on a 2-core x86-64 VM.
+/// More cameras than this draw a warning: each is two threads and its own OpenCL queue,
+/// buffers and kernels (the cameras on a device share its context and programs): 17
+/// YUYV test-pattern cameras of 320x240 took 24 MiB (25 MB) and 32 threads more than one
+/// did, with POCL on a 2-core x86-64 VM (158 MB when each had its own context).
 pub(crate) const MANY_CAMERAS: usize = 16;
 
 /// A config as `run` takes it: checked by `load` and against the machine.
@@ -72,7 +74,7 @@ pub fn validate(path: Option<&Path>, overrides: &Overrides) -> Result<Checked, C
     if settings.cameras.len() > MANY_CAMERAS {
         warnings.push(format!(
             "{} cameras: each one is two threads (capture and publisher) and its own OpenCL \
-             context, frame buffers and kernels (about 10 MB at 320x240 on a CPU device); \
+             queue, frame buffers and kernels (about 1.6 MB at 320x240 on a CPU device); \
              more than {MANY_CAMERAS} rarely keep their frame rates on one board",
             settings.cameras.len()
         ));

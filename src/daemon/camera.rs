@@ -19,7 +19,7 @@ use tokio::sync::oneshot;
 
 use super::camera_metrics::CameraMetrics;
 use crate::capture::{self, FrameSource, Next, SourceSpec};
-use crate::cl::Gpu;
+use crate::cl::{ClError, Gpu};
 use crate::config::CameraSettings;
 use crate::frame::FrameLayout;
 use crate::health::{self, HealthSettings};
@@ -189,6 +189,25 @@ fn run_opened(
     m: &CameraMetrics,
     links: &Links,
 ) -> Result<()> {
+    let result = run_frames(&mut cam, settings, m, links);
+    if let Err(e) = &result {
+        if e.chain().any(|cause| cause.is::<ClError>()) {
+            // An OpenCL call failed, and the context may be what broke: opened again,
+            // the camera gets a new one rather than this, which the other cameras on
+            // the device keep.
+            cam.gpu.stop_sharing();
+        }
+    }
+    result
+}
+
+/// [`run_opened`]'s frame loop.
+fn run_frames(
+    cam: &mut Camera,
+    settings: &mut CameraSettings,
+    m: &CameraMetrics,
+    links: &Links,
+) -> Result<()> {
     m.set_device(&cam.gpu.info);
     m.new_source();
     if cam.source.is_up() {
@@ -217,7 +236,7 @@ fn run_opened(
     while !links.stopped() {
         links.state.turn();
         while let Ok(reload) = links.reloads.try_recv() {
-            let outcome = apply(&mut cam, settings, &reload);
+            let outcome = apply(cam, settings, &reload);
             let _ = reload.reply.send(outcome);
         }
         let next = cam.source.next_frame(&cam.gpu, POLL)?;

@@ -645,6 +645,54 @@ mod tests {
         }
     }
 
+    /// Two cameras on one device share its context and built programs: their pipelines,
+    /// each with its own queue, kernels (and so kernel arguments) and buffers, run at
+    /// once on two threads, one on grey frames read in place, one on YUYV through the luma
+    /// stage, of other sizes and regions, and every frame of each is exact.
+    #[test]
+    fn two_cameras_sharing_a_context_run_at_once_with_exact_results() {
+        let _turn = crate::cl::SHARING_TESTS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let cameras = [
+            (PixelFormat::Grey, 641, 479, "door:10,20,300,200"),
+            (PixelFormat::Yuyv, 333, 250, "door:3,5,100,90"),
+        ];
+        let gpus = [gpu(), gpu()];
+        assert!(gpus[0].shares_context_with(&gpus[1]));
+        std::thread::scope(|scope| {
+            for (n, (gpu, (format, w, h, region))) in gpus.iter().zip(cameras).enumerate() {
+                scope.spawn(move || {
+                    let layout = FrameLayout::packed(format, w, h);
+                    let regions = [region.parse::<Region>().expect("region")];
+                    let r = &regions[0];
+                    let (x, y, rw, rh) = (r.x, r.y, r.width, r.height);
+                    let mut pipeline =
+                        Pipeline::new(gpu, layout, PipelineOptions::default(), &regions)
+                            .expect("pipeline");
+                    let mut slot = pipeline.new_slot(gpu).expect("slot");
+                    for f in 0..20usize {
+                        let what = format!("camera {n}, frame {f}");
+                        let frame: Vec<u8> = (0..layout.frame_bytes())
+                            .map(|i| ((i * (3 + f + 5 * n)) % 253) as u8)
+                            .collect();
+                        slot.write_bytes(gpu, &frame).expect("write the frame");
+                        let result = pipeline.process(gpu, &slot).expect("a frame").into_result();
+                        let luma = reference::luma(&layout, &frame);
+                        let hist = reference::histogram(&luma);
+                        assert_eq!(result.histogram, hist, "{what}");
+                        assert_eq!(result.otsu_threshold, reference::otsu_threshold(&hist));
+                        let (sum, _) = reference::integral(&luma, w as usize, h as usize);
+                        let at = |x: u32, y: u32| u64::from(sum[(y * (w + 1) + x) as usize]);
+                        let door = at(x + rw, y + rh) + at(x, y) - at(x + rw, y) - at(x, y + rh);
+                        assert_eq!(result.regions[0].1.sum, door, "{what}");
+                        assert_eq!(result.frame.sum, at(w, h), "{what}");
+                    }
+                });
+            }
+        });
+    }
+
     /// Issue 4: a frame that fails after a non-blocking read was enqueued returned while
     /// the device could still write into a stack array. Here the failure comes right
     /// after the read, the last point before the wait; a 1080p frame keeps the device busy

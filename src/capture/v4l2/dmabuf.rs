@@ -70,7 +70,7 @@ impl DmabufImporter {
         // takes its own reference to the buffer.
         let mem = unsafe {
             (self.import)(
-                gpu.context.get(),
+                gpu.context().get(),
                 CL_MEM_READ_ONLY,
                 properties.as_ptr(),
                 (&mut fd_arg as *mut i32).cast(),

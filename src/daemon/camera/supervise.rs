@@ -162,7 +162,7 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
 mod tests {
     use super::*;
     use crate::capture::{CaptureError, CaptureStats, Frame, FrameSource, IoMode, Next};
-    use crate::cl::{DeviceSpec, FrameSlot, Gpu};
+    use crate::cl::{ClError, DeviceSpec, FrameSlot, Gpu};
     use crate::daemon::camera_metrics::CameraFamilies;
     use crate::frame::PixelFormat;
     use crate::mailbox::SourceInfo;
@@ -203,6 +203,105 @@ mod tests {
                 captured: Instant::now(),
             }))
         }
+    }
+
+    /// A source whose first frame fails in an OpenCL call (mapping its slot).
+    struct FailsInOpenCl {
+        layout: FrameLayout,
+    }
+
+    impl FrameSource for FailsInOpenCl {
+        fn describe(&self) -> String {
+            "a failing map".into()
+        }
+        fn layout(&self) -> FrameLayout {
+            self.layout
+        }
+        fn io_mode(&self) -> IoMode {
+            IoMode::Generated
+        }
+        fn is_up(&self) -> bool {
+            false
+        }
+        fn stats(&self) -> CaptureStats {
+            CaptureStats::default()
+        }
+        fn next_frame(&mut self, _gpu: &Gpu, _wait: Duration) -> Result<Next<'_>, CaptureError> {
+            Err(CaptureError::Cl {
+                source_name: "a failing map".into(),
+                source: ClError::Call {
+                    call: "clEnqueueMapBuffer",
+                    code: opencl3::error_codes::ClError(opencl3::error_codes::CL_OUT_OF_RESOURCES),
+                },
+            })
+        }
+    }
+
+    /// A camera shares its device's context with the other cameras on it until it fails
+    /// in an OpenCL call: opened again, it gets a new context, and the other cameras
+    /// keep theirs.
+    #[test]
+    fn a_camera_failing_in_opencl_is_opened_again_on_a_new_context() {
+        let _turn = crate::cl::SHARING_TESTS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let device: DeviceSpec = std::env::var("EDGESIGHT_TEST_DEVICE")
+            .unwrap_or_default()
+            .parse()
+            .expect("device spec");
+        let other_camera = Gpu::open(&device).expect("an OpenCL device");
+        let layout = FrameLayout::packed(PixelFormat::Grey, 32, 24);
+        let settings = CameraSettings {
+            name: "t".into(),
+            device: device.clone(),
+            tuning: TuningChoice::Auto,
+            source: "pattern:32x24@100".parse().expect("spec"),
+            options: PipelineOptions::default(),
+            regions: Vec::new(),
+            health: crate::health::HealthSettings::default(),
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let (links, _ends) = Links::new(Arc::clone(&stop), 4);
+        let metrics = Metrics::new();
+        let m = Arc::new(CameraFamilies::new(&metrics, 16).camera("t", None));
+        let shared = Arc::new(Mutex::new(Vec::new()));
+        let open_camera = {
+            let shared = Arc::clone(&shared);
+            let device = device.clone();
+            let other_camera = Gpu::open(&device).expect("an OpenCL device");
+            move |_: &CameraSettings| -> Result<Camera> {
+                let gpu = Gpu::open(&device)?;
+                shared
+                    .lock()
+                    .expect("lock")
+                    .push(gpu.shares_context_with(&other_camera));
+                let describe = Arc::new(SourceInfo {
+                    format: layout.format.name(),
+                    device: gpu.info.to_string(),
+                });
+                Ok(Camera {
+                    gpu,
+                    source: Box::new(FailsInOpenCl { layout }),
+                    pipeline: None,
+                    describe,
+                })
+            }
+        };
+        let camera = std::thread::spawn(move || run_with(settings, m, links, open_camera));
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while shared.lock().expect("lock").len() < 2 {
+            assert!(Instant::now() < deadline, "not opened again");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        stop.store(true, Ordering::Relaxed);
+        camera
+            .join()
+            .expect("the camera thread itself does not panic");
+        let shared = shared.lock().expect("lock").clone();
+        assert_eq!(shared[..2], [true, false], "shared the context when opened");
+        assert!(!Gpu::open(&device)
+            .expect("an OpenCL device")
+            .shares_context_with(&other_camera));
     }
 
     #[test]
