@@ -16,9 +16,9 @@
 //! costs before any kernel does work.
 //!
 //! The frames above are timed (an event per kernel). Then as many untimed frames run, as
-//! the daemon runs 7 frames in 8 (no kernel asks for an event): their span is taken from a marker enqueued before the
-//! first kernel to the end of the results' read, and it is compared with empty kernels
-//! enqueued the same way. On NVIDIA's OpenCL each kernel's event costs the device
+//! the daemon runs 7 frames in 8 (no kernel asks for an event): their span is taken from
+//! a marker enqueued before the first kernel to the end of the results' read, and it is
+//! compared with empty kernels enqueued the same way. On NVIDIA's OpenCL each kernel's event costs the device
 //! several microseconds (BENCHMARKS.md), so the two spans differ.
 
 use std::time::{Duration, Instant};
