@@ -399,9 +399,17 @@ pub(crate) fn new_buffer<T>(
 /// Start and end of a finished command on the device clock, in nanoseconds, from its
 /// profiling event.
 pub(crate) fn event_interval(event: &Event) -> Result<(u64, u64), ClError> {
-    let start = event
-        .profiling_command_start()
-        .call("clGetEventProfilingInfo")?;
+    let start = match event.profiling_command_start() {
+        // The driver has not marked the command complete yet, though a later command on
+        // its in-order queue has completed: NVIDIA's, when several queues share one
+        // context, updates their events on one thread of its own, and may lag: wait.
+        Err(e) if e.0 == opencl3::error_codes::CL_PROFILING_INFO_NOT_AVAILABLE => {
+            event.wait().call("clWaitForEvents")?;
+            event.profiling_command_start()
+        }
+        other => other,
+    }
+    .call("clGetEventProfilingInfo")?;
     let end = event
         .profiling_command_end()
         .call("clGetEventProfilingInfo")?;
