@@ -753,24 +753,7 @@ fn binary64_emulation_is_exact() {
     }
     pairs.push((1.0 + f64::EPSILON, f64::EPSILON / 2.0)); // exactly halfway: ties to even
     pairs.push((1.0 + 2.0 * f64::EPSILON, f64::EPSILON / 2.0));
-    let n = pairs.len();
-    let a = buffer_of(
-        &gpu,
-        &pairs.iter().map(|p| p.0.to_bits()).collect::<Vec<u64>>(),
-    );
-    let b = buffer_of(
-        &gpu,
-        &pairs.iter().map(|p| p.1.to_bits()).collect::<Vec<u64>>(),
-    );
-    let out = buffer_of(&gpu, &vec![0u64; 5 * n]);
-    run_1d(
-        &gpu,
-        &kernel,
-        &[&a, &b, &(n as u32), &out],
-        n.div_ceil(64) * 64,
-        64,
-    );
-    let out = read_back(&gpu, &out, 5 * n);
+    let out = run_on_pairs(&gpu, &kernel, &pairs, 5);
     for (i, &(x, y)) in pairs.iter().enumerate() {
         let want = [
             (x + y).to_bits(),
@@ -873,6 +856,31 @@ fn read_back<T: Copy + Default>(
     out
 }
 
+/// Runs a self-test `kernel` taking (a, b, count, out): the bit patterns of the pairs' first
+/// and second doubles, and `per_pair` words out for each pair, which it returns.
+fn run_on_pairs(
+    gpu: &Gpu,
+    kernel: &opencl3::kernel::Kernel,
+    pairs: &[(f64, f64)],
+    per_pair: usize,
+) -> Vec<u64> {
+    let n = pairs.len();
+    let bits = |side: fn(&(f64, f64)) -> f64| -> Vec<u64> {
+        pairs.iter().map(|p| side(p).to_bits()).collect()
+    };
+    let a = buffer_of(gpu, &bits(|p| p.0));
+    let b = buffer_of(gpu, &bits(|p| p.1));
+    let out = buffer_of(gpu, &vec![0u64; per_pair * n]);
+    run_1d(
+        gpu,
+        kernel,
+        &[&a, &b, &(n as u32), &out],
+        n.div_ceil(64) * 64,
+        64,
+    );
+    read_back(gpu, &out, per_pair * n)
+}
+
 /// The quotients of the fast Otsu chain (otsu.cl on the device's doubles) on operands of
 /// the range it meets, dividends up to 2^9 and divisors (q1) in [2^-23, 1]: a quotient from
 /// the reciprocal is the correctly rounded one, and the check accepts the correctly rounded
@@ -908,24 +916,7 @@ fn otsu_quotients_from_reciprocals_are_correctly_rounded_and_checked() {
         (1.0, 1.0),
         (255.0, 1.0),
     ]);
-    let n = pairs.len();
-    let a = buffer_of(
-        &gpu,
-        &pairs.iter().map(|p| p.0.to_bits()).collect::<Vec<u64>>(),
-    );
-    let b = buffer_of(
-        &gpu,
-        &pairs.iter().map(|p| p.1.to_bits()).collect::<Vec<u64>>(),
-    );
-    let out = buffer_of(&gpu, &vec![0u64; 4 * n]);
-    run_1d(
-        &gpu,
-        &kernel,
-        &[&a, &b, &(n as u32), &out],
-        n.div_ceil(64) * 64,
-        64,
-    );
-    let out = read_back(&gpu, &out, 4 * n);
+    let out = run_on_pairs(&gpu, &kernel, &pairs, 4);
     for (i, &(x, y)) in pairs.iter().enumerate() {
         let q = x / y;
         assert_eq!(
