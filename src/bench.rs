@@ -18,8 +18,8 @@
 //! The frames above are timed (an event per kernel). Then as many untimed frames run, as
 //! the daemon runs 7 frames in 8 (no kernel asks for an event): their span is taken from
 //! a marker enqueued before the first kernel to the end of the results' read, and it is
-//! compared with empty kernels enqueued the same way. On NVIDIA's OpenCL each kernel's event costs the device
-//! several microseconds (BENCHMARKS.md), so the two spans differ.
+//! compared with empty kernels enqueued the same way. On NVIDIA's OpenCL each kernel's
+//! event costs the device several microseconds (BENCHMARKS.md), so the two spans differ.
 
 use std::time::{Duration, Instant};
 
@@ -180,7 +180,8 @@ pub fn bench_size(
     );
     let (mut write_cpu_ns, mut pipeline_cpu_ns) =
         (Vec::with_capacity(runs), Vec::with_capacity(runs));
-    let mut kernels_per_frame = usize::MAX;
+    // Every frame without the health stage enqueues as many.
+    let mut kernels_per_frame = 0;
     for i in 0..total {
         let start = Instant::now();
         let cpu_start = process_cpu_nanos();
@@ -203,7 +204,7 @@ pub fn bench_size(
             span_ns.push(pipeline.last_device_span_nanos());
             wall_ns.push(wall);
             if !result.gradient_sampled {
-                kernels_per_frame = kernels_per_frame.min(pipeline.last_command_count());
+                kernels_per_frame = pipeline.last_command_count();
             }
         }
         if i % 8 == 7 || i + 1 == total {
@@ -338,7 +339,7 @@ fn marker(gpu: &Gpu) -> Result<opencl3::event::Event, ClError> {
 /// back on the pipeline's queue (0 for none): from the first start to the last end with
 /// an event each ([`Record::Event`]), else from a marker before them to a marker after.
 fn launch_floor_ms(gpu: &Gpu, kernels: usize, record: Record, runs: usize) -> Result<f64, ClError> {
-    if kernels == 0 || kernels == usize::MAX {
+    if kernels == 0 {
         return Ok(0.0);
     }
     let program = gpu.build_with(EMPTY_CL, "")?;

@@ -881,17 +881,26 @@ fn run_on_pairs(
     read_back(gpu, &out, per_pair * n)
 }
 
+/// The test device where it has doubles (cl_khr_fp64), which the fast Otsu chain needs to
+/// be built at all; `None`, said on stderr, where not.
+fn gpu_with_doubles() -> Option<Gpu> {
+    let gpu = gpu();
+    if !gpu.info.fp64 {
+        eprintln!("skipped: the device has no doubles, so the fast chain is never built");
+        return None;
+    }
+    Some(gpu)
+}
+
 /// The quotients of the fast Otsu chain (otsu.cl on the device's doubles) on operands of
 /// the range it meets, dividends up to 2^9 and divisors (q1) in [2^-23, 1]: a quotient from
 /// the reciprocal is the correctly rounded one, and the check accepts the correctly rounded
 /// quotient and rejects both its neighbours.
 #[test]
 fn otsu_quotients_from_reciprocals_are_correctly_rounded_and_checked() {
-    let gpu = gpu();
-    if !gpu.info.fp64 {
-        eprintln!("skipped: the device has no doubles, so the fast chain is never built");
+    let Some(gpu) = gpu_with_doubles() else {
         return;
-    }
+    };
     let program = gpu
         .build_with(edgesight::cl::OTSU_CL, "-DOTSU_FP64")
         .unwrap();
@@ -953,11 +962,9 @@ fn otsu_kernel_threshold(gpu: &Gpu, defines: &str, hist: &[u32; 256], local: usi
 /// the exact chain gives OpenCV's threshold; unskewed, it gives the same.
 #[test]
 fn otsu_fast_chain_falls_back_to_the_exact_chain() {
-    let gpu = gpu();
-    if !gpu.info.fp64 {
-        eprintln!("skipped: the device has no doubles, so the fast chain is never built");
+    let Some(gpu) = gpu_with_doubles() else {
         return;
-    }
+    };
     let mut rng = Rng::new(66);
     let mut hists: Vec<[u32; 256]> = Vec::new();
     let of = |levels: &[(usize, u32)]| {

@@ -519,8 +519,8 @@ impl Pipeline {
         self.last_span
     }
 
-    /// How many commands the last timed frame enqueued with an event (its kernels, and
-    /// the fills that clear a histogram).
+    /// How many commands the last frame enqueued with an event: its kernels and the fills
+    /// that clear a histogram if it was timed, none if not.
     pub(crate) fn last_command_count(&self) -> usize {
         self.events.len()
     }
