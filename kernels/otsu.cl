@@ -44,6 +44,7 @@
 typedef double f64;
 #define F64_ONE 1.0
 #define F64_FLT_EPSILON 0x1p-23
+#define F64_ONE_MINUS_FLT_EPSILON (1.0 - 0x1p-23) /* exact */
 inline f64 f64_from_ulong(ulong n) { return (double)n; }
 inline f64 f64_add(f64 a, f64 b) { return a + b; }
 inline f64 f64_sub(f64 a, f64 b) { return a - b; }
@@ -58,6 +59,7 @@ typedef ulong f64;
 #define F64_FRACTION (F64_HIDDEN - 1)
 #define F64_ONE 0x3FF0000000000000UL
 #define F64_FLT_EPSILON 0x3E80000000000000UL /* 2^-23, FLT_EPSILON as a double */
+#define F64_ONE_MINUS_FLT_EPSILON 0x3FEFFFFFC0000000UL /* 1 - 2^-23, exact */
 
 inline int f64_exp(f64 a) { return (int)((a >> 52) & 0x7FF); }
 inline ulong f64_mant(f64 a) { return (a & F64_FRACTION) | F64_HIDDEN; }
@@ -192,6 +194,14 @@ inline int f64_lt(f64 a, f64 b)
 
 #define BINS 256
 
+/* Whether OpenCV skips the step whose sums are q1 and q2 = 1 - q1:
+ * min(q1, q2) < FLT_EPSILON || max(q1, q2) > 1 - FLT_EPSILON. */
+inline int otsu_skips(f64 q1, f64 q2)
+{
+    return f64_lt(q1, F64_FLT_EPSILON) || f64_lt(q2, F64_FLT_EPSILON) ||
+           f64_lt(F64_ONE_MINUS_FLT_EPSILON, q1) || f64_lt(F64_ONE_MINUS_FLT_EPSILON, q2);
+}
+
 /*
  * The recurrences of q1 and mu1 in OpenCV's order, one work-item: each step rounds, so
  * they are sequential. Keeps every step's q1 and mu1 and whether OpenCV scores it.
@@ -199,15 +209,11 @@ inline int f64_lt(f64 a, f64 b)
 inline void otsu_chain(__local const f64 *p, __local const f64 *ip, __local f64 *q1s,
                        __local f64 *mu1s, __local uchar *scored)
 {
-    f64 one_minus_eps = f64_sub(F64_ONE, F64_FLT_EPSILON);
     f64 mu1 = 0, q1 = 0;
     for (uint i = 0; i < BINS; i++) {
         mu1 = f64_mul(mu1, q1);
         q1 = f64_add(q1, p[i]);
-        f64 q2 = f64_sub(F64_ONE, q1);
-        /* min(q1, q2) < FLT_EPSILON || max(q1, q2) > 1 - FLT_EPSILON: OpenCV skips i */
-        int skip = f64_lt(q1, F64_FLT_EPSILON) || f64_lt(q2, F64_FLT_EPSILON) ||
-                   f64_lt(one_minus_eps, q1) || f64_lt(one_minus_eps, q2);
+        int skip = otsu_skips(q1, f64_sub(F64_ONE, q1));
         if (!skip)
             mu1 = f64_div(f64_add(mu1, ip[i]), q1);
         q1s[i] = q1;
@@ -284,12 +290,9 @@ inline void otsu_chain_fast(__local const f64 *p, __local const f64 *ip, __local
         *wrong = 0;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-    f64 one_minus_eps = 1.0 - F64_FLT_EPSILON;
     for (uint i = lid; i < BINS; i += n) {
-        f64 q1 = q1s[i], q2 = 1.0 - q1;
-        /* min(q1, q2) < FLT_EPSILON || max(q1, q2) > 1 - FLT_EPSILON: OpenCV skips i */
-        int skip = q1 < F64_FLT_EPSILON || q2 < F64_FLT_EPSILON || one_minus_eps < q1 ||
-                   one_minus_eps < q2;
+        f64 q1 = q1s[i];
+        int skip = otsu_skips(q1, 1.0 - q1);
         scored[i] = !skip;
         reciprocal[i] = skip ? 0.0 : 1.0 / q1;
     }
