@@ -6,6 +6,7 @@
 # source skipped (sequence_gap: the pipeline was late) and publish_backlog drops; for the
 # process: CPU (share of one core), RSS and anonymous RSS.
 #   bench/cameras.sh N [WxH] [SECONDS] [FPS] [FORMAT]
+# EDGESIGHT=PATH runs another binary than target/release/edgesight.
 # e.g. for n in 1 2 4; do bench/cameras.sh $n 1280x720 60; done
 set -euo pipefail
 n=$1 size=${2:-1280x720} secs=${3:-60} fps=${4:-30} format=${5:-yuyv}
@@ -13,6 +14,21 @@ bin=${EDGESIGHT:-target/release/edgesight}
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 export POCL_CACHE_DIR=${POCL_CACHE_DIR:-$PWD/target/pocl-cache}
 mkdir -p "$POCL_CACHE_DIR"
+# The two ROIs are the ones the results in BENCHMARKS.md were taken with at 1280x720 and
+# 1920x1080 (a 64x64 corner, a 320x240 block at 100,100); a smaller frame gets them scaled
+# down by one factor, min(W/1280, H/720), so they keep their shape and place and stay inside
+# the frame (each side at least 1) rather than the daemon refusing the config.
+[[ $size =~ ^([0-9]+)[xX]([0-9]+)$ ]] || { echo "cameras.sh: size '$size' is not WxH" >&2; exit 2; }
+width=${BASH_REMATCH[1]} height=${BASH_REMATCH[2]}
+if ((width >= 1280 && height >= 720)); then num=1 den=1
+elif ((width * 720 <= height * 1280)); then num=$width den=1280
+else num=$height den=720; fi
+at() { echo $(($1 * num / den)); } # an offset, rounded down: still inside
+side() { local v=$(($1 * num / den)); echo $((v > 0 ? v : 1)); } # a side, at least 1
+roi() { # NAME X Y W H at 1280x720
+    printf '[[camera.roi]]\nname = "%s"\nx = %s\ny = %s\nw = %s\nh = %s\n' \
+        "$1" "$(at "$2")" "$(at "$3")" "$(side "$4")" "$(side "$5")"
+}
 dir=$(mktemp -d)
 pid=
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
@@ -21,8 +37,8 @@ trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
     for i in $(seq 0 $((n - 1))); do
         printf '\n[[camera]]\nname = "cam%s"\n[camera.source]\nkind = "pattern"\n' "$i"
         printf 'size = "%s"\nformat = "%s"\nfps = %s\n' "$size" "$format" "$fps"
-        printf '[[camera.roi]]\nname = "left"\nx = 0\ny = 0\nw = 64\nh = 64\n'
-        printf '[[camera.roi]]\nname = "centre"\nx = 100\ny = 100\nw = 320\nh = 240\n'
+        roi left 0 0 64 64
+        roi centre 100 100 320 240
     done
 } > "$dir/run.toml"
 "$bin" check-config "$dir/run.toml" >/dev/null
@@ -34,15 +50,19 @@ until curl -sf "http://127.0.0.1:$port/healthz" >/dev/null; do
 done
 sleep 10 # past every camera's kernel builds and first frames
 ticks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
-scrape() { curl -sf "http://127.0.0.1:$port/metrics"; }
-a=$(scrape) t0=$(ticks)
+# The scrapes go to files, not into python's argv: Linux takes at most 128 KiB in one
+# argument (MAX_ARG_STRLEN), and /metrics, about 17 KB a camera, passes that from 8 cameras on
+# ("Argument list too long").
+scrape() { curl -sf "http://127.0.0.1:$port/metrics" > "$dir/$1.prom"; }
+scrape a; t0=$(ticks)
 sleep "$secs"
-b=$(scrape) t1=$(ticks)
+scrape b; t1=$(ticks)
 rss=$(awk '/^VmRSS/ {print $2}' "/proc/$pid/status")
 anon=$(awk '/^RssAnon/ {print $2}' "/proc/$pid/status")
-python3 - "$n" "$size" "$secs" "$((t1 - t0))" "$(getconf CLK_TCK)" "$rss" "$anon" "$a" "$b" <<'PY'
+python3 - "$n" "$size" "$secs" "$((t1 - t0))" "$(getconf CLK_TCK)" "$rss" "$anon" "$dir/a.prom" "$dir/b.prom" <<'PY'
 import sys
 n, size, secs, ticks, hz, rss, anon, a, b = sys.argv[1:]
+a, b = (open(path).read() for path in (a, b))
 n, secs, cpu = int(n), float(secs), int(ticks) / int(hz)
 def series(text):
     out = {}
