@@ -1117,7 +1117,7 @@ fn systemd_hears_ready_watchdog_and_stopping() {
         last_ping = Instant::now();
         pings += 1;
     }
-    // About every quarter period (on a 100 ms tick); no flood either.
+    // About every quarter period (on a tick of an eighth of it); no flood either.
     assert!(
         (4..=11).contains(&pings),
         "{pings} pings in {:?}",

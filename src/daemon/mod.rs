@@ -393,6 +393,9 @@ async fn supervise(
     let watchdog = sd_notify::watchdog_enabled();
     let mut ready = false;
     let mut last_ping: Option<Instant> = None;
+    // Until READY, a look at the cameras every 100 ms; after it, the task wakes only for
+    // the watchdog (an eighth of its period, so the pings, a quarter period apart, stay well
+    // inside it), or not at all without one: no thread woken ten times a second for nothing.
     let mut tick = tokio::time::interval(Duration::from_millis(100));
     loop {
         tokio::select! {
@@ -409,6 +412,15 @@ async fn supervise(
             tracing::info!("every camera delivers frames or waits for its device: ready");
             if let Err(e) = sd_notify::notify(&[sd_notify::NotifyState::Ready]) {
                 tracing::warn!("telling systemd READY: {e}");
+            }
+            match watchdog {
+                None => {
+                    let _ = shutdown.changed().await;
+                    return;
+                }
+                Some(period) => {
+                    tick = tokio::time::interval((period / 8).max(Duration::from_millis(10)))
+                }
             }
         }
         let Some(period) = watchdog else { continue };
