@@ -169,17 +169,37 @@ mod tests {
     use crate::metrics::Metrics;
     use crate::pipeline::{PipelineOptions, TuningChoice};
 
-    /// A source that hands out one frame and then panics, as the test pattern's pacer did
-    /// at 6e-20 fps (its second frame's due time overflowed the clock).
-    struct PanicsAfterOneFrame {
+    /// What a test source does when asked for frames.
+    enum Script {
+        /// Hands out one frame from its slot and then panics, as the test pattern's pacer
+        /// did at 6e-20 fps (its second frame's due time overflowed the clock).
+        OneFrameThenPanic(FrameSlot),
+        /// Fails in an OpenCL call (mapping its slot) from the first frame on.
+        FailInOpenCl,
+    }
+
+    struct ScriptedSource {
         layout: FrameLayout,
-        slot: FrameSlot,
+        script: Script,
         calls: u32,
     }
 
-    impl FrameSource for PanicsAfterOneFrame {
+    impl ScriptedSource {
+        fn new(script: Script) -> ScriptedSource {
+            ScriptedSource {
+                layout: test_layout(),
+                script,
+                calls: 0,
+            }
+        }
+    }
+
+    impl FrameSource for ScriptedSource {
         fn describe(&self) -> String {
-            "one frame, then a panic".into()
+            match self.script {
+                Script::OneFrameThenPanic(_) => "one frame, then a panic".into(),
+                Script::FailInOpenCl => "a failing map".into(),
+            }
         }
         fn layout(&self) -> FrameLayout {
             self.layout
@@ -188,52 +208,69 @@ mod tests {
             IoMode::Generated
         }
         fn is_up(&self) -> bool {
-            true
+            matches!(self.script, Script::OneFrameThenPanic(_))
         }
         fn stats(&self) -> CaptureStats {
             CaptureStats::default()
         }
         fn next_frame(&mut self, _gpu: &Gpu, _wait: Duration) -> Result<Next<'_>, CaptureError> {
             self.calls += 1;
-            assert!(self.calls == 1, "the source broke after its first frame");
-            Ok(Next::Frame(Frame {
-                slot: &self.slot,
-                layout: self.layout,
-                sequence: 0,
-                captured: Instant::now(),
-            }))
+            match &self.script {
+                Script::OneFrameThenPanic(slot) => {
+                    assert!(self.calls == 1, "the source broke after its first frame");
+                    Ok(Next::Frame(Frame {
+                        slot,
+                        layout: self.layout,
+                        sequence: 0,
+                        captured: Instant::now(),
+                    }))
+                }
+                Script::FailInOpenCl => Err(CaptureError::Cl {
+                    source_name: self.describe(),
+                    source: ClError::Call {
+                        call: "clEnqueueMapBuffer",
+                        code: opencl3::error_codes::ClError(
+                            opencl3::error_codes::CL_OUT_OF_RESOURCES,
+                        ),
+                    },
+                }),
+            }
         }
     }
 
-    /// A source whose first frame fails in an OpenCL call (mapping its slot).
-    struct FailsInOpenCl {
-        layout: FrameLayout,
+    fn test_layout() -> FrameLayout {
+        FrameLayout::packed(PixelFormat::Grey, 32, 24)
     }
 
-    impl FrameSource for FailsInOpenCl {
-        fn describe(&self) -> String {
-            "a failing map".into()
-        }
-        fn layout(&self) -> FrameLayout {
-            self.layout
-        }
-        fn io_mode(&self) -> IoMode {
-            IoMode::Generated
-        }
-        fn is_up(&self) -> bool {
-            false
-        }
-        fn stats(&self) -> CaptureStats {
-            CaptureStats::default()
-        }
-        fn next_frame(&mut self, _gpu: &Gpu, _wait: Duration) -> Result<Next<'_>, CaptureError> {
-            Err(CaptureError::Cl {
-                source_name: "a failing map".into(),
-                source: ClError::Call {
-                    call: "clEnqueueMapBuffer",
-                    code: opencl3::error_codes::ClError(opencl3::error_codes::CL_OUT_OF_RESOURCES),
-                },
-            })
+    /// The device the tests run on, and a camera's settings on it.
+    fn test_camera() -> (DeviceSpec, CameraSettings) {
+        let device: DeviceSpec = std::env::var("EDGESIGHT_TEST_DEVICE")
+            .unwrap_or_default()
+            .parse()
+            .expect("device spec");
+        let settings = CameraSettings {
+            name: "t".into(),
+            device: device.clone(),
+            tuning: TuningChoice::Auto,
+            source: "pattern:32x24@100".parse().expect("spec"),
+            options: PipelineOptions::default(),
+            regions: Vec::new(),
+            health: crate::health::HealthSettings::default(),
+        };
+        (device, settings)
+    }
+
+    /// A camera built by a test's `open_camera`: `source` on `gpu`.
+    fn camera_of(gpu: Gpu, source: ScriptedSource) -> Camera {
+        let describe = Arc::new(SourceInfo {
+            format: source.layout.format.name(),
+            device: gpu.info.to_string(),
+        });
+        Camera {
+            gpu,
+            source: Box::new(source),
+            pipeline: None,
+            describe,
         }
     }
 
@@ -245,21 +282,8 @@ mod tests {
         let _turn = crate::cl::SHARING_TESTS
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        let device: DeviceSpec = std::env::var("EDGESIGHT_TEST_DEVICE")
-            .unwrap_or_default()
-            .parse()
-            .expect("device spec");
+        let (device, settings) = test_camera();
         let other_camera = Gpu::open(&device).expect("an OpenCL device");
-        let layout = FrameLayout::packed(PixelFormat::Grey, 32, 24);
-        let settings = CameraSettings {
-            name: "t".into(),
-            device: device.clone(),
-            tuning: TuningChoice::Auto,
-            source: "pattern:32x24@100".parse().expect("spec"),
-            options: PipelineOptions::default(),
-            regions: Vec::new(),
-            health: crate::health::HealthSettings::default(),
-        };
         let stop = Arc::new(AtomicBool::new(false));
         let (links, _ends) = Links::new(Arc::clone(&stop), 4);
         let metrics = Metrics::new();
@@ -275,16 +299,7 @@ mod tests {
                     .lock()
                     .expect("lock")
                     .push(gpu.shares_context_with(&other_camera));
-                let describe = Arc::new(SourceInfo {
-                    format: layout.format.name(),
-                    device: gpu.info.to_string(),
-                });
-                Ok(Camera {
-                    gpu,
-                    source: Box::new(FailsInOpenCl { layout }),
-                    pipeline: None,
-                    describe,
-                })
+                Ok(camera_of(gpu, ScriptedSource::new(Script::FailInOpenCl)))
             }
         };
         let camera = std::thread::spawn(move || run_with(settings, m, links, open_camera));
@@ -306,20 +321,7 @@ mod tests {
 
     #[test]
     fn a_panic_after_the_first_frame_shows_the_camera_down_and_restarts_it() {
-        let device: DeviceSpec = std::env::var("EDGESIGHT_TEST_DEVICE")
-            .unwrap_or_default()
-            .parse()
-            .expect("device spec");
-        let layout = FrameLayout::packed(PixelFormat::Grey, 32, 24);
-        let settings = CameraSettings {
-            name: "t".into(),
-            device: device.clone(),
-            tuning: TuningChoice::Auto,
-            source: "pattern:32x24@100".parse().expect("spec"),
-            options: PipelineOptions::default(),
-            regions: Vec::new(),
-            health: crate::health::HealthSettings::default(),
-        };
+        let (device, settings) = test_camera();
         let stop = Arc::new(AtomicBool::new(false));
         let (links, ends) = Links::new(Arc::clone(&stop), 4);
         let metrics = Metrics::new();
@@ -330,22 +332,9 @@ mod tests {
             move |_: &CameraSettings| -> Result<Camera> {
                 opened.fetch_add(1, Ordering::Relaxed);
                 let gpu = Gpu::open(&device)?;
-                let slot = FrameSlot::new(&gpu, layout.frame_bytes())?;
-                let describe = Arc::new(SourceInfo {
-                    format: layout.format.name(),
-                    device: gpu.info.to_string(),
-                });
-                let source = Box::new(PanicsAfterOneFrame {
-                    layout,
-                    slot,
-                    calls: 0,
-                });
-                Ok(Camera {
-                    gpu,
-                    source,
-                    pipeline: None,
-                    describe,
-                })
+                let slot = FrameSlot::new(&gpu, test_layout().frame_bytes())?;
+                let source = ScriptedSource::new(Script::OneFrameThenPanic(slot));
+                Ok(camera_of(gpu, source))
             }
         };
         let camera = std::thread::spawn(move || run_with(settings, m, links, open_camera));
