@@ -78,18 +78,19 @@
 /* running_sum_T: the inclusive running sum of n entries of type T, entry i read at
  * in[i * in_step] and its sum written to out[i * out_step]; in may be out (in place). The
  * loads of SCAN_BATCH entries are issued before their sums are needed (the running sum is
- * the only dependency). */
-#define RUNNING_SUM(T)                                                                      \
-    __attribute__((always_inline)) inline void running_sum_##T(                             \
-        __global const T *in, size_t in_step, __global T *out, size_t out_step, uint n)     \
+ * the only dependency). running_from8_T is the same from a given start, 8 loads at a time
+ * (split_scan_T's runs, each a line's share). */
+#define RUNNING_FROM(T, NAME, BATCH)                                                        \
+    __attribute__((always_inline)) inline void NAME(__global const T *in, size_t in_step,   \
+                                                    __global T *out, size_t out_step,       \
+                                                    uint n, T run)                          \
     {                                                                                       \
-        T run = 0;                                                                          \
         uint i = 0;                                                                         \
-        for (; i + SCAN_BATCH <= n; i += SCAN_BATCH) {                                      \
-            T v[SCAN_BATCH];                                                                \
-            for (uint k = 0; k < SCAN_BATCH; k++)                                           \
+        for (; i + BATCH <= n; i += BATCH) {                                                \
+            T v[BATCH];                                                                     \
+            for (uint k = 0; k < BATCH; k++)                                                \
                 v[k] = in[(i + k) * in_step];                                               \
-            for (uint k = 0; k < SCAN_BATCH; k++) {                                         \
+            for (uint k = 0; k < BATCH; k++) {                                              \
                 run += v[k];                                                                \
                 out[(i + k) * out_step] = run;                                              \
             }                                                                               \
@@ -99,10 +100,19 @@
             out[i * out_step] = run;                                                        \
         }                                                                                   \
     }
+#define RUNNING_SUM(T)                                                                      \
+    RUNNING_FROM(T, running_from_##T, SCAN_BATCH)                                           \
+    __attribute__((always_inline)) inline void running_sum_##T(                             \
+        __global const T *in, size_t in_step, __global T *out, size_t out_step, uint n)     \
+    {                                                                                       \
+        running_from_##T(in, in_step, out, out_step, n, 0);                                 \
+    }
 RUNNING_SUM(uint)
 RUNNING_SUM(ulong)
 RUNNING_SUM(uint4)
 RUNNING_SUM(ulong4)
+RUNNING_FROM(uint, running_from8_uint, 8)
+RUNNING_FROM(ulong, running_from8_ulong, 8)
 
 /* A vector store to an address aligned to the vector's size: non-temporal where the host
  * asks for STREAMING_STORES (CPUs, where an ordinary store first reads the line it
@@ -541,19 +551,8 @@ __kernel void integral_left_rows(uint width, uint height, __global uint *left,
         T run = 0;                                                                          \
         for (uint j = 0; j < k; j++)                                                        \
             run += totals[j * lines + line];                                                \
-        for (i = i0; i + 8 <= i1; i += 8) {                                                 \
-            T v[8];                                                                         \
-            for (uint j = 0; j < 8; j++)                                                    \
-                v[j] = in[(i + j) * in_step];                                               \
-            for (uint j = 0; j < 8; j++) {                                                  \
-                run += v[j];                                                                \
-                out[(i + j) * out_step] = run;                                              \
-            }                                                                               \
-        }                                                                                   \
-        for (; i < i1; i++) {                                                               \
-            run += in[i * in_step];                                                         \
-            out[i * out_step] = run;                                                        \
-        }                                                                                   \
+        running_from8_##T(in + i0 * in_step, in_step, out + i0 * out_step, out_step,        \
+                          i1 - i0, run);                                                    \
     }
 SPLIT_SCAN(uint)
 SPLIT_SCAN(ulong)
