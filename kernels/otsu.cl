@@ -337,7 +337,6 @@ inline void otsu_chain_fast(__local const f64 *p, __local const f64 *ip, __local
 }
 #endif
 
-
 __kernel void otsu_threshold(__global uint *hist, uint total, __global uint *results)
 {
     __local f64 p[BINS], ip[BINS], q1s[BINS], mu1s[BINS], lane_sigma[BINS];

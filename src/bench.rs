@@ -23,12 +23,11 @@
 
 use std::time::{Duration, Instant};
 
+use opencl3::kernel::Kernel;
 use opencl3::memory::{Buffer, CL_MEM_READ_WRITE};
 use serde::Serialize;
 
 use crate::capture::pattern;
-use opencl3::kernel::Kernel;
-
 use crate::cl::{
     event_interval, event_nanos, launch, new_buffer, CallContext, ClError, Gpu, KernelSource,
     Record,

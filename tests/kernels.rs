@@ -783,8 +783,8 @@ fn binary64_emulation_is_exact() {
     }
 }
 
-/// Runs the 1-D `kernel` of `program` over `count` items with `args` (buffers and scalars
-/// already made) in groups of `local`.
+/// Runs the 1-D `kernel` with `args` (buffers and scalars already made) over `global`
+/// work-items in groups of `local`, and waits for it.
 fn run_1d(
     gpu: &Gpu,
     kernel: &opencl3::kernel::Kernel,
@@ -940,7 +940,7 @@ fn otsu_quotients_from_reciprocals_are_correctly_rounded_and_checked() {
 }
 
 /// otsu_threshold run directly on `hist` with `defines`, in one group of `local`: the
-/// threshold, and whether the counts came back and the histogram was cleared.
+/// threshold, after asserting that the counts came back and the histogram was cleared.
 fn otsu_kernel_threshold(gpu: &Gpu, defines: &str, hist: &[u32; 256], local: usize) -> u8 {
     let program = gpu.build_with(edgesight::cl::OTSU_CL, defines).unwrap();
     let kernel = opencl3::kernel::Kernel::create(&program, "otsu_threshold").unwrap();
