@@ -6,12 +6,13 @@
 
 use std::ptr::{self, NonNull};
 
+use opencl3::error_codes::{CL_MAP_FAILURE, CL_SUCCESS};
 use opencl3::memory::{
     Buffer, ClMem, CL_MAP_WRITE_INVALIDATE_REGION, CL_MEM_ALLOC_HOST_PTR, CL_MEM_READ_ONLY,
 };
-use opencl3::types::{cl_mem, CL_BLOCKING};
+use opencl3::types::{cl_int, CL_BLOCKING};
 
-use super::{new_buffer, read_blocking, CallContext, ClError, Gpu};
+use super::{new_buffer, read_blocking, runtime, status, CallContext, ClError, Gpu, RawClError};
 
 pub struct FrameSlot {
     buffer: Buffer<u8>,
@@ -76,45 +77,53 @@ impl FrameSlot {
         Ok(result)
     }
 
-    /// A blocking map of the whole slot for writing, old contents discarded. (Mapping
-    /// without blocking and polling the map, as a frame is waited for on NVIDIA's
-    /// driver, measured the same there: BENCHMARKS.md.)
+    /// A blocking map of the whole slot for writing, old contents discarded. No event is
+    /// asked for, here or in the unmap: nothing waits on them, and each event is work for
+    /// the driver (NVIDIA's tracks them on a thread of its own). (Mapping without blocking
+    /// and polling the map, as a frame is waited for on NVIDIA's driver, measured the same
+    /// there: BENCHMARKS.md.)
     fn enqueue_map(&self, gpu: &Gpu) -> Result<NonNull<u8>, ClError> {
-        let mut mem: cl_mem = ptr::null_mut();
-        // SAFETY: the call writes only `mem`, a live local, and maps bytes 0..len of the
-        // slot's buffer, which holds at least `len` (it was made that size, or the driver
-        // refuses the range with CL_INVALID_VALUE); blocking, so the mapping is ready when
-        // it returns. Who may use the mapped bytes until the unmap is up to the callers
-        // (`write` and `map`).
-        unsafe {
-            gpu.queue
-                .enqueue_map_buffer(
-                    &self.buffer,
-                    CL_BLOCKING,
-                    CL_MAP_WRITE_INVALIDATE_REGION,
-                    0,
-                    self.len,
-                    &mut mem,
-                    &[],
-                )
-                .call("clEnqueueMapBuffer")?;
-        }
-        NonNull::new(mem as *mut u8).ok_or(ClError::Call {
-            call: "clEnqueueMapBuffer",
-            code: opencl3::error_codes::ClError(opencl3::error_codes::CL_MAP_FAILURE),
+        let call = "clEnqueueMapBuffer";
+        let mut code: cl_int = CL_SUCCESS;
+        // The library loader's wrapper is a safe fn, but the call is not, and sound only
+        // because: it writes only `code`, a live local; it maps bytes 0..len of the slot's
+        // buffer, which holds at least `len` (it was made that size, or the driver refuses
+        // the range with CL_INVALID_VALUE); no wait list, no event; blocking, so the
+        // mapping is ready when it returns. Who may use the mapped bytes until the unmap
+        // is up to the callers (`write` and `map`).
+        let mem = runtime()?.clEnqueueMapBuffer(
+            gpu.queue.get(),
+            self.buffer.get(),
+            CL_BLOCKING,
+            CL_MAP_WRITE_INVALIDATE_REGION,
+            0,
+            self.len,
+            0,
+            ptr::null(),
+            ptr::null_mut(),
+            &mut code,
+        );
+        status(mem.map(|_| code), call)?;
+        NonNull::new(mem.unwrap_or(ptr::null_mut()).cast::<u8>()).ok_or(ClError::Call {
+            call,
+            code: RawClError(CL_MAP_FAILURE),
         })
     }
 
     fn enqueue_unmap(&self, gpu: &Gpu, ptr: NonNull<u8>) -> Result<(), ClError> {
-        // SAFETY: `ptr` is what `enqueue_map` returned for this buffer (`write` passes its
-        // own map's address, `unmap` the one `map` kept, taken so it is unmapped once);
-        // the host writes nothing there after this call.
-        unsafe {
-            gpu.queue
-                .enqueue_unmap_mem_object(self.buffer.get(), ptr.as_ptr().cast(), &[])
-                .call("clEnqueueUnmapMemObject")?;
-        }
-        Ok(())
+        // The wrapper is a safe fn; the call is sound because `ptr` is what `enqueue_map`
+        // returned for this buffer (`write` passes its own map's address, `unmap` the one
+        // `map` kept, taken so it is unmapped once) and the host writes nothing there after
+        // this call; no wait list, no event.
+        let code = runtime()?.clEnqueueUnmapMemObject(
+            gpu.queue.get(),
+            self.buffer.get(),
+            ptr.as_ptr().cast(),
+            0,
+            ptr::null(),
+            ptr::null_mut(),
+        );
+        status(code, "clEnqueueUnmapMemObject")
     }
 
     /// Copies `frame` into the slot; `frame` must be exactly as long as the slot.
@@ -154,5 +163,37 @@ impl FrameSlot {
         let mut out = vec![0u8; self.len];
         read_blocking(gpu, &self.buffer, 0, &mut out)?;
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Both ways of filling a slot (a closure, and an address left mapped as a camera's
+    /// USERPTR buffer is): what the device sees (read back) is each frame just written,
+    /// frame after frame, never the one before; mapping twice gives one address, and
+    /// unmapping an unmapped slot does nothing.
+    #[test]
+    fn every_frame_written_is_what_the_device_sees() {
+        let gpu = crate::cl::test_gpu();
+        let len = 3 * 4099;
+        let frame =
+            |n: usize| -> Vec<u8> { (0..len).map(|i| ((i * 31 + n * 7) % 253) as u8).collect() };
+        let mut slot = FrameSlot::new(&gpu, len).expect("slot");
+        for n in 0..4 {
+            if n % 2 == 0 {
+                slot.write_bytes(&gpu, &frame(n)).expect("write");
+            } else {
+                let ptr = slot.map(&gpu).expect("map");
+                assert_eq!(slot.map(&gpu).expect("map again"), ptr, "frame {n}");
+                // SAFETY: a mapped slot's `len` bytes are the host's until the unmap.
+                let bytes = unsafe { std::slice::from_raw_parts_mut(ptr.as_ptr(), len) };
+                bytes.copy_from_slice(&frame(n));
+                slot.unmap(&gpu).expect("unmap");
+                slot.unmap(&gpu).expect("a second unmap does nothing");
+            }
+            assert!(slot.read(&gpu).expect("read") == frame(n), "frame {n}");
+        }
     }
 }
