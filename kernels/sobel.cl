@@ -277,54 +277,86 @@ __kernel void sobel3x3_pixel(__global const uchar *src, uint src_stride, uint wi
 }
 
 /*
- * sobel3x3_quad: the same outputs with four pixels per work-item (2-D, x = width / 4, y =
- * height), for widths that are a multiple of 4 with src_stride and dst_stride equal to the
- * width: every row then starts 4-byte aligned, so the item loads each of its three rows
- * as one aligned uchar4 plus the two neighbouring bytes and stores whole short4 and uchar4
- * vectors, a quarter of the memory instructions of one pixel per item.
+ * sobel3x3_quad: the same outputs with four pixels per work-item and QUAD_ROWS rows of them
+ * (2-D, x = width / 4, y = ceil(height / QUAD_ROWS)), for widths that are a multiple of 4
+ * with src_stride and dst_stride equal to the width: every row then starts 4-byte aligned,
+ * so the item loads each source row as one aligned uchar4 plus the two neighbouring bytes
+ * and stores whole short4 and uchar4 vectors, a quarter of the memory instructions of one
+ * pixel per item. Down its rows the item keeps the last two source rows in registers, so
+ * QUAD_ROWS rows load QUAD_ROWS + 2 source rows rather than 3 each (GPU builds set 2:
+ * NVIDIA H100 Sobel 23 -> 17 us at 4K; 4 rows gave the same, 8 took 26 us: BENCHMARKS.md).
  */
+#ifndef QUAD_ROWS
+#define QUAD_ROWS 1
+#endif
+
+/* A source row's four pixels at x0 (v) and each one's left (vl) and right (vr) neighbour. */
+#define QUAD_LOAD(row, v, vl, vr)                                                           \
+    do {                                                                                    \
+        __global const uchar *p_ = (row);                                                   \
+        v = convert_int4(*(__global const uchar4 *)p_);                                     \
+        vl = (int4)(p_[-1], v.s012);                                                        \
+        vr = (int4)(v.s123, p_[4]);                                                         \
+    } while (0)
+
+/* One output row of a quad item from its source rows above (t), at (m) and below (b),
+ * stored from element `at`. */
+inline void quad_row(int4 t, int4 tl, int4 tr, int4 m, int4 ml, int4 mr, int4 b, int4 bl,
+                     int4 br, int l2, int edge_threshold, GRADIENT_PARAMS
+                     __global uchar *mag, EDGE_PARAM size_t at)
+{
+    int4 gx = (tr - tl) + 2 * (mr - ml) + (br - bl);
+    int4 gy = (bl + 2 * b + br) - (tl + 2 * t + tr);
+    uchar4 mv;
+    if (!l2) {
+        mv = convert_uchar4_sat(abs(gx) + abs(gy));
+    } else {
+        mv = (uchar4)(magnitude_of(gx.s0, gy.s0, 1), magnitude_of(gx.s1, gy.s1, 1),
+                      magnitude_of(gx.s2, gy.s2, 1), magnitude_of(gx.s3, gy.s3, 1));
+    }
+#ifndef NO_GRADIENTS
+    *(__global short4 *)(dx + at) = convert_short4(gx);
+    *(__global short4 *)(dy + at) = convert_short4(gy);
+#endif
+    *(__global uchar4 *)(mag + at) = mv;
+#ifndef NO_EDGE_MASK
+    /* A vector comparison gives all ones (255) where true. */
+    *(__global uchar4 *)(edges + at) = as_uchar4(mv >= (uchar4)(uchar)edge_threshold);
+#endif
+}
+
 __kernel void sobel3x3_quad(__global const uchar *src, uint src_stride, uint width,
                             uint height, int border, int l2, int edge_threshold,
                             GRADIENT_PARAMS __global uchar *mag, EDGE_PARAM
                             uint dst_stride)
 {
-    int x0 = (int)get_global_id(0) * 4, y = (int)get_global_id(1);
+    int x0 = (int)get_global_id(0) * 4, y0 = (int)get_global_id(1) * QUAD_ROWS;
     int w = (int)width, h = (int)height;
-    if (x0 >= w || y >= h)
+    if (x0 >= w || y0 >= h)
         return;
-    size_t o = (size_t)y * dst_stride;
-    if (x0 >= 1 && x0 + 4 < w && y >= 1 && y + 1 < h) {
-        __global const uchar *rt = src + (size_t)(y - 1) * src_stride + x0;
-        __global const uchar *rm = rt + src_stride, *rb = rm + src_stride;
-        int4 t = convert_int4(*(__global const uchar4 *)rt);
-        int4 m = convert_int4(*(__global const uchar4 *)rm);
-        int4 b = convert_int4(*(__global const uchar4 *)rb);
-        /* Left and right neighbours of each lane. */
-        int4 tl = (int4)(rt[-1], t.s012), tr = (int4)(t.s123, rt[4]);
-        int4 ml = (int4)(rm[-1], m.s012), mr = (int4)(m.s123, rm[4]);
-        int4 bl = (int4)(rb[-1], b.s012), br = (int4)(b.s123, rb[4]);
-        int4 gx = (tr - tl) + 2 * (mr - ml) + (br - bl);
-        int4 gy = (bl + 2 * b + br) - (tl + 2 * t + tr);
-        uchar4 mv;
-        if (!l2) {
-            mv = convert_uchar4_sat(abs(gx) + abs(gy));
-        } else {
-            mv = (uchar4)(magnitude_of(gx.s0, gy.s0, 1), magnitude_of(gx.s1, gy.s1, 1),
-                          magnitude_of(gx.s2, gy.s2, 1), magnitude_of(gx.s3, gy.s3, 1));
+    if (x0 >= 1 && x0 + 4 < w && y0 >= 1 && y0 + QUAD_ROWS < h) {
+        __global const uchar *row = src + (size_t)(y0 - 1) * src_stride + x0;
+        int4 t, tl, tr, m, ml, mr, b, bl, br;
+        QUAD_LOAD(row, t, tl, tr);
+        QUAD_LOAD(row + src_stride, m, ml, mr);
+        for (int k = 0; k < QUAD_ROWS; k++) {
+            QUAD_LOAD(row + (size_t)(k + 2) * src_stride, b, bl, br);
+            quad_row(t, tl, tr, m, ml, mr, b, bl, br, l2, edge_threshold, GRADIENT_ARGS mag,
+                     EDGE_ARG (size_t)(y0 + k) * dst_stride + x0);
+            t = m;
+            tl = ml;
+            tr = mr;
+            m = b;
+            ml = bl;
+            mr = br;
         }
-#ifndef NO_GRADIENTS
-        *(__global short4 *)(dx + o + x0) = convert_short4(gx);
-        *(__global short4 *)(dy + o + x0) = convert_short4(gy);
-#endif
-        *(__global uchar4 *)(mag + o + x0) = mv;
-#ifndef NO_EDGE_MASK
-        /* A vector comparison gives all ones (255) where true. */
-        *(__global uchar4 *)(edges + o + x0) = as_uchar4(mv >= (uchar4)(uchar)edge_threshold);
-#endif
         return;
     }
-    Rows rows = border_rows(src, src_stride, y, h, border);
-    for (int x = x0; x < min(x0 + 4, w); x++)
-        sobel_border_pixel(rows, x, w, border, l2, edge_threshold, GRADIENT_ARGS mag,
-                           EDGE_ARG o);
+    for (int y = y0; y < min(y0 + QUAD_ROWS, h); y++) {
+        Rows rows = border_rows(src, src_stride, y, h, border);
+        size_t o = (size_t)y * dst_stride;
+        for (int x = x0; x < min(x0 + 4, w); x++)
+            sobel_border_pixel(rows, x, w, border, l2, edge_threshold, GRADIENT_ARGS mag,
+                               EDGE_ARG o);
+    }
 }

@@ -256,7 +256,10 @@ fn every_border_and_magnitude() {
     let mut rng = Rng::new(101);
     for border in Border::ALL {
         for magnitude in [Magnitude::L1, Magnitude::L2] {
-            for (w, h) in SMALL_SIZES.into_iter().chain([(9, 1), (64, 5), (641, 479)]) {
+            for (w, h) in SMALL_SIZES
+                .into_iter()
+                .chain([(9, 1), (20, 1), (64, 5), (641, 479)])
+            {
                 let layout = FrameLayout::packed(PixelFormat::Grey, w, h);
                 // Few distinct values make large gradients (saturation) common.
                 let frame: Vec<u8> = rng

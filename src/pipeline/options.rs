@@ -214,9 +214,9 @@ pub enum SobelLayout {
     /// (CPUs: the row's set-up, as many instructions as 16 pixels' arithmetic, is paid
     /// once per run; 1.9x faster on POCL: BENCHMARKS.md).
     Vector16Runs,
-    /// Four pixels per work-item with aligned 4-byte loads and vector stores, one pixel per
-    /// item where the width is not a multiple of 4 (GPUs: neighbouring work-items read
-    /// neighbouring words).
+    /// Four pixels per work-item with aligned 4-byte loads and vector stores, in two rows
+    /// that share their source rows; one pixel per item where the width is not a multiple
+    /// of 4 (GPUs: neighbouring work-items read neighbouring words).
     FourPixelsPerItem,
 }
 

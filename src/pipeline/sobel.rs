@@ -1,10 +1,10 @@
 //! Sobel stage: launches `sobel3x3` (runs of 16 pixels per work-item: 8 runs on CPUs, 1
-//! under the Mali tuning), or on other GPUs
-//! `sobel3x3_quad` (four, for widths that are a multiple of 4) or `sobel3x3_pixel` (one, any
-//! width), from `kernels/sobel.cl`; each writes the 8-bit magnitude in one pass over luma,
-//! and dx, dy and the edge mask where the pipeline keeps its full images ([`FullImages`]):
-//! the stage then owns those images, and its program is built without them otherwise, so
-//! a launch always passes exactly the buffers its kernel takes.
+//! under the Mali tuning), or on other GPUs `sobel3x3_quad` (four, in two rows, for widths
+//! that are a multiple of 4) or `sobel3x3_pixel` (one, any width), from `kernels/sobel.cl`;
+//! each writes the 8-bit magnitude in one pass over luma, and dx, dy and the edge mask
+//! where the pipeline keeps its full images ([`FullImages`]): the stage then owns those
+//! images, and its program is built without them otherwise, so a launch always passes
+//! exactly the buffers its kernel takes.
 
 use opencl3::event::Event;
 use opencl3::kernel::Kernel;
@@ -19,6 +19,11 @@ use crate::frame::FrameLayout;
 
 /// Pixels in one of `sobel3x3`'s runs; it reads 18 x 3 input pixels for them.
 pub(crate) const PIXELS_PER_ITEM: usize = 16;
+
+/// Rows one `sobel3x3_quad` work-item computes (`QUAD_ROWS` in sobel.cl): it loads each
+/// source row once for all of them. 2 gave the shortest Sobel at 4K on an NVIDIA H100
+/// (BENCHMARKS.md).
+const QUAD_ROWS: usize = 2;
 
 /// The images only a pipeline that keeps its full images has Sobel write.
 pub(super) struct SobelImages {
@@ -54,7 +59,9 @@ impl SobelStage {
                 PIXELS_PER_ITEM * SOBEL_RUN_CHUNKS,
                 format!("-DCHUNKS_PER_ITEM={SOBEL_RUN_CHUNKS}"),
             ),
-            SobelLayout::FourPixelsPerItem => ("sobel3x3_quad", 4, String::new()),
+            SobelLayout::FourPixelsPerItem => {
+                ("sobel3x3_quad", 4, format!("-DQUAD_ROWS={QUAD_ROWS}"))
+            }
         };
         let defines = format!(
             "{} {} {runs}",
@@ -106,13 +113,14 @@ impl SobelStage {
         record: Record,
     ) -> Result<Option<Event>, ClError> {
         // The four-pixel kernel needs rows that start 4-byte aligned.
-        let (k, geometry, per_item) = match &self.fallback {
-            Some((k, geometry)) if !layout.width.is_multiple_of(4) => (k, geometry, 1),
-            _ => (&self.kernel, &self.launch, self.pixels_per_item),
+        let (k, geometry, per_item, rows_per_item) = match &self.fallback {
+            Some((k, geometry)) if !layout.width.is_multiple_of(4) => (k, geometry, 1, 1),
+            Some(_) => (&self.kernel, &self.launch, self.pixels_per_item, QUAD_ROWS),
+            None => (&self.kernel, &self.launch, self.pixels_per_item, 1),
         };
         let global = geometry.global_2d(
             (layout.width as usize).div_ceil(per_item),
-            layout.height as usize,
+            (layout.height as usize).div_ceil(rows_per_item),
         );
         let l2 = i32::from(options.magnitude == Magnitude::L2);
         let threshold = i32::from(options.edge_threshold);
@@ -159,14 +167,15 @@ impl SobelStage {
         // edge_threshold, [dx, dy,] mag, [edges,] dst_stride), with both strides `width`;
         // dx, dy and edges are passed exactly when the stage holds them, which is exactly
         // when its program was built without NO_GRADIENTS and NO_EDGE_MASK, i.e. with
-        // those three parameters. A work-item returns unless x < width and y < height; it
-        // reads rows y - 1 to y + 1 clamped (or, in constant mode, skipped) at the frame's
-        // edges and columns within [0, width), and writes its pixels of row y: within
-        // `pixels()` elements of luma and of each output. dx, dy and edges hold the
-        // `pixels` elements the stage was built for, and the pipeline, the only caller,
-        // passes its magnitude of `pixels()` bytes and luma of as many (or a grey slot of
-        // at least that at stride = width), all made for the one layout it was built for
-        // (and this stage with it) and always passes.
+        // those three parameters. A work-item returns unless its first pixel lies inside
+        // the frame; for each of its rows y < height (one, or the quad kernel's QUAD_ROWS,
+        // cut at the height) it reads rows y - 1 to y + 1 clamped (or, in constant mode,
+        // skipped) at the frame's edges and columns within [0, width), and writes its
+        // pixels of row y: within `pixels()` elements of luma and of each output. dx, dy
+        // and edges hold the `pixels` elements the stage was built for, and the pipeline,
+        // the only caller, passes its magnitude of `pixels()` bytes and luma of as many (or
+        // a grey slot of at least that at stride = width), all made for the one layout it
+        // was built for (and this stage with it) and always passes.
         unsafe {
             launch(
                 gpu,
