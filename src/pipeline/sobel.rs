@@ -35,7 +35,8 @@ pub(super) struct SobelImages {
 pub(super) struct SobelStage {
     kernel: Kernel,
     launch: Launch,
-    pixels_per_item: usize,
+    /// Pixels along a row and rows one work-item of `kernel` computes.
+    item: [usize; 2],
     /// The one-pixel kernel for widths the four-pixel one cannot take.
     fallback: Option<(Kernel, Launch)>,
     /// dx, dy and the edge mask, `pixels` elements each, when the pipeline keeps them: the
@@ -52,16 +53,18 @@ impl SobelStage {
         images: FullImages,
         pixels: usize,
     ) -> Result<SobelStage, ClError> {
-        let (name, pixels_per_item, runs) = match tuning.sobel_layout {
-            SobelLayout::Vector16 => ("sobel3x3", PIXELS_PER_ITEM, String::new()),
+        let (name, item, runs) = match tuning.sobel_layout {
+            SobelLayout::Vector16 => ("sobel3x3", [PIXELS_PER_ITEM, 1], String::new()),
             SobelLayout::Vector16Runs => (
                 "sobel3x3",
-                PIXELS_PER_ITEM * SOBEL_RUN_CHUNKS,
+                [PIXELS_PER_ITEM * SOBEL_RUN_CHUNKS, 1],
                 format!("-DCHUNKS_PER_ITEM={SOBEL_RUN_CHUNKS}"),
             ),
-            SobelLayout::FourPixelsPerItem => {
-                ("sobel3x3_quad", 4, format!("-DQUAD_ROWS={QUAD_ROWS}"))
-            }
+            SobelLayout::FourPixelsPerItem => (
+                "sobel3x3_quad",
+                [4, QUAD_ROWS],
+                format!("-DQUAD_ROWS={QUAD_ROWS}"),
+            ),
         };
         let defines = format!(
             "{} {} {runs}",
@@ -90,7 +93,7 @@ impl SobelStage {
         Ok(SobelStage {
             kernel,
             launch,
-            pixels_per_item,
+            item,
             fallback,
             kept,
         })
@@ -113,10 +116,9 @@ impl SobelStage {
         record: Record,
     ) -> Result<Option<Event>, ClError> {
         // The four-pixel kernel needs rows that start 4-byte aligned.
-        let (k, geometry, per_item, rows_per_item) = match &self.fallback {
-            Some((k, geometry)) if !layout.width.is_multiple_of(4) => (k, geometry, 1, 1),
-            Some(_) => (&self.kernel, &self.launch, self.pixels_per_item, QUAD_ROWS),
-            None => (&self.kernel, &self.launch, self.pixels_per_item, 1),
+        let (k, geometry, [per_item, rows_per_item]) = match &self.fallback {
+            Some((k, geometry)) if !layout.width.is_multiple_of(4) => (k, geometry, [1, 1]),
+            _ => (&self.kernel, &self.launch, self.item),
         };
         let global = geometry.global_2d(
             (layout.width as usize).div_ceil(per_item),
