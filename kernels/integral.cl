@@ -44,11 +44,17 @@
  * row or column: what is read counts at most 15 x 15 = 225 pixels and fits a byte, and
  * only at a tile's last pixel (256 pixels) may a stored count have wrapped (modulo 256).
  *
+ * Local is 8 of these bytes a pixel, and the only part a pixel has: the passes write it
+ * only where the host passes keep_local (process --raw, whose OpenCV-layout images the
+ * host assembles from it). region_sums never reads it: a corner's local part is at most
+ * 15 x 15 pixels, which it sums from luma and the magnitude, so the daemon's integrals
+ * are left, top and corner alone, about 2.6 bytes a pixel.
+ *
  * Widths: FrameLayout::validate accepts at most 16843009 pixels, so any sum of luma over
  * any part of the frame fits uint (255 x 16843009 = 2^32 - 1), and so does any count; a
  * squared sum over more than a tile needs ulong (16 rows of 65535 pixels of 65025 reach
  * 6.8e10). Per pixel this is 8 bytes of local, 20 / 16 each of left and top and 20 / 256
- * of corner: about 10.6 bytes against OpenCV's 20.
+ * of corner: about 10.6 bytes against OpenCV's 20, 2.6 without local.
  *
  * Three layouts write local, left and top (the host picks one per device kind); then
  * integral_tops and integral_corners sum top down the bands and left's band ends into
@@ -170,7 +176,7 @@ inline uchar16 load_partial16(__global const uchar *p, uint n)
  * (the CPU pass took twice as long). */
 __attribute__((always_inline)) inline void
 integral_tile(uint t, uint b, uint rows, __global const uchar *luma, uint width, uint height,
-              __global const uchar *magnitude, uchar16 et, uchar16 threshold,
+              __global const uchar *magnitude, uchar16 et, uchar16 threshold, uint keep_local,
               __global ushort *sum, __global uint *sqsum, __global uchar *edges,
               __global uchar *foreground, __global uint *left, __global ulong *left_sq,
               __global uint *top, __global ulong *top_sq, uint *ls, ulong *lq, uint *le,
@@ -215,11 +221,13 @@ integral_tile(uint t, uint b, uint rows, __global const uchar *luma, uint width,
         af += f;
         ce += e.sf;
         cf += f.sf;
-        size_t i = o + (size_t)TILE * r;
-        STORE_ALIGNED(as, (__global ushort16 *)(sum + i));
-        STORE_ALIGNED(aq, (__global uint16 *)(sqsum + i));
-        STORE_ALIGNED(ae, (__global uchar16 *)(edges + i));
-        STORE_ALIGNED(af, (__global uchar16 *)(foreground + i));
+        if (keep_local) {
+            size_t i = o + (size_t)TILE * r;
+            STORE_ALIGNED(as, (__global ushort16 *)(sum + i));
+            STORE_ALIGNED(aq, (__global uint16 *)(sqsum + i));
+            STORE_ALIGNED(ae, (__global uchar16 *)(edges + i));
+            STORE_ALIGNED(af, (__global uchar16 *)(foreground + i));
+        }
         if (t < whole_tiles) {
             /* ls and the others are null where the caller sums along the rows later:
              * the tile's own row totals go to left, and no private array is kept (a GPU
@@ -254,7 +262,8 @@ integral_tile(uint t, uint b, uint rows, __global const uchar *luma, uint width,
 __kernel void integral_tile_bands(__global const uchar *luma, uint src_stride, uint width,
                                   uint height, __global const uchar *magnitude,
                                   uint edge_threshold, __global const uint *results,
-                                  uint items, __global ushort *sum, __global uint *sqsum,
+                                  uint items, uint keep_local, __global ushort *sum,
+                                  __global uint *sqsum,
                                   __global uchar *edges, __global uchar *foreground,
                                   __global uint *left, __global ulong *left_sq,
                                   __global uint *top, __global ulong *top_sq)
@@ -278,9 +287,9 @@ __kernel void integral_tile_bands(__global const uchar *luma, uint src_stride, u
             lq[r] = 0;
         }
         for (uint t = 0; t < tiles; t++)
-            integral_tile(t, b, rows, luma, width, height, magnitude, et, threshold, sum,
-                          sqsum, edges, foreground, left, left_sq, top, top_sq, ls, lq, le,
-                          lf);
+            integral_tile(t, b, rows, luma, width, height, magnitude, et, threshold,
+                          keep_local, sum, sqsum, edges, foreground, left, left_sq, top, top_sq,
+                          ls, lq, le, lf);
     }
 }
 
@@ -290,7 +299,8 @@ __kernel void integral_tile_bands(__global const uchar *luma, uint src_stride, u
 __kernel void integral_tiles(__global const uchar *luma, uint src_stride, uint width,
                              uint height, __global const uchar *magnitude,
                              uint edge_threshold, __global const uint *results,
-                             __global ushort *sum, __global uint *sqsum, __global uchar *edges,
+                             uint keep_local, __global ushort *sum, __global uint *sqsum,
+                             __global uchar *edges,
                              __global uchar *foreground, __global uint *left,
                              __global ulong *left_sq, __global uint *top,
                              __global ulong *top_sq)
@@ -300,8 +310,8 @@ __kernel void integral_tiles(__global const uchar *luma, uint src_stride, uint w
         return;
     uint rows = min((uint)TILE, height - TILE * b);
     integral_tile(t, b, rows, luma, width, height, magnitude, (uchar16)(uchar)edge_threshold,
-                  (uchar16)(uchar)results[256], sum, sqsum, edges, foreground, left, left_sq,
-                  top, top_sq, 0, 0, 0, 0);
+                  (uchar16)(uchar)results[256], keep_local, sum, sqsum, edges, foreground, left,
+                  left_sq, top, top_sq, 0, 0, 0, 0);
 }
 
 /*
@@ -379,7 +389,7 @@ inline uint4 unpacked(uint2 p)
 __kernel void integral_group_tiles(__global const uchar *luma, uint src_stride, uint width,
                                    uint height, __global const uchar *magnitude,
                                    uint edge_threshold, __global const uint *results,
-                                   __global ushort *sum, __global uint *sqsum,
+                                   uint keep_local, __global ushort *sum, __global uint *sqsum,
                                    __global uchar *edges, __global uchar *foreground,
                                    __global uint *left, __global ulong *left_sq,
                                    __global uint *top, __global ulong *top_sq)
@@ -459,12 +469,14 @@ __kernel void integral_group_tiles(__global const uchar *luma, uint src_stride, 
         tile_rows += unpacked(prefix[GROUP_AT(t, r, TILE - 1, group_tiles)]);
         if (r == c)
             left_row = tile_rows;
-        size_t i = o + TILE * r;
-        sum[i] = (ushort)column.s0;
-        sqsum[i] = column.s1;
-        /* Modulo 256: only a tile's last pixel can reach 256, and it is never read. */
-        edges[i] = (uchar)column.s2;
-        foreground[i] = (uchar)column.s3;
+        if (keep_local) {
+            size_t i = o + TILE * r;
+            sum[i] = (ushort)column.s0;
+            sqsum[i] = column.s1;
+            /* Modulo 256: only a tile's last pixel can reach 256, and it is never read. */
+            edges[i] = (uchar)column.s2;
+            foreground[i] = (uchar)column.s3;
+        }
     }
     if (c < rows && tile < whole_tiles) {
         size_t i = (size_t)tile * height + y0 + c;
@@ -695,64 +707,83 @@ __kernel void integral_corners(uint width, uint height, __global const uint *lef
 
 /*
  * region_sums reads rects (uint4: x, y, w, h; inside the frame) and writes, per rect, 4
- * ulongs: pixel sum, squared sum, edge count, foreground count (one work-item per rect),
- * each from the four corners' I as above. Its src is local's sum, of a width x height
- * frame: src_stride is P, the padded row length 16 ceil(width / 16). Every part and every
- * I fits its ulong without wrapping, so the corners' differences are exact.
+ * ulongs: pixel sum, squared sum, edge count, foreground count, each from the four
+ * corners' I as above: left, top and corner from the blocked parts, and the part inside
+ * the corner's tile (what local would hold: at most 15 rows of at most 15 pixels) summed
+ * from luma and the magnitude, so that local need not exist. Its pixels' edges and
+ * foreground are counted as the integral passes count them (magnitude >= edge_threshold,
+ * luma > results[256]).
+ * Work size: 1-D, a work-group of REGION_ITEMS per rect, exactly count groups: work-item
+ * (k, j), lid = 16 k + j, takes row j of corner k's in-tile part (k = 0..3: (x, y),
+ * (x + w, y), (x, y + h), (x + w, y + h)), the first of each corner also its blocked
+ * parts, each with the corner's sign; the group then adds up its 64 signed parts in
+ * local memory. Sums run modulo 2^64, and the total, a region's exact sum, fits.
  */
-typedef struct {
-    __global const ushort *sum;
-    __global const uint *sqsum;
-    __global const uchar *edges, *foreground;
-    __global const uint *left, *top, *corner;
-    __global const ulong *left_sq, *top_sq, *corner_sq;
-    size_t padded;
-    uint width, height;
-} Blocked;
+#define REGION_ITEMS 64
 
-/* I(x, y) of the four quantities: (sum, squared sum, edges, foreground). */
-inline ulong4 integral_at(const Blocked *g, uint x, uint y)
+/* The blocked parts of I(x, y), corner, left and top, for (sum, squared sum, edges,
+ * foreground): each where its condition holds. */
+inline ulong4 blocked_at(uint x, uint y, uint width, uint height, __global const uint *left,
+                         __global const ulong *left_sq, __global const uint *top,
+                         __global const ulong *top_sq, __global const uint *corner,
+                         __global const ulong *corner_sq)
 {
     uint t = x / TILE, l = x % TILE, b = y / TILE, r = y % TILE;
-    size_t whole_tiles = g->width / TILE, whole_bands = g->height / TILE;
+    size_t whole_tiles = width / TILE, whole_bands = height / TILE;
+    size_t padded = TILE * (size_t)((width + TILE - 1) / TILE);
     ulong4 v = 0;
     if (t > 0 && b > 0) {
         size_t plane = whole_tiles * whole_bands, i = (b - 1) * whole_tiles + t - 1;
-        v += (ulong4)(g->corner[i], g->corner_sq[i], g->corner[plane + i],
-                      g->corner[2 * plane + i]);
+        v += (ulong4)(corner[i], corner_sq[i], corner[plane + i], corner[2 * plane + i]);
     }
     if (t > 0 && r > 0) {
-        size_t plane = whole_tiles * g->height, i = (size_t)(t - 1) * g->height + y - 1;
-        v += (ulong4)(g->left[i], g->left_sq[i], g->left[plane + i], g->left[2 * plane + i]);
+        size_t plane = whole_tiles * height, i = (size_t)(t - 1) * height + y - 1;
+        v += (ulong4)(left[i], left_sq[i], left[plane + i], left[2 * plane + i]);
     }
     if (b > 0 && l > 0) {
-        size_t plane = whole_bands * g->padded, i = (b - 1) * g->padded + x - 1;
-        v += (ulong4)(g->top[i], g->top_sq[i], g->top[plane + i], g->top[2 * plane + i]);
-    }
-    if (l > 0 && r > 0) {
-        uint rows = min((uint)TILE, g->height - TILE * b);
-        size_t i = TILE * b * g->padded + (size_t)TILE * rows * t + TILE * (r - 1) + l - 1;
-        v += (ulong4)(g->sum[i], g->sqsum[i], g->edges[i], g->foreground[i]);
+        size_t plane = whole_bands * padded, i = (b - 1) * padded + x - 1;
+        v += (ulong4)(top[i], top_sq[i], top[plane + i], top[2 * plane + i]);
     }
     return v;
 }
 
-__kernel void region_sums(__global const ushort *sum, uint src_stride, uint width, uint height,
-                          __global const uint *sqsum, __global const uchar *edges,
-                          __global const uchar *foreground, __global const uint *left,
-                          __global const ulong *left_sq, __global const uint *top,
-                          __global const ulong *top_sq, __global const uint *corner,
-                          __global const ulong *corner_sq, __global const uint4 *rects,
-                          uint count, __global ulong *out)
+__kernel __attribute__((reqd_work_group_size(REGION_ITEMS, 1, 1))) void
+region_sums(__global const uchar *luma, uint width, uint height,
+            __global const uchar *magnitude, uint edge_threshold,
+            __global const uint *results, __global const uint *left,
+            __global const ulong *left_sq, __global const uint *top,
+            __global const ulong *top_sq, __global const uint *corner,
+            __global const ulong *corner_sq, __global const uint4 *rects, uint count,
+            __global ulong *out)
 {
-    uint i = get_global_id(0);
-    if (i >= count)
+    __local ulong4 parts[REGION_ITEMS];
+    /* A whole group returns or none does: the barriers below are never split. */
+    if (get_group_id(0) >= count)
         return;
-    Blocked g = {sum,  sqsum,     edges,  foreground, left,  top,
-                 corner, left_sq, top_sq, corner_sq,  src_stride, width, height};
-    uint4 rect = rects[i];
-    uint x = rect.x, y = rect.y, w = rect.z, h = rect.w;
-    ulong4 s = integral_at(&g, x + w, y + h) - integral_at(&g, x, y + h) -
-               integral_at(&g, x + w, y) + integral_at(&g, x, y);
-    vstore4(s, i, out);
+    uint lid = get_local_id(0), k = lid / TILE, j = lid % TILE;
+    uint4 rect = rects[get_group_id(0)];
+    uint x = rect.x + (k & 1 ? rect.z : 0), y = rect.y + (k & 2 ? rect.w : 0);
+    uint l = x % TILE, r = y % TILE;
+    ulong4 v = 0;
+    if (j < r && l > 0) {
+        uchar threshold = (uchar)results[256];
+        size_t at = (size_t)(y - r + j) * width + x - l;
+        uint4 s = 0;
+        for (uint i = 0; i < l; i++) {
+            uint p = luma[at + i];
+            s += (uint4)(p, p * p, magnitude[at + i] >= edge_threshold, p > threshold);
+        }
+        v = convert_ulong4(s);
+    }
+    if (j == 0)
+        v += blocked_at(x, y, width, height, left, left_sq, top, top_sq, corner, corner_sq);
+    /* I(x + w, y + h) - I(x + w, y) - I(x, y + h) + I(x, y). */
+    parts[lid] = k == 0 || k == 3 ? v : (ulong4)0 - v;
+    for (uint n = REGION_ITEMS / 2; n > 0; n /= 2) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (lid < n)
+            parts[lid] += parts[lid + n];
+    }
+    if (lid == 0)
+        vstore4(parts[0], get_group_id(0), out);
 }

@@ -307,14 +307,19 @@ fn slots_are_reused_frame_after_frame() {
 }
 
 /// The bytes the blocked integrals of a `w` x `h` frame hold, as integral.cl lays them out:
-/// per pixel of the rows padded to 16-pixel tiles a u16 sum, a u32 squared sum and u8 edge
-/// and foreground counts; per row and whole tile column (left), per whole band and padded
-/// column (top) and per whole tile (corner), three u32 (sum, edges, foreground) and a u64
-/// squared sum. Every buffer ends in a guard band of 64 elements.
-fn blocked_integral_bytes(w: u64, h: u64) -> u64 {
+/// per row and whole tile column (left), per whole band and padded column (top) and per
+/// whole tile (corner), three u32 (sum, edges, foreground) and a u64 squared sum; and
+/// local, with the full images only: per pixel of the rows padded to 16-pixel tiles a u16
+/// sum, a u32 squared sum and u8 edge and foreground counts. Every buffer ends in a guard
+/// band of 64 elements, local's four as well when empty.
+fn blocked_integral_bytes(w: u64, h: u64, images: FullImages) -> u64 {
     let guard = 64;
     let padded = w.div_ceil(16) * 16;
-    let local = (2 + 4 + 1 + 1) * (padded * h + guard);
+    let local_pixels = match images {
+        FullImages::Kept => padded * h,
+        FullImages::Discarded => 0,
+    };
+    let local = (2 + 4 + 1 + 1) * (local_pixels + guard);
     let part = |entries: u64| 4 * (3 * entries + guard) + 8 * (entries + guard);
     let (whole_across, whole_bands) = (w / 16, h / 16);
     local + part(whole_across * h) + part(whole_bands * padded) + part(whole_across * whole_bands)
@@ -356,7 +361,7 @@ fn device_bytes_are_the_blocked_integrals_and_the_full_images_only_where_kept() 
             PixelFormat::Grey | PixelFormat::Nv12 => 0,
             _ => image,
         };
-        let daemon = image + luma + counts + blocked_integral_bytes(w, h) + regions;
+        let daemon = image + luma + counts + regions;
         // dx and dy, two bytes a pixel each, the edge mask and the mask, one.
         let full = 2 * 2 * image + 2 * image;
         for (tuning, scratch) in [
@@ -365,6 +370,7 @@ fn device_bytes_are_the_blocked_integrals_and_the_full_images_only_where_kept() 
             (Tuning::FOR_MALI, sub_histograms),
         ] {
             for (images, extra) in [(FullImages::Discarded, 0), (FullImages::Kept, full)] {
+                let extra = extra + blocked_integral_bytes(w, h, images);
                 let setup = Setup { tuning, images };
                 let pipeline =
                     Pipeline::with_setup(&gpu, layout, PipelineOptions::default(), &[], setup)
@@ -377,10 +383,13 @@ fn device_bytes_are_the_blocked_integrals_and_the_full_images_only_where_kept() 
             }
         }
     }
-    // At 1080p the daemon's pipeline holds 10.6 bytes a pixel of integrals, where OpenCV's
-    // four images held 20.
-    let per_pixel = blocked_integral_bytes(1920, 1080) as f64 / (1920.0 * 1080.0);
-    assert!((10.5..10.7).contains(&per_pixel), "{per_pixel}");
+    // At 1080p the daemon's pipeline holds 2.6 bytes a pixel of integrals, process --raw's
+    // 10.6, where OpenCV's four images held 20.
+    let per_pixel = |images| blocked_integral_bytes(1920, 1080, images) as f64 / 2073600.0;
+    let daemon = per_pixel(FullImages::Discarded);
+    assert!((2.5..2.7).contains(&daemon), "{daemon}");
+    let kept = per_pixel(FullImages::Kept);
+    assert!((10.5..10.7).contains(&kept), "{kept}");
     // The default pipeline is the daemon's: without the full images.
     let layout = FrameLayout::packed(PixelFormat::Grey, 40, 2);
     let pipeline = Pipeline::new(&gpu, layout, PipelineOptions::default(), &[]).unwrap();

@@ -1,26 +1,33 @@
 //! Integral stage: the integrals of luma, of its square and of its edge and foreground
 //! pixels (edges and foreground counted from the magnitude and the device's Otsu
 //! threshold, no mask read) in the compact blocked form `kernels/integral.cl` defines:
-//! tiles of 16 x 16 pixels, each pixel's prefix within its tile, and per row, column and
-//! tile the prefixes over whole tiles, about 10.6 bytes a pixel where OpenCV's layout
-//! takes 20. The region stage reads any rectangle's sums from it in O(1) (`region_sums`),
-//! and [`HostIntegrals`] assembles OpenCV's (H+1)x(W+1) images from it on the host, for
-//! `process --raw`, so no device ever holds those.
+//! tiles of 16 x 16 pixels, per row, column and tile the prefixes over whole tiles (about
+//! 2.6 bytes a pixel), and, only with the full images, each pixel's prefix within its tile
+//! (8 more). The region stage reads any rectangle's sums in O(1) (`region_sums`): at each
+//! corner at most three stored values and the at most 15 x 15 pixels of the corner's tile
+//! before it, summed from luma and the magnitude. [`HostIntegrals`] assembles OpenCV's
+//! (H+1)x(W+1) images (20 bytes a pixel) on the host for `process --raw`, so no device
+//! ever holds those.
 
 use opencl3::event::Event;
 use opencl3::kernel::Kernel;
 use opencl3::memory::Buffer;
 
 use super::buffers::held_bytes;
-use super::{device_buffer, DeviceImage, IntegralLayout, Launch, PipelineError, Tuning};
+use super::{
+    device_buffer, DeviceImage, FullImages, IntegralLayout, Launch, PipelineError, Tuning,
+};
 use crate::cl::{
     launch, write_blocking, CallContext, ClError, Gpu, KernelArg, Record, INTEGRAL_CL,
 };
 use crate::frame::FrameLayout;
 use crate::region::{Region, RegionStats};
 
-/// Work-items per group of the region sums and of the passes over whole tiles.
+/// Work-items per group of the passes over whole tiles.
 const LINE_GROUP_SIZE: usize = 64;
+/// Work-items per group of `region_sums`, a group a region (`REGION_ITEMS` in
+/// integral.cl, which it requires).
+const REGION_ITEMS: usize = 64;
 /// Work-items per group of `integral_tiles` (a multiple of 4 of 64 to 128: Mali's guide).
 const TILES_GROUP: usize = 64;
 /// Runs of bands per compute unit in the CPU pass: a few, so a slow core holds up little.
@@ -75,8 +82,12 @@ impl Tiles {
         self.width.next_multiple_of(Tiles::SIZE)
     }
 
-    fn local_len(&self) -> usize {
-        self.padded() * self.height
+    /// Local's elements a part, 0 where local is not kept.
+    fn local_len(&self, images: FullImages) -> usize {
+        match images {
+            FullImages::Kept => self.padded() * self.height,
+            FullImages::Discarded => 0,
+        }
     }
 
     fn left_len(&self) -> usize {
@@ -91,11 +102,11 @@ impl Tiles {
         self.whole_across() * self.whole_bands()
     }
 
-    /// Bytes the blocked integrals hold, guard bands aside: 8 a pixel of the padded rows
-    /// for local, 20 an entry of left, top and corner.
-    pub(super) fn bytes(&self) -> u64 {
+    /// Bytes the blocked integrals hold, guard bands aside: 20 an entry of left, top and
+    /// corner, and with the full images 8 a pixel of the padded rows for local.
+    pub(super) fn bytes(&self, images: FullImages) -> u64 {
         let entries = self.left_len() + self.top_len() + self.corner_len();
-        8 * self.local_len() as u64 + 20 * entries as u64
+        8 * self.local_len(images) as u64 + 20 * entries as u64
     }
 
     /// Where local holds pixel (x, y): its band's tiles one after another, each its rows.
@@ -110,9 +121,9 @@ impl Tiles {
 }
 
 /// The blocked integrals on the device, each part with its guard band: local per pixel
-/// (u16 sum, u32 squared sum, u8 edge and foreground counts); left, top and corner with
-/// their u32 sum, edges and foreground as three planes of one buffer and their u64 squared
-/// sums in another.
+/// (u16 sum, u32 squared sum, u8 edge and foreground counts), empty unless the full
+/// images are kept; left, top and corner with their u32 sum, edges and foreground as three
+/// planes of one buffer and their u64 squared sums in another.
 struct Blocked {
     sum: DeviceImage<u16>,
     sqsum: DeviceImage<u32>,
@@ -127,12 +138,13 @@ struct Blocked {
 }
 
 impl Blocked {
-    fn new(gpu: &Gpu, t: &Tiles) -> Result<Blocked, ClError> {
+    fn new(gpu: &Gpu, t: &Tiles, images: FullImages) -> Result<Blocked, ClError> {
+        let local = t.local_len(images);
         Ok(Blocked {
-            sum: DeviceImage::new(gpu, t.local_len())?,
-            sqsum: DeviceImage::new(gpu, t.local_len())?,
-            edges: DeviceImage::new(gpu, t.local_len())?,
-            foreground: DeviceImage::new(gpu, t.local_len())?,
+            sum: DeviceImage::new(gpu, local)?,
+            sqsum: DeviceImage::new(gpu, local)?,
+            edges: DeviceImage::new(gpu, local)?,
+            foreground: DeviceImage::new(gpu, local)?,
             left: DeviceImage::new(gpu, 3 * t.left_len())?,
             left_sq: DeviceImage::new(gpu, t.left_len())?,
             top: DeviceImage::new(gpu, 3 * t.top_len())?,
@@ -272,8 +284,9 @@ pub(super) struct IntegralStage {
     passes: Passes,
     scans: Scans,
     region_sums: Kernel,
-    launch: Launch,
     tiles: Tiles,
+    /// Whether the passes write local (1) or not (0): only for the full images.
+    keep_local: u32,
     blocked: Blocked,
     /// The whole frame, then the configured regions, then the health grid's cells.
     regions: Vec<Region>,
@@ -288,6 +301,7 @@ impl IntegralStage {
         layout: &FrameLayout,
         regions: &[Region],
         tuning: &Tuning,
+        images: FullImages,
     ) -> Result<IntegralStage, PipelineError> {
         let tiles = Tiles::new(layout);
         let built = || -> Result<_, ClError> {
@@ -364,10 +378,10 @@ impl IntegralStage {
         let mut stage = IntegralStage {
             passes,
             scans,
-            launch: Launch::one_d(gpu, &region_sums, LINE_GROUP_SIZE)?,
             region_sums,
             tiles,
-            blocked: Blocked::new(gpu, &tiles)?,
+            keep_local: u32::from(images == FullImages::Kept),
+            blocked: Blocked::new(gpu, &tiles, images)?,
             regions: Vec::new(),
             cells: 0,
             rects: device_buffer(gpu, 4)?,
@@ -446,11 +460,12 @@ impl IntegralStage {
             Passes::ItemBands { kernel, items } => {
                 // SAFETY: the arguments are integral.cl's integral_tile_bands (luma,
                 // src_stride, width, height, magnitude, edge_threshold, results, items,
-                // sum, sqsum, edges, foreground, left, left_sq, top, top_sq), src_stride =
-                // width. Work-item k < `items` reads rows of its bands (all below `height`),
-                // `width` columns each (a partial tile byte by byte), of the two
-                // `pixels()`-byte inputs, word 256 of `results`, and writes its bands'
-                // elements of local (`local_len()` each), of left (`left_len()` a plane)
+                // keep_local, sum, sqsum, edges, foreground, left, left_sq, top, top_sq),
+                // src_stride = width. Work-item k < `items` reads rows of its bands (all
+                // below `height`), `width` columns each (a partial tile byte by byte), of
+                // the two `pixels()`-byte inputs, word 256 of `results`, and writes its
+                // bands' elements of local only where `keep_local` is 1 (then
+                // `local_len()` each, 0 otherwise), of left (`left_len()` a plane)
                 // and of top (`top_len()` a plane): `Blocked::new` made every part that
                 // long from this stage's `Tiles`, i.e. from this layout. The pipeline, the
                 // only caller, passes that layout, its inputs of `pixels()` bytes and its
@@ -468,6 +483,7 @@ impl IntegralStage {
                             &et,
                             results,
                             items,
+                            &self.keep_local,
                             &g.sum.buf,
                             &g.sqsum.buf,
                             &g.edges.buf,
@@ -491,9 +507,10 @@ impl IntegralStage {
             } => {
                 let global = [across.next_multiple_of(*group), t.bands()];
                 // SAFETY: the arguments are those of integral_group_tiles and of
-                // integral_tiles (the same parameters: luma, src_stride, width,
-                // height, magnitude, edge_threshold, results, sum, sqsum, edges, foreground,
-                // left, left_sq, top, top_sq), src_stride = width. Band b's work-items read
+                // integral_tiles (the same parameters: luma, src_stride, width, height,
+                // magnitude, edge_threshold, results, keep_local, sum, sqsum, edges,
+                // foreground, left, left_sq, top, top_sq), src_stride = width; neither
+                // writes local unless `keep_local` is 1. Band b's work-items read
                 // its rows (below `height`) of the two `pixels()`-byte inputs only within
                 // `width` columns, and word 256 of `results`; integral_group_tiles' item
                 // (x, b) writes element x of the band's rows of local only where x < the
@@ -516,6 +533,7 @@ impl IntegralStage {
                             magnitude,
                             &et,
                             results,
+                            &self.keep_local,
                             &g.sum.buf,
                             &g.sqsum.buf,
                             &g.edges.buf,
@@ -663,39 +681,49 @@ impl IntegralStage {
         Ok(())
     }
 
-    /// Enqueues the sums of every region (the whole frame first).
+    /// Enqueues the sums of every region (the whole frame first), from left, top and
+    /// corner and, for each corner's part inside its tile, from `luma` and `magnitude`
+    /// (edges at least `edge_threshold`, foreground above word 256 of `results`, as
+    /// [`IntegralStage::enqueue_integrals`] counted them).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn enqueue_regions(
         &self,
         gpu: &Gpu,
         layout: &FrameLayout,
+        luma: &Buffer<u8>,
+        magnitude: &Buffer<u8>,
+        edge_threshold: u8,
+        results: &Buffer<u32>,
         sums: &Buffer<u64>,
         record: Record,
     ) -> Result<Option<Event>, ClError> {
         let count = self.regions.len() as u32;
+        let et = u32::from(edge_threshold);
         let g = &self.blocked;
-        let src_stride = self.tiles.padded() as u32;
-        // SAFETY: the arguments are region_sums' (sum, src_stride, width, height, sqsum,
-        // edges, foreground, left, left_sq, top, top_sq, corner, corner_sq, rects, count,
-        // out), src_stride = the padded width. Work-item i returns unless i < `count`,
-        // reads rectangle i of `rects` (4 x `count` words), for each of its four corners
-        // at most one element of each part at the indices integral.cl's formula gives for
-        // a point inside the frame (the lengths `Blocked::new` made from this layout's
-        // `Tiles`), and writes 4 ulongs at 4i of `out`. `set_regions` makes `rects` for
-        // exactly `self.regions` (4 words each), after checking that every
-        // region lies inside this layout's frame, and the pipeline, the only caller,
-        // passes `sums` of `sums_len()` words, made for those regions.
+        // SAFETY: the arguments are region_sums' (luma, width, height, magnitude,
+        // edge_threshold, results, left, left_sq, top, top_sq, corner, corner_sq, rects,
+        // count, out), and the groups are exactly `count` of REGION_ITEMS, the size the
+        // kernel requires. Group i reads rectangle i of `rects` (4 x `count` words); for
+        // each of its four corners (inside the frame) at most one element of each of left,
+        // top and corner at the indices integral.cl's formula gives (the lengths
+        // `Blocked::new` made from this layout's `Tiles`), and of the dense `pixels()`-byte
+        // luma and magnitude at most 15 rows of at most 15 pixels left of the corner and
+        // above it within its tile, and word 256 of `results`; it writes 4 ulongs at 4i of
+        // `out`. `set_regions` makes `rects` for exactly `self.regions` (4 words each),
+        // after checking that every region lies inside this layout's frame, and the
+        // pipeline, the only caller, passes its inputs, its 257-word results and `sums` of
+        // `sums_len()` words, made for those regions.
         unsafe {
             launch(
                 gpu,
                 &self.region_sums,
                 &[
-                    &g.sum.buf,
-                    &src_stride,
+                    luma,
                     &layout.width,
                     &layout.height,
-                    &g.sqsum.buf,
-                    &g.edges.buf,
-                    &g.foreground.buf,
+                    magnitude,
+                    &et,
+                    results,
                     &g.left.buf,
                     &g.left_sq.buf,
                     &g.top.buf,
@@ -706,8 +734,8 @@ impl IntegralStage {
                     &count,
                     sums,
                 ],
-                &[self.launch.global_1d(self.regions.len())],
-                &[self.launch.local[0]],
+                &[REGION_ITEMS * self.regions.len()],
+                &[REGION_ITEMS],
                 "clEnqueueNDRangeKernel(region_sums)",
                 record,
             )
@@ -791,7 +819,7 @@ impl IntegralStage {
         Ok(self.blocked.held_bytes()? + held_bytes(&self.rects)?)
     }
 
-    /// Reads the blocked integrals back.
+    /// Reads the blocked integrals back, local empty unless the full images are kept.
     pub(super) fn read_integrals(&self, gpu: &Gpu) -> Result<HostIntegrals, ClError> {
         let g = &self.blocked;
         Ok(HostIntegrals {
@@ -814,7 +842,7 @@ impl IntegralStage {
 mod tests {
     use super::*;
     use crate::frame::PixelFormat;
-    use crate::pipeline::{Pipeline, PipelineOptions, Tuning};
+    use crate::pipeline::{Pipeline, PipelineOptions, Setup, Tuning};
     use crate::reference;
 
     /// A grey frame's luma (the frame itself) and the reference's OpenCV-layout integrals
@@ -887,10 +915,10 @@ mod tests {
             let (w16, h16, p) = (g.whole_across(), g.whole_bands(), g.padded());
             let mut out = HostIntegrals {
                 tiles: g,
-                sum: vec![0; g.local_len()],
-                sqsum: vec![0; g.local_len()],
-                edges: vec![0; g.local_len()],
-                foreground: vec![0; g.local_len()],
+                sum: vec![0; g.local_len(FullImages::Kept)],
+                sqsum: vec![0; g.local_len(FullImages::Kept)],
+                edges: vec![0; g.local_len(FullImages::Kept)],
+                foreground: vec![0; g.local_len(FullImages::Kept)],
                 left: vec![0; 3 * g.left_len()],
                 left_sq: vec![0; g.left_len()],
                 top: vec![0; 3 * g.top_len()],
@@ -963,10 +991,12 @@ mod tests {
         crate::cl::test_gpu()
     }
 
-    /// Both layouts' kernels write every part exactly as integral.cl defines it, padding
-    /// included (and local's counts modulo 256 at a tile's last pixel).
+    /// Every layout's kernels write every part exactly as integral.cl defines it, padding
+    /// included (and local's counts modulo 256 at a tile's last pixel); without the full
+    /// images they write no local at all (its buffers are empty, and their guard bands
+    /// intact).
     #[test]
-    fn both_layouts_write_the_parts_as_defined() {
+    fn every_layout_writes_the_parts_as_defined() {
         let gpu = gpu();
         for (k, (w, h)) in SIZES.into_iter().chain([(641, 479)]).enumerate() {
             for edge_threshold in [0, 64] {
@@ -977,18 +1007,29 @@ mod tests {
                     edge_threshold,
                     ..PipelineOptions::default()
                 };
-                for (_, tuning) in Tuning::ALL {
-                    let label = format!("{w}x{h}, {edge_threshold}, {tuning:?}");
+                for ((_, tuning), images) in Tuning::ALL
+                    .into_iter()
+                    .flat_map(|t| [(t, FullImages::Kept), (t, FullImages::Discarded)])
+                {
+                    let label = format!("{w}x{h}, {edge_threshold}, {tuning:?}, {images:?}");
+                    let setup = Setup { tuning, images };
                     let mut pipeline =
-                        Pipeline::with_tuning(&gpu, layout, options, &[], tuning).unwrap();
+                        Pipeline::with_setup(&gpu, layout, options, &[], setup).unwrap();
                     let mut slot = pipeline.new_slot(&gpu).unwrap();
                     slot.write_bytes(&gpu, &frame.luma).unwrap();
                     pipeline.process(&gpu, &slot).unwrap();
                     let got = pipeline.integral.read_integrals(&gpu).unwrap();
-                    assert!(got.sum == want.sum, "local sum, {label}");
-                    assert!(got.sqsum == want.sqsum, "local sqsum, {label}");
-                    assert!(got.edges == want.edges, "local edges, {label}");
-                    assert!(got.foreground == want.foreground, "local fg, {label}");
+                    if images == FullImages::Kept {
+                        assert!(got.sum == want.sum, "local sum, {label}");
+                        assert!(got.sqsum == want.sqsum, "local sqsum, {label}");
+                        assert!(got.edges == want.edges, "local edges, {label}");
+                        assert!(got.foreground == want.foreground, "local fg, {label}");
+                    } else {
+                        assert!(got.sum.is_empty() && got.sqsum.is_empty(), "{label}");
+                        assert!(got.edges.is_empty() && got.foreground.is_empty(), "{label}");
+                    }
+                    let broken = pipeline.broken_guards(&gpu).unwrap();
+                    assert!(broken.is_empty(), "{broken:?}, {label}");
                     assert!(got.left == want.left, "left, {label}");
                     assert!(got.left_sq == want.left_sq, "left_sq, {label}");
                     assert!(got.top == want.top, "top, {label}");

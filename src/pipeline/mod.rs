@@ -174,7 +174,7 @@ impl Pipeline {
         layout.validate()?;
         let n = layout.pixels();
         let luma_in_slot = reads_luma_in_place(&layout);
-        let integral = integral::IntegralStage::new(gpu, &layout, regions, &tuning)?;
+        let integral = integral::IntegralStage::new(gpu, &layout, regions, &tuning, images)?;
         let readout = Readout::new(gpu, integral.sums_len())?;
         let read_back = ReadBack::new(readout.layout);
         let bufs = DeviceImages {
@@ -491,7 +491,16 @@ impl Pipeline {
         keep(
             Stage::Regions,
             self.integral
-                .enqueue_regions(gpu, &l, &r.sums, record)
+                .enqueue_regions(
+                    gpu,
+                    &l,
+                    luma_src,
+                    &b.magnitude.buf,
+                    self.options.edge_threshold,
+                    &r.results,
+                    &r.sums,
+                    record,
+                )
                 .stage(Stage::Regions)?,
         );
         // One read of every result behind the kernels; the caller waits once.

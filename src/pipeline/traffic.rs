@@ -16,9 +16,11 @@ pub struct Traffic {
     pub pipeline: u64,
 }
 
-/// A region's sums read four corners of at most one element of each blocked part: local
-/// (8 bytes), left, top and corner (20 each), besides its rectangle (16) and its sums (32).
-const REGION_BYTES: u64 = 16 + 4 * (8 + 3 * 20) + 32;
+/// A region's sums read, at each of four corners, at most one element of left, top and
+/// corner (20 bytes each) and at most 15 x 15 pixels of luma and of the magnitude (the
+/// part inside the corner's tile), besides its rectangle (16) and its sums (32): a bound,
+/// reached by a region whose corners all lie at a tile's last pixel.
+const REGION_BYTES: u64 = 16 + 4 * (3 * 20 + 2 * 15 * 15) + 32;
 
 impl Traffic {
     /// The traffic of a pipeline for `layout` built with `images`, measuring `regions`
@@ -33,7 +35,7 @@ impl Traffic {
         } else {
             frame + n
         };
-        let integrals = Tiles::new(layout).bytes();
+        let integrals = Tiles::new(layout).bytes(images);
         // dx and dy (2 bytes a pixel each) and the edge mask (1), and the mask.
         let (sobel_kept, mask) = match images {
             FullImages::Kept => (5 * n, n),
@@ -65,9 +67,10 @@ mod tests {
     fn bytes_for_1080p() {
         let (w, h) = (1920u64, 1080u64);
         let n = w * h;
-        // Local: a u16, a u32 and two u8 a pixel; left: 120 whole tiles a row, top: 67
-        // whole bands a column, corner: 120 x 67, 20 bytes each.
-        let integrals = 8 * n + 20 * (120 * h + 67 * w + 120 * 67);
+        // Left: 120 whole tiles a row, top: 67 whole bands a column, corner: 120 x 67, 20
+        // bytes each; local, a u16, a u32 and two u8 a pixel, only with the full images.
+        let integrals = 20 * (120 * h + 67 * w + 120 * 67);
+        let local = 8 * n;
         let grey = FrameLayout::packed(PixelFormat::Grey, w as u32, h as u32);
         let t = Traffic::of(&grey, FullImages::Discarded, 1);
         // The daemon's path: a grey frame is its own luma, Sobel writes the magnitude
@@ -77,10 +80,10 @@ mod tests {
         assert_eq!(t.stages[Stage::Binarize as usize], 0);
         assert_eq!(t.stages[Stage::Integral as usize], 2 * n + 4 + integrals);
         assert_eq!(t.pipeline, 2 * n + integrals);
-        // About 12.6 bytes a pixel moved, where the edge mask and the four OpenCV-layout
-        // images made it 24.
+        // About 4.6 bytes a pixel moved, where local made it 12.6 and the edge mask and the
+        // four OpenCV-layout images 24.
         let per_pixel = t.pipeline as f64 / n as f64;
-        assert!((12.5..12.6).contains(&per_pixel), "{per_pixel}");
+        assert!((4.5..4.6).contains(&per_pixel), "{per_pixel}");
         // process --raw of an RGB frame: luma converted and written, every full image.
         let rgb = FrameLayout::packed(PixelFormat::Rgb24, w as u32, h as u32);
         let t = Traffic::of(&rgb, FullImages::Kept, 3);
@@ -88,6 +91,10 @@ mod tests {
         assert_eq!(t.stages[Stage::Sobel as usize], 7 * n);
         assert_eq!(t.stages[Stage::Binarize as usize], 2 * n + 4);
         assert_eq!(t.stages[Stage::Regions as usize], 3 * REGION_BYTES);
-        assert_eq!(t.pipeline, 3 * n + n + n + 5 * n + n + integrals);
+        assert_eq!(
+            t.stages[Stage::Integral as usize],
+            2 * n + 4 + integrals + local
+        );
+        assert_eq!(t.pipeline, 3 * n + n + n + 5 * n + n + integrals + local);
     }
 }
