@@ -280,6 +280,18 @@ enum Scans {
     },
 }
 
+/// What the integrals and the region sums count, on the device: luma (its sum and squared
+/// sum), its edges (`magnitude` at least `edge_threshold`) and its foreground (above the
+/// threshold at word 256 of `results`, which the Otsu kernel wrote before). Luma and the
+/// magnitude are dense, `pixels()` bytes each.
+#[derive(Clone, Copy)]
+pub(super) struct Counted<'a> {
+    pub luma: &'a Buffer<u8>,
+    pub magnitude: &'a Buffer<u8>,
+    pub edge_threshold: u8,
+    pub results: &'a Buffer<u32>,
+}
+
 pub(super) struct IntegralStage {
     passes: Passes,
     scans: Scans,
@@ -433,24 +445,24 @@ impl IntegralStage {
         &self.regions[self.regions.len() - self.cells..]
     }
 
-    /// Enqueues the blocked integrals of luma, of its edges (`magnitude` at least
-    /// `edge_threshold`) and of its foreground (above the threshold at word 256 of
-    /// `results`, which the Otsu kernel wrote before), handing each kernel's event to
+    /// Enqueues the blocked integrals of `counted`, handing each kernel's event to
     /// `event`.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn enqueue_integrals(
         &self,
         gpu: &Gpu,
         layout: &FrameLayout,
-        luma: &Buffer<u8>,
-        magnitude: &Buffer<u8>,
-        edge_threshold: u8,
-        results: &Buffer<u32>,
+        counted: &Counted,
         record: Record,
         mut event: impl FnMut(Option<Event>),
     ) -> Result<(), ClError> {
+        let Counted {
+            luma,
+            magnitude,
+            results,
+            ..
+        } = *counted;
         let (w, h) = (layout.width, layout.height);
-        let et = u32::from(edge_threshold);
+        let et = u32::from(counted.edge_threshold);
         // Luma and the magnitude are dense: their rows are `w` apart.
         let src_stride = w;
         let g = &self.blocked;
@@ -682,23 +694,17 @@ impl IntegralStage {
     }
 
     /// Enqueues the sums of every region (the whole frame first), from left, top and
-    /// corner and, for each corner's part inside its tile, from `luma` and `magnitude`
-    /// (edges at least `edge_threshold`, foreground above word 256 of `results`, as
-    /// [`IntegralStage::enqueue_integrals`] counted them).
-    #[allow(clippy::too_many_arguments)]
+    /// corner and, for each corner's part inside its tile, from `counted` itself.
     pub(super) fn enqueue_regions(
         &self,
         gpu: &Gpu,
         layout: &FrameLayout,
-        luma: &Buffer<u8>,
-        magnitude: &Buffer<u8>,
-        edge_threshold: u8,
-        results: &Buffer<u32>,
+        counted: &Counted,
         sums: &Buffer<u64>,
         record: Record,
     ) -> Result<Option<Event>, ClError> {
         let count = self.regions.len() as u32;
-        let et = u32::from(edge_threshold);
+        let et = u32::from(counted.edge_threshold);
         let g = &self.blocked;
         // SAFETY: the arguments are region_sums' (luma, width, height, magnitude,
         // edge_threshold, results, left, left_sq, top, top_sq, corner, corner_sq, rects,
@@ -718,12 +724,12 @@ impl IntegralStage {
                 gpu,
                 &self.region_sums,
                 &[
-                    luma,
+                    counted.luma,
                     &layout.width,
                     &layout.height,
-                    magnitude,
+                    counted.magnitude,
                     &et,
-                    results,
+                    counted.results,
                     &g.left.buf,
                     &g.left_sq.buf,
                     &g.top.buf,

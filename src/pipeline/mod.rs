@@ -476,31 +476,19 @@ impl Pipeline {
                 .enqueue_binarize(gpu, luma_src, &l, &r.results, record)
                 .stage(Stage::Binarize)?,
         );
+        let counted = integral::Counted {
+            luma: luma_src,
+            magnitude: &b.magnitude.buf,
+            edge_threshold: self.options.edge_threshold,
+            results: &r.results,
+        };
         self.integral
-            .enqueue_integrals(
-                gpu,
-                &l,
-                luma_src,
-                &b.magnitude.buf,
-                self.options.edge_threshold,
-                &r.results,
-                record,
-                |e| keep(Stage::Integral, e),
-            )
+            .enqueue_integrals(gpu, &l, &counted, record, |e| keep(Stage::Integral, e))
             .stage(Stage::Integral)?;
         keep(
             Stage::Regions,
             self.integral
-                .enqueue_regions(
-                    gpu,
-                    &l,
-                    luma_src,
-                    &b.magnitude.buf,
-                    self.options.edge_threshold,
-                    &r.results,
-                    &r.sums,
-                    record,
-                )
+                .enqueue_regions(gpu, &l, &counted, &r.sums, record)
                 .stage(Stage::Regions)?,
         );
         // One read of every result behind the kernels; the caller waits once.
