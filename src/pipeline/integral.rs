@@ -292,10 +292,20 @@ pub(super) struct Counted<'a> {
     pub results: &'a Buffer<u32>,
 }
 
+/// How the region sums are laid out (the same arguments either way).
+enum RegionSums {
+    /// GPUs: `region_sums`, a work-group of [`REGION_ITEMS`] a region, a work-item a row
+    /// of a corner's in-tile part.
+    Groups(Kernel),
+    /// CPUs and Mali: `region_sums_items`, a work-item a region (no local memory, no
+    /// barriers), in groups of the launch's size.
+    Items(Kernel, Launch),
+}
+
 pub(super) struct IntegralStage {
     passes: Passes,
     scans: Scans,
-    region_sums: Kernel,
+    region_sums: RegionSums,
     tiles: Tiles,
     /// Whether the passes write local (1) or not (0): only for the full images.
     keep_local: u32,
@@ -381,7 +391,14 @@ impl IntegralStage {
                     corners,
                 }
             };
-            Ok((passes, scans, k("region_sums")?))
+            let region_sums = if tuning.integral_layout == IntegralLayout::GroupBands {
+                RegionSums::Groups(k("region_sums")?)
+            } else {
+                let kernel = k("region_sums_items")?;
+                let launch = Launch::one_d(gpu, &kernel, LINE_GROUP_SIZE)?;
+                RegionSums::Items(kernel, launch)
+            };
+            Ok((passes, scans, region_sums))
         };
         let (passes, scans, region_sums) = built().map_err(|source| PipelineError::Stage {
             stage: "integral",
@@ -706,10 +723,17 @@ impl IntegralStage {
         let count = self.regions.len() as u32;
         let et = u32::from(counted.edge_threshold);
         let g = &self.blocked;
-        // SAFETY: the arguments are region_sums' (luma, width, height, magnitude,
-        // edge_threshold, results, left, left_sq, top, top_sq, corner, corner_sq, rects,
-        // count, out), and the groups are exactly `count` of REGION_ITEMS, the size the
-        // kernel requires. Group i reads rectangle i of `rects` (4 x `count` words); for
+        let n = self.regions.len();
+        let (kernel, global, local) = match &self.region_sums {
+            RegionSums::Groups(kernel) => (kernel, REGION_ITEMS * n, REGION_ITEMS),
+            RegionSums::Items(kernel, launch) => (kernel, launch.global_1d(n), launch.local[0]),
+        };
+        // SAFETY: the arguments are those of region_sums and of region_sums_items (the same
+        // parameters: luma, width, height, magnitude, edge_threshold, results, left,
+        // left_sq, top, top_sq, corner, corner_sq, rects, count, out). region_sums' groups
+        // are exactly `count` of REGION_ITEMS, the size the kernel requires, and
+        // region_sums_items' work-item i returns unless i < `count`. Region i (a group, or
+        // a work-item) reads rectangle i of `rects` (4 x `count` words); for
         // each of its four corners (inside the frame) at most one element of each of left,
         // top and corner at the indices integral.cl's formula gives (the lengths
         // `Blocked::new` made from this layout's `Tiles`), and of the dense `pixels()`-byte
@@ -722,7 +746,7 @@ impl IntegralStage {
         unsafe {
             launch(
                 gpu,
-                &self.region_sums,
+                kernel,
                 &[
                     counted.luma,
                     &layout.width,
@@ -740,8 +764,8 @@ impl IntegralStage {
                     &count,
                     sums,
                 ],
-                &[REGION_ITEMS * self.regions.len()],
-                &[REGION_ITEMS],
+                &[global],
+                &[local],
                 "clEnqueueNDRangeKernel(region_sums)",
                 record,
             )
