@@ -56,9 +56,10 @@
  * 6.8e10). Per pixel this is 8 bytes of local, 20 / 16 each of left and top and 20 / 256
  * of corner: about 10.6 bytes against OpenCV's 20, 2.6 without local.
  *
- * Three layouts write local, left and top (the host picks one per device kind); then
- * integral_tops and integral_corners sum top down the bands and left's band ends into
- * corner (CPUs and Mali), or on GPUs integral_left_tops and integral_corners_split:
+ * Three layouts write local (with keep_local), left and top (the host picks one per device
+ * kind); then integral_tops and integral_corners sum top down the bands and left's band
+ * ends into corner (CPUs and Mali), or on GPUs integral_left_tops and
+ * integral_corners_split:
  *   CPUs  integral_tile_bands: a work-item per run of bands, tile after tile along each
  *         band, 16-lane vector prefixes, registers and global memory only.
  *   GPUs  integral_group_tiles: a work-group per 8 tiles of a band, one barrier between
@@ -386,6 +387,20 @@ inline uint4 unpacked(uint2 p)
                    p.x >> PACK_FOREGROUND);
 }
 
+/* A row of n <= 16 pixels (l luma, m magnitude: lanes past n are zero) packed as above,
+ * lane by lane: luma, 1 for an edge, 1 for foreground. Past n a lane counts 0: its
+ * magnitude reads 0, which an edge threshold of 0 would count. A vector comparison gives
+ * all ones where true. */
+inline uint16 packed_row(uchar16 l, uchar16 m, uint n, uint edge_threshold, uchar threshold)
+{
+    const uchar16 lanes = (uchar16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    uchar16 e = as_uchar16(m >= (uchar16)(uchar)edge_threshold) &
+                as_uchar16(lanes < (uchar16)(uchar)n) & (uchar16)1;
+    uchar16 f = as_uchar16(l > (uchar16)threshold) & (uchar16)1;
+    return convert_uint16(l) | convert_uint16(e) << PACK_EDGES |
+           convert_uint16(f) << PACK_FOREGROUND;
+}
+
 __kernel void integral_group_tiles(__global const uchar *luma, uint src_stride, uint width,
                                    uint height, __global const uchar *magnitude,
                                    uint edge_threshold, __global const uint *results,
@@ -406,7 +421,6 @@ __kernel void integral_group_tiles(__global const uchar *luma, uint src_stride, 
 
     uint r = lid / group_tiles, t = lid % group_tiles, x0 = TILE * (first + t);
     if (r < rows && x0 < width) {
-        const uchar16 lanes = (uchar16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
         uint cols = min((uint)TILE, width - x0);
         __global const uchar *pl = luma + (size_t)(y0 + r) * width + x0;
         __global const uchar *pm = magnitude + (size_t)(y0 + r) * width + x0;
@@ -423,16 +437,9 @@ __kernel void integral_group_tiles(__global const uchar *luma, uint src_stride, 
             l = load_partial16(pl, cols);
             m = load_partial16(pm, cols);
         }
-        /* Past the width a lane counts 0: its magnitude reads 0, which an edge threshold
-         * of 0 would count. A vector comparison gives all ones where true. */
-        uchar16 e = as_uchar16(m >= (uchar16)(uchar)edge_threshold) &
-                    as_uchar16(lanes < (uchar16)(uchar)cols) & (uchar16)1;
-        uchar16 f = as_uchar16(l > (uchar16)(uchar)results[256]) & (uchar16)1;
         uint16 v = convert_uint16(l);
-        uint16 s = v | convert_uint16(e) << PACK_EDGES | convert_uint16(f) << PACK_FOREGROUND;
-        uint16 q = v * v;
-        s = running16(s);
-        q = running16(q);
+        uint16 s = running16(packed_row(l, m, cols, edge_threshold, (uchar)results[256]));
+        uint16 q = running16(v * v);
 #define PUT(k) prefix[GROUP_AT(t, r, 0x##k, group_tiles)] = (uint2)(s.s##k, q.s##k)
         PUT(0);
         PUT(1);
@@ -765,7 +772,6 @@ inline uint4 row_part(__global const uchar *luma, __global const uchar *magnitud
                       uint n, size_t pixels, uint edge_threshold, uchar threshold)
 {
     const uchar16 lanes = (uchar16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    /* A vector comparison gives all ones where true. */
     uchar16 inside = as_uchar16(lanes < (uchar16)(uchar)n);
     uchar16 l, m;
     if (at + TILE <= pixels) {
@@ -777,12 +783,7 @@ inline uint4 row_part(__global const uchar *luma, __global const uchar *magnitud
         l = load_partial16(luma + at, n);
         m = load_partial16(magnitude + at, n);
     }
-    /* Past n a lane counts 0: its magnitude reads 0, which an edge threshold of 0 would
-     * count. */
-    uchar16 e = as_uchar16(m >= (uchar16)(uchar)edge_threshold) & inside & (uchar16)1;
-    uchar16 f = as_uchar16(l > (uchar16)threshold) & (uchar16)1;
-    uint16 v = convert_uint16(l);
-    uint16 s = v | convert_uint16(e) << PACK_EDGES | convert_uint16(f) << PACK_FOREGROUND;
+    uint16 v = convert_uint16(l), s = packed_row(l, m, n, edge_threshold, threshold);
     return unpacked((uint2)(sum16(s), sum16(v * v)));
 }
 

@@ -250,6 +250,8 @@ pub enum IntegralLayout {
     /// (a work-item per column, through local memory), so that loads and stores are whole
     /// runs of neighbouring bytes; then the scans along each row and down each column in
     /// one launch, and the corners, each line's scan split among a group's work-items.
+    /// The region sums take a work-group a region with it, a work-item a region with the
+    /// other two layouts.
     GroupBands,
     /// CPUs: a few runs of bands per compute unit, a work-item each, tile after tile with
     /// 16-lane vector prefixes (one core streams through its bands).
