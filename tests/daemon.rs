@@ -1444,10 +1444,9 @@ fn r12_check_config_and_run_refuse_the_same_web_settings() {
         ),
         (
             "bad-characters",
-            users(&format!(
-                "$2y$10${}",
-                tail.replace(|c: char| c.is_ascii_digit(), "#")
-            )),
+            // The salt's first character made one bcrypt's base64 lacks: replacing its
+            // digits left a hash that had none valid, and the config passed.
+            users(&format!("$2y$10$#{}", &tail[1..])),
             ":2:8: web.basic_auth_users.prom: user 'prom': not a bcrypt hash".to_string(),
         ),
         (
