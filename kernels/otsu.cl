@@ -4,10 +4,11 @@
  * otsu_threshold reads hist[256] and total (= width * height), writes the counts and the
  *   threshold to results[0..256] and results[256], and leaves hist zeroed for the next
  *   frame's counting (no separate command to clear it).
- *   Work size: one work-group of any size up to 256 (global size = local size). It runs
- *   OpenCV's own algorithm
- *   (getThreshVal_Otsu_8u, the code cv2.threshold(THRESH_OTSU) runs without IPP) step for
- *   step, in the same order of operations, with every double operation done by the
+ *   Work size: one work-group of any size up to 256 (global size = local size). Its body,
+ *   otsu_group, also runs as the first work-group of Sobel's launch (sobel.cl built with
+ *   -DOTSU_BESIDE after this file), beside Sobel's groups. It runs OpenCV's own
+ *   algorithm (getThreshVal_Otsu_8u, the code cv2.threshold(THRESH_OTSU) runs without IPP)
+ *   step for step, in the same order of operations, with every double operation done by the
  *   binary64 emulation below, so the result is the one OpenCV computes, rounding included:
  *   flat stretches of the histogram, where mu1 * q1 / q1 may drift by an ulp, and exact ties
  *   (the first maximum wins) come out as they do there. No cl_khr_fp64 is needed.
@@ -337,28 +338,37 @@ inline void otsu_chain_fast(__local const f64 *p, __local const f64 *ip, __local
 }
 #endif
 
-__kernel void otsu_threshold(__global uint *hist, uint total, __global uint *results)
-{
-    __local f64 p[BINS], ip[BINS], q1s[BINS], mu1s[BINS], lane_sigma[BINS];
-    __local uint lane_index[BINS];
-    __local ulong weights[BINS];
-    __local uchar scored[BINS];
-    __local f64 mean; /* mu */
+/* otsu_group's local memory: one work-group's, declared by the kernel that calls it (OpenCL C
+ * 1.2 allows __local variables only at a kernel's outermost scope). About 15 KB with
+ * OTSU_FP64, 13 KB without. */
+typedef struct {
+    f64 p[BINS], ip[BINS], q1s[BINS], mu1s[BINS], lane_sigma[BINS];
+    uint lane_index[BINS];
+    ulong weights[BINS];
+    uchar scored[BINS];
+    f64 mean; /* mu */
 #ifdef OTSU_FP64
-    __local f64 reciprocal[BINS];
-    __local int wrong;
+    f64 reciprocal[BINS];
+    int wrong;
 #endif
-    uint lid = get_local_id(0), n = get_local_size(0);
+} OtsuScratch;
 
+/*
+ * The threshold of the counts in hist, by one whole work-group of n <= 256 work-items
+ * (lid = 0 .. n - 1, every one calling: it has barriers), as otsu_threshold describes.
+ */
+inline void otsu_group(__global uint *hist, uint total, __global uint *results,
+                       __local OtsuScratch *s, uint lid, uint n)
+{
     /* Every work-item divides for itself: no barrier before the bins are read. */
     f64 scale = f64_div(F64_ONE, f64_from_ulong(total));
     /* p_i = h[i] * scale and i * p_i depend on i alone. */
     for (uint i = lid; i < BINS; i += n) {
         uint h = hist[i];
         f64 p_i = f64_mul(f64_from_ulong(h), scale);
-        p[i] = p_i;
-        ip[i] = f64_mul(f64_from_ulong(i), p_i);
-        weights[i] = (ulong)i * h;
+        s->p[i] = p_i;
+        s->ip[i] = f64_mul(f64_from_ulong(i), p_i);
+        s->weights[i] = (ulong)i * h;
         /* This work-item's bins are read for the last time here. */
         results[i] = h;
         hist[i] = 0;
@@ -372,27 +382,28 @@ __kernel void otsu_threshold(__global uint *hist, uint total, __global uint *res
     if (lid == n - 1) {
         ulong weighted = 0;
         for (uint i = 0; i < BINS; i++)
-            weighted += weights[i];
-        mean = f64_mul(f64_from_ulong(weighted), scale);
+            weighted += s->weights[i];
+        s->mean = f64_mul(f64_from_ulong(weighted), scale);
     }
 
 #ifdef OTSU_FP64
-    otsu_chain_fast(p, ip, q1s, mu1s, scored, lane_sigma, reciprocal, &wrong, lid, n);
+    otsu_chain_fast(s->p, s->ip, s->q1s, s->mu1s, s->scored, s->lane_sigma, s->reciprocal,
+                    &s->wrong, lid, n);
 #else
     if (lid == 0)
-        otsu_chain(p, ip, q1s, mu1s, scored);
+        otsu_chain(s->p, s->ip, s->q1s, s->mu1s, s->scored);
     barrier(CLK_LOCAL_MEM_FENCE);
 #endif
 
     /* Each threshold's score depends only on that step's q1 and mu1: in parallel. Scores are
      * >= +0 (q1, q2 > 0, times d twice), so their bit patterns order like their values. Each
      * work-item keeps its first strict maximum above 0, as OpenCV's loop does. */
-    f64 mu = mean, best = 0;
+    f64 mu = s->mean, best = 0;
     uint best_i = 0;
     for (uint i = lid; i < BINS; i += n) {
-        if (!scored[i])
+        if (!s->scored[i])
             continue;
-        f64 q1 = q1s[i], mu1 = mu1s[i];
+        f64 q1 = s->q1s[i], mu1 = s->mu1s[i];
         f64 q2 = f64_sub(F64_ONE, q1);
         f64 mu2 = f64_div(f64_sub(mu, f64_mul(q1, mu1)), q2);
         f64 d = f64_sub(mu1, mu2);
@@ -402,25 +413,31 @@ __kernel void otsu_threshold(__global uint *hist, uint total, __global uint *res
             best_i = i;
         }
     }
-    lane_sigma[lid] = best;
-    lane_index[lid] = best_i;
+    s->lane_sigma[lid] = best;
+    s->lane_index[lid] = best_i;
     barrier(CLK_LOCAL_MEM_FENCE);
     /* The largest score, the lowest threshold among equal ones (OpenCV's first maximum),
      * by a tree over the lanes; a lane without a score above 0 holds (0, 0), so the
      * result is 0 when no score exceeds 0. */
-    for (uint s = 1; s < n; s <<= 1) {
-        if (lid % (2 * s) == 0 && lid + s < n) {
-            f64 a = lane_sigma[lid], b = lane_sigma[lid + s];
-            uint ia = lane_index[lid], ib = lane_index[lid + s];
+    for (uint d = 1; d < n; d <<= 1) {
+        if (lid % (2 * d) == 0 && lid + d < n) {
+            f64 a = s->lane_sigma[lid], b = s->lane_sigma[lid + d];
+            uint ia = s->lane_index[lid], ib = s->lane_index[lid + d];
             if (f64_lt(a, b) || (b == a && b != 0 && ib < ia)) {
-                lane_sigma[lid] = b;
-                lane_index[lid] = ib;
+                s->lane_sigma[lid] = b;
+                s->lane_index[lid] = ib;
             }
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     if (lid == 0)
-        results[BINS] = lane_index[0];
+        results[BINS] = s->lane_index[0];
+}
+
+__kernel void otsu_threshold(__global uint *hist, uint total, __global uint *results)
+{
+    __local OtsuScratch scratch;
+    otsu_group(hist, total, results, &scratch, get_local_id(0), get_local_size(0));
 }
 
 #ifndef OTSU_FP64

@@ -58,6 +58,29 @@
 #define EDGE_ARG edges,
 #endif
 
+/* Built with -DOTSU_BESIDE (after otsu.cl, in one program), every kernel also takes Otsu's
+ * arguments (hist, total, results: otsu_threshold's) and its launch one more row of
+ * work-groups, the first: that row's first group computes the threshold of the counts
+ * (otsu_group, with the group's work-items), the rest of the row returns, and Sobel's rows
+ * start at the second row of groups. Sobel never reads the threshold, so the one launch
+ * does both at once where a GPU runs them side by side; the first group starts first. */
+#ifdef OTSU_BESIDE
+#define OTSU_PARAMS , __global uint *hist, uint total, __global uint *results
+#define SOBEL_ITEM_ROW(item_row)                                                            \
+    __local OtsuScratch otsu_scratch;                                                       \
+    if (get_group_id(1) == 0) {                                                             \
+        if (get_group_id(0) == 0)                                                           \
+            otsu_group(hist, total, results, &otsu_scratch,                                 \
+                       (uint)(get_local_id(1) * get_local_size(0) + get_local_id(0)),       \
+                       (uint)(get_local_size(0) * get_local_size(1)));                      \
+        return;                                                                             \
+    }                                                                                       \
+    int item_row = (int)(get_global_id(1) - get_local_size(1))
+#else
+#define OTSU_PARAMS
+#define SOBEL_ITEM_ROW(item_row) int item_row = (int)get_global_id(1)
+#endif
+
 /* Maps a coordinate at most one pixel outside [0, len) into it; -1 means "constant 0". */
 inline int border_map(int p, int len, int border)
 {
@@ -184,10 +207,11 @@ inline void sobel_border_pixel(Rows r, int x, int w, int border, int l2, int edg
 
 __kernel void sobel3x3(__global const uchar *src, uint src_stride, uint width, uint height,
                        int border, int l2, int edge_threshold,
-                       GRADIENT_PARAMS __global uchar *mag, EDGE_PARAM uint dst_stride)
+                       GRADIENT_PARAMS __global uchar *mag, EDGE_PARAM uint dst_stride
+                       OTSU_PARAMS)
 {
+    SOBEL_ITEM_ROW(y);
     int first = (int)get_global_id(0) * PIXELS_PER_ITEM * CHUNKS_PER_ITEM;
-    int y = (int)get_global_id(1);
     int w = (int)width, h = (int)height;
     if (first >= w || y >= h)
         return;
@@ -258,9 +282,10 @@ __kernel void sobel3x3(__global const uchar *src, uint src_stride, uint width, u
 __kernel void sobel3x3_pixel(__global const uchar *src, uint src_stride, uint width,
                              uint height, int border, int l2, int edge_threshold,
                              GRADIENT_PARAMS __global uchar *mag, EDGE_PARAM
-                             uint dst_stride)
+                             uint dst_stride OTSU_PARAMS)
 {
-    int x = (int)get_global_id(0), y = (int)get_global_id(1);
+    SOBEL_ITEM_ROW(y);
+    int x = (int)get_global_id(0);
     int w = (int)width, h = (int)height;
     if (x >= w || y >= h)
         return;
@@ -328,9 +353,10 @@ inline void quad_row(int4 t, int4 tl, int4 tr, int4 m, int4 ml, int4 mr, int4 b,
 __kernel void sobel3x3_quad(__global const uchar *src, uint src_stride, uint width,
                             uint height, int border, int l2, int edge_threshold,
                             GRADIENT_PARAMS __global uchar *mag, EDGE_PARAM
-                            uint dst_stride)
+                            uint dst_stride OTSU_PARAMS)
 {
-    int x0 = (int)get_global_id(0) * 4, y0 = (int)get_global_id(1) * QUAD_ROWS;
+    SOBEL_ITEM_ROW(item_row);
+    int x0 = (int)get_global_id(0) * 4, y0 = item_row * QUAD_ROWS;
     int w = (int)width, h = (int)height;
     if (x0 >= w || y0 >= h)
         return;

@@ -10,7 +10,8 @@ use edgesight::cl::Gpu;
 use edgesight::frame::{FrameLayout, PixelFormat};
 use edgesight::health;
 use edgesight::pipeline::{
-    Border, FullImages, Magnitude, Pipeline, PipelineError, PipelineOptions, Setup, Tuning,
+    Border, FullImages, Magnitude, OtsuLaunch, Pipeline, PipelineError, PipelineOptions, Setup,
+    Tuning,
 };
 use edgesight::reference;
 use edgesight::region::{self, Region};
@@ -32,6 +33,20 @@ fn check_frame(
             let setup = Setup { tuning, images };
             check_frame_with(gpu, layout, options, setup, frame, regions);
         }
+    }
+    // Otsu's other launch with each tuning's Sobel kernels: beside the CPU's runs and
+    // Mali's single runs of 16 pixels, on its own beside the GPU's four-pixel kernels.
+    for (tuning, otsu_launch) in [
+        (Tuning::FOR_CPU, OtsuLaunch::BesideSobel),
+        (Tuning::FOR_MALI, OtsuLaunch::BesideSobel),
+        (Tuning::FOR_GPU, OtsuLaunch::Own),
+    ] {
+        let tuning = Tuning {
+            otsu_launch,
+            ..tuning
+        };
+        let setup = Setup::with_tuning(tuning);
+        check_frame_with(gpu, layout, options, setup, frame, regions);
     }
 }
 

@@ -102,6 +102,33 @@ impl Record {
     }
 }
 
+/// A kernel's arguments gathered on the stack, for kernels whose builds differ in which
+/// parameters they have: up to `N`, pushed in parameter order.
+pub(crate) struct Args<'a, const N: usize> {
+    list: [&'a dyn KernelArg; N],
+    len: usize,
+}
+
+impl<'a, const N: usize> Args<'a, N> {
+    /// No arguments yet; `filler` only fills the unused places.
+    pub(crate) fn new(filler: &'a dyn KernelArg) -> Args<'a, N> {
+        Args {
+            list: [filler; N],
+            len: 0,
+        }
+    }
+
+    /// Appends `args`; more than `N` in all is a bug in the caller, and panics.
+    pub(crate) fn push(&mut self, args: &[&'a dyn KernelArg]) {
+        self.list[self.len..self.len + args.len()].copy_from_slice(args);
+        self.len += args.len();
+    }
+
+    pub(crate) fn as_slice(&self) -> &[&'a dyn KernelArg] {
+        &self.list[..self.len]
+    }
+}
+
 /// Sets argument `i` of `kernel` to `args[i]`, for every argument the kernel has, and
 /// enqueues it on `gpu`'s queue over `global` work-items in groups of `local` (1 to 3
 /// dimensions, each global size a multiple of its local size, as OpenCL 1.2 requires),

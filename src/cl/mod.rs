@@ -13,7 +13,7 @@ mod launch;
 mod slot;
 
 pub use device::{list_devices, ClDeviceInfo, DeviceSpec, PlatformDevices};
-pub(crate) use launch::{launch, KernelArg, Record};
+pub(crate) use launch::{launch, Args, KernelArg, Record};
 pub use slot::FrameSlot;
 
 use opencl3::command_queue::{CommandQueue, CL_QUEUE_PROFILING_ENABLE};
@@ -100,6 +100,15 @@ pub(crate) const SOBEL_CL: KernelSource = kernel_source!("sobel.cl");
 pub(crate) const HISTOGRAM_CL: KernelSource = kernel_source!("histogram.cl");
 pub const OTSU_CL: KernelSource = kernel_source!("otsu.cl");
 pub(crate) const INTEGRAL_CL: KernelSource = kernel_source!("integral.cl");
+/// Sobel's kernels with Otsu's threshold in their launch (`-DOTSU_BESIDE`), whose
+/// `otsu_group` comes first.
+pub(crate) const OTSU_SOBEL_CL: KernelSource = KernelSource {
+    file: "otsu.cl + sobel.cl",
+    text: concat!(
+        include_str!("../../kernels/otsu.cl"),
+        include_str!("../../kernels/sobel.cl")
+    ),
+};
 
 /// Options every program is built with: the OpenCL C version Mali drivers accept.
 pub(crate) const BUILD_OPTIONS: &str = "-cl-std=CL1.2";
@@ -110,7 +119,8 @@ type ProgramKey = (&'static str, &'static str, String);
 /// A device with its context and its in-order, profiling command queue. One queue: a
 /// second one beside it, for the histogram and Otsu while Sobel runs, took 5 to 7 µs off
 /// an NVIDIA H100's span and cost 0.03 to 0.05 ms of host CPU a frame in its
-/// synchronisation (BENCHMARKS.md).
+/// synchronisation (BENCHMARKS.md); GPUs now run Otsu inside Sobel's launch instead,
+/// which needs no synchronisation at all.
 ///
 /// Every `Gpu` of one device in the process shares one context and the programs built in
 /// it (see [`Gpu::open`]); its queue is its own, as are the kernels and buffers made

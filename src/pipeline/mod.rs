@@ -11,10 +11,13 @@
 //!
 //! The integral stage counts edges (magnitude at least the edge threshold) and foreground
 //! (luma above the threshold the Otsu kernel left on the device) as it goes, so no mask
-//! is needed for the results. dx, dy, the edge mask, the foreground mask (`binarize`) and
-//! the integral images in OpenCV's layout exist only in a pipeline built to keep its full
-//! images ([`Setup`], [`FullImages`]): `process --raw` and `capture --raw` write them out;
-//! the daemon never reads them, and its pipeline neither allocates nor writes them.
+//! is needed for the results. Sobel never reads the threshold, so on GPUs Otsu's one
+//! work-group is the first of Sobel's launch and runs beside Sobel's groups
+//! ([`OtsuLaunch::BesideSobel`]): one launch fewer, and Otsu off the critical path.
+//! dx, dy, the edge mask, the foreground mask (`binarize`) and the integral images in
+//! OpenCV's layout exist only in a pipeline built to keep its full images ([`Setup`],
+//! [`FullImages`]): `process --raw` and `capture --raw` write them out; the daemon never
+//! reads them, and its pipeline neither allocates nor writes them.
 //! [`FrameImages::read_pictures`] gives any pipeline's luma, magnitude and mask.
 //!
 //! Grey frames (and NV12's Y plane) packed at stride = width skip the luma copy: the
@@ -56,7 +59,7 @@ use buffers::{
 pub(crate) use launch::Launch;
 use launch::StageContext;
 pub use options::{
-    Border, FullImages, HistogramCounting, IntegralLayout, Magnitude, OtsuArithmetic,
+    Border, FullImages, HistogramCounting, IntegralLayout, Magnitude, OtsuArithmetic, OtsuLaunch,
     PipelineOptions, Setup, SobelLayout, Stores, Tuning, TuningChoice, UnknownBorder,
     UnknownTuning, SOBEL_RUN_CHUNKS,
 };
@@ -454,7 +457,18 @@ impl Pipeline {
         keep(
             Stage::Sobel,
             self.sobel
-                .enqueue(gpu, luma_src, &l, &self.options, &b.magnitude.buf, record)
+                .enqueue(
+                    gpu,
+                    luma_src,
+                    &l,
+                    &self.options,
+                    &b.magnitude.buf,
+                    sobel::OtsuBuffers {
+                        hist: &b.hist,
+                        results: &r.results,
+                    },
+                    record,
+                )
                 .stage(Stage::Sobel)?,
         );
         if gradient {

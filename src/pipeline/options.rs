@@ -175,6 +175,8 @@ pub struct Tuning {
     pub histogram_counting: HistogramCounting,
     /// How Otsu's threshold does OpenCV's double arithmetic.
     pub otsu_arithmetic: OtsuArithmetic,
+    /// Which launch Otsu's one work-group is part of.
+    pub otsu_launch: OtsuLaunch,
     /// How many pixels a Sobel work-item computes.
     pub sobel_layout: SobelLayout,
     /// How Sobel, binarize and the CPU integral write their images.
@@ -236,6 +238,19 @@ pub enum OtsuArithmetic {
     NativeWhereAvailable,
 }
 
+/// Which launch runs Otsu's one work-group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OtsuLaunch {
+    /// Its own launch, after the histogram's and before Sobel's (CPUs, which gain nothing
+    /// from one launch fewer, and Mali, whose Sobel would give every work-group Otsu's
+    /// local memory).
+    Own,
+    /// The first work-group of Sobel's launch, which Sobel's start one row of groups later
+    /// (GPUs): Sobel never reads the threshold, so the GPU runs Otsu's chain beside
+    /// Sobel's groups, and the frame has one launch fewer. Its time is Sobel's then.
+    BesideSobel,
+}
+
 /// The layouts of the integral passes in `kernels/integral.cl`; each reads luma and the
 /// magnitude once and writes the blocked integrals once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -281,6 +296,7 @@ impl Tuning {
         integral_layout: IntegralLayout::GroupBands,
         histogram_counting: HistogramCounting::LocalAtomics,
         otsu_arithmetic: OtsuArithmetic::NativeWhereAvailable,
+        otsu_launch: OtsuLaunch::BesideSobel,
         sobel_layout: SobelLayout::FourPixelsPerItem,
         stores: Stores::Cached,
         group_size: 256,
@@ -290,6 +306,7 @@ impl Tuning {
         integral_layout: IntegralLayout::ItemBands,
         histogram_counting: HistogramCounting::OneItemPerGroup,
         otsu_arithmetic: OtsuArithmetic::Emulated,
+        otsu_launch: OtsuLaunch::Own,
         sobel_layout: SobelLayout::Vector16Runs,
         stores: Stores::Streaming,
         group_size: 256,
@@ -320,6 +337,7 @@ impl Tuning {
         integral_layout: IntegralLayout::ItemTiles,
         histogram_counting: HistogramCounting::ItemSubHistograms,
         otsu_arithmetic: OtsuArithmetic::Emulated,
+        otsu_launch: OtsuLaunch::Own,
         sobel_layout: SobelLayout::Vector16,
         stores: Stores::Cached,
         group_size: 64,
@@ -485,5 +503,6 @@ mod tests {
         );
         assert_eq!(mali.sobel_layout, SobelLayout::Vector16);
         assert_eq!(mali.stores, Stores::Cached);
+        assert_eq!(mali.otsu_launch, OtsuLaunch::Own);
     }
 }

@@ -1,15 +1,16 @@
-//! Otsu stage: `otsu_threshold` (one work-group; the threshold never leaves the device) and,
-//! in a pipeline that keeps its full images ([`FullImages`]), `binarize` (16 bytes per
-//! work-item over the dense image as one flat run) into the foreground mask the stage then
-//! owns, from `kernels/otsu.cl`. Without it nothing writes the mask: the integral stage
-//! counts the foreground from luma and the threshold itself.
+//! Otsu stage: `otsu_threshold` (one work-group; the threshold never leaves the device),
+//! unless Sobel's launch runs that group ([`OtsuLaunch::BesideSobel`]), and, in a pipeline
+//! that keeps its full images ([`FullImages`]), `binarize` (16 bytes per work-item over the
+//! dense image as one flat run) into the foreground mask the stage then owns, from
+//! `kernels/otsu.cl`. Without it nothing writes the mask: the integral stage counts the
+//! foreground from luma and the threshold itself.
 
 use opencl3::event::Event;
 use opencl3::kernel::Kernel;
 use opencl3::memory::Buffer;
 
 use super::buffers::DeviceImage;
-use super::{FullImages, Launch, OtsuArithmetic, Tuning};
+use super::{FullImages, Launch, OtsuArithmetic, OtsuLaunch, Tuning};
 use crate::cl::{launch, CallContext, ClError, Gpu, Record, OTSU_CL};
 use crate::frame::FrameLayout;
 
@@ -24,13 +25,24 @@ struct Binarize {
 }
 
 pub(super) struct OtsuStage {
-    threshold_kernel: Kernel,
-    threshold_launch: Launch,
+    /// `otsu_threshold` and its one group, unless Sobel's launch runs it.
+    threshold: Option<(Kernel, Launch)>,
     binarize: Option<Binarize>,
 }
 
 /// Most work-items of the threshold's one work-group: one per histogram bin.
-const THRESHOLD_GROUP_MAX: usize = 256;
+pub(super) const THRESHOLD_GROUP_MAX: usize = 256;
+
+/// The `-D` options that choose how otsu.cl computes in binary64 on `gpu`, and how its
+/// stores go: every program holding `otsu_group` is built with them.
+pub(super) fn defines(gpu: &Gpu, tuning: &Tuning) -> String {
+    let native = tuning.otsu_arithmetic == OtsuArithmetic::NativeWhereAvailable && gpu.info.fp64;
+    format!(
+        "{} {}",
+        if native { "-DOTSU_FP64" } else { "" },
+        tuning.stores.define()
+    )
+}
 
 impl OtsuStage {
     /// The stage for frames of `pixels` pixels; with [`FullImages::Kept`] it allocates the
@@ -41,25 +53,26 @@ impl OtsuStage {
         images: FullImages,
         pixels: usize,
     ) -> Result<OtsuStage, ClError> {
-        let native =
-            tuning.otsu_arithmetic == OtsuArithmetic::NativeWhereAvailable && gpu.info.fp64;
-        let defines = format!(
-            "{} {}",
-            if native { "-DOTSU_FP64" } else { "" },
-            tuning.stores.define()
-        );
-        let program = gpu.build_with(OTSU_CL, &defines)?;
-        let threshold_kernel = Kernel::create(&program, "otsu_threshold").call("clCreateKernel")?;
-        // Fewer work-items score more thresholds each: the tuning's group size, as its
-        // barriers are cheaper in a small group (Mali: Arm's OpenCL guide).
-        let threshold_launch = Launch::one_d(
-            gpu,
-            &threshold_kernel,
-            tuning.group_size.clamp(1, THRESHOLD_GROUP_MAX),
-        )?;
+        // Built only where one of its kernels is launched (the device keeps one build).
+        let program = || gpu.build_with(OTSU_CL, &defines(gpu, tuning));
+        let threshold = match tuning.otsu_launch {
+            OtsuLaunch::Own => {
+                let kernel =
+                    Kernel::create(&*program()?, "otsu_threshold").call("clCreateKernel")?;
+                // Fewer work-items score more thresholds each: the tuning's group size, as
+                // its barriers are cheaper in a small group (Mali: Arm's OpenCL guide).
+                let launch = Launch::one_d(
+                    gpu,
+                    &kernel,
+                    tuning.group_size.clamp(1, THRESHOLD_GROUP_MAX),
+                )?;
+                Some((kernel, launch))
+            }
+            OtsuLaunch::BesideSobel => None,
+        };
         let binarize = match images {
             FullImages::Kept => {
-                let kernel = Kernel::create(&program, "binarize").call("clCreateKernel")?;
+                let kernel = Kernel::create(&*program()?, "binarize").call("clCreateKernel")?;
                 let launch = Launch::one_d(gpu, &kernel, tuning.group_size)?;
                 let mask = DeviceImage::new(gpu, pixels)?;
                 Some(Binarize {
@@ -71,8 +84,7 @@ impl OtsuStage {
             FullImages::Discarded => None,
         };
         Ok(OtsuStage {
-            threshold_kernel,
-            threshold_launch,
+            threshold,
             binarize,
         })
     }
@@ -82,7 +94,8 @@ impl OtsuStage {
         self.binarize.as_ref().map(|b| &b.mask)
     }
 
-    /// Enqueues the threshold of the counts in `hist`.
+    /// Enqueues the threshold of the counts in `hist`, where this stage launches it
+    /// (`None` otherwise: Sobel's launch does, and nothing is enqueued).
     pub(super) fn enqueue_threshold(
         &self,
         gpu: &Gpu,
@@ -91,8 +104,11 @@ impl OtsuStage {
         results: &Buffer<u32>,
         record: Record,
     ) -> Result<Option<Event>, ClError> {
+        let Some((kernel, threshold_launch)) = &self.threshold else {
+            return Ok(None);
+        };
         let total = layout.width * layout.height;
-        let local = self.threshold_launch.local[0];
+        let local = threshold_launch.local[0];
         // SAFETY: the arguments are otsu.cl's (hist, total, results). Its one work-group
         // reads and clears the 256 counts of `hist` and writes them and the threshold to
         // the 257 words of `results`, whatever `total` is. The pipeline, the only caller,
@@ -100,7 +116,7 @@ impl OtsuStage {
         unsafe {
             launch(
                 gpu,
-                &self.threshold_kernel,
+                kernel,
                 &[hist, &total, results],
                 &[local],
                 &[local],

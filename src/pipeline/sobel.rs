@@ -4,7 +4,8 @@
 //! each writes the 8-bit magnitude in one pass over luma, and dx, dy and the edge mask
 //! where the pipeline keeps its full images ([`FullImages`]): the stage then owns those
 //! images, and its program is built without them otherwise, so a launch always passes
-//! exactly the buffers its kernel takes.
+//! exactly the buffers its kernel takes. With [`OtsuLaunch::BesideSobel`] the launch also
+//! runs Otsu's threshold, in one more row of work-groups (`-DOTSU_BESIDE`).
 
 use opencl3::event::Event;
 use opencl3::kernel::Kernel;
@@ -12,9 +13,10 @@ use opencl3::memory::Buffer;
 
 use super::buffers::DeviceImage;
 use super::{
-    FullImages, Launch, Magnitude, PipelineOptions, SobelLayout, Tuning, SOBEL_RUN_CHUNKS,
+    otsu, FullImages, Launch, Magnitude, OtsuLaunch, PipelineOptions, SobelLayout, Tuning,
+    SOBEL_RUN_CHUNKS,
 };
-use crate::cl::{launch, CallContext, ClError, Gpu, KernelArg, Record, SOBEL_CL};
+use crate::cl::{launch, Args, CallContext, ClError, Gpu, Record, OTSU_SOBEL_CL, SOBEL_CL};
 use crate::frame::FrameLayout;
 
 /// Pixels in one of `sobel3x3`'s runs; it reads 18 x 3 input pixels for them.
@@ -42,6 +44,15 @@ pub(super) struct SobelStage {
     /// dx, dy and the edge mask, `pixels` elements each, when the pipeline keeps them: the
     /// kernels were built to take and write them exactly when these exist.
     kept: Option<SobelImages>,
+    /// Whether the kernels were built to run Otsu's threshold in their first row of
+    /// work-groups (and take its three arguments).
+    otsu: OtsuLaunch,
+}
+
+/// What Otsu's threshold reads and writes (otsu.cl's `hist` and `results`).
+pub(super) struct OtsuBuffers<'a> {
+    pub(super) hist: &'a Buffer<u32>,
+    pub(super) results: &'a Buffer<u32>,
 }
 
 impl SobelStage {
@@ -66,12 +77,19 @@ impl SobelStage {
                 format!("-DQUAD_ROWS={QUAD_ROWS}"),
             ),
         };
+        let (source, otsu_defines) = match tuning.otsu_launch {
+            OtsuLaunch::Own => (SOBEL_CL, String::new()),
+            OtsuLaunch::BesideSobel => (
+                OTSU_SOBEL_CL,
+                format!("-DOTSU_BESIDE {}", otsu::defines(gpu, tuning)),
+            ),
+        };
         let defines = format!(
-            "{} {} {runs}",
+            "{} {} {runs} {otsu_defines}",
             tuning.stores.define(),
             images.sobel_defines()
         );
-        let program = gpu.build_with(SOBEL_CL, defines.trim())?;
+        let program = gpu.build_with(source, defines.trim())?;
         let kernel = Kernel::create(&program, name).call("clCreateKernel")?;
         let launch = Launch::two_d(gpu, &kernel)?;
         let fallback = match tuning.sobel_layout {
@@ -90,12 +108,17 @@ impl SobelStage {
             }),
             FullImages::Discarded => None,
         };
+        // otsu_group takes one work-item a lane of its reduction.
+        for l in std::iter::once(&launch).chain(fallback.as_ref().map(|(_, l)| l)) {
+            assert!(l.local[0] * l.local[1] <= otsu::THRESHOLD_GROUP_MAX);
+        }
         Ok(SobelStage {
             kernel,
             launch,
             item,
             fallback,
             kept,
+            otsu: tuning.otsu_launch,
         })
     }
 
@@ -105,7 +128,9 @@ impl SobelStage {
     }
 
     /// Writes the magnitude, dense, into `magnitude` (dx, dy and the edge mask, when kept,
-    /// into the stage's own images).
+    /// into the stage's own images), and where the stage was built to, Otsu's threshold of
+    /// the counts in `otsu.hist` into `otsu.results`.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn enqueue(
         &self,
         gpu: &Gpu,
@@ -113,6 +138,7 @@ impl SobelStage {
         layout: &FrameLayout,
         options: &PipelineOptions,
         magnitude: &Buffer<u8>,
+        otsu: OtsuBuffers,
         record: Record,
     ) -> Result<Option<Event>, ClError> {
         // The four-pixel kernel needs rows that start 4-byte aligned.
@@ -120,69 +146,58 @@ impl SobelStage {
             Some((k, geometry)) if !layout.width.is_multiple_of(4) => (k, geometry, [1, 1]),
             _ => (&self.kernel, &self.launch, self.item),
         };
-        let global = geometry.global_2d(
+        let mut global = geometry.global_2d(
             (layout.width as usize).div_ceil(per_item),
             (layout.height as usize).div_ceil(rows_per_item),
         );
+        if self.otsu == OtsuLaunch::BesideSobel {
+            // Otsu's row of work-groups, before Sobel's.
+            global[1] += geometry.local[1];
+        }
         let l2 = i32::from(options.magnitude == Magnitude::L2);
         let threshold = i32::from(options.edge_threshold);
         let border = options.border.kernel_code();
         let w = &layout.width;
-        // The kernel's arguments, with dx, dy and the edges exactly when the stage holds
-        // them.
-        let with_kept: [&dyn KernelArg; 12];
-        let without_kept: [&dyn KernelArg; 9];
-        let args: &[&dyn KernelArg] = match &self.kept {
-            Some(kept) => {
-                with_kept = [
-                    luma,
-                    w,
-                    w,
-                    &layout.height,
-                    &border,
-                    &l2,
-                    &threshold,
-                    &kept.dx.buf,
-                    &kept.dy.buf,
-                    magnitude,
-                    &kept.edges.buf,
-                    w,
-                ];
-                &with_kept
-            }
-            None => {
-                without_kept = [
-                    luma,
-                    w,
-                    w,
-                    &layout.height,
-                    &border,
-                    &l2,
-                    &threshold,
-                    magnitude,
-                    w,
-                ];
-                &without_kept
-            }
-        };
+        let total = layout.width * layout.height;
+        // The kernel's arguments: dx, dy and the edges exactly when the stage holds them,
+        // Otsu's exactly when it runs the threshold.
+        let mut args = Args::<15>::new(w);
+        args.push(&[luma, w, w, &layout.height, &border, &l2, &threshold]);
+        if let Some(kept) = &self.kept {
+            args.push(&[&kept.dx.buf, &kept.dy.buf]);
+        }
+        args.push(&[magnitude]);
+        if let Some(kept) = &self.kept {
+            args.push(&[&kept.edges.buf]);
+        }
+        args.push(&[w]);
+        if self.otsu == OtsuLaunch::BesideSobel {
+            args.push(&[otsu.hist, &total, otsu.results]);
+        }
         // SAFETY: the arguments are sobel.cl's (src, src_stride, width, height, border, l2,
-        // edge_threshold, [dx, dy,] mag, [edges,] dst_stride), with both strides `width`;
-        // dx, dy and edges are passed exactly when the stage holds them, which is exactly
-        // when its program was built without NO_GRADIENTS and NO_EDGE_MASK, i.e. with
-        // those three parameters. A work-item returns unless its first pixel lies inside
-        // the frame; for each of its rows y < height (one, or the quad kernel's QUAD_ROWS,
-        // cut at the height) it reads rows y - 1 to y + 1 clamped (or, in constant mode,
-        // skipped) at the frame's edges and columns within [0, width), and writes its
-        // pixels of row y: within `pixels()` elements of luma and of each output. dx, dy
-        // and edges hold the `pixels` elements the stage was built for, and the pipeline,
-        // the only caller, passes its magnitude of `pixels()` bytes and luma of as many (or
-        // a grey slot of at least that at stride = width), all made for the one layout it
-        // was built for (and this stage with it) and always passes.
+        // edge_threshold, [dx, dy,] mag, [edges,] dst_stride[, hist, total, results]), with
+        // both strides `width`; dx, dy and edges are passed exactly when the stage holds
+        // them, which is exactly when its program was built without NO_GRADIENTS and
+        // NO_EDGE_MASK, i.e. with those three parameters, and Otsu's three exactly when it
+        // was built with OTSU_BESIDE. A work-item of Sobel's groups returns unless its
+        // first pixel lies inside the frame; for each of its rows y < height (one, or the
+        // quad kernel's QUAD_ROWS, cut at the height) it reads rows y - 1 to y + 1 clamped
+        // (or, in constant mode, skipped) at the frame's edges and columns within
+        // [0, width), and writes its pixels of row y: within `pixels()` elements of luma
+        // and of each output. dx, dy and edges hold the `pixels` elements the stage was
+        // built for, and the pipeline, the only caller, passes its magnitude of `pixels()`
+        // bytes and luma of as many (or a grey slot of at least that at stride = width),
+        // all made for the one layout it was built for (and this stage with it) and always
+        // passes. With OTSU_BESIDE the first row of groups is Otsu's (Sobel's rows are
+        // shifted past it, as `global` adds it): its first group, of at most 256 work-items
+        // (asserted when the stage was built), reads and clears the 256 counts of `hist`
+        // and writes 257 words of `results`, whatever `total` is; the pipeline passes its
+        // buffers of 256 and 257 words.
         unsafe {
             launch(
                 gpu,
                 k,
-                args,
+                args.as_slice(),
                 &global,
                 &geometry.local,
                 "clEnqueueNDRangeKernel(sobel3x3)",
