@@ -33,15 +33,15 @@ pub(super) struct OtsuStage {
 /// Most work-items of the threshold's one work-group: one per histogram bin.
 pub(super) const THRESHOLD_GROUP_MAX: usize = 256;
 
-/// The `-D` options that choose how otsu.cl computes in binary64 on `gpu`, and how its
-/// stores go: every program holding `otsu_group` is built with them.
-pub(super) fn defines(gpu: &Gpu, tuning: &Tuning) -> String {
+/// The `-D` option that chooses how otsu.cl computes in binary64 on `gpu`: every program
+/// holding `otsu_group` is built with it (stores are each program's own choice).
+pub(super) fn arithmetic_define(gpu: &Gpu, tuning: &Tuning) -> &'static str {
     let native = tuning.otsu_arithmetic == OtsuArithmetic::NativeWhereAvailable && gpu.info.fp64;
-    format!(
-        "{} {}",
-        if native { "-DOTSU_FP64" } else { "" },
-        tuning.stores.define()
-    )
+    if native {
+        "-DOTSU_FP64"
+    } else {
+        ""
+    }
 }
 
 impl OtsuStage {
@@ -54,7 +54,12 @@ impl OtsuStage {
         pixels: usize,
     ) -> Result<OtsuStage, ClError> {
         // Built only where one of its kernels is launched (the device keeps one build).
-        let program = || gpu.build_with(OTSU_CL, &defines(gpu, tuning));
+        let defines = format!(
+            "{} {}",
+            arithmetic_define(gpu, tuning),
+            tuning.stores.define()
+        );
+        let program = || gpu.build_with(OTSU_CL, &defines);
         let threshold = match tuning.otsu_launch {
             OtsuLaunch::Own => {
                 let kernel =

@@ -81,7 +81,7 @@ impl SobelStage {
             OtsuLaunch::Own => (SOBEL_CL, String::new()),
             OtsuLaunch::BesideSobel => (
                 OTSU_SOBEL_CL,
-                format!("-DOTSU_BESIDE {}", otsu::defines(gpu, tuning)),
+                format!("-DOTSU_BESIDE {}", otsu::arithmetic_define(gpu, tuning)),
             ),
         };
         let defines = format!(
@@ -109,8 +109,10 @@ impl SobelStage {
             FullImages::Discarded => None,
         };
         // otsu_group takes one work-item a lane of its reduction.
-        for l in std::iter::once(&launch).chain(fallback.as_ref().map(|(_, l)| l)) {
-            assert!(l.local[0] * l.local[1] <= otsu::THRESHOLD_GROUP_MAX);
+        if tuning.otsu_launch == OtsuLaunch::BesideSobel {
+            for l in std::iter::once(&launch).chain(fallback.as_ref().map(|(_, l)| l)) {
+                assert!(l.local[0] * l.local[1] <= otsu::THRESHOLD_GROUP_MAX);
+            }
         }
         Ok(SobelStage {
             kernel,
