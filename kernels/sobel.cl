@@ -5,10 +5,11 @@
  *          writes dx, dy (short, full precision), mag (uchar) and edges (uchar, 0 or 255),
  *          all with a row stride of dst_stride elements.
  * Work size: 2-D, x = ceil(width / (16 x CHUNKS_PER_ITEM)) work-items of CHUNKS_PER_ITEM
- * runs of 16 pixels, y = height rows. A run whose 18-pixel window lies inside the row
- * takes the uchar16 path (three overlapping 16-byte loads per row); the first run of a
- * row, the last partial run and any row of a narrow image take the scalar path, which
- * maps every coordinate through the border rule.
+ * runs of 16 pixels, y = height rows. Every whole run of 16 pixels takes the uchar16
+ * path (three overlapping 16-byte loads per row; at the row's ends the neighbour outside
+ * it comes from the run's own bytes by the border rule); a row's last run shorter than 16,
+ * and so every row of an image narrower than 16, takes the scalar path, which maps every
+ * coordinate through the border rule.
  *
  * dx and dy equal OpenCV's Sobel(src, CV_16S, 1, 0 / 0, 1, ksize=3, borderType) bit for bit:
  *   dx = [-1 0 1; -2 0 2; -1 0 1],  dy = [-1 -2 -1; 0 0 0; 1 2 1]   (|value| <= 1020)
@@ -21,7 +22,8 @@
  *      integer to the root (never a tie, as dx^2 + dy^2 is an integer), then saturated.
  * Edge mask: 255 where mag >= edge_threshold, else 0.
  * Built with -DSTREAMING_STORES (CPUs), sobel3x3 writes aligned rows with non-temporal
- * stores.
+ * stores; with -DBYTE_PAIRS as well, it takes two runs at a time inside a row as pairs of
+ * bytes (sobel_pairs).
  * Built with -DNO_GRADIENTS, every kernel takes neither dx nor dy (the parameters are gone,
  * not ignored); built with -DNO_EDGE_MASK, it takes no edges buffer (edge_threshold stays
  * and goes unused). The outputs left stay exactly as above: a pipeline that never reads
@@ -131,16 +133,25 @@ inline uchar magnitude_of(int dx, int dy, int l2)
     return s > 64770 ? 255 : (uchar)rounded_sqrt(s);
 }
 
-/* 16 magnitudes at once, in 16-bit lanes where possible (|dx| + |dy| <= 2040 fits). Written
+/* |v|, which LLVM compiles to one vpabsw on x86 (POCL 3 and 5), where v < 0 ? -v : v becomes
+ * four instructions: a vector ?: selects by each lane's top bit, a pattern it does not see
+ * as an absolute value. |v| <= 2040 here, so -v never overflows. */
+inline short16 abs16(short16 v)
+{
+    short16 n = -v;
+    return v > n ? v : n;
+}
+
+/* 16 magnitudes at once (0 to 255, in 16-bit lanes), in 16-bit lanes where possible (|dx| + |dy| <= 2040 fits). Written
  * with operators and ?: (component-wise on vectors), not abs, min, select and
  * convert_*_sat: POCL 3 and 5 build those vector built-ins from 2-lane pieces, with a lane
  * extract and insert each (the generated x86 code, seen in POCL's kernel cache), where an
  * operator is one SIMD instruction on 128-bit and 256-bit units alike. */
-inline uchar16 magnitude_of16(short16 dx, short16 dy, int l2)
+inline short16 magnitude_of16(short16 dx, short16 dy, int l2)
 {
     if (!l2) {
-        short16 s = (dx < (short)0 ? -dx : dx) + (dy < (short)0 ? -dy : dy);
-        return convert_uchar16(s > (short)255 ? (short16)255 : s);
+        short16 s = abs16(dx) + abs16(dy);
+        return s > (short)255 ? (short16)255 : s;
     }
     int16 x = convert_int16(dx), y = convert_int16(dy);
     int16 s = x * x + y * y;
@@ -149,7 +160,7 @@ inline uchar16 magnitude_of16(short16 dx, short16 dy, int l2)
     m = m * m > s ? m - 1 : m;
     m = (m + 1) * (m + 1) <= s ? m + 1 : m;
     m = s - m * m > m ? m + 1 : m;
-    return convert_uchar16(m); /* s = 64771 rounds to 255, the saturated value */
+    return convert_short16(m); /* s = 64771 rounds to 255, the saturated value */
 }
 
 /* 16-element loads and stores at addresses of any alignment. POCL's vstore16 stores
@@ -205,6 +216,141 @@ inline void sobel_border_pixel(Rows r, int x, int w, int border, int l2, int edg
                 pixel(r.b, xr) * r.kb, l2, edge_threshold, GRADIENT_ARGS mag, EDGE_ARG o + x);
 }
 
+/* A row's 16 bytes from x0 - 1 on, for the chunk at x0 = 0, from the chunk's own bytes c:
+ * the pixel left of the row is the border rule's (reflect 101: pixel 1, replicate: pixel 0,
+ * constant: 0; a chunk needs a row of 16 or more, so pixel 1 exists). */
+inline uchar16 with_left_border(uchar16 c, int border)
+{
+    uchar e = border == BORDER_CONSTANT ? 0 : border == BORDER_REPLICATE ? c.s0 : c.s1;
+    return (uchar16)(e, c.s0, c.s12, c.s3456, c.s789abcde);
+}
+
+/* A row's 16 bytes from x0 + 1 on, for a chunk that ends the row, from its own bytes c. */
+inline uchar16 with_right_border(uchar16 c, int border)
+{
+    uchar e = border == BORDER_CONSTANT ? 0 : border == BORDER_REPLICATE ? c.sf : c.se;
+    return (uchar16)(c.s12345678, c.s9abc, c.sde, c.sf, e);
+}
+
+/* gx and gy of 16 pixels from their left neighbours (l), own pixels (c) and right
+ * neighbours (q) in the rows above (t), at (m) and below (b). A row outside the image in
+ * constant mode weighs 0: mask_t and mask_b are 0 there, all ones elsewhere, and mask the
+ * row's two sums (an and, where multiplying each of the row's three loads by 0 or 1 cost
+ * three multiplies). */
+inline void gradients16(short16 lt, short16 ct, short16 qt, short16 lm, short16 qm,
+                        short16 lb, short16 cb, short16 qb, short mask_t, short mask_b,
+                        short16 *gx, short16 *gy)
+{
+    *gx = ((qt - lt) & mask_t) + (short)2 * (qm - lm) + ((qb - lb) & mask_b);
+    *gy = ((lb + (short)2 * cb + qb) & mask_b) - ((lt + (short)2 * ct + qt) & mask_t);
+}
+
+/* Stores 16 pixels' outputs from element `at` on: gx, gy, their magnitude m and its edge
+ * mask. */
+inline void store16(short16 gx, short16 gy, uchar16 m, int edge_threshold,
+                    GRADIENT_PARAMS __global uchar *mag, EDGE_PARAM size_t at)
+{
+#ifndef NO_EDGE_MASK
+    /* A vector comparison gives all ones (255) where true. */
+    uchar16 e = as_uchar16(m >= (uchar16)(uchar)edge_threshold);
+#endif
+#ifdef STREAMING_STORES
+    /* Non-temporal where the outputs are aligned (rows a multiple of 16 wide): an ordinary
+     * store first reads the line it overwrites, a third more memory traffic for these
+     * write-once images (BENCHMARKS.md). */
+    if (at % PIXELS_PER_ITEM == 0) {
+#ifndef NO_GRADIENTS
+        __builtin_nontemporal_store(gx, (__global short16 *)(dx + at));
+        __builtin_nontemporal_store(gy, (__global short16 *)(dy + at));
+#endif
+        __builtin_nontemporal_store(m, (__global uchar16 *)(mag + at));
+#ifndef NO_EDGE_MASK
+        __builtin_nontemporal_store(e, (__global uchar16 *)(edges + at));
+#endif
+        return;
+    }
+#endif
+#ifndef NO_GRADIENTS
+    STORE16_SHORT(gx, dx + at);
+    STORE16_SHORT(gy, dy + at);
+#endif
+    STORE16_UCHAR(m, mag + at);
+#ifndef NO_EDGE_MASK
+    STORE16_UCHAR(e, edges + at);
+#endif
+}
+
+/* The outputs of 16 pixels from element `at` on, from the bytes around them (as for
+ * gradients16). */
+inline void sobel_chunk(uchar16 lt, uchar16 ct, uchar16 qt, uchar16 lm, uchar16 qm,
+                        uchar16 lb, uchar16 cb, uchar16 qb, short mask_t, short mask_b,
+                        int l2, int edge_threshold, GRADIENT_PARAMS __global uchar *mag,
+                        EDGE_PARAM size_t at)
+{
+    short16 gx, gy;
+    gradients16(convert_short16(lt), convert_short16(ct), convert_short16(qt),
+                convert_short16(lm), convert_short16(qm), convert_short16(lb),
+                convert_short16(cb), convert_short16(qb), mask_t, mask_b, &gx, &gy);
+    store16(gx, gy, convert_uchar16(magnitude_of16(gx, gy, l2)), edge_threshold,
+            GRADIENT_ARGS mag, EDGE_ARG at);
+}
+
+/* Built with -DBYTE_PAIRS (CPUs, with STREAMING_STORES' unaligned loads), runs of 32
+ * pixels inside a row go through sobel_pairs: each row is loaded from x0 - 1, x0 and
+ * x0 + 1 as 16 pairs of bytes, and a pair's low and high bytes, split by an and and a shift,
+ * give the even pixels (x0 + 2k) and the odd ones (x0 + 2k + 1) with their neighbours in
+ * 16-bit lanes. Widening bytes with convert_short16 is a shuffle on x86 (vpmovzxbw: 8 of
+ * them per 16 pixels, all on the one port that shuffles, its bound), where an and or a
+ * shift runs on any vector port; the two halves' magnitudes are joined the same way, by a
+ * shift and an or. Little-endian devices only: the low byte of a pair comes first. The two
+ * rows of the image's edges in constant mode, where a row weighs 0, keep the 16-pixel path. */
+#if defined(BYTE_PAIRS) && defined(STREAMING_STORES) && defined(__ENDIAN_LITTLE__)
+#define SOBEL_PAIRS 1
+/* 32 bytes from p, any alignment, as 16 pairs: two unaligned uchar16 loads, which LLVM
+ * joins into one 32-byte load on x86 (one ushort16 load through a type aligned like a
+ * byte failed the kernel tests on an NVIDIA GPU running this build). */
+#define LOAD16_PAIRS(p)                                                                     \
+    ((ushort16)(as_ushort8(LOAD16_UCHAR(p)), as_ushort8(LOAD16_UCHAR((p) + 16))))
+
+/* A row's bytes around x0 .. x0 + 31 in 16-bit lanes: pixels x0 + 2k - 1 (l), x0 + 2k
+ * (even), x0 + 2k + 1 (odd) and x0 + 2k + 2 (r). */
+#define ROW_PAIRS(row, l, even, odd, r)                                                         do {                                                                                            ushort16 a_ = LOAD16_PAIRS((row) + x0);                                                     even = as_short16(a_ & (ushort)0xff);                                                       odd = as_short16(a_ >> (ushort)8);                                                          l = as_short16(LOAD16_PAIRS((row) + x0 - 1) & (ushort)0xff);                                r = as_short16(LOAD16_PAIRS((row) + x0 + 1) >> (ushort)8);                              } while (0)
+
+/* Elements 0-7 (lo) or 8-15 (hi) of a and b, interleaved: a0 b0 a1 b1 ... */
+#define INTERLEAVE8(a, b, half)                                                                 as_short16(convert_uint8(as_ushort8((a).half)) |                                                       (convert_uint8(as_ushort8((b).half)) << 16))
+
+/* The outputs of the 32 pixels from x0 on (1 <= x0, x0 + 32 < the width) of a row with
+ * rows above and below it (no row weighs 0), stored from element `at` on (always inlined:
+ * POCL otherwise calls it, once per 32 pixels). The kernels are separated, each column's
+ * sums taken once for both pixels that read them:
+ *   gx = s(x + 1) - s(x - 1),  s = top + 2 middle + bottom
+ *   gy = d(x - 1) + 2 d(x) + d(x + 1),  d = bottom - top */
+__attribute__((always_inline)) inline void
+sobel_pairs(__global const uchar *rt, __global const uchar *rm, __global const uchar *rb,
+            int x0, int l2, int edge_threshold, GRADIENT_PARAMS __global uchar *mag,
+            EDGE_PARAM size_t at)
+{
+    short16 tl, te, to, tr, ml, me, mo, mr, bl, be, bo, br;
+    ROW_PAIRS(rt, tl, te, to, tr);
+    ROW_PAIRS(rm, ml, me, mo, mr);
+    ROW_PAIRS(rb, bl, be, bo, br);
+    short16 sl = tl + (short)2 * ml + bl, se = te + (short)2 * me + be;
+    short16 so = to + (short)2 * mo + bo, sr = tr + (short)2 * mr + br;
+    short16 dl = bl - tl, de = be - te, d_o = bo - to, dr = br - tr;
+    /* Even pixels x0 + 2k: left l, centre e, right o; odd ones: left e, centre o, right r. */
+    short16 gxe = so - sl, gye = dl + (short)2 * de + d_o;
+    short16 gxo = sr - se, gyo = de + (short)2 * d_o + dr;
+    /* Both magnitudes are at most 255: the odd pixel's goes in the high byte. */
+    ushort16 m = as_ushort16(magnitude_of16(gxe, gye, l2)) |
+                 (as_ushort16(magnitude_of16(gxo, gyo, l2)) << (ushort)8);
+    /* The interleaved gradients are unused with -DNO_GRADIENTS, and so never computed. */
+    store16(INTERLEAVE8(gxe, gxo, lo), INTERLEAVE8(gye, gyo, lo), as_uchar16(m.lo),
+            edge_threshold, GRADIENT_ARGS mag, EDGE_ARG at);
+    store16(INTERLEAVE8(gxe, gxo, hi), INTERLEAVE8(gye, gyo, hi), as_uchar16(m.hi),
+            edge_threshold, GRADIENT_ARGS mag, EDGE_ARG at + 16);
+}
+#endif
+
 __kernel void sobel3x3(__global const uchar *src, uint src_stride, uint width, uint height,
                        int border, int l2, int edge_threshold,
                        GRADIENT_PARAMS __global uchar *mag, EDGE_PARAM uint dst_stride
@@ -219,58 +365,60 @@ __kernel void sobel3x3(__global const uchar *src, uint src_stride, uint width, u
     /* Rows above and below; in constant mode a missing row weighs 0. */
     Rows rows = border_rows(src, src_stride, y, h, border);
     __global const uchar *rt = rows.t, *rm = rows.m, *rb = rows.b;
-    int kt = rows.kt, kb = rows.kb;
+    short mask_t = (short)-rows.kt, mask_b = (short)-rows.kb;
     size_t o = (size_t)y * dst_stride;
     int run_end = min(first + PIXELS_PER_ITEM * CHUNKS_PER_ITEM, w);
 
     for (int x0 = first; x0 < run_end; x0 += PIXELS_PER_ITEM) {
-    if (x0 >= 1 && x0 + PIXELS_PER_ITEM < w) {
-        short16 lt = convert_short16(LOAD16_UCHAR(rt + x0 - 1)) * (short)kt;
-        short16 ct = convert_short16(LOAD16_UCHAR(rt + x0)) * (short)kt;
-        short16 qt = convert_short16(LOAD16_UCHAR(rt + x0 + 1)) * (short)kt;
-        short16 lm = convert_short16(LOAD16_UCHAR(rm + x0 - 1));
-        short16 qm = convert_short16(LOAD16_UCHAR(rm + x0 + 1));
-        short16 lb = convert_short16(LOAD16_UCHAR(rb + x0 - 1)) * (short)kb;
-        short16 cb = convert_short16(LOAD16_UCHAR(rb + x0)) * (short)kb;
-        short16 qb = convert_short16(LOAD16_UCHAR(rb + x0 + 1)) * (short)kb;
-        short16 gx = (qt - lt) + (short)2 * (qm - lm) + (qb - lb);
-        short16 gy = (lb + (short)2 * cb + qb) - (lt + (short)2 * ct + qt);
-        uchar16 m = magnitude_of16(gx, gy, l2);
-#ifndef NO_EDGE_MASK
-        /* A vector comparison gives all ones (255) where true. */
-        uchar16 e = as_uchar16(m >= (uchar16)(uchar)edge_threshold);
-#endif
-#ifdef STREAMING_STORES
-        /* Non-temporal where the outputs are aligned (rows a multiple of 16 wide): an
-         * ordinary store first reads the line it overwrites, a third more memory traffic
-         * for these write-once images (BENCHMARKS.md). */
-        if ((o + x0) % PIXELS_PER_ITEM == 0) {
-#ifndef NO_GRADIENTS
-            __builtin_nontemporal_store(gx, (__global short16 *)(dx + o + x0));
-            __builtin_nontemporal_store(gy, (__global short16 *)(dy + o + x0));
-#endif
-            __builtin_nontemporal_store(m, (__global uchar16 *)(mag + o + x0));
-#ifndef NO_EDGE_MASK
-            __builtin_nontemporal_store(e, (__global uchar16 *)(edges + o + x0));
-#endif
+#ifdef SOBEL_PAIRS
+        if (x0 % (2 * PIXELS_PER_ITEM) == 0 && x0 >= 1 && x0 + 2 * PIXELS_PER_ITEM < w &&
+            (mask_t & mask_b)) {
+            sobel_pairs(rt, rm, rb, x0, l2, edge_threshold, GRADIENT_ARGS mag,
+                        EDGE_ARG o + x0);
+            x0 += PIXELS_PER_ITEM;
             continue;
         }
 #endif
-#ifndef NO_GRADIENTS
-        STORE16_SHORT(gx, dx + o + x0);
-        STORE16_SHORT(gy, dy + o + x0);
-#endif
-        STORE16_UCHAR(m, mag + o + x0);
-#ifndef NO_EDGE_MASK
-        STORE16_UCHAR(e, edges + o + x0);
-#endif
-        continue;
-    }
-
-    int x_end = min(x0 + PIXELS_PER_ITEM, w);
-    for (int x = x0; x < x_end; x++)
-        sobel_border_pixel(rows, x, w, border, l2, edge_threshold, GRADIENT_ARGS mag,
-                           EDGE_ARG o);
+        if (x0 >= 1 && x0 + PIXELS_PER_ITEM < w) {
+            sobel_chunk(LOAD16_UCHAR(rt + x0 - 1), LOAD16_UCHAR(rt + x0),
+                        LOAD16_UCHAR(rt + x0 + 1), LOAD16_UCHAR(rm + x0 - 1),
+                        LOAD16_UCHAR(rm + x0 + 1), LOAD16_UCHAR(rb + x0 - 1),
+                        LOAD16_UCHAR(rb + x0), LOAD16_UCHAR(rb + x0 + 1), mask_t, mask_b, l2,
+                        edge_threshold, GRADIENT_ARGS mag, EDGE_ARG o + x0);
+        } else if (x0 + PIXELS_PER_ITEM <= w) {
+            /* A whole chunk at an end of the row: the neighbours past the end come from the
+             * chunk's own bytes by the border rule, so each row's first and last 16 pixels
+             * take this vector path too (through the scalar one they cost about as much as
+             * the rest of a 1080p row on a CPU, BENCHMARKS.md). */
+            uchar16 ct = LOAD16_UCHAR(rt + x0), cm = LOAD16_UCHAR(rm + x0);
+            uchar16 cb = LOAD16_UCHAR(rb + x0);
+            uchar16 lt, lm, lb, qt, qm, qb;
+            if (x0 >= 1) {
+                lt = LOAD16_UCHAR(rt + x0 - 1);
+                lm = LOAD16_UCHAR(rm + x0 - 1);
+                lb = LOAD16_UCHAR(rb + x0 - 1);
+            } else {
+                lt = with_left_border(ct, border);
+                lm = with_left_border(cm, border);
+                lb = with_left_border(cb, border);
+            }
+            if (x0 + PIXELS_PER_ITEM < w) {
+                qt = LOAD16_UCHAR(rt + x0 + 1);
+                qm = LOAD16_UCHAR(rm + x0 + 1);
+                qb = LOAD16_UCHAR(rb + x0 + 1);
+            } else {
+                qt = with_right_border(ct, border);
+                qm = with_right_border(cm, border);
+                qb = with_right_border(cb, border);
+            }
+            sobel_chunk(lt, ct, qt, lm, qm, lb, cb, qb, mask_t, mask_b, l2, edge_threshold,
+                        GRADIENT_ARGS mag, EDGE_ARG o + x0);
+        } else {
+            /* The row's last chunk, shorter than 16 pixels. */
+            for (int x = x0; x < w; x++)
+                sobel_border_pixel(rows, x, w, border, l2, edge_threshold, GRADIENT_ARGS mag,
+                                   EDGE_ARG o);
+        }
     }
 }
 

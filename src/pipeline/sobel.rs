@@ -1,5 +1,6 @@
-//! Sobel stage: launches `sobel3x3` (runs of 16 pixels per work-item: 8 runs on CPUs, 1
-//! under the Mali tuning), or on other GPUs `sobel3x3_quad` (four, in two rows, for widths
+//! Sobel stage: launches `sobel3x3` (runs of 16 pixels per work-item: 8 runs on CPUs,
+//! taken two at a time as pairs of bytes (`-DBYTE_PAIRS`), 1 under the Mali tuning), or on
+//! other GPUs `sobel3x3_quad` (four, in two rows, for widths
 //! that are a multiple of 4) or `sobel3x3_pixel` (one, any width), from `kernels/sobel.cl`;
 //! each writes the 8-bit magnitude in one pass over luma, and dx, dy and the edge mask
 //! where the pipeline keeps its full images ([`FullImages`]): the stage then owns those
@@ -69,7 +70,7 @@ impl SobelStage {
             SobelLayout::Vector16Runs => (
                 "sobel3x3",
                 [PIXELS_PER_ITEM * SOBEL_RUN_CHUNKS, 1],
-                format!("-DCHUNKS_PER_ITEM={SOBEL_RUN_CHUNKS}"),
+                format!("-DCHUNKS_PER_ITEM={SOBEL_RUN_CHUNKS} -DBYTE_PAIRS"),
             ),
             SobelLayout::FourPixelsPerItem => (
                 "sobel3x3_quad",
