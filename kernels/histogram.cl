@@ -8,8 +8,9 @@
  *   Work size: 1-D, any number of work-groups of any local size; the work-items stride over
  *   the image in aligned units of 16 bytes (the buffer starts aligned; the last unit may be
  *   partial) and count into a local-memory sub-histogram with local atomics, or, built with
- *   -DONE_ITEM_PER_GROUP for a local size of 1, with plain increments (CPUs, where local
- *   memory is ordinary memory and an atomic is a locked instruction). Each group then adds
+ *   -DONE_ITEM_PER_GROUP for a local size of 1, with plain increments into eight
+ *   sub-histograms (CPUs, where local memory is ordinary memory and an atomic is a locked
+ *   instruction). Each group then adds
  *   its non-zero bins to hist with global atomics: at most 256 per group, a handful beside
  *   the frame's pixels, and no second kernel to sum sub-histograms (which, one bin per
  *   work-item over hundreds of groups, waits on memory at every step).
@@ -34,13 +35,31 @@
 #define PIXELS_PER_ITEM 16
 #define BINS 256
 
+/* COUNT(k, v): count value v, pixel k of its unit of 16. */
 #ifdef ITEM_SUB_HISTOGRAMS
 #define WORDS (BINS / 2)
-#define COUNT(v) (sub[(v) >> 1] += 1u << (((v) & 1u) << 4))
+#define COUNT(k, v) (sub[(v) >> 1] += 1u << (((v) & 1u) << 4))
 #elif defined(ONE_ITEM_PER_GROUP)
-#define COUNT(v) (bins[v]++)
+/* CPUs: SUBS sub-histograms, pixel k of a unit counting into the (k % SUBS)th. A run of
+ * equal pixels (any flat area: a dark scene, a saturated sky) would increment one word over
+ * and over, each increment waiting for the one before (a store, then a load of the same
+ * word); spread over eight words, eight chains run at once. A black 1080p frame on a 2-core
+ * Xeon VM: 4.6 ms with one histogram, 1.4 with four, 1.0 with eight; random bytes 0.8 with
+ * any (BENCHMARKS.md). */
+#define SUBS 8
+#define COUNT(k, v) (bins[((k) % SUBS) * BINS + (v)]++)
 #else
-#define COUNT(v) atomic_inc(&bins[v])
+#define SUBS 1
+#define COUNT(k, v) atomic_inc(&bins[v])
+#endif
+
+/* Pixel k (vector lane `lane`) of the unit: CPUs load each byte on its own (a plain load,
+ * where taking a byte out of a vector is a shuffle, and x86 has one port for those); GPUs
+ * load the unit as one vector v. */
+#ifdef ONE_ITEM_PER_GROUP
+#define PIXEL(k, lane) unit[k]
+#else
+#define PIXEL(k, lane) v.s##lane
 #endif
 
 __kernel void histogram_count(__global const uchar *src, uint src_stride, uint width,
@@ -52,36 +71,51 @@ __kernel void histogram_count(__global const uchar *src, uint src_stride, uint w
     for (uint i = 0; i < WORDS; i += 4)
         vstore4((uint4)(0), 0, sub + i);
 #else
-    __local uint bins[BINS];
+    __local uint bins[BINS * SUBS];
     uint lid = get_local_id(0), lsize = get_local_size(0);
-    for (uint i = lid; i < BINS; i += lsize)
+    for (uint i = lid; i < BINS * SUBS; i += lsize)
         bins[i] = 0;
     barrier(CLK_LOCAL_MEM_FENCE);
 #endif
 
     uint units = (count + PIXELS_PER_ITEM - 1) / PIXELS_PER_ITEM;
+#ifdef ONE_ITEM_PER_GROUP
+    /* CPUs: a work-item counts one run of whole units, streaming through it, where striding
+     * by the global size would read 16 bytes of every 128 and every item pass over the
+     * whole image. */
+    uint items = get_global_size(0), k = get_global_id(0);
+    uint end = (uint)((ulong)units * (k + 1) / items);
+    for (uint c = (uint)((ulong)units * k / items); c < end; c++) {
+#else
     for (uint c = get_global_id(0); c < units; c += get_global_size(0)) {
+#endif
         uint x0 = c * PIXELS_PER_ITEM;
         if (x0 + PIXELS_PER_ITEM <= count) {
+#ifdef ONE_ITEM_PER_GROUP
+            __global const uchar *unit = src + x0;
+#else
             uchar16 v = ((__global const uchar16 *)src)[c];
-            COUNT(v.s0); COUNT(v.s1);
-            COUNT(v.s2); COUNT(v.s3);
-            COUNT(v.s4); COUNT(v.s5);
-            COUNT(v.s6); COUNT(v.s7);
-            COUNT(v.s8); COUNT(v.s9);
-            COUNT(v.sa); COUNT(v.sb);
-            COUNT(v.sc); COUNT(v.sd);
-            COUNT(v.se); COUNT(v.sf);
+#endif
+            COUNT(0, PIXEL(0, 0)); COUNT(1, PIXEL(1, 1));
+            COUNT(2, PIXEL(2, 2)); COUNT(3, PIXEL(3, 3));
+            COUNT(4, PIXEL(4, 4)); COUNT(5, PIXEL(5, 5));
+            COUNT(6, PIXEL(6, 6)); COUNT(7, PIXEL(7, 7));
+            COUNT(8, PIXEL(8, 8)); COUNT(9, PIXEL(9, 9));
+            COUNT(10, PIXEL(10, a)); COUNT(11, PIXEL(11, b));
+            COUNT(12, PIXEL(12, c)); COUNT(13, PIXEL(13, d));
+            COUNT(14, PIXEL(14, e)); COUNT(15, PIXEL(15, f));
         } else {
             for (uint x = x0; x < count; x++)
-                COUNT(src[x]);
+                COUNT(x, src[x]);
         }
     }
 
 #ifndef ITEM_SUB_HISTOGRAMS
     barrier(CLK_LOCAL_MEM_FENCE);
     for (uint i = lid; i < BINS; i += lsize) {
-        uint c = bins[i];
+        uint c = 0;
+        for (uint k = 0; k < SUBS; k++)
+            c += bins[k * BINS + i];
         if (c)
             atomic_add(&hist[i], c);
     }

@@ -55,6 +55,13 @@ pub(crate) struct ManpageArgs {
     pub(crate) date: Option<String>,
 }
 
+/// What `bench`'s frames show.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Scene {
+    Pattern,
+    Black,
+}
+
 #[derive(clap::Args)]
 pub(crate) struct BenchArgs {
     /// Frame sizes, WIDTHxHEIGHT, comma-separated.
@@ -78,6 +85,11 @@ pub(crate) struct BenchArgs {
     /// rows packed), so other programs can be measured on the same bytes.
     #[arg(long, value_name = "DIR")]
     pub(crate) save_frames: Option<PathBuf>,
+    /// What the frames show: `pattern`, the test pattern (a scene with flat areas, edges
+    /// and noise), or `black`, every pixel 0 (a camera at night or with its lens capped:
+    /// the worst case for kernels that count pixels by value).
+    #[arg(long, value_enum, default_value_t = Scene::Pattern)]
+    pub(crate) scene: Scene,
     /// OpenCL device, as for `process`.
     #[arg(long, default_value = "default")]
     pub(crate) device: DeviceSpec,

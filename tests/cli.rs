@@ -442,6 +442,37 @@ fn check_config_prints_the_tuning_and_refuses_unknown_ones() {
 }
 
 #[test]
+fn bench_measures_black_frames_when_asked() {
+    let out = out_dir("cli-bench-black");
+    std::fs::create_dir_all(&out).unwrap();
+    let frames = out.join("frames");
+    let o = edgesight(&[
+        "bench",
+        "--sizes",
+        "33x17",
+        "--runs",
+        "2",
+        "--warmup",
+        "0",
+        "--scene",
+        "black",
+        "--save-frames",
+        frames.to_str().unwrap(),
+    ]);
+    assert!(
+        o.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    // One value only: OpenCV's Otsu gives 0.
+    assert!(stdout.contains("Otsu threshold 0)"), "{stdout}");
+    assert!(stdout.contains("black grey frames"), "{stdout}");
+    let frame = std::fs::read(frames.join("frame-33x17.gray")).unwrap();
+    assert_eq!(frame, vec![0u8; 33 * 17]);
+}
+
+#[test]
 fn bench_writes_json_with_positive_finite_medians() {
     let out = out_dir("cli-bench");
     std::fs::create_dir_all(&out).unwrap();

@@ -11,7 +11,7 @@ use edgesight::frame::PixelFormat;
 use edgesight::pipeline::TuningChoice;
 
 use super::BadOutDir;
-use crate::cli::BenchArgs;
+use crate::cli::{BenchArgs, Scene};
 
 pub(crate) fn bench(args: &BenchArgs) -> Result<()> {
     for size in &args.sizes {
@@ -35,13 +35,20 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<()> {
         "edgesight bench on {device}, {} tuning ({how})",
         tuning.name()
     );
+    let scene = match args.scene {
+        Scene::Pattern => "grey frames",
+        Scene::Black => "black grey frames",
+    };
     println!(
-        "grey frames, {} warm-up then {} timed runs per size; medians [10th-90th percentile]",
+        "{scene}, {} warm-up then {} timed runs per size; medians [10th-90th percentile]",
         args.warmup, args.runs
     );
     let mut figures = Vec::with_capacity(args.sizes.len());
     for size in &args.sizes {
-        let frame = bench::synthetic_frame(size.width, size.height);
+        let frame = match args.scene {
+            Scene::Pattern => bench::synthetic_frame(size.width, size.height),
+            Scene::Black => vec![0; size.width as usize * size.height as usize],
+        };
         if let Some(dir) = &args.save_frames {
             let path = dir.join(format!("frame-{}x{}.gray", size.width, size.height));
             std::fs::write(&path, &frame).with_context(|| format!("writing {}", path.display()))?;
