@@ -142,11 +142,12 @@ inline short16 abs16(short16 v)
     return v > n ? v : n;
 }
 
-/* 16 magnitudes at once (0 to 255, in 16-bit lanes), in 16-bit lanes where possible (|dx| + |dy| <= 2040 fits). Written
- * with operators and ?: (component-wise on vectors), not abs, min, select and
- * convert_*_sat: POCL 3 and 5 build those vector built-ins from 2-lane pieces, with a lane
- * extract and insert each (the generated x86 code, seen in POCL's kernel cache), where an
- * operator is one SIMD instruction on 128-bit and 256-bit units alike. */
+/* 16 magnitudes at once, 0 to 255 in 16-bit lanes, computed in 16-bit lanes where possible
+ * (|dx| + |dy| <= 2040 fits). Written with operators and ?: (component-wise on vectors),
+ * not abs, min, select and convert_*_sat: POCL 3 and 5 build those vector built-ins from
+ * 2-lane pieces, with a lane extract and insert each (the generated x86 code, seen in
+ * POCL's kernel cache), where an operator is one SIMD instruction on 128-bit and 256-bit
+ * units alike. */
 inline short16 magnitude_of16(short16 dx, short16 dy, int l2)
 {
     if (!l2) {
@@ -314,10 +315,19 @@ inline void sobel_chunk(uchar16 lt, uchar16 ct, uchar16 qt, uchar16 lm, uchar16 
 
 /* A row's bytes around x0 .. x0 + 31 in 16-bit lanes: pixels x0 + 2k - 1 (l), x0 + 2k
  * (even), x0 + 2k + 1 (odd) and x0 + 2k + 2 (r). */
-#define ROW_PAIRS(row, l, even, odd, r)                                                         do {                                                                                            ushort16 a_ = LOAD16_PAIRS((row) + x0);                                                     even = as_short16(a_ & (ushort)0xff);                                                       odd = as_short16(a_ >> (ushort)8);                                                          l = as_short16(LOAD16_PAIRS((row) + x0 - 1) & (ushort)0xff);                                r = as_short16(LOAD16_PAIRS((row) + x0 + 1) >> (ushort)8);                              } while (0)
+#define ROW_PAIRS(row, l, even, odd, r)                                                     \
+    do {                                                                                    \
+        ushort16 a_ = LOAD16_PAIRS((row) + x0);                                             \
+        even = as_short16(a_ & (ushort)0xff);                                               \
+        odd = as_short16(a_ >> (ushort)8);                                                  \
+        l = as_short16(LOAD16_PAIRS((row) + x0 - 1) & (ushort)0xff);                        \
+        r = as_short16(LOAD16_PAIRS((row) + x0 + 1) >> (ushort)8);                          \
+    } while (0)
 
 /* Elements 0-7 (lo) or 8-15 (hi) of a and b, interleaved: a0 b0 a1 b1 ... */
-#define INTERLEAVE8(a, b, half)                                                                 as_short16(convert_uint8(as_ushort8((a).half)) |                                                       (convert_uint8(as_ushort8((b).half)) << 16))
+#define INTERLEAVE8(a, b, half)                                                             \
+    as_short16(convert_uint8(as_ushort8((a).half)) |                                        \
+               (convert_uint8(as_ushort8((b).half)) << 16))
 
 /* The outputs of the 32 pixels from x0 on (1 <= x0, x0 + 32 < the width) of a row with
  * rows above and below it (no row weighs 0), stored from element `at` on (always inlined:
