@@ -15,6 +15,91 @@ pub(crate) const MAX_PIXELS: u64 = 16_843_009;
 /// accepted frames stay those the tests cover, and the image decoders are held to it.
 pub(crate) const MAX_WIDTH: u32 = 65_535;
 
+/// How a raw sensor's samples are stored, mono or Bayer. Samples wider than 8 bits are
+/// reduced to 8 bits, rounding half up and saturating: `min(255, (v + 2^(s-1)) >> s)` with
+/// `s` the bits beyond 8 ([`Samples::shift`]), `v` the whole stored word (a word with bits
+/// set above its depth saturates).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Samples {
+    /// One byte a sample.
+    Eight,
+    /// 10 significant bits in a little-endian 16-bit word.
+    Le10,
+    /// 12 significant bits in a little-endian 16-bit word.
+    Le12,
+    /// 16 bits, little-endian.
+    Le16,
+    /// MIPI CSI-2 RAW10: four samples in 5 bytes, their high 8 bits each, then one byte
+    /// of their low 2 bits (the first sample's in bits 0-1).
+    Mipi10,
+    /// MIPI CSI-2 RAW12: two samples in 3 bytes, their high 8 bits each, then one byte of
+    /// their low 4 bits (the first sample's in bits 0-3).
+    Mipi12,
+}
+
+impl Samples {
+    pub const ALL: [Samples; 6] = [
+        Samples::Eight,
+        Samples::Le10,
+        Samples::Le12,
+        Samples::Le16,
+        Samples::Mipi10,
+        Samples::Mipi12,
+    ];
+
+    /// Significant bits of a sample.
+    pub fn bits(self) -> u32 {
+        match self {
+            Samples::Eight => 8,
+            Samples::Le10 | Samples::Mipi10 => 10,
+            Samples::Le12 | Samples::Mipi12 => 12,
+            Samples::Le16 => 16,
+        }
+    }
+
+    /// The right shift that takes a sample to 8 bits.
+    pub fn shift(self) -> u32 {
+        self.bits() - 8
+    }
+
+    /// Bytes a row of `width` samples takes at the least (a partial MIPI group counts
+    /// whole).
+    pub fn row_bytes(self, width: u32) -> u64 {
+        let width = u64::from(width);
+        match self {
+            Samples::Eight => width,
+            Samples::Le10 | Samples::Le12 | Samples::Le16 => 2 * width,
+            Samples::Mipi10 => width.div_ceil(4) * 5,
+            Samples::Mipi12 => width.div_ceil(2) * 3,
+        }
+    }
+}
+
+/// The colour filter of a Bayer sensor, named as V4L2 names it: the colours of the first
+/// row's first two pixels, then the second row's. (OpenCV names a pattern from its second
+/// row and second column: V4L2's RGGB is OpenCV's `BayerBG`.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Cfa {
+    Rggb,
+    Grbg,
+    Gbrg,
+    Bggr,
+}
+
+impl Cfa {
+    pub const ALL: [Cfa; 4] = [Cfa::Rggb, Cfa::Grbg, Cfa::Gbrg, Cfa::Bggr];
+
+    /// Where the red pixel of each 2x2 cell lies, as (column, row) parities.
+    pub fn red_at(self) -> (u32, u32) {
+        match self {
+            Cfa::Rggb => (0, 0),
+            Cfa::Grbg => (1, 0),
+            Cfa::Gbrg => (0, 1),
+            Cfa::Bggr => (1, 1),
+        }
+    }
+}
+
 /// The camera pixel formats the luma stage reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum PixelFormat {
@@ -26,6 +111,16 @@ pub enum PixelFormat {
     Uyvy,
     /// Y plane followed by an interleaved UV plane at half height (V4L2 `NV12`).
     Nv12,
+    /// Y plane followed by an interleaved VU plane at half height (V4L2 `NV21`).
+    Nv21,
+    /// Y plane followed by an interleaved UV plane at full height (V4L2 `NV16`).
+    Nv16,
+    /// Y plane followed by an interleaved VU plane at full height (V4L2 `NV61`).
+    Nv61,
+    /// Planar 4:2:0, the Y plane then U and V at half width and height (V4L2 `YU12`, I420).
+    Yu12,
+    /// Planar 4:2:0, the Y plane then V and U at half width and height (V4L2 `YV12`).
+    Yv12,
     /// 3 bytes per pixel, R G B (V4L2 `RGB3`).
     Rgb24,
     /// 3 bytes per pixel, B G R (V4L2 `BGR3`).
@@ -34,20 +129,70 @@ pub enum PixelFormat {
     Rgbx,
     /// 4 bytes per pixel, B G R and an ignored byte (V4L2 `XR24` in memory order).
     Bgrx,
+    /// Mono samples wider than 8 bits (V4L2 `Y10`, `Y12`, `Y16`, `Y10P`, `Y12P`), reduced
+    /// to 8 bits as [`Samples`] says. (8-bit mono is [`PixelFormat::Grey`].)
+    Mono(Samples),
+    /// A Bayer sensor's raw mosaic (V4L2 `RGGB`, `RG10`, `pRAA`, ...): its samples reduced
+    /// to 8 bits, then to luma as OpenCV's `cvtColor(COLOR_Bayer..2GRAY)` does.
+    Bayer(Cfa, Samples),
 }
 
+/// The names of the mono formats wider than 8 bits, in [`Samples::ALL`] order (8-bit mono
+/// is `grey`).
+const MONO_NAMES: [&str; 6] = ["grey", "y10", "y12", "y16", "y10p", "y12p"];
+/// The names of the Bayer formats, by [`Cfa::ALL`] and [`Samples::ALL`].
+const BAYER_NAMES: [[&str; 6]; 4] = [
+    ["rggb", "rggb10", "rggb12", "rggb16", "rggb10p", "rggb12p"],
+    ["grbg", "grbg10", "grbg12", "grbg16", "grbg10p", "grbg12p"],
+    ["gbrg", "gbrg10", "gbrg12", "gbrg16", "gbrg10p", "gbrg12p"],
+    ["bggr", "bggr10", "bggr12", "bggr16", "bggr10p", "bggr12p"],
+];
+
+/// The formats with their own name, in the order help texts list them.
+const NAMED: [PixelFormat; 13] = [
+    PixelFormat::Grey,
+    PixelFormat::Yuyv,
+    PixelFormat::Uyvy,
+    PixelFormat::Nv12,
+    PixelFormat::Nv21,
+    PixelFormat::Nv16,
+    PixelFormat::Nv61,
+    PixelFormat::Yu12,
+    PixelFormat::Yv12,
+    PixelFormat::Rgb24,
+    PixelFormat::Bgr24,
+    PixelFormat::Rgbx,
+    PixelFormat::Bgrx,
+];
+
 impl PixelFormat {
-    /// Every format, in the order help texts list them.
-    pub const ALL: [PixelFormat; 8] = [
-        PixelFormat::Grey,
-        PixelFormat::Yuyv,
-        PixelFormat::Uyvy,
-        PixelFormat::Nv12,
-        PixelFormat::Rgb24,
-        PixelFormat::Bgr24,
-        PixelFormat::Rgbx,
-        PixelFormat::Bgrx,
-    ];
+    /// Every format, in the order help texts list them: the 8-bit ones, the wide mono
+    /// ones, then the Bayer mosaics by pattern and depth.
+    pub const ALL: [PixelFormat; 42] = {
+        let mut all = [PixelFormat::Grey; 42];
+        let mut n = 0;
+        while n < NAMED.len() {
+            all[n] = NAMED[n];
+            n += 1;
+        }
+        let mut s = 1;
+        while s < Samples::ALL.len() {
+            all[n] = PixelFormat::Mono(Samples::ALL[s]);
+            n += 1;
+            s += 1;
+        }
+        let mut c = 0;
+        while c < Cfa::ALL.len() {
+            let mut s = 0;
+            while s < Samples::ALL.len() {
+                all[n] = PixelFormat::Bayer(Cfa::ALL[c], Samples::ALL[s]);
+                n += 1;
+                s += 1;
+            }
+            c += 1;
+        }
+        all
+    };
 
     /// The lower-case name used on the command line and in configs.
     pub fn name(self) -> &'static str {
@@ -56,21 +201,61 @@ impl PixelFormat {
             PixelFormat::Yuyv => "yuyv",
             PixelFormat::Uyvy => "uyvy",
             PixelFormat::Nv12 => "nv12",
+            PixelFormat::Nv21 => "nv21",
+            PixelFormat::Nv16 => "nv16",
+            PixelFormat::Nv61 => "nv61",
+            PixelFormat::Yu12 => "yu12",
+            PixelFormat::Yv12 => "yv12",
             PixelFormat::Rgb24 => "rgb24",
             PixelFormat::Bgr24 => "bgr24",
             PixelFormat::Rgbx => "rgbx",
             PixelFormat::Bgrx => "bgrx",
+            PixelFormat::Mono(samples) => MONO_NAMES[samples as usize],
+            PixelFormat::Bayer(cfa, samples) => BAYER_NAMES[cfa as usize][samples as usize],
         }
     }
 
-    /// Bytes per pixel of the first (or only) plane.
-    pub fn bytes_per_pixel(self) -> u32 {
+    /// The samples of a raw sensor format (8 bits for grey); `None` for the others.
+    pub fn samples(self) -> Option<Samples> {
         match self {
-            PixelFormat::Grey | PixelFormat::Nv12 => 1,
-            PixelFormat::Yuyv | PixelFormat::Uyvy => 2,
-            PixelFormat::Rgb24 | PixelFormat::Bgr24 => 3,
-            PixelFormat::Rgbx | PixelFormat::Bgrx => 4,
+            PixelFormat::Grey => Some(Samples::Eight),
+            PixelFormat::Mono(samples) | PixelFormat::Bayer(_, samples) => Some(samples),
+            _ => None,
         }
+    }
+
+    /// Whether the frame starts with a plane of 8-bit luma, a byte a pixel (grey and the
+    /// Y plane of the semi-planar and planar YUV formats): the luma stage copies it, and
+    /// packed at stride = width the pipeline reads it in place.
+    pub fn luma_plane_first(self) -> bool {
+        matches!(
+            self,
+            PixelFormat::Grey
+                | PixelFormat::Nv12
+                | PixelFormat::Nv21
+                | PixelFormat::Nv16
+                | PixelFormat::Nv61
+                | PixelFormat::Yu12
+                | PixelFormat::Yv12
+        )
+    }
+
+    /// Bytes a row of `width` pixels of the first (or only) plane takes at the least.
+    pub fn row_bytes(self, width: u32) -> u64 {
+        let width64 = u64::from(width);
+        match self {
+            _ if self.luma_plane_first() => width64,
+            PixelFormat::Yuyv | PixelFormat::Uyvy => 2 * width64,
+            PixelFormat::Rgb24 | PixelFormat::Bgr24 => 3 * width64,
+            PixelFormat::Rgbx | PixelFormat::Bgrx => 4 * width64,
+            PixelFormat::Mono(samples) | PixelFormat::Bayer(_, samples) => samples.row_bytes(width),
+            _ => width64,
+        }
+    }
+
+    /// Every name, comma-separated, for help and error texts.
+    pub fn names() -> String {
+        PixelFormat::ALL.map(PixelFormat::name).join(", ")
     }
 }
 
@@ -82,15 +267,19 @@ impl fmt::Display for PixelFormat {
 
 /// An unknown pixel format name.
 #[derive(Debug, thiserror::Error)]
-#[error(
-    "unknown pixel format '{0}' (expected one of grey, yuyv, uyvy, nv12, rgb24, bgr24, rgbx, bgrx)"
-)]
+#[error("unknown pixel format '{0}' (expected one of {names})", names = PixelFormat::names())]
 pub struct UnknownFormat(pub String);
 
 impl FromStr for PixelFormat {
     type Err = UnknownFormat;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let lower = s.to_ascii_lowercase();
+        // I420 is YU12's common name.
+        let lower = if lower == "i420" {
+            "yu12".into()
+        } else {
+            lower
+        };
         PixelFormat::ALL
             .into_iter()
             .find(|f| f.name() == lower)
@@ -131,7 +320,7 @@ impl fmt::Display for Size {
 }
 
 /// Where a frame's pixels lie in its buffer: format, size and the row stride in bytes
-/// (V4L2's `bytesperline`, at least `width * bytes_per_pixel`).
+/// (V4L2's `bytesperline`, at least [`PixelFormat::row_bytes`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FrameLayout {
     pub format: PixelFormat,
@@ -164,14 +353,15 @@ pub enum LayoutError {
 }
 
 impl FrameLayout {
-    /// A layout with rows packed tightly (stride = width * bytes per pixel). A row too wide
-    /// for a u32 stride gets the largest stride, which [`FrameLayout::validate`] refuses.
+    /// A layout with rows packed tightly (stride = [`PixelFormat::row_bytes`]). A row too
+    /// wide for a u32 stride gets the largest stride, which [`FrameLayout::validate`]
+    /// refuses.
     pub fn packed(format: PixelFormat, width: u32, height: u32) -> Self {
         FrameLayout {
             format,
             width,
             height,
-            stride: width.saturating_mul(format.bytes_per_pixel()),
+            stride: u32::try_from(format.row_bytes(width)).unwrap_or(u32::MAX),
         }
     }
 
@@ -205,7 +395,7 @@ impl FrameLayout {
     }
 
     fn min_stride(&self) -> u64 {
-        u64::from(self.width) * u64::from(self.format.bytes_per_pixel())
+        self.format.row_bytes(self.width)
     }
 
     /// Pixels in the frame (saturated at `usize::MAX`, which only a layout
@@ -214,8 +404,10 @@ impl FrameLayout {
         (self.width as usize).saturating_mul(self.height as usize)
     }
 
-    /// Bytes a buffer holding this frame needs (both planes for NV12; the last row of a
-    /// plane counts in full, stride included, as V4L2 sizes its buffers).
+    /// Bytes a buffer holding this frame needs: every plane, the last row of a plane
+    /// counted in full, stride included, as V4L2 sizes its buffers. The chroma of NV12 and
+    /// NV21 is `ceil(height / 2)` rows of the stride, of NV16 and NV61 `height` rows; YU12
+    /// and YV12 have two chroma planes of `ceil(height / 2)` rows of `ceil(stride / 2)`.
     ///
     /// Saturates at `usize::MAX` where the true figure does not fit (a 32-bit machine, or a
     /// layout [`FrameLayout::validate`] refuses), so a size that overflowed can never pass
@@ -227,13 +419,19 @@ impl FrameLayout {
     /// [`FrameLayout::frame_bytes`], or `None` where it does not fit in a `usize`.
     pub(crate) fn checked_frame_bytes(&self) -> Option<usize> {
         let stride = usize::try_from(self.stride).ok()?;
-        let rows = match self.format {
-            PixelFormat::Nv12 => usize::try_from(self.height)
-                .ok()?
-                .checked_add(self.height.div_ceil(2) as usize)?,
-            _ => usize::try_from(self.height).ok()?,
+        let height = usize::try_from(self.height).ok()?;
+        let half_height = height.div_ceil(2);
+        let luma = stride.checked_mul(height)?;
+        let chroma = match self.format {
+            PixelFormat::Nv12 | PixelFormat::Nv21 => stride.checked_mul(half_height)?,
+            PixelFormat::Nv16 | PixelFormat::Nv61 => luma,
+            PixelFormat::Yu12 | PixelFormat::Yv12 => stride
+                .div_ceil(2)
+                .checked_mul(half_height)?
+                .checked_mul(2)?,
+            _ => 0,
         };
-        stride.checked_mul(rows)
+        luma.checked_add(chroma)
     }
 }
 
@@ -268,13 +466,60 @@ mod tests {
             assert_eq!(f.name().parse::<PixelFormat>().unwrap(), f);
         }
         assert_eq!("NV12".parse::<PixelFormat>().unwrap(), PixelFormat::Nv12);
+        assert_eq!("I420".parse::<PixelFormat>().unwrap(), PixelFormat::Yu12);
+        assert_eq!(
+            "gbrg10p".parse::<PixelFormat>().unwrap(),
+            PixelFormat::Bayer(Cfa::Gbrg, Samples::Mipi10)
+        );
+        assert_eq!(
+            "y16".parse::<PixelFormat>().unwrap(),
+            PixelFormat::Mono(Samples::Le16)
+        );
+        // Every format once, every name once; 8-bit mono only as grey.
+        let mut names: Vec<&str> = PixelFormat::ALL.iter().map(|f| f.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), PixelFormat::ALL.len());
+        assert!(!PixelFormat::ALL.contains(&PixelFormat::Mono(Samples::Eight)));
+        // A compressed format is not a pixel format.
         assert!("mjpeg".parse::<PixelFormat>().is_err());
     }
 
     #[test]
-    fn frame_bytes_cover_both_nv12_planes() {
+    fn rows_hold_their_samples_and_partial_mipi_groups_count_whole() {
+        let row = |name: &str, width| name.parse::<PixelFormat>().unwrap().row_bytes(width);
+        assert_eq!(row("rggb", 7), 7);
+        assert_eq!(row("rggb10", 7), 14);
+        assert_eq!(row("y12", 7), 14);
+        // RAW10: 4 samples in 5 bytes; RAW12: 2 in 3.
+        assert_eq!(row("bggr10p", 8), 10);
+        assert_eq!(row("bggr10p", 9), 15);
+        assert_eq!(row("y10p", 1), 5);
+        assert_eq!(row("grbg12p", 4), 6);
+        assert_eq!(row("y12p", 5), 9);
+        assert_eq!(row("yu12", 7), 7);
+        assert_eq!(row("yuyv", 7), 14);
+        assert_eq!(row("rgbx", 7), 28);
+    }
+
+    #[test]
+    fn frame_bytes_cover_every_plane() {
         let l = FrameLayout::packed(PixelFormat::Nv12, 6, 5);
         assert_eq!(l.frame_bytes(), 6 * 5 + 6 * 3);
+        let l = FrameLayout::packed(PixelFormat::Nv21, 6, 5);
+        assert_eq!(l.frame_bytes(), 6 * 5 + 6 * 3);
+        let l = FrameLayout::packed(PixelFormat::Nv61, 6, 5);
+        assert_eq!(l.frame_bytes(), 2 * 6 * 5);
+        // Planar 4:2:0: two planes of ceil(stride / 2) x ceil(height / 2).
+        let l = FrameLayout::packed(PixelFormat::Yu12, 7, 5);
+        assert_eq!(l.frame_bytes(), 7 * 5 + 2 * 4 * 3);
+        let l = FrameLayout {
+            stride: 8,
+            ..FrameLayout::packed(PixelFormat::Yv12, 6, 4)
+        };
+        assert_eq!(l.frame_bytes(), 8 * 4 + 2 * 4 * 2);
+        let l = FrameLayout::packed(PixelFormat::Bayer(Cfa::Rggb, Samples::Mipi12), 5, 2);
+        assert_eq!(l.frame_bytes(), 9 * 2);
         let l = FrameLayout {
             stride: 32,
             ..FrameLayout::packed(PixelFormat::Yuyv, 10, 3)

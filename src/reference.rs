@@ -4,7 +4,7 @@
 //! (which are OpenCV's where OpenCV defines the operation). Nothing here is fast, and
 //! nothing here may share code with the kernels.
 
-use crate::frame::{FrameLayout, PixelFormat};
+use crate::frame::{Cfa, FrameLayout, PixelFormat, Samples};
 use crate::pipeline::{Border, Magnitude};
 
 /// 8-bit luma of a frame, dense (`width` bytes per row).
@@ -14,20 +14,100 @@ pub fn luma(layout: &FrameLayout, src: &[u8]) -> Vec<u8> {
         layout.height as usize,
         layout.stride as usize,
     );
+    if let PixelFormat::Bayer(cfa, samples) = layout.format {
+        let reduced: Vec<u8> = (0..h)
+            .flat_map(|y| (0..w).map(move |x| sample8(&src[y * stride..], x, samples)))
+            .collect();
+        return bayer_to_luma(&reduced, w, h, cfa);
+    }
     let mut out = Vec::with_capacity(w * h);
     for y in 0..h {
         let row = &src[y * stride..];
         for x in 0..w {
             let rgb = |r: usize, g: usize, b: usize| rgb_to_luma(row[r], row[g], row[b]);
             out.push(match layout.format {
-                PixelFormat::Grey | PixelFormat::Nv12 => row[x],
+                f if f.luma_plane_first() => row[x],
                 PixelFormat::Yuyv => row[2 * x],
                 PixelFormat::Uyvy => row[2 * x + 1],
                 PixelFormat::Rgb24 => rgb(3 * x, 3 * x + 1, 3 * x + 2),
                 PixelFormat::Bgr24 => rgb(3 * x + 2, 3 * x + 1, 3 * x),
                 PixelFormat::Rgbx => rgb(4 * x, 4 * x + 1, 4 * x + 2),
                 PixelFormat::Bgrx => rgb(4 * x + 2, 4 * x + 1, 4 * x),
+                PixelFormat::Mono(samples) => sample8(row, x, samples),
+                other => unreachable!("{other} has luma of its own"),
             });
+        }
+    }
+    out
+}
+
+/// Sample `x` of a raw row, reduced to 8 bits: `min(255, (v + 2^(s-1)) >> s)` for a
+/// sample `v` of `8 + s` bits (round half up, saturating).
+pub fn sample8(row: &[u8], x: usize, samples: Samples) -> u8 {
+    let word = |at: usize| u32::from(row[at]) | u32::from(row[at + 1]) << 8;
+    let v = match samples {
+        Samples::Eight => return row[x],
+        Samples::Le10 | Samples::Le12 | Samples::Le16 => word(2 * x),
+        Samples::Mipi10 => {
+            let group = 5 * (x / 4);
+            let low = u32::from(row[group + 4]) >> (2 * (x % 4)) & 0x3;
+            u32::from(row[group + x % 4]) << 2 | low
+        }
+        Samples::Mipi12 => {
+            let group = 3 * (x / 2);
+            let low = u32::from(row[group + 2]) >> (4 * (x % 2)) & 0xF;
+            u32::from(row[group + x % 2]) << 4 | low
+        }
+    };
+    let shift = samples.shift();
+    ((v + (1 << (shift - 1))) >> shift).min(255) as u8
+}
+
+/// OpenCV's 14-bit luma weights, as its Bayer to gray conversion uses them.
+const BAYER_R2Y: u32 = 4899;
+const BAYER_G2Y: u32 = 9617;
+const BAYER_B2Y: u32 = 1868;
+
+/// Luma of an 8-bit Bayer mosaic (dense, `w` x `h`) as OpenCV's
+/// `cvtColor(src, COLOR_Bayer..2GRAY)` computes it, with V4L2's pattern name (RGGB is
+/// OpenCV's `BayerBG`). Each pixel off the border weighs its own sample and the bilinear
+/// estimates of the other two colours from its eight neighbours with OpenCV's weights, in
+/// one fixed-point sum rounded half up. The border copies its neighbour inside: the first
+/// and last columns of a row, then the first and last rows whole. A frame narrower or
+/// shorter than 3 pixels is all 0, as OpenCV leaves it.
+pub fn bayer_to_luma(mosaic: &[u8], w: usize, h: usize, cfa: Cfa) -> Vec<u8> {
+    if w < 3 || h < 3 {
+        return vec![0; w * h];
+    }
+    let (red_x, red_y) = cfa.red_at();
+    let at = |x: usize, y: usize| u32::from(mosaic[y * w + x]);
+    let inside = |x: usize, y: usize| -> u8 {
+        let cross = at(x - 1, y) + at(x + 1, y) + at(x, y - 1) + at(x, y + 1);
+        let diagonal = at(x - 1, y - 1) + at(x + 1, y - 1) + at(x - 1, y + 1) + at(x + 1, y + 1);
+        let red_row = y as u32 % 2 == red_y;
+        let red_column = x as u32 % 2 == red_x;
+        // Weights summing to 65536 (4 x 16384): luma = (sum + 2^15) >> 16.
+        let sum = match (red_row, red_column) {
+            (true, true) => 4 * BAYER_R2Y * at(x, y) + BAYER_G2Y * cross + BAYER_B2Y * diagonal,
+            (false, false) => 4 * BAYER_B2Y * at(x, y) + BAYER_G2Y * cross + BAYER_R2Y * diagonal,
+            // Green: its row's other colour left and right, the third one above and below.
+            (row_is_red, _) => {
+                let (beside, above) = if row_is_red {
+                    (BAYER_R2Y, BAYER_B2Y)
+                } else {
+                    (BAYER_B2Y, BAYER_R2Y)
+                };
+                let horizontal = at(x - 1, y) + at(x + 1, y);
+                let vertical = at(x, y - 1) + at(x, y + 1);
+                2 * (2 * BAYER_G2Y * at(x, y) + beside * horizontal + above * vertical)
+            }
+        };
+        ((sum + (1 << 15)) >> 16) as u8
+    };
+    let mut out = Vec::with_capacity(w * h);
+    for y in 0..h {
+        for x in 0..w {
+            out.push(inside(x.clamp(1, w - 2), y.clamp(1, h - 2)));
         }
     }
     out

@@ -1071,7 +1071,7 @@ proptest! {
     ) {
         thread_local!(static GPU: Gpu = gpu());
         let layout = FrameLayout {
-            stride: width * format.bytes_per_pixel() + padding,
+            stride: format.row_bytes(width) as u32 + padding,
             ..FrameLayout::packed(format, width, height)
         };
         let mut rng = Rng(seed);

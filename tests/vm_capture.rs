@@ -200,7 +200,7 @@ fn capture_formats(gpu: &Gpu, node: &Path, io: IoMode, formats: &[PixelFormat], 
             (layout.format, layout.width, layout.height),
             (format, frame.width, frame.height)
         );
-        assert!(layout.stride >= frame.width * format.bytes_per_pixel());
+        assert!(u64::from(layout.stride) >= format.row_bytes(frame.width));
         let last = check_frames(gpu, &mut source, 6, Duration::from_secs(120));
         let stats = source.stats();
         // Every sequence number up to the last frame is a frame or a counted drop.

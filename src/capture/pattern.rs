@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use super::{CaptureError, CaptureStats, Fill, FrameSource, IoMode, Next, PacedSlots};
 use crate::cl::Gpu;
-use crate::frame::{FrameLayout, PixelFormat};
+use crate::frame::{FrameLayout, PixelFormat, Samples};
 use crate::reference;
 
 /// The colour of one pattern pixel.
@@ -97,13 +97,14 @@ fn render_with(layout: &FrameLayout, sequence: u64, out: &mut [u8], row: &mut Ve
     let scene = Scene::at(layout.width, layout.height, sequence);
     let width = layout.width as usize;
     let stride = layout.stride as usize;
+    let row_bytes = layout.format.row_bytes(layout.width) as usize;
     row.resize(width, Rgb(0, 0, 0));
     for y in 0..layout.height {
         scene.row(y, row);
         let start = y as usize * stride;
-        let line = &mut out[start..start + width * layout.format.bytes_per_pixel() as usize];
+        let line = &mut out[start..start + row_bytes];
         match layout.format {
-            PixelFormat::Grey | PixelFormat::Nv12 => {
+            f if f.luma_plane_first() => {
                 for (o, p) in line.iter_mut().zip(row.iter()) {
                     *o = p.luma();
                 }
@@ -121,7 +122,7 @@ fn render_with(layout: &FrameLayout, sequence: u64, out: &mut [u8], row: &mut Ve
                 }
             }
             PixelFormat::Rgb24 | PixelFormat::Bgr24 | PixelFormat::Rgbx | PixelFormat::Bgrx => {
-                let bpp = layout.format.bytes_per_pixel() as usize;
+                let bpp = row_bytes / width;
                 let bgr = matches!(layout.format, PixelFormat::Bgr24 | PixelFormat::Bgrx);
                 for (o, p) in line.chunks_exact_mut(bpp).zip(row.iter()) {
                     let (first, last) = if bgr { (p.2, p.0) } else { (p.0, p.2) };
@@ -131,15 +132,67 @@ fn render_with(layout: &FrameLayout, sequence: u64, out: &mut [u8], row: &mut Ve
                     }
                 }
             }
+            PixelFormat::Mono(samples) => {
+                for (x, p) in row.iter().enumerate() {
+                    put_sample(line, x, p.luma(), samples);
+                }
+            }
+            PixelFormat::Bayer(cfa, samples) => {
+                let (red_x, red_y) = cfa.red_at();
+                let red_row = y % 2 == red_y;
+                for (x, p) in row.iter().enumerate() {
+                    let red_column = x as u32 % 2 == red_x;
+                    let value = match (red_row, red_column) {
+                        (true, true) => p.0,
+                        (false, false) => p.2,
+                        _ => p.1,
+                    };
+                    put_sample(line, x, value, samples);
+                }
+            }
+            other => unreachable!("{other} has its luma plane first"),
         }
     }
-    if layout.format == PixelFormat::Nv12 {
-        // Interleaved UV at half height after the Y plane: neutral chroma.
-        let uv_start = stride * layout.height as usize;
-        for y in 0..layout.height.div_ceil(2) as usize {
-            let start = uv_start + y * stride;
-            // The luma stage reads only the Y plane; the row stays within the stride.
-            out[start..start + width].fill(128);
+    // Neutral chroma after the Y plane, as far as the frame's planes reach (the luma
+    // stage reads only the Y plane).
+    if layout.format.luma_plane_first() {
+        let luma_end = stride * layout.height as usize;
+        if let Some(chroma) = out.get_mut(luma_end..layout.frame_bytes()) {
+            chroma.fill(128);
+        }
+    }
+}
+
+/// Stores the 8-bit `value` as sample `x` of a raw row: shifted to the samples' depth,
+/// with low bits below half a step (a sensor's finer levels), so that reducing it to 8 bits
+/// gives `value` back.
+fn put_sample(row: &mut [u8], x: usize, value: u8, samples: Samples) {
+    let shift = samples.shift();
+    let low = if shift > 1 {
+        (x as u32 * 7) % (1 << (shift - 1))
+    } else {
+        0
+    };
+    let v = u32::from(value) << shift | low;
+    match samples {
+        Samples::Eight => row[x] = value,
+        Samples::Le10 | Samples::Le12 | Samples::Le16 => {
+            row[2 * x..2 * x + 2].copy_from_slice(&(v as u16).to_le_bytes());
+        }
+        Samples::Mipi10 | Samples::Mipi12 => {
+            let (per_group, low_bits) = if samples == Samples::Mipi10 {
+                (4, 2)
+            } else {
+                (2, 4)
+            };
+            let group = (per_group + 1) * (x / per_group);
+            let lane = x % per_group;
+            row[group + lane] = (v >> low_bits) as u8;
+            let mask = ((1u32 << low_bits) - 1) << (low_bits * lane as u32);
+            let lows = &mut row[group + per_group];
+            *lows = (u32::from(*lows) & !mask
+                | (v & ((1 << low_bits) - 1)) << (low_bits * lane as u32))
+                as u8;
         }
     }
 }
@@ -212,6 +265,7 @@ impl FrameSource for PatternSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::frame::Cfa;
 
     fn rendered(format: PixelFormat, width: u32, height: u32, sequence: u64) -> Vec<u8> {
         let layout = FrameLayout::packed(format, width, height);
@@ -225,9 +279,50 @@ mod tests {
         let (w, h) = (37, 21);
         let grey = rendered(PixelFormat::Grey, w, h, 5);
         for format in PixelFormat::ALL {
+            if matches!(format, PixelFormat::Bayer(..)) {
+                continue;
+            }
             let layout = FrameLayout::packed(format, w, h);
             let frame = rendered(format, w, h, 5);
             assert_eq!(reference::luma(&layout, &frame), grey, "{format}");
+        }
+    }
+
+    /// A Bayer pattern's luma is its scene's, demosaiced: close to the grey pattern's
+    /// away from edges, and far from it with the mosaic's red and blue swapped (the
+    /// disk's luma moves by about 26 levels), so each pattern puts colours where its name
+    /// says.
+    #[test]
+    fn bayer_patterns_demosaic_to_the_scene() {
+        let (w, h) = (160, 120);
+        let grey = rendered(PixelFormat::Grey, w, h, 3);
+        let mean_error = |format: PixelFormat, read_as: PixelFormat| {
+            let frame = rendered(format, w, h, 3);
+            let luma = reference::luma(&FrameLayout::packed(read_as, w, h), &frame);
+            let total: u64 = grey
+                .iter()
+                .zip(&luma)
+                .map(|(&a, &b)| u64::from(a.abs_diff(b)))
+                .sum();
+            total as f64 / grey.len() as f64
+        };
+        for format in PixelFormat::ALL {
+            let PixelFormat::Bayer(cfa, samples) = format else {
+                continue;
+            };
+            let swapped = match cfa {
+                Cfa::Rggb => Cfa::Bggr,
+                Cfa::Bggr => Cfa::Rggb,
+                Cfa::Grbg => Cfa::Gbrg,
+                Cfa::Gbrg => Cfa::Grbg,
+            };
+            let right = mean_error(format, format);
+            let wrong = mean_error(format, PixelFormat::Bayer(swapped, samples));
+            assert!(right < 3.0, "{format}: {right}");
+            assert!(
+                wrong > right + 1.0,
+                "{format}: {right} right, {wrong} swapped"
+            );
         }
     }
 

@@ -96,6 +96,7 @@ macro_rules! kernel_source {
 }
 
 pub(crate) const LUMA_CL: KernelSource = kernel_source!("luma.cl");
+pub(crate) const RAW_CL: KernelSource = kernel_source!("raw.cl");
 pub(crate) const SOBEL_CL: KernelSource = kernel_source!("sobel.cl");
 pub(crate) const HISTOGRAM_CL: KernelSource = kernel_source!("histogram.cl");
 pub const OTSU_CL: KernelSource = kernel_source!("otsu.cl");

@@ -50,7 +50,7 @@ mod traffic;
 use opencl3::event::Event;
 
 use crate::cl::{event_interval, ClError, FrameSlot, Gpu, RawClError, Record};
-use crate::frame::{FrameLayout, LayoutError, PixelFormat};
+use crate::frame::{FrameLayout, LayoutError};
 use crate::region::{Region, RegionError};
 
 use buffers::{
@@ -94,13 +94,13 @@ pub enum PipelineError {
     NotKept,
 }
 
-/// Whether the stages read luma straight from the frame slot: grey (or NV12's Y plane)
-/// rows packed at stride = width already are the luma image. On unified memory (POCL,
+/// Whether the stages read luma straight from the frame slot: grey (or the Y plane that
+/// comes first in NV12, YU12 and the other YUV formats with planes) rows packed at stride = width already are the luma image. On unified memory (POCL,
 /// Mali) the slot is as fast to read as a device buffer; on an NVIDIA H100 the driver
 /// keeps the mapped slot in device memory, and reading it costs the stages less than the
 /// copy would (BENCHMARKS.md): either way the copy, and its buffer, would be pure cost.
 fn reads_luma_in_place(layout: &FrameLayout) -> bool {
-    matches!(layout.format, PixelFormat::Grey | PixelFormat::Nv12) && layout.stride == layout.width
+    layout.format.luma_plane_first() && layout.stride == layout.width
 }
 
 /// Runs the stages for frames of one layout; buffers are allocated once, here.
@@ -577,6 +577,7 @@ impl Pipeline {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::frame::PixelFormat;
     use crate::reference;
 
     fn gpu() -> Gpu {

@@ -28,8 +28,8 @@ impl Traffic {
     pub(crate) fn of(layout: &FrameLayout, images: FullImages, regions: usize) -> Traffic {
         let n = layout.pixels() as u64;
         let counts = 256 * 4;
-        // The frame's first plane, which the luma stage reads (NV12's chroma never is).
-        let frame = u64::from(layout.format.bytes_per_pixel()) * n;
+        // The frame's first plane, which the luma stage reads (chroma planes never are).
+        let frame = layout.format.row_bytes(layout.width) * u64::from(layout.height);
         let luma = if super::reads_luma_in_place(layout) {
             0
         } else {

@@ -81,9 +81,10 @@ fn check_frame(frame: &LoadedFrame) -> Result<(), String> {
 /// A raw format and size taken from the input's first bytes, the height chosen so that the
 /// file's length can match.
 fn raw_args(bytes: &[u8]) -> (PixelFormat, Size) {
-    let format = PixelFormat::ALL[usize::from(bytes.first().copied().unwrap_or(0)) % 8];
+    let formats = PixelFormat::ALL;
+    let format = formats[usize::from(bytes.first().copied().unwrap_or(0)) % formats.len()];
     let width = 1 + u32::from(bytes.get(1).copied().unwrap_or(0) % 40);
-    let row = (width * format.bytes_per_pixel()) as usize;
+    let row = format.row_bytes(width) as usize;
     let height = (bytes.len() / row).max(1) as u32;
     (format, Size { width, height })
 }

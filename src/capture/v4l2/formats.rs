@@ -15,6 +15,17 @@ pub(super) const fn fourcc(code: &[u8; 4]) -> u32 {
     u32::from_le_bytes(*code)
 }
 
+/// V4L2's codes of the mono formats wider than 8 bits, in [`Samples::ALL`] order (8-bit
+/// mono is `GREY`). `Y12P` is newer than some kernels' headers; the code is the same.
+const MONO_FOURCCS: [&[u8; 4]; 6] = [b"GREY", b"Y10 ", b"Y12 ", b"Y16 ", b"Y10P", b"Y12P"];
+/// V4L2's codes of the Bayer formats, by [`Cfa::ALL`] and [`Samples::ALL`].
+const BAYER_FOURCCS: [[&[u8; 4]; 6]; 4] = [
+    [b"RGGB", b"RG10", b"RG12", b"RG16", b"pRAA", b"pRCC"],
+    [b"GRBG", b"BA10", b"BA12", b"GR16", b"pgAA", b"pgCC"],
+    [b"GBRG", b"GB10", b"GB12", b"GB16", b"pGAA", b"pGCC"],
+    [b"BA81", b"BG10", b"BG12", b"BYR2", b"pBAA", b"pBCC"],
+];
+
 /// The V4L2 pixel format of each [`PixelFormat`] (memory byte order as the format names it).
 pub(super) fn v4l2_fourcc(format: PixelFormat) -> u32 {
     match format {
@@ -22,12 +33,19 @@ pub(super) fn v4l2_fourcc(format: PixelFormat) -> u32 {
         PixelFormat::Yuyv => fourcc(b"YUYV"),
         PixelFormat::Uyvy => fourcc(b"UYVY"),
         PixelFormat::Nv12 => fourcc(b"NV12"),
+        PixelFormat::Nv21 => fourcc(b"NV21"),
+        PixelFormat::Nv16 => fourcc(b"NV16"),
+        PixelFormat::Nv61 => fourcc(b"NV61"),
+        PixelFormat::Yu12 => fourcc(b"YU12"),
+        PixelFormat::Yv12 => fourcc(b"YV12"),
         PixelFormat::Rgb24 => fourcc(b"RGB3"),
         PixelFormat::Bgr24 => fourcc(b"BGR3"),
         // V4L2_PIX_FMT_RGBX32: bytes R, G, B, X.
         PixelFormat::Rgbx => fourcc(b"XB24"),
         // V4L2_PIX_FMT_XBGR32: bytes B, G, R, X.
         PixelFormat::Bgrx => fourcc(b"XR24"),
+        PixelFormat::Mono(samples) => fourcc(MONO_FOURCCS[samples as usize]),
+        PixelFormat::Bayer(cfa, samples) => fourcc(BAYER_FOURCCS[cfa as usize][samples as usize]),
     }
 }
 
@@ -76,7 +94,7 @@ impl DriverFormat {
             height: self.height,
             stride: self
                 .bytesperline
-                .max(self.width.saturating_mul(format.bytes_per_pixel())),
+                .max(u32::try_from(format.row_bytes(self.width)).unwrap_or(u32::MAX)),
         };
         layout.validate().ok().map(|()| layout)
     }
@@ -253,6 +271,7 @@ pub(super) fn period_fraction(fps: f64) -> (u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::frame::{Cfa, Samples};
 
     #[test]
     fn fourccs_match_v4l2() {
@@ -262,6 +281,23 @@ mod tests {
             assert_eq!(pixel_format(v4l2_fourcc(f)), Some(f));
         }
         assert_eq!(pixel_format(fourcc(b"MJPG")), None);
+        assert_eq!(
+            pixel_format(fourcc(b"BA81")),
+            Some(PixelFormat::Bayer(Cfa::Bggr, Samples::Eight))
+        );
+        assert_eq!(
+            pixel_format(fourcc(b"pgAA")),
+            Some(PixelFormat::Bayer(Cfa::Grbg, Samples::Mipi10))
+        );
+        assert_eq!(
+            pixel_format(fourcc(b"Y10 ")),
+            Some(PixelFormat::Mono(Samples::Le10))
+        );
+        // Every format has a code of its own.
+        let mut codes: Vec<u32> = PixelFormat::ALL.iter().map(|&f| v4l2_fourcc(f)).collect();
+        codes.sort_unstable();
+        codes.dedup();
+        assert_eq!(codes.len(), PixelFormat::ALL.len());
     }
 
     #[test]
