@@ -7,7 +7,8 @@ use clap::{Parser, Subcommand};
 
 use edgesight::capture::{self, IoMode, SourceSpec};
 use edgesight::cl::DeviceSpec;
-use edgesight::frame::{PixelFormat, Size};
+use edgesight::frame::{CaptureFormat, PixelFormat, Size};
+use edgesight::jpeg::Scale;
 use edgesight::pipeline::{Border, Magnitude, PipelineOptions, TuningChoice};
 use edgesight::region::Region;
 
@@ -112,18 +113,23 @@ pub(crate) struct CaptureArgs {
     /// Also write the exact outputs of the last frame as raw files.
     #[arg(long)]
     pub(crate) raw: bool,
-    /// Pixel format to ask the camera for (default: the camera's current one).
+    /// Format to ask the camera for: mjpeg or a pixel format (default: the camera's
+    /// current one, or by the README's rule when --size or --fps asks for what it lacks).
     #[arg(long)]
-    pub(crate) format: Option<PixelFormat>,
+    pub(crate) format: Option<CaptureFormat>,
     /// Frame size to ask the camera for, WIDTHxHEIGHT (default: the camera's current one).
     #[arg(long, value_parser = frame_size)]
     pub(crate) size: Option<Size>,
     /// Frame rate to ask the camera for (default: the camera's current one).
     #[arg(long, value_parser = capture::parse_fps)]
     pub(crate) fps: Option<f64>,
-    /// I/O mode: dmabuf, userptr or mmap (default: the first of those that works).
+    /// I/O mode: dmabuf, userptr or mmap (default: the first of those that works; mmap for
+    /// mjpeg).
     #[arg(long)]
     pub(crate) io: Option<IoMode>,
+    /// Decode JPEG frames at 1/2, 1/4 or 1/8 of their size (default: 1, whole).
+    #[arg(long)]
+    pub(crate) scale: Option<Scale>,
     /// Give up when the frames have not all arrived after this many seconds.
     #[arg(long, default_value_t = 60)]
     pub(crate) timeout: u64,
@@ -197,12 +203,17 @@ pub(crate) struct ProcessArgs {
     /// Also write the exact outputs as little-endian raw files (luma.u8, sobel_dx.s16, ...).
     #[arg(long)]
     pub(crate) raw: bool,
-    /// Pixel format of a raw INPUT: grey, yuyv, uyvy, nv12, rgb24, bgr24, rgbx, bgrx.
+    /// Pixel format of a raw INPUT (grey, yuyv, nv12, rggb10p, ...: `edgesight run --help`
+    /// or the README lists them).
     #[arg(long, requires = "size")]
     pub(crate) format: Option<PixelFormat>,
     /// Size of a raw INPUT, WIDTHxHEIGHT.
     #[arg(long, requires = "format", value_parser = frame_size)]
     pub(crate) size: Option<Size>,
+    /// Decode a JPEG INPUT's luma at 1/2, 1/4 or 1/8 of its size (as an MJPEG camera's
+    /// frames with `scale`).
+    #[arg(long, conflicts_with = "format")]
+    pub(crate) scale: Option<Scale>,
     /// Run the pipeline this many times on the frame and report each stage's median
     /// device time (the first run includes one-off driver work such as loading kernels).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10_000))]

@@ -287,6 +287,62 @@ impl FromStr for PixelFormat {
     }
 }
 
+/// What a camera or a recording delivers: frames in a [`PixelFormat`], or JPEG images
+/// (MJPEG) whose luma the host decodes into grey frames.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CaptureFormat {
+    Pixels(PixelFormat),
+    /// Motion JPEG: each frame a JPEG image (V4L2 `MJPG` or `JPEG`).
+    Mjpeg,
+}
+
+impl CaptureFormat {
+    pub fn name(self) -> &'static str {
+        match self {
+            CaptureFormat::Pixels(format) => format.name(),
+            CaptureFormat::Mjpeg => "mjpeg",
+        }
+    }
+
+    /// The pixel format, unless the frames are JPEG images.
+    pub fn pixels(self) -> Option<PixelFormat> {
+        match self {
+            CaptureFormat::Pixels(format) => Some(format),
+            CaptureFormat::Mjpeg => None,
+        }
+    }
+}
+
+impl fmt::Display for CaptureFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl From<PixelFormat> for CaptureFormat {
+    fn from(format: PixelFormat) -> Self {
+        CaptureFormat::Pixels(format)
+    }
+}
+
+/// An unknown capture format name.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown format '{0}' (expected mjpeg or a pixel format: {names})", names = PixelFormat::names())]
+pub struct UnknownCaptureFormat(pub String);
+
+impl FromStr for CaptureFormat {
+    type Err = UnknownCaptureFormat;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "mjpeg" | "mjpg" | "jpeg" => Ok(CaptureFormat::Mjpeg),
+            _ => s
+                .parse()
+                .map(CaptureFormat::Pixels)
+                .map_err(|_| UnknownCaptureFormat(s.to_string())),
+        }
+    }
+}
+
 /// A frame size, parsed from `WxH`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Size {
@@ -481,8 +537,21 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), PixelFormat::ALL.len());
         assert!(!PixelFormat::ALL.contains(&PixelFormat::Mono(Samples::Eight)));
-        // A compressed format is not a pixel format.
+        // A compressed format is not a pixel format, but a capture format.
         assert!("mjpeg".parse::<PixelFormat>().is_err());
+        for name in ["mjpeg", "MJPG", "jpeg"] {
+            assert_eq!(name.parse::<CaptureFormat>().unwrap(), CaptureFormat::Mjpeg);
+        }
+        assert_eq!(
+            "rggb12".parse::<CaptureFormat>().unwrap(),
+            CaptureFormat::Pixels(PixelFormat::Bayer(Cfa::Rggb, Samples::Le12))
+        );
+        let unknown = "h264".parse::<CaptureFormat>().unwrap_err().to_string();
+        assert!(
+            unknown
+                .starts_with("unknown format 'h264' (expected mjpeg or a pixel format: grey, yuyv"),
+            "{unknown}"
+        );
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Reading a single frame from a file: an image (PNG, JPEG, PGM/PPM) or a raw camera frame
-//! of a given format and size. Every error names the file.
+//! of a given format and size. Every error names the file. A JPEG gives its luma only,
+//! through the same decoder as MJPEG cameras ([`crate::jpeg`]).
 //!
 //! Nothing is read whole on trust: a raw frame reads exactly the bytes its layout needs, an
 //! image file at most [`MAX_IMAGE_FILE_BYTES`], and the decoders are held to the largest
@@ -15,6 +16,7 @@ use image::{DynamicImage, ImageFormat, ImageReader, Limits};
 
 use crate::files::OpenError;
 use crate::frame::{FrameLayout, PixelFormat, Size, MAX_PIXELS, MAX_WIDTH};
+use crate::jpeg::{self, JpegError, LumaDecoder, Scale};
 
 /// The most bytes a decoder may allocate for one image: the largest frame the pipeline
 /// takes ([`MAX_PIXELS`]) at the widest pixel the decoders produce, 16-bit RGBA (8 bytes).
@@ -62,14 +64,25 @@ pub enum InputError {
     },
     #[error("{path}: {reason}")]
     Layout { path: PathBuf, reason: String },
+    /// The decoder a JPEG needs is missing.
+    #[error("{path}: {reason}")]
+    Library { path: PathBuf, reason: String },
 }
 
 /// Reads `path` as a raw frame when `raw` is given, else as an image file.
 pub fn load(path: &Path, raw: Option<(PixelFormat, Size)>) -> Result<LoadedFrame, InputError> {
     let frame = match raw {
         Some((format, size)) => raw_frame(path, format, size)?,
-        None => image_frame(path)?,
+        None => image_frame(path, Scale::Full)?,
     };
+    check_layout(path, &frame.layout)?;
+    Ok(frame)
+}
+
+/// Reads `path` as an image file, a JPEG's luma decoded at `scale` (other images refuse
+/// a scale other than 1).
+pub fn load_image(path: &Path, scale: Scale) -> Result<LoadedFrame, InputError> {
+    let frame = image_frame(path, scale)?;
     check_layout(path, &frame.layout)?;
     Ok(frame)
 }
@@ -132,7 +145,7 @@ fn raw_frame(path: &Path, format: PixelFormat, size: Size) -> Result<LoadedFrame
     Ok(LoadedFrame { layout, bytes })
 }
 
-fn image_frame(path: &Path) -> Result<LoadedFrame, InputError> {
+fn image_frame(path: &Path, scale: Scale) -> Result<LoadedFrame, InputError> {
     let (file, len) = open_regular(path)?;
     if len > MAX_IMAGE_FILE_BYTES {
         return Err(InputError::TooLarge {
@@ -147,12 +160,21 @@ fn image_frame(path: &Path) -> Result<LoadedFrame, InputError> {
             bytes: bytes.len() as u64,
         });
     }
-    decode_image(path, &bytes)
+    decode_image(path, &bytes, scale)
 }
 
 /// Decodes an image file's bytes into a frame: the format from the content, completeness
 /// checked first, the size checked from the header before any pixel is decoded.
-fn decode_image(path: &Path, bytes: &[u8]) -> Result<LoadedFrame, InputError> {
+fn decode_image(path: &Path, bytes: &[u8], scale: Scale) -> Result<LoadedFrame, InputError> {
+    if bytes.starts_with(&[0xFF, 0xD8]) {
+        return decode_jpeg(path, bytes, scale);
+    }
+    if scale != Scale::Full {
+        return Err(InputError::Decode {
+            path: path.to_path_buf(),
+            reason: format!("a scale of {scale} applies to JPEG images only"),
+        });
+    }
     let decode_error = |e: image::ImageError| InputError::Decode {
         path: path.to_path_buf(),
         reason: e.to_string(),
@@ -209,91 +231,63 @@ fn decoder_limits() -> Limits {
     limits
 }
 
-/// Refuses a PNG or JPEG whose data stops before its end marker. The decoders do not:
-/// the `image` crate runs zune-jpeg in its lenient mode, which fills the rows it could not
-/// read with grey 128 and returns success (a baseline JPEG cut in half decodes "fine"),
-/// and the PNG decoder accepts a file whose IEND chunk is missing.
+/// Refuses a PNG whose data stops before its IEND chunk, which the PNG decoder accepts.
 fn check_complete(path: &Path, format: ImageFormat, bytes: &[u8]) -> Result<(), InputError> {
-    let (name, walked) = match format {
-        ImageFormat::Jpeg => ("JPEG", jpeg_end(bytes)),
-        ImageFormat::Png => ("PNG", png_end(bytes)),
-        _ => return Ok(()),
-    };
-    walked.map(|_| ()).map_err(|reason| InputError::Incomplete {
+    if format != ImageFormat::Png {
+        return Ok(());
+    }
+    png_end(bytes)
+        .map(|_| ())
+        .map_err(|reason| InputError::Incomplete {
+            path: path.to_path_buf(),
+            format: "PNG",
+            reason,
+        })
+}
+
+/// Decodes a JPEG file's luma (only the Y plane: a colour JPEG's luma is its Y, not the
+/// grey of its decoded RGB, and equals OpenCV's `imread(path, IMREAD_GRAYSCALE)`). An
+/// image whose data stops before its EOI is refused: decoders fill what they could not
+/// read with grey and call it success.
+fn decode_jpeg(path: &Path, bytes: &[u8], scale: Scale) -> Result<LoadedFrame, InputError> {
+    let end = jpeg::jpeg_end(bytes).map_err(|reason| InputError::Incomplete {
         path: path.to_path_buf(),
-        format: name,
+        format: "JPEG",
         reason,
-    })
-}
-
-/// Walks a JPEG's markers from SOI to EOI, skipping each segment by its length and each
-/// scan's entropy-coded data to the next marker; returns the offset just past EOI, or why
-/// the walk could not reach it. Bytes after EOI are not looked at.
-pub fn jpeg_end(bytes: &[u8]) -> Result<usize, String> {
-    let ends_early = |what: &str| {
-        format!(
-            "the data ends at byte {} in {what}, before the end-of-image marker",
-            bytes.len()
-        )
+    })?;
+    let decode_error = |e: JpegError| match e {
+        JpegError::Library(reason) => InputError::Library {
+            path: path.to_path_buf(),
+            reason,
+        },
+        e => InputError::Decode {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        },
     };
-    if bytes.get(..2) != Some(&[0xFF, 0xD8]) {
-        return Err("no start-of-image marker".into());
-    }
-    let mut at = 2;
-    loop {
-        // A marker is 0xFF, any number of 0xFF fill bytes, then its code.
-        if bytes.get(at) != Some(&0xFF) {
-            return match bytes.get(at) {
-                None => Err(ends_early("the headers")),
-                Some(b) => Err(format!("byte {at} is {b:#04x} where a marker should be")),
-            };
-        }
-        while bytes.get(at) == Some(&0xFF) {
-            at += 1;
-        }
-        let Some(&code) = bytes.get(at) else {
-            return Err(ends_early("a marker"));
-        };
-        at += 1;
-        match code {
-            0xD9 => return Ok(at),
-            // Markers without a segment: TEM, RST0-7, a stray SOI.
-            0x01 | 0xD0..=0xD8 => continue,
-            _ => {}
-        }
-        let Some(len) = bytes
-            .get(at..at + 2)
-            .map(|b| usize::from(b[0]) << 8 | usize::from(b[1]))
-        else {
-            return Err(ends_early("a segment length"));
-        };
-        if len < 2 {
-            return Err(format!("the segment at byte {at} has a length of {len}"));
-        }
-        at += len;
-        if at > bytes.len() {
-            return Err(ends_early(&format!("a {len}-byte segment")));
-        }
-        if code == 0xDA {
-            at = scan_end(bytes, at).ok_or_else(|| ends_early("a scan"))?;
-        }
-    }
-}
-
-/// The offset of the marker that ends the entropy-coded data starting at `at`: 0xFF then
-/// a code other than 0x00 (a stuffed 0xFF), RST0-7 (inside the scan) or a fill byte.
-fn scan_end(bytes: &[u8], mut at: usize) -> Option<usize> {
-    loop {
-        at += bytes.get(at..)?.iter().position(|&b| b == 0xFF)?;
-        let mut code = at + 1;
-        while bytes.get(code) == Some(&0xFF) {
-            code += 1;
-        }
-        match bytes.get(code)? {
-            0x00 | 0xD0..=0xD7 => at = code + 1,
-            _ => return Some(at),
-        }
-    }
+    let mut decoder = LumaDecoder::new().map_err(decode_error)?;
+    let size = decoder.size(&bytes[..end]).map_err(decode_error)?;
+    // The image's own size is held to the pipeline's limits before anything is decoded.
+    check_layout(
+        path,
+        &FrameLayout::packed(PixelFormat::Grey, size.width, size.height),
+    )?;
+    let scaled = scale.apply(size);
+    let layout = FrameLayout::packed(PixelFormat::Grey, scaled.width, scaled.height);
+    let mut luma = vec![0u8; layout.frame_bytes()];
+    decoder
+        .decode(
+            &bytes[..end],
+            size,
+            scale,
+            &mut luma,
+            layout.stride as usize,
+        )
+        .map_err(decode_error)?;
+    Ok(LoadedFrame {
+        layout,
+        bytes: luma,
+    })
 }
 
 /// Walks a PNG's chunks by their lengths to IEND; returns the offset just past IEND's CRC,
@@ -332,25 +326,6 @@ pub(crate) fn png_end(bytes: &[u8]) -> Result<usize, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn jpeg_walk_skips_stuffing_restarts_and_fill_bytes() {
-        // An APP0 segment whose payload holds an EOI is skipped by its length.
-        let mut jpeg = vec![0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x04, 0xFF, 0xD9, 0xFF, 0xD9];
-        assert_eq!(jpeg_end(&jpeg), Ok(10));
-        assert!(jpeg_end(&jpeg[..8]).is_err());
-        jpeg.truncate(8);
-        // SOS header (length 3: one byte), then data with a stuffed 0xFF, a restart
-        // marker, fill bytes and the EOI.
-        jpeg.extend([
-            0xFF, 0xDA, 0x00, 0x03, 0x01, 0x12, 0xFF, 0x00, 0x34, 0xFF, 0xD3,
-        ]);
-        jpeg.extend([0x56, 0xFF, 0xFF, 0xD9, 0xAA]);
-        assert_eq!(jpeg_end(&jpeg), Ok(jpeg.len() - 1));
-        for cut in 0..jpeg.len() - 1 {
-            assert!(jpeg_end(&jpeg[..cut]).is_err(), "cut at {cut} accepted");
-        }
-    }
 
     #[test]
     fn png_walk_needs_the_whole_iend_chunk() {

@@ -19,6 +19,7 @@ pub(crate) mod files;
 pub mod frame;
 pub mod health;
 pub mod input;
+pub mod jpeg;
 pub mod mailbox;
 pub mod metrics;
 pub mod pipeline;

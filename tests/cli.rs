@@ -150,43 +150,68 @@ fn raw_frames_are_read_with_format_and_size() {
     );
 }
 
+/// A JPEG gives its luma as OpenCV decodes it in grey (the corpus's PGM, made by
+/// OpenCV), whole or at a reduced scale; a PGM its pixels.
 #[test]
 fn jpeg_and_pgm_inputs_are_decoded() {
     let dir = out_dir("cli-jpeg");
     std::fs::create_dir_all(&dir).unwrap();
-    let rgb = image::open(sample()).unwrap().to_rgb8();
-    for name in ["scene.jpg", "scene.pgm"] {
-        let input = dir.join(name);
-        if name.ends_with(".pgm") {
-            image::DynamicImage::ImageRgb8(rgb.clone())
-                .to_luma8()
-                .save(&input)
-                .unwrap();
-        } else {
-            rgb.save(&input).unwrap();
-        }
-        // The expected luma comes from the same decoder the binary uses.
-        let decoded = image::open(&input).unwrap();
-        let (format, bytes) = match decoded {
-            image::DynamicImage::ImageLuma8(g) => (PixelFormat::Grey, g.into_raw()),
-            other => (PixelFormat::Rgb24, other.to_rgb8().into_raw()),
-        };
-        let luma = reference::luma(&FrameLayout::packed(format, 640, 480), &bytes);
-        let out = dir.join(format!("out-{name}"));
-        let o = edgesight(&[
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/jpeg");
+    let grey = |name: &str| {
+        image::open(fixtures.join(name))
+            .unwrap()
+            .to_luma8()
+            .into_raw()
+    };
+    let pgm = dir.join("scene.pgm");
+    image::open(sample())
+        .unwrap()
+        .to_luma8()
+        .save(&pgm)
+        .unwrap();
+    let jpeg = fixtures.join("scene-420.jpg");
+    for (input, scale, luma) in [
+        (&jpeg, None, grey("scene-420.pgm")),
+        (&jpeg, Some("1/2"), grey("scene-420.half.pgm")),
+        (&jpeg, Some("1/8"), grey("scene-420.eighth.pgm")),
+        (&pgm, None, image::open(&pgm).unwrap().to_luma8().into_raw()),
+    ] {
+        let what = format!("{} at {scale:?}", input.display());
+        let out = dir.join(format!("out-{}", luma.len()));
+        let mut args = vec![
             "process",
             input.to_str().unwrap(),
             "--out",
             out.to_str().unwrap(),
             "--raw",
-        ]);
+        ];
+        if let Some(scale) = scale {
+            args.extend(["--scale", scale]);
+        }
+        let o = edgesight(&args);
         assert!(
             o.status.success(),
-            "{name}: {}",
+            "{what}: {}",
             String::from_utf8_lossy(&o.stderr)
         );
-        assert_eq!(std::fs::read(out.join("luma.u8")).unwrap(), luma, "{name}");
+        assert_eq!(std::fs::read(out.join("luma.u8")).unwrap(), luma, "{what}");
     }
+    // A scale applies to JPEG images only.
+    let line = bad_input_line(&[
+        "process",
+        pgm.to_str().unwrap(),
+        "--out",
+        dir.join("out-pgm-half").to_str().unwrap(),
+        "--scale",
+        "1/2",
+    ]);
+    assert_eq!(
+        line,
+        format!(
+            "edgesight: error: {}: not a readable PNG, JPEG or PGM/PPM image (a scale of 1/2 applies to JPEG images only); for a raw frame give --format and --size\n",
+            pgm.display()
+        )
+    );
 }
 
 /// Runs a command that must fail on bad input: exit code 2, one line naming `culprit`.
@@ -589,12 +614,7 @@ fn bad_input_line(args: &[&str]) -> String {
 fn r9_a_cut_jpeg_is_refused_naming_it() {
     let dir = out_dir("cli-cut-jpeg");
     std::fs::create_dir_all(&dir).unwrap();
-    let whole = dir.join("scene.jpg");
-    image::open(sample())
-        .unwrap()
-        .to_rgb8()
-        .save(&whole)
-        .unwrap();
+    let whole = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/jpeg/scene-420.jpg");
     let bytes = std::fs::read(&whole).unwrap();
     let cut = dir.join("cut.jpg");
     std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();

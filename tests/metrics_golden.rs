@@ -128,8 +128,13 @@ fn rendered() -> String {
     };
     stats.dropped[DropReason::SequenceGap as usize] = 2;
     front.capture(true, &stats);
-    front.frame(&frame(120, 64 * 48 * 160), Duration::from_millis(12));
-    front.frame(&frame(121, 64 * 48 * 161), Duration::from_millis(45));
+    front.frame(&frame(120, 64 * 48 * 160), Duration::from_millis(12), None);
+    // A JPEG frame's decoding is timed on the host, on every frame.
+    front.frame(
+        &frame(121, 64 * 48 * 161),
+        Duration::from_millis(45),
+        Some(Duration::from_micros(3500)),
+    );
     front.frame_rate.set(29.5);
     front.backlog_dropped.inc();
     front.pipeline_error(&PipelineError::Stage {
@@ -144,6 +149,8 @@ fn rendered() -> String {
     // A camera whose device is absent: down, no rate set, nothing published.
     let idle = cameras.camera("idle", None);
     idle.set_up(false);
+    // A camera configured without a rate: its target is the rate its driver reports.
+    idle.set_target_rate(15.0);
 
     reloads.count(true);
     reloads.count(false);

@@ -186,10 +186,11 @@ fn measure(gpu: &Gpu, source: &mut V4l2Source, count: u64) -> (f64, f64) {
 fn capture_formats(gpu: &Gpu, node: &Path, io: IoMode, formats: &[PixelFormat], frame: Size) {
     for &format in formats {
         let request = Request {
-            format: Some(format),
+            format: Some(format.into()),
             size: Some(frame),
             fps: Some(30.0),
             io: Some(io),
+            ..Request::default()
         };
         let started = Instant::now();
         let mut source = open(gpu, node, request);
@@ -280,10 +281,11 @@ fn refused_userptr_falls_back_to_mmap() {
     // has no dma-buf import either, so the first mode that works is mmap.
     let node = vivid(1);
     let request = Request {
-        format: Some(PixelFormat::Yuyv),
+        format: Some(PixelFormat::Yuyv.into()),
         size: Some(size(320, 180)),
         fps: Some(30.0),
         io: None,
+        ..Request::default()
     };
     let mut source = open(gpu, &node, request);
     assert_eq!(source.io_mode(), IoMode::Mmap);
@@ -311,10 +313,11 @@ fn dropped_and_damaged_buffers_are_counted() {
     let gpu = shared_gpu();
     let node = vivid(0);
     let request = Request {
-        format: Some(PixelFormat::Grey),
+        format: Some(PixelFormat::Grey.into()),
         size: Some(size(320, 180)),
         fps: Some(30.0),
         io: Some(IoMode::Userptr),
+        ..Request::default()
     };
     let mut source = open(gpu, &node, request);
     check_frames(gpu, &mut source, 3, Duration::from_secs(120));
@@ -346,10 +349,11 @@ fn a_disconnected_camera_is_reopened_when_it_comes_back() {
     let gpu = shared_gpu();
     let node = vivid(0);
     let request = Request {
-        format: Some(PixelFormat::Yuyv),
+        format: Some(PixelFormat::Yuyv.into()),
         size: Some(size(320, 180)),
         fps: Some(30.0),
         io: Some(IoMode::Userptr),
+        ..Request::default()
     };
     let disconnect_and_return = |source: &mut V4l2Source| {
         // vivid's disconnect unregisters the device for every open file; it registers it
@@ -418,10 +422,11 @@ fn injected_driver_errors_neither_panic_nor_leak() {
     let gpu = shared_gpu();
     let node = vivid(0);
     let request = Request {
-        format: Some(PixelFormat::Nv12),
+        format: Some(PixelFormat::Nv12.into()),
         size: Some(size(320, 180)),
         fps: Some(30.0),
         io: None,
+        ..Request::default()
     };
 
     // REQBUFS fails once: userptr looks refused, mmap is next and works.

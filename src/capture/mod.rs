@@ -99,6 +99,9 @@ pub struct Frame<'a> {
     /// When the frame was complete, on the monotonic clock (the driver's timestamp for a
     /// camera): the start of the frame's latency.
     pub captured: Instant,
+    /// Host time spent decoding the frame into its slot (JPEG frames); `None` for frames
+    /// that arrive as pixels.
+    pub decoded: Option<Duration>,
 }
 
 /// What [`FrameSource::next_frame`] found.
@@ -121,14 +124,19 @@ pub enum DropReason {
     /// An image of a replay directory was missing, unreadable, incomplete or of another
     /// size or format than the first.
     BadImage,
+    /// A JPEG frame (an MJPEG camera's or recording's) that is not a whole, undamaged
+    /// image of the stream's size: cut short by a starved USB bus, damaged, or of
+    /// another size. Never processed in part.
+    CorruptFrame,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 4] = [
+    pub const ALL: [DropReason; 5] = [
         DropReason::SequenceGap,
         DropReason::BufferError,
         DropReason::ShortFrame,
         DropReason::BadImage,
+        DropReason::CorruptFrame,
     ];
 
     pub fn name(self) -> &'static str {
@@ -137,6 +145,7 @@ impl DropReason {
             DropReason::BufferError => "buffer_error",
             DropReason::ShortFrame => "short_frame",
             DropReason::BadImage => "bad_image",
+            DropReason::CorruptFrame => "corrupt_frame",
         }
     }
 }
@@ -189,6 +198,12 @@ pub trait FrameSource: Send {
     fn stats(&self) -> CaptureStats;
     /// Waits up to about `wait` for the next frame.
     fn next_frame(&mut self, gpu: &Gpu, wait: Duration) -> Result<Next<'_>, CaptureError>;
+    /// The rate frames arrive at as the source itself knows it (a camera's driver's
+    /// report, VIDIOC_G_PARM); `None` where it does not (the sources that pace themselves
+    /// run at their configured rate).
+    fn frame_rate(&self) -> Option<f64> {
+        None
+    }
 }
 
 /// The time `frames` frames take at `fps`, or `None` where that is not a duration (a rate
@@ -212,18 +227,23 @@ pub fn open(spec: &SourceSpec, gpu: &Gpu) -> Result<Box<dyn FrameSource>, Captur
             size,
             fps,
             io,
+            scale,
         } => {
             let request = v4l2::Request {
                 format: *format,
                 size: *size,
                 fps: *fps,
                 io: *io,
+                scale: *scale,
             };
             Ok(Box::new(V4l2Source::open(gpu, device, request)?))
         }
-        SourceSpec::Replay { path, raw, fps } => {
-            Ok(Box::new(ReplaySource::open(gpu, path, *raw, *fps)?))
-        }
+        SourceSpec::Replay {
+            path,
+            raw,
+            fps,
+            scale,
+        } => Ok(Box::new(ReplaySource::open(gpu, path, *raw, *fps, *scale)?)),
     }
 }
 
@@ -231,6 +251,8 @@ pub fn open(spec: &SourceSpec, gpu: &Gpu) -> Result<Box<dyn FrameSource>, Captur
 pub(crate) enum Fill {
     /// The frame is in the slot.
     Written,
+    /// The frame is in the slot, decoded from a JPEG image in this much host time.
+    Decoded(Duration),
     /// No frame this time: counted under the reason, and the caller sees [`Next::Idle`].
     Dropped(DropReason),
 }
@@ -296,10 +318,14 @@ impl PacedSlots {
                 source_name: name(),
                 source,
             })??;
-        if let Fill::Dropped(reason) = filled {
-            self.stats.dropped[reason as usize] += 1;
-            return Ok(Next::Idle);
-        }
+        let decoded = match filled {
+            Fill::Dropped(reason) => {
+                self.stats.dropped[reason as usize] += 1;
+                return Ok(Next::Idle);
+            }
+            Fill::Decoded(time) => Some(time),
+            Fill::Written => None,
+        };
         self.next_slot = (index + 1) % 2;
         self.stats.frames += 1;
         Ok(Next::Frame(Frame {
@@ -307,6 +333,7 @@ impl PacedSlots {
             layout: self.layout,
             sequence,
             captured: due,
+            decoded,
         }))
     }
 }

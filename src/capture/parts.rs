@@ -6,7 +6,8 @@ use std::path::PathBuf;
 
 use super::spec::{check_fps, check_frame_size, SourceSpec, DEFAULT_FPS, DEFAULT_PATTERN_SIZE};
 use super::IoMode;
-use crate::frame::{PixelFormat, Size};
+use crate::frame::{CaptureFormat, PixelFormat, Size};
+use crate::jpeg::Scale;
 
 /// The kinds of source, as a spec's prefix and the config's `kind` name them.
 #[derive(Clone, Copy, Debug, serde::Deserialize, PartialEq, Eq)]
@@ -35,12 +36,15 @@ impl SourceKind {
 pub struct SourceParts {
     /// v4l2: the video device node.
     pub device: Option<PathBuf>,
-    /// replay: a raw file (with size and format) or a directory of images.
+    /// replay: a raw file (with size and format), a directory of images or a file of JPEG
+    /// images back to back (an MJPEG stream).
     pub path: Option<PathBuf>,
-    pub format: Option<PixelFormat>,
+    pub format: Option<CaptureFormat>,
     pub size: Option<Size>,
     pub fps: Option<f64>,
     pub io: Option<IoMode>,
+    /// JPEG frames decoded at this fraction of their size.
+    pub scale: Option<Scale>,
 }
 
 /// One of a source's parts, as its config key names it.
@@ -48,9 +52,11 @@ pub struct SourceParts {
 pub enum SourcePart {
     Device,
     Path,
+    Format,
     Size,
     Fps,
     Io,
+    Scale,
 }
 
 impl SourcePart {
@@ -58,9 +64,11 @@ impl SourcePart {
         match self {
             SourcePart::Device => "device",
             SourcePart::Path => "path",
+            SourcePart::Format => "format",
             SourcePart::Size => "size",
             SourcePart::Fps => "fps",
             SourcePart::Io => "io",
+            SourcePart::Scale => "scale",
         }
     }
 }
@@ -97,7 +105,8 @@ impl SourceParts {
     /// The source of `kind` these parts describe: the rate and frame size held to their
     /// bounds, parts the kind does not take refused, the ones it needs required, and the
     /// defaults filled in (the built-in pattern's size, format and rate; 30 fps for a
-    /// replay).
+    /// replay). A scale applies to JPEG frames only: a v4l2 source with a pixel format, or a
+    /// raw replay file, refuses one.
     pub fn build(self, kind: SourceKind) -> Result<SourceSpec, BadParts> {
         let SourceParts {
             device,
@@ -106,15 +115,25 @@ impl SourceParts {
             size,
             fps,
             io,
+            scale,
         } = self;
         let fps = fps
             .map(check_fps)
             .transpose()
             .map_err(|e| BadParts::at(SourcePart::Fps, e))?;
         if let Some(size) = size {
-            // Without a format (a camera's own), the size limits are those of any format.
-            check_frame_size(size, format).map_err(|e| BadParts::at(SourcePart::Size, e))?;
+            // Without a format (a camera's own), the size limits are those of any format;
+            // JPEG frames become grey ones.
+            let pixels = format.map(|f| f.pixels().unwrap_or(PixelFormat::Grey));
+            check_frame_size(size, pixels).map_err(|e| BadParts::at(SourcePart::Size, e))?;
         }
+        let scale_for_pixels = |format: PixelFormat| match scale {
+            Some(s) if s != Scale::Full => Err(BadParts::at(
+                SourcePart::Scale,
+                format!("{s} applies to JPEG frames (format mjpeg), not to {format}"),
+            )),
+            _ => Ok(()),
+        };
         let not_for = |given: &[(bool, SourcePart)]| match given.iter().find(|(g, _)| *g) {
             Some(&(_, part)) => Err(BadParts::at(
                 part,
@@ -128,10 +147,20 @@ impl SourceParts {
                     (device.is_some(), SourcePart::Device),
                     (path.is_some(), SourcePart::Path),
                     (io.is_some(), SourcePart::Io),
+                    (scale.is_some(), SourcePart::Scale),
                 ])?;
+                let format =
+                    match format {
+                        Some(CaptureFormat::Mjpeg) => return Err(BadParts::at(
+                            SourcePart::Format,
+                            "mjpeg: the test pattern renders pixels (grey, yuyv, ...), not JPEG",
+                        )),
+                        Some(CaptureFormat::Pixels(format)) => format,
+                        None => PixelFormat::Grey,
+                    };
                 Ok(SourceSpec::Pattern {
                     size: size.unwrap_or(DEFAULT_PATTERN_SIZE),
-                    format: format.unwrap_or(PixelFormat::Grey),
+                    format,
                     fps: fps.unwrap_or(DEFAULT_FPS),
                 })
             }
@@ -149,12 +178,16 @@ impl SourceParts {
                         "empty: a v4l2 source needs its device node, e.g. device = \"/dev/video0\"",
                     ));
                 }
+                if let Some(CaptureFormat::Pixels(format)) = format {
+                    scale_for_pixels(format)?;
+                }
                 Ok(SourceSpec::V4l2 {
                     device,
                     format,
                     size,
                     fps,
                     io,
+                    scale: scale.unwrap_or_default(),
                 })
             }
             SourceKind::Replay => {
@@ -169,14 +202,19 @@ impl SourceParts {
                     )
                 })?;
                 let raw = match (size, format) {
-                    (Some(size), Some(format)) => Some((size, format)),
-                    (None, None) => None,
+                    (Some(size), Some(CaptureFormat::Pixels(format))) => {
+                        scale_for_pixels(format)?;
+                        Some((size, format))
+                    }
+                    // JPEG images, in a directory or back to back in one file, say their
+                    // own size.
+                    (None, None | Some(CaptureFormat::Mjpeg)) => None,
                     _ => {
                         return Err(BadParts {
                             part: None,
                             missing: false,
                             message: "a raw replay file needs both size and format; a \
-                                      directory of images neither"
+                                      directory of images or an MJPEG file neither"
                                 .into(),
                         })
                     }
@@ -185,6 +223,7 @@ impl SourceParts {
                     path,
                     raw,
                     fps: fps.unwrap_or(DEFAULT_FPS),
+                    scale: scale.unwrap_or_default(),
                 })
             }
         }
@@ -234,6 +273,62 @@ mod tests {
         assert_eq!(
             slow.build(SourceKind::Pattern).unwrap_err().part,
             Some(SourcePart::Fps)
+        );
+    }
+
+    #[test]
+    fn jpeg_frames_take_a_scale_and_pixels_refuse_one() {
+        let half = Some(Scale::Half);
+        let camera = |format| SourceParts {
+            device: Some("/dev/video0".into()),
+            format,
+            scale: half,
+            ..SourceParts::default()
+        };
+        for format in [None, Some(CaptureFormat::Mjpeg)] {
+            match camera(format).build(SourceKind::V4l2) {
+                Ok(SourceSpec::V4l2 { scale, .. }) => assert_eq!(scale, Scale::Half),
+                other => panic!("{other:?}"),
+            }
+        }
+        let yuyv = camera(Some(CaptureFormat::Pixels(PixelFormat::Yuyv)));
+        assert_eq!(
+            yuyv.build(SourceKind::V4l2).unwrap_err(),
+            BadParts::at(
+                SourcePart::Scale,
+                "1/2 applies to JPEG frames (format mjpeg), not to yuyv"
+            )
+        );
+        let mjpeg_pattern = SourceParts {
+            format: Some(CaptureFormat::Mjpeg),
+            ..SourceParts::default()
+        };
+        assert_eq!(
+            mjpeg_pattern.build(SourceKind::Pattern).unwrap_err().part,
+            Some(SourcePart::Format)
+        );
+        // An MJPEG recording needs no size; with one it is not a raw file.
+        let recording = |size| SourceParts {
+            path: Some("clip.mjpeg".into()),
+            format: Some(CaptureFormat::Mjpeg),
+            size,
+            scale: half,
+            ..SourceParts::default()
+        };
+        assert!(matches!(
+            recording(None).build(SourceKind::Replay),
+            Ok(SourceSpec::Replay {
+                raw: None,
+                scale: Scale::Half,
+                ..
+            })
+        ));
+        assert_eq!(
+            recording(Some(size(8, 8)))
+                .build(SourceKind::Replay)
+                .unwrap_err()
+                .part,
+            None
         );
     }
 }

@@ -1,8 +1,9 @@
 //! Replay: recorded frames played back as if a camera delivered them, paced at a frame rate
 //! and looping forever. Either a raw file of back-to-back frames of one format and size
 //! (each frame read with one positioned read straight into its slot, never the file read
-//! whole), or a directory of PNG/JPEG/PGM/PPM images played in file-name order (decoded one
-//! at a time with [`crate::input`]).
+//! whole), a directory of PNG/JPEG/PGM/PPM images played in file-name order (decoded one
+//! at a time with [`crate::input`]), or an MJPEG recording: JPEG images back to back in one
+//! file ([`mjpeg`]). JPEG images give their luma, at the source's scale.
 //!
 //! A recording may change while it plays, and that never stops the source. A raw file
 //! that shrank, grew or was replaced is followed: its length is taken again before every
@@ -31,6 +32,9 @@ use super::{CaptureError, CaptureStats, DropReason, Fill, FrameSource, IoMode, N
 use crate::cl::Gpu;
 use crate::frame::{FrameLayout, PixelFormat, Size};
 use crate::input;
+use crate::jpeg::Scale;
+
+mod mjpeg;
 
 /// Logs a problem with a recording as a warning, on the capture log target.
 macro_rules! replay_warn {
@@ -38,11 +42,13 @@ macro_rules! replay_warn {
         tracing::warn!(target: "edgesight::capture", "{}", format_args!($($arg)*))
     };
 }
+use replay_warn;
 
 /// Where the frames come from.
 enum Frames {
     Raw(RawFile),
     Images(ImageDir),
+    Mjpeg(mjpeg::MjpegFile),
 }
 
 /// Frames from a replay, paced at `fps`, looping.
@@ -66,12 +72,14 @@ fn source_error(path: &Path, message: impl Into<String>) -> CaptureError {
 
 impl ReplaySource {
     /// Opens `path`: a raw file of `raw`'s size and format, or (with `raw` `None`) a
-    /// directory of images that share the size and format of the first readable one.
+    /// directory of images that share the size and format of the first readable one, or
+    /// an MJPEG recording; JPEG images decoded at `scale`.
     pub fn open(
         gpu: &Gpu,
         path: &Path,
         raw: Option<(Size, PixelFormat)>,
         fps: f64,
+        scale: Scale,
     ) -> Result<ReplaySource, CaptureError> {
         let (layout, frames) = match raw {
             Some((size, format)) => {
@@ -81,9 +89,13 @@ impl ReplaySource {
                     .map_err(|e| source_error(path, e.to_string()))?;
                 (layout, Frames::Raw(RawFile::open(path, layout)?))
             }
-            None => {
-                let dir = ImageDir::open(path)?;
+            None if path.is_dir() => {
+                let dir = ImageDir::open(path, scale)?;
                 (dir.layout, Frames::Images(dir))
+            }
+            None => {
+                let recording = mjpeg::MjpegFile::open(path, scale)?;
+                (recording.layout, Frames::Mjpeg(recording))
             }
         };
         Ok(ReplaySource {
@@ -101,6 +113,7 @@ impl ReplaySource {
         match &self.frames {
             Frames::Raw(raw) => raw.count(),
             Frames::Images(dir) => dir.files.len(),
+            Frames::Mjpeg(recording) => recording.count(),
         }
     }
 }
@@ -253,6 +266,8 @@ impl RawFile {
 struct ImageDir {
     files: Vec<PathBuf>,
     layout: FrameLayout,
+    /// JPEG images' luma scale.
+    scale: Scale,
     /// The decoded image of a directory of one, decoded once; `None` with several, which
     /// are read again each loop so that a change to one shows.
     cached: Option<Vec<u8>>,
@@ -298,7 +313,7 @@ fn none_readable(dir: &Path, problems: &[Option<String>]) -> CaptureError {
 impl ImageDir {
     /// Lists the images and takes the layout of the first that reads; fails only when
     /// there is none, or none reads.
-    fn open(dir: &Path) -> Result<ImageDir, CaptureError> {
+    fn open(dir: &Path, scale: Scale) -> Result<ImageDir, CaptureError> {
         let files = image_files(dir)?;
         if files.is_empty() {
             return Err(source_error(
@@ -308,10 +323,11 @@ impl ImageDir {
         }
         let mut problems = vec![None; files.len()];
         for (index, file) in files.iter().enumerate() {
-            match input::load(file, None) {
+            match input::load_image(file, scale) {
                 Ok(frame) => {
                     return Ok(ImageDir {
                         layout: frame.layout,
+                        scale,
                         cached: (files.len() == 1).then_some(frame.bytes),
                         files,
                         problems,
@@ -363,7 +379,7 @@ impl ImageDir {
     /// Decodes image `index`, or says what is wrong with it (naming the file).
     fn load(&self, index: usize) -> Result<Vec<u8>, String> {
         let file = &self.files[index];
-        let frame = input::load(file, None).map_err(|e| e.to_string())?;
+        let frame = input::load_image(file, self.scale).map_err(|e| e.to_string())?;
         let (got, want) = (frame.layout, self.layout);
         if got != want {
             return Err(format!(
@@ -383,6 +399,16 @@ impl ImageDir {
 
 impl FrameSource for ReplaySource {
     fn describe(&self) -> String {
+        if let Frames::Mjpeg(_) = self.frames {
+            return format!(
+                "replay {} (MJPEG, {} JPEG images, luma {}x{}) at {} fps",
+                self.path.display(),
+                self.frame_count(),
+                self.layout.width,
+                self.layout.height,
+                self.fps
+            );
+        }
         format!(
             "replay {} ({} frames of {} {}x{}) at {} fps",
             self.path.display(),
@@ -403,12 +429,13 @@ impl FrameSource for ReplaySource {
     }
 
     /// A raw file is down once a whole loop of frames in a row could not be read (it holds
-    /// no whole frame, say), and up again with the next frame read. A directory is up while
-    /// open: with no image readable it fails instead.
+    /// no whole frame, say), and up again with the next frame read. A directory or an
+    /// MJPEG recording is up while open: with no image readable it fails instead (at open,
+    /// for a recording).
     fn is_up(&self) -> bool {
         match &self.frames {
             Frames::Raw(raw) => self.drops_in_a_row < raw.count().max(1) as u64,
-            Frames::Images(_) => true,
+            Frames::Images(_) | Frames::Mjpeg(_) => true,
         }
     }
 
@@ -426,9 +453,10 @@ impl FrameSource for ReplaySource {
                 let filled = match frames {
                     Frames::Raw(raw) => raw.fill(path, sequence, out),
                     Frames::Images(dir) => dir.fill(path, sequence, out)?,
+                    Frames::Mjpeg(recording) => recording.fill(path, sequence, out),
                 };
                 *drops = match filled {
-                    Fill::Written => 0,
+                    Fill::Written | Fill::Decoded(_) => 0,
                     Fill::Dropped(_) => *drops + 1,
                 };
                 Ok(filled)

@@ -7,11 +7,14 @@ use std::str::FromStr;
 
 use super::parts::{SourceKind, SourceParts};
 use super::IoMode;
-use crate::frame::{FrameLayout, PixelFormat, Size};
+use crate::frame::{CaptureFormat, FrameLayout, PixelFormat, Size};
+use crate::jpeg::Scale;
 
 /// Where frames come from, as the command line and the config spell it:
 /// `pattern:1280x720@30` (optionally `pattern:1280x720:yuyv@30`), `v4l2:/dev/video0`,
-/// `replay:FILE:WxH:FORMAT@FPS`, `replay:DIR@FPS` (a directory of PNG/PGM images).
+/// `replay:FILE:WxH:FORMAT@FPS`, `replay:DIR@FPS` (a directory of PNG, JPEG or PGM/PPM
+/// images), `replay:FILE@FPS` (JPEG images back to back: an MJPEG recording). The scale of
+/// JPEG frames is set by the config or `capture --scale`, not in the spec.
 #[derive(Clone, Debug, PartialEq)]
 pub enum SourceSpec {
     Pattern {
@@ -21,16 +24,19 @@ pub enum SourceSpec {
     },
     V4l2 {
         device: PathBuf,
-        format: Option<PixelFormat>,
+        format: Option<CaptureFormat>,
         size: Option<Size>,
         fps: Option<f64>,
         io: Option<IoMode>,
+        scale: Scale,
     },
     Replay {
         path: PathBuf,
-        /// Size and format of a raw file; `None` for a directory of images.
+        /// Size and format of a raw file; `None` for a directory of images or an MJPEG
+        /// recording.
         raw: Option<(Size, PixelFormat)>,
         fps: f64,
+        scale: Scale,
     },
 }
 
@@ -54,7 +60,7 @@ impl SourceSpec {
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error("invalid source '{spec}': {reason} (expected pattern:WxH[:FORMAT]@FPS, v4l2:DEVICE or replay:FILE:WxH:FORMAT@FPS or replay:DIR@FPS)")]
+#[error("invalid source '{spec}': {reason} (expected pattern:WxH[:FORMAT]@FPS, v4l2:DEVICE, replay:FILE:WxH:FORMAT@FPS, replay:DIR@FPS or replay:FILE.mjpeg@FPS)")]
 pub struct InvalidSource {
     pub spec: String,
     pub reason: String,
@@ -120,9 +126,12 @@ impl FromStr for SourceSpec {
                 let (geometry, fps) = rest.rsplit_once('@').ok_or_else(|| bad("no @FPS".into()))?;
                 let fps = parse_fps(fps).map_err(bad)?;
                 let (size, format) = match geometry.split_once(':') {
-                    Some((size, format)) => {
-                        (size, format.parse().map_err(|e| bad(format!("{e}")))?)
-                    }
+                    Some((size, format)) => (
+                        size,
+                        format
+                            .parse::<PixelFormat>()
+                            .map_err(|e| bad(format!("{e}")))?,
+                    ),
                     None => (geometry, PixelFormat::Grey),
                 };
                 let size = size.parse().map_err(|e| bad(format!("{e}")))?;
@@ -130,7 +139,7 @@ impl FromStr for SourceSpec {
                     SourceKind::Pattern,
                     SourceParts {
                         size: Some(size),
-                        format: Some(format),
+                        format: Some(CaptureFormat::Pixels(format)),
                         fps: Some(fps),
                         ..SourceParts::default()
                     },
@@ -158,7 +167,7 @@ impl FromStr for SourceSpec {
                             SourceParts {
                                 path: Some(PathBuf::from(path)),
                                 size: Some(size),
-                                format: Some(format),
+                                format: Some(CaptureFormat::Pixels(format)),
                                 fps: Some(fps),
                                 ..SourceParts::default()
                             },
@@ -189,11 +198,13 @@ impl fmt::Display for SourceSpec {
                 path,
                 raw: Some((size, format)),
                 fps,
+                ..
             } => write!(f, "replay:{}:{size}:{format}@{fps}", path.display()),
             SourceSpec::Replay {
                 path,
                 raw: None,
                 fps,
+                ..
             } => write!(f, "replay:{}@{fps}", path.display()),
         }
     }
@@ -232,7 +243,8 @@ mod tests {
                 format: None,
                 size: None,
                 fps: None,
-                io: None
+                io: None,
+                scale: Scale::Full
             }
         );
         assert_eq!(
@@ -242,7 +254,8 @@ mod tests {
             SourceSpec::Replay {
                 path: "/data/a:b.raw".into(),
                 raw: Some((size(640, 480), PixelFormat::Nv12)),
-                fps: 15.0
+                fps: 15.0,
+                scale: Scale::Full
             }
         );
         assert_eq!(
@@ -250,7 +263,8 @@ mod tests {
             SourceSpec::Replay {
                 path: "frames/".into(),
                 raw: None,
-                fps: 2.0
+                fps: 2.0,
+                scale: Scale::Full
             }
         );
     }

@@ -41,6 +41,7 @@ fn capture_source(args: &CaptureArgs) -> Result<SourceSpec, BadSource> {
             size: None,
             fps: None,
             io: None,
+            scale: Default::default(),
         }
     };
     match spec {
@@ -50,17 +51,32 @@ fn capture_source(args: &CaptureArgs) -> Result<SourceSpec, BadSource> {
             size: args.size,
             fps: args.fps,
             io: args.io,
+            scale: args.scale,
             ..SourceParts::default()
         }
         .build(SourceKind::V4l2)
-        // The flags are named as the parts: only --size can fail here, against --format.
+        // The flags are named as the parts: only --size and --scale can fail here, against
+        // --format.
         .map_err(|e| match e.part {
             Some(part) => BadSource(format!("--{}: {}", part.key(), e.message)),
             None => BadSource(e.message),
         }),
-        other if args.format.is_some() || args.size.is_some() || args.fps.is_some() || args.io.is_some() => {
+        SourceSpec::Replay {
+            path,
+            raw: None,
+            fps,
+            ..
+        } if args.scale.is_some() && args.format.is_none() && args.size.is_none() && args.fps.is_none() && args.io.is_none() => {
+            Ok(SourceSpec::Replay {
+                path,
+                raw: None,
+                fps,
+                scale: args.scale.unwrap_or_default(),
+            })
+        }
+        other if args.format.is_some() || args.size.is_some() || args.fps.is_some() || args.io.is_some() || args.scale.is_some() => {
             Err(BadSource(format!(
-                "{other}: --format, --size, --fps and --io apply to V4L2 devices; give them in the spec instead"
+                "{other}: --format, --size, --fps and --io apply to V4L2 devices (--scale also to replayed JPEG images); give them in the spec instead"
             )))
         }
         other => Ok(other),

@@ -13,7 +13,10 @@ use crate::cli::ProcessArgs;
 pub(crate) fn process(args: &ProcessArgs) -> Result<()> {
     check_roi_names(&args.pipeline.rois)?;
     let raw = args.format.zip(args.size);
-    let frame = input::load(&args.input, raw)?;
+    let frame = match args.scale {
+        Some(scale) => input::load_image(&args.input, scale)?,
+        None => input::load(&args.input, raw)?,
+    };
     for roi in &args.pipeline.rois {
         roi.validate(&frame.layout)?;
     }

@@ -12,8 +12,9 @@ use super::schema::*;
 use super::{flag, ConfigError, Doc, Overrides};
 use crate::capture::{IoMode, SourceKind, SourcePart, SourceParts, SourceSpec};
 use crate::cl::DeviceSpec;
-use crate::frame::{FrameLayout, PixelFormat, Size};
+use crate::frame::{CaptureFormat, FrameLayout, PixelFormat, Size};
 use crate::health::HealthSettings;
+use crate::jpeg::Scale;
 use crate::pipeline::{Border, Magnitude, PipelineOptions, TuningChoice};
 use crate::region::Region;
 
@@ -105,15 +106,20 @@ pub(super) fn check(
     })
 }
 
-/// The frame layout a source will produce, where the config alone says it.
+/// The frame layout a source will produce, where the config alone says it (JPEG frames,
+/// or a camera's own format, as grey ones).
 fn known_layout(spec: &SourceSpec) -> Option<FrameLayout> {
     let (size, format) = match spec {
         SourceSpec::Pattern { size, format, .. } => (*size, *format),
         SourceSpec::V4l2 {
             size: Some(size),
             format,
+            scale,
             ..
-        } => (*size, format.unwrap_or(PixelFormat::Grey)),
+        } => match format.and_then(CaptureFormat::pixels) {
+            Some(format) => (*size, format),
+            None => (scale.apply(*size), PixelFormat::Grey),
+        },
         SourceSpec::Replay {
             raw: Some((size, format)),
             ..
@@ -308,7 +314,12 @@ fn check_source(doc: &Doc, source: &Spanned<SourceConfig>) -> Result<SourceSpec,
     let format = s
         .format
         .as_ref()
-        .map(|f| parse_at::<PixelFormat>(doc, f, "camera.source.format"))
+        .map(|f| parse_at::<CaptureFormat>(doc, f, "camera.source.format"))
+        .transpose()?;
+    let scale = s
+        .scale
+        .as_ref()
+        .map(|f| parse_at::<Scale>(doc, f, "camera.source.scale"))
         .transpose()?;
     let size = s
         .size
@@ -331,14 +342,17 @@ fn check_source(doc: &Doc, source: &Spanned<SourceConfig>) -> Result<SourceSpec,
         size,
         fps: s.fps.as_ref().map(|f| *f.get_ref()),
         io,
+        scale,
     };
     let spec = parts.build(*kind.get_ref()).map_err(|e| {
         let span = |part: SourcePart| match part {
             SourcePart::Device => s.device.as_ref().map(Spanned::span),
             SourcePart::Path => s.path.as_ref().map(Spanned::span),
+            SourcePart::Format => s.format.as_ref().map(Spanned::span),
             SourcePart::Size => s.size.as_ref().map(Spanned::span),
             SourcePart::Fps => s.fps.as_ref().map(Spanned::span),
             SourcePart::Io => s.io.as_ref().map(Spanned::span),
+            SourcePart::Scale => s.scale.as_ref().map(Spanned::span),
         };
         match e.part {
             Some(part) if !e.missing => doc.at(

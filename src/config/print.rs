@@ -9,6 +9,7 @@ use serde::Serialize;
 use super::schema::{CameraSettings, Settings};
 use crate::capture::{SourceKind, SourceSpec};
 use crate::health::HealthSettings;
+use crate::jpeg::Scale;
 use crate::pipeline::Magnitude;
 
 /// What a password hash is printed as where the hashes are not shown.
@@ -74,6 +75,8 @@ struct Source {
     fps: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     io: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    scale: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -92,6 +95,11 @@ struct Roi {
     h: u32,
 }
 
+/// A scale as the config spells it; the default (whole frames) is left out.
+fn printed_scale(scale: Scale) -> Option<String> {
+    (scale != Scale::Full).then(|| scale.to_string())
+}
+
 impl Source {
     fn of(spec: &SourceSpec) -> Source {
         match spec {
@@ -108,6 +116,7 @@ impl Source {
                 size,
                 fps,
                 io,
+                scale,
             } => Source {
                 kind: SourceKind::V4l2.name(),
                 device: Some(device.display().to_string()),
@@ -115,14 +124,21 @@ impl Source {
                 format: format.map(|f| f.to_string()),
                 fps: *fps,
                 io: io.map(|io| io.to_string()),
+                scale: printed_scale(*scale),
                 ..Source::default()
             },
-            SourceSpec::Replay { path, raw, fps } => Source {
+            SourceSpec::Replay {
+                path,
+                raw,
+                fps,
+                scale,
+            } => Source {
                 kind: SourceKind::Replay.name(),
                 path: Some(path.display().to_string()),
                 size: raw.map(|(size, _)| size.to_string()),
                 format: raw.map(|(_, format)| format.to_string()),
                 fps: Some(*fps),
+                scale: printed_scale(*scale),
                 ..Source::default()
             },
         }

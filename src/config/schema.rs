@@ -134,14 +134,18 @@ pub(crate) struct SourceConfig {
     pub kind: Option<Spanned<SourceKind>>,
     /// v4l2: the video device node.
     pub device: Option<Spanned<PathBuf>>,
-    /// replay: a raw file (with size and format) or a directory of images.
+    /// replay: a raw file (with size and format), a directory of images or an MJPEG
+    /// recording.
     pub path: Option<Spanned<PathBuf>>,
+    /// A pixel format, or mjpeg.
     pub format: Option<Spanned<String>>,
     /// WIDTHxHEIGHT.
     pub size: Option<Spanned<String>>,
     pub fps: Option<Spanned<f64>>,
     /// v4l2: dmabuf, userptr or mmap; tried in that order when absent.
     pub io: Option<Spanned<String>>,
+    /// JPEG frames decoded at 1/2, 1/4 or 1/8 of their size ("1/2"); whole when absent.
+    pub scale: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -44,6 +44,8 @@ pub struct Published {
     pub health: HealthSettings,
     pub sequence: u64,
     pub captured: Instant,
+    /// Host time the frame's JPEG took to decode (JPEG sources).
+    pub decoded: Option<Duration>,
     pub source: Arc<SourceInfo>,
 }
 
@@ -233,11 +235,19 @@ fn run_frames(
         );
     }
     let mut failures_logged = 0u32;
+    // Without a configured rate, the target is the driver's, once the camera is up.
+    let mut target_known = target_fps(settings).is_some();
     while !links.stopped() {
         links.state.turn();
         while let Ok(reload) = links.reloads.try_recv() {
             let outcome = apply(cam, settings, &reload);
             let _ = reload.reply.send(outcome);
+        }
+        if !target_known {
+            if let Some(fps) = cam.source.frame_rate() {
+                m.set_target_rate(fps);
+                target_known = true;
+            }
         }
         let next = cam.source.next_frame(&cam.gpu, POLL)?;
         let Next::Frame(frame) = next else {
@@ -260,7 +270,7 @@ fn run_frames(
         let Some(pipeline) = cam.pipeline.as_mut() else {
             continue;
         };
-        let (sequence, captured) = (frame.sequence, frame.captured);
+        let (sequence, captured, decoded) = (frame.sequence, frame.captured, frame.decoded);
         let mut result = links
             .spare
             .try_recv()
@@ -293,6 +303,7 @@ fn run_frames(
             health: settings.health,
             sequence,
             captured,
+            decoded,
             source: Arc::clone(&cam.describe),
         };
         if let Err(mpsc::TrySendError::Full(_)) = links.publish.try_send(published) {
@@ -453,6 +464,7 @@ mod tests {
                 layout: self.layout,
                 sequence: self.sequence,
                 captured: Instant::now(),
+                decoded: None,
             }))
         }
     }

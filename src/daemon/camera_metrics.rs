@@ -5,7 +5,7 @@
 //! touch the registry.
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use prometheus::{
@@ -112,7 +112,9 @@ impl CameraFamilies {
                 "edgesight_stage_duration_seconds",
                 &format!(
                     "Device time of each pipeline stage per frame, in seconds, from OpenCL \
-                     profiling events, measured on one frame in {TIMED_FRAMES}."
+                     profiling events, measured on one frame in {TIMED_FRAMES}; and stage \
+                     decode, the host time of decoding a JPEG frame's luma, on every frame \
+                     of a source that delivers JPEG."
                 ),
                 &["camera", "stage"],
                 &STAGE_BUCKETS,
@@ -130,7 +132,7 @@ impl CameraFamilies {
             ),
             target_rate: m.gauges(
                 "edgesight_target_frame_rate",
-                "Frames per second the source is set to deliver (absent when the camera chooses).",
+                "Frames per second the source is set to deliver: the configured rate, else the rate the camera's driver reports (absent when neither is known).",
                 cam,
             ),
             otsu: m.int_gauges(
@@ -196,6 +198,13 @@ impl CameraFamilies {
         if let Some(fps) = target_fps {
             self.target_rate.with_label_values(&[name]).set(fps);
         }
+        // The series of a stage nobody runs stay out of the scrape: the decode histogram
+        // and a target rate only a driver can tell appear once there is something in them.
+        let stage_family = self.stage.clone();
+        let decode_series = {
+            let name = name.to_string();
+            move || stage_family.with_label_values(&[&name, DECODE_STAGE])
+        };
         let l = &[name];
         let dropped = |reason: &str| self.dropped.with_label_values(&[name, reason]);
         CameraMetrics {
@@ -211,6 +220,8 @@ impl CameraFamilies {
             stage_errors: Stage::ALL
                 .map(|s| self.stage_errors.with_label_values(&[name, s.name()])),
             stages: Stage::ALL.map(|s| self.stage.with_label_values(&[name, s.name()])),
+            decode: LazySeries::new(decode_series),
+            target_rate: self.target_rate.clone(),
             latency: self.latency.with_label_values(l),
             frame_rate: self.frame_rate.with_label_values(l),
             otsu: self.otsu.with_label_values(l),
@@ -298,6 +309,29 @@ impl RoiSeries {
     }
 }
 
+/// The stage label of the host's JPEG decoding in `edgesight_stage_duration_seconds`.
+pub const DECODE_STAGE: &str = "decode";
+
+/// A series made on first use (so that it is absent from the scrape until then), then
+/// kept: one lookup in its family, once.
+pub struct LazySeries<T> {
+    series: OnceLock<T>,
+    make: Box<dyn Fn() -> T + Send + Sync>,
+}
+
+impl<T> LazySeries<T> {
+    fn new(make: impl Fn() -> T + Send + Sync + 'static) -> LazySeries<T> {
+        LazySeries {
+            series: OnceLock::new(),
+            make: Box::new(make),
+        }
+    }
+
+    fn get(&self) -> &T {
+        self.series.get_or_init(|| (self.make)())
+    }
+}
+
 /// One camera's series, resolved once so that updates are plain atomics.
 pub struct CameraMetrics {
     pub name: String,
@@ -311,6 +345,9 @@ pub struct CameraMetrics {
     pipeline_errors: IntCounter,
     stage_errors: [IntCounter; Stage::ALL.len()],
     stages: [Histogram; Stage::ALL.len()],
+    /// The host time of decoding JPEG frames, made on the first decoded frame.
+    decode: LazySeries<Histogram>,
+    target_rate: GaugeVec,
     latency: Histogram,
     pub frame_rate: Gauge,
     otsu: IntGauge,
@@ -380,13 +417,23 @@ impl CameraMetrics {
         *last = *stats;
     }
 
-    /// Copies one frame's results in; `latency` is capture to now.
-    pub fn frame(&self, result: &FrameResult, latency: Duration) {
+    /// Sets the rate the source delivers at, as its driver reports it (for a camera whose
+    /// config names none).
+    pub fn set_target_rate(&self, fps: f64) {
+        self.target_rate.with_label_values(&[&self.name]).set(fps);
+    }
+
+    /// Copies one frame's results in; `latency` is capture to now, `decoded` the host time
+    /// its JPEG took to decode.
+    pub fn frame(&self, result: &FrameResult, latency: Duration, decoded: Option<Duration>) {
         self.frames.inc();
         if result.timed {
             for (stage, ns) in result.timings.iter() {
                 self.stages[stage as usize].observe(ns as f64 / 1e9);
             }
+        }
+        if let Some(time) = decoded {
+            self.decode.get().observe(time.as_secs_f64());
         }
         self.latency.observe(latency.as_secs_f64());
         self.otsu.set(i64::from(result.otsu_threshold));
@@ -499,7 +546,7 @@ mod tests {
         };
         for timed in [true, false, false, true, false] {
             result.timed = timed;
-            m.frame(&result, Duration::ZERO);
+            m.frame(&result, Duration::ZERO, None);
         }
         assert_eq!(sobel("count"), Some(2.0));
         assert_eq!(sobel("sum"), Some(2.0 * 70e-6));
@@ -538,19 +585,19 @@ mod tests {
         };
         let mut result = FrameResult::empty();
         result.regions = vec![region("a", 10), region("b", 20)];
-        m.frame(&result, Duration::ZERO);
+        m.frame(&result, Duration::ZERO, None);
         assert_eq!((mean("a"), mean("b")), (Some(10.0), Some(20.0)));
         // The same regions again: the held series take the new values.
         result.regions = vec![region("a", 11), region("b", 21)];
-        m.frame(&result, Duration::ZERO);
+        m.frame(&result, Duration::ZERO, None);
         assert_eq!((mean("a"), mean("b")), (Some(11.0), Some(21.0)));
         // A reload: `a` goes, `c` comes, `b` stays, now second.
         result.regions = vec![region("c", 30), region("b", 22)];
-        m.frame(&result, Duration::ZERO);
+        m.frame(&result, Duration::ZERO, None);
         assert_eq!(mean("a"), None);
         assert_eq!((mean("b"), mean("c")), (Some(22.0), Some(30.0)));
         result.regions.clear();
-        m.frame(&result, Duration::ZERO);
+        m.frame(&result, Duration::ZERO, None);
         assert_eq!((mean("b"), mean("c")), (None, None));
     }
 
@@ -599,6 +646,7 @@ mod tests {
                 ("buffer_error", 0),
                 ("short_frame", 4),
                 ("bad_image", 0),
+                ("corrupt_frame", 0),
                 ("publish_backlog", 2)
             ]
         );

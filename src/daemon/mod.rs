@@ -301,7 +301,11 @@ pub fn publish(
         match rx.recv_timeout(Duration::from_millis(500)) {
             Ok(p) => {
                 let now = Instant::now();
-                m.frame(&p.result, now.saturating_duration_since(p.captured));
+                m.frame(
+                    &p.result,
+                    now.saturating_duration_since(p.captured),
+                    p.decoded,
+                );
                 let report = watch_health(&mut health, &p, &m);
                 rate.frame(now);
                 m.frame_rate.set(rate.at(now));
@@ -447,6 +451,7 @@ mod tests {
             health: HealthSettings::default(),
             sequence,
             captured: Instant::now(),
+            decoded: None,
             source: Arc::clone(source),
         }
     }
@@ -489,7 +494,10 @@ mod tests {
         }
         wait_for(&latest, |l| l.sequence == 2);
         let l = latest.borrow().clone().expect("published");
-        assert_eq!((l.activity.dropped, l.activity.backlog), ([3, 0, 0, 1], 2));
+        assert_eq!(
+            (l.activity.dropped, l.activity.backlog),
+            ([3, 0, 0, 1, 0], 2)
+        );
         assert!(l.activity.fps > 0.0, "three frames, a rate");
 
         // Drops counted while no frame comes reach the last frame's numbers.

@@ -56,7 +56,7 @@ fn frame_seven() -> Latest {
         }),
         activity: Activity {
             fps: 29.5,
-            dropped: [3, 0, 0, 1],
+            dropped: [3, 0, 0, 1, 0],
             backlog: 2,
         },
         health: Some(covered_report()),
@@ -295,6 +295,7 @@ async fn latest_is_json_for_a_camera_that_published() {
             "buffer_error": 0,
             "short_frame": 0,
             "bad_image": 1,
+            "corrupt_frame": 0,
             "publish_backlog": 2,
             "total": 6
         })
@@ -468,6 +469,7 @@ async fn latest_fps_and_drops_are_the_numbers_of_metrics() {
         "buffer_error",
         "short_frame",
         "bad_image",
+        "corrupt_frame",
         "publish_backlog",
     ] {
         let series =
@@ -478,7 +480,7 @@ async fn latest_fps_and_drops_are_the_numbers_of_metrics() {
     }
     assert_eq!(total, 9.0);
     assert_eq!(json["dropped"]["total"].as_f64(), Some(total));
-    assert_eq!(json["dropped"].as_object().map(|o| o.len()), Some(6));
+    assert_eq!(json["dropped"].as_object().map(|o| o.len()), Some(7));
 }
 
 /// Checks that every element opened is closed, in order, but for HTML's void elements.
@@ -543,7 +545,7 @@ fn the_status_page_draws_the_regions_and_shows_stage_times_rate_and_drops() {
         "<img src=\"/snapshot/edges.png?camera=front\"",
         "<tr><td>frame rate</td><td>29.5 fps</td></tr>",
         "<tr><td>dropped</td><td>6: sequence_gap 3, buffer_error 0, short_frame 0, \
-         bad_image 1, publish_backlog 2</td></tr>",
+         bad_image 1, corrupt_frame 0, publish_backlog 2</td></tr>",
         "<table><tr><th>stage</th><th>device time</th></tr>\
          <tr><td>luma</td><td>0.250 ms</td></tr><tr><td>sobel</td><td>0.500 ms</td></tr>\
          <tr><td>histogram</td><td>0.750 ms</td></tr><tr><td>otsu</td><td>1.000 ms</td></tr>\

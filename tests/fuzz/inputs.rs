@@ -36,6 +36,7 @@ fn kind(e: &InputError) -> &'static str {
         InputError::Incomplete { .. } => "incomplete",
         InputError::RawSize { .. } => "raw-size",
         InputError::Layout { .. } => "layout",
+        InputError::Library { .. } => "library",
     }
 }
 

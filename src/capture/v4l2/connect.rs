@@ -4,12 +4,47 @@
 
 use std::time::Instant;
 
-use super::formats::{self, fourcc_name, v4l2_fourcc};
-use super::queue::{StartError, Stream};
+use super::choose::{choose, Offer};
+use super::formats::{self, fourcc_name, v4l2_fourcc, RateRange, SizeRange};
+use super::queue::{JpegFrames, StartError, Stream};
 use super::{Connection, Device, Negotiated, V4l2Source, MIN_BACKOFF};
 use crate::capture::IoMode;
 use crate::cl::Gpu;
-use crate::frame::Size;
+use crate::frame::{CaptureFormat, Size};
+use crate::jpeg::{LumaDecoder, Scale};
+
+/// Whether the camera offers `code` at `size` and at least `fps` (a hundredth less passes:
+/// drivers round 30 to 29.97); `None` where its driver lists no sizes or rates.
+fn fits(dev: &Device, code: u32, size: Size, fps: Option<f64>) -> Option<bool> {
+    let sizes = dev.frame_sizes(code);
+    if sizes.is_empty() {
+        return None;
+    }
+    let on_step = |v: u32, min: u32, max: u32, step: u32| {
+        (min..=max).contains(&v) && (v - min).is_multiple_of(step.max(1))
+    };
+    let has_size = sizes.iter().any(|range| match *range {
+        SizeRange::Discrete(s) => s == size,
+        SizeRange::Stepwise { min, max, step } => {
+            on_step(size.width, min.width, max.width, step.0)
+                && on_step(size.height, min.height, max.height, step.1)
+        }
+    });
+    if !has_size {
+        return Some(false);
+    }
+    let Some(fps) = fps else {
+        return Some(true);
+    };
+    let rates = dev.frame_rates(code, size);
+    if rates.is_empty() {
+        return None;
+    }
+    Some(rates.iter().any(|rate| match *rate {
+        RateRange::Discrete(f) => f >= 0.99 * fps,
+        RateRange::Range { max, .. } => max >= 0.99 * fps,
+    }))
+}
 
 /// Why a connection attempt failed.
 pub(super) enum ConnectError {
@@ -49,64 +84,54 @@ impl V4l2Source {
         let current = dev
             .get_format(buf_type)
             .map_err(|e| ConnectError::Transient(format!("VIDIOC_G_FMT: {e}")))?;
-        let format = match self.request.format {
-            Some(f) => {
-                if !offered.is_empty() && !offered.contains(&v4l2_fourcc(f)) {
-                    return Err(ConnectError::Unusable(format!(
-                        "does not offer {f} ({}); it offers {}",
-                        fourcc_name(v4l2_fourcc(f)),
-                        offered.iter().map(|&c| fourcc_name(c)).collect::<Vec<_>>().join(", ")
-                    )));
-                }
-                f
-            }
-            None => formats::pixel_format(current.fourcc)
-                .filter(|_| offered.contains(&current.fourcc) || offered.is_empty())
-                .or_else(|| offered.iter().find_map(|&c| formats::pixel_format(c)))
-                .ok_or_else(|| {
-                    ConnectError::Unusable(format!(
-                        "offers none of the formats edgesight reads (grey, yuyv, uyvy, nv12, rgb24, bgr24, rgbx, bgrx); it offers {}",
-                        offered.iter().map(|&c| fourcc_name(c)).collect::<Vec<_>>().join(", ")
-                    ))
-                })?,
-        };
         let size = self.request.size.unwrap_or(Size {
             width: current.width,
             height: current.height,
         });
-        let code = v4l2_fourcc(format);
+        let code = self.format_code(&dev, &offered, current.fourcc, size)?;
+        let delivered = formats::capture_format(code).ok_or_else(|| {
+            ConnectError::Unusable(format!(
+                "{} is not a format edgesight reads",
+                fourcc_name(code)
+            ))
+        })?;
         let chosen = dev
             .set_format(buf_type, code, size)
             .map_err(|e| match e.raw_os_error() {
                 Some(libc::EBUSY) | Some(libc::ENODEV) | Some(libc::EIO) => {
                     ConnectError::Transient(format!("VIDIOC_S_FMT: {e}"))
                 }
-                _ => ConnectError::Unusable(format!("VIDIOC_S_FMT {format} {size}: {e}")),
+                _ => ConnectError::Unusable(format!("VIDIOC_S_FMT {delivered} {size}: {e}")),
             })?;
         if chosen.fourcc != code {
             return Err(ConnectError::Unusable(format!(
-                "asked for {format} ({}), the driver chose {}",
+                "asked for {delivered} ({}), the driver chose {}",
                 fourcc_name(code),
                 fourcc_name(chosen.fourcc)
             )));
         }
         if chosen.planes != 1 {
             return Err(ConnectError::Unusable(format!(
-                "{format} needs {} planes here; edgesight reads single-plane buffers",
+                "{delivered} needs {} planes here; edgesight reads single-plane buffers",
                 chosen.planes
             )));
         }
-        let layout = chosen.layout().ok_or_else(|| {
+        let scale = self.request.scale;
+        let layout = chosen.layout(scale).ok_or_else(|| {
             ConnectError::Unusable(format!(
-                "the driver's {format} {}x{} with {} bytes per line is not a frame edgesight can process",
+                "the driver's {delivered} {}x{} with {} bytes per line is not a frame edgesight can process",
                 chosen.width, chosen.height, chosen.bytesperline
             ))
         })?;
-        if (layout.width, layout.height) != (size.width, size.height) {
+        let camera_size = Size {
+            width: chosen.width,
+            height: chosen.height,
+        };
+        if camera_size != size {
             capture_log!(
                 "{path}: asked for {size}, the driver chose {}x{}",
-                layout.width,
-                layout.height
+                chosen.width,
+                chosen.height
             );
         }
         let fps = match self.request.fps {
@@ -130,10 +155,24 @@ impl V4l2Source {
             },
             None => dev.get_fps(buf_type),
         };
+        let jpeg = delivered == CaptureFormat::Mjpeg;
         let modes: Vec<IoMode> = match self.request.io {
+            Some(mode) if jpeg && mode != IoMode::Mmap => {
+                return Err(ConnectError::Unusable(format!(
+                    "io {mode}: MJPEG frames are decoded on the CPU from V4L2's own buffers; \
+                     use io = \"mmap\" (or leave io out)"
+                )))
+            }
             Some(mode) => vec![mode],
+            None if jpeg => vec![IoMode::Mmap],
             None => IoMode::CAMERA_ORDER.to_vec(),
         };
+        let decoder = if jpeg {
+            Some(LumaDecoder::new().map_err(|e| ConnectError::Unusable(e.to_string()))?)
+        } else {
+            None
+        };
+        let mut decoder = decoder;
         let mut refusals = Vec::new();
         for mode in modes {
             let importer = self.importer.as_ref().ok();
@@ -148,6 +187,12 @@ impl V4l2Source {
                     continue;
                 }
             }
+            let frames = decoder.take().map(|decoder| JpegFrames {
+                decoder,
+                size: camera_size,
+                scale,
+                logged: false,
+            });
             match Stream::start(
                 gpu,
                 &dev,
@@ -156,9 +201,12 @@ impl V4l2Source {
                 layout,
                 chosen.sizeimage as usize,
                 importer,
+                frames,
             ) {
                 Ok(stream) => {
                     let negotiated = Negotiated {
+                        delivered,
+                        camera_size,
                         layout,
                         io: mode,
                         fps,
@@ -168,11 +216,15 @@ impl V4l2Source {
                         driver: caps.driver.clone(),
                         card: caps.card.clone(),
                     };
+                    let decoded = if jpeg {
+                        format!(" decoded to luma {}x{}", layout.width, layout.height)
+                    } else {
+                        String::new()
+                    };
                     capture_log!(
-                        "{path}: streaming {} {}x{} (stride {}) {} at {} fps, io {mode}, {} buffers",
-                        layout.format,
-                        layout.width,
-                        layout.height,
+                        "{path}: streaming {delivered} {}x{} (stride {}){decoded} {} at {} fps, io {mode}, {} buffers",
+                        chosen.width,
+                        chosen.height,
                         layout.stride,
                         buf_type.name(),
                         fps.map(|f| format!("{f:.3}")).unwrap_or_else(|| "unknown".into()),
@@ -203,6 +255,71 @@ impl V4l2Source {
         )))
     }
 
+    /// The format to stream: the one asked for (refused if the camera does not offer
+    /// it), or the rule of [`choose`] over what it offers at `size` and the rate asked for.
+    fn format_code(
+        &self,
+        dev: &Device,
+        offered: &[u32],
+        current: u32,
+        size: Size,
+    ) -> Result<u32, ConnectError> {
+        let names = || {
+            offered
+                .iter()
+                .map(|&c| fourcc_name(c))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match self.request.format {
+            Some(CaptureFormat::Mjpeg) => formats::JPEG_FOURCCS
+                .into_iter()
+                .find(|c| offered.contains(c) || offered.is_empty())
+                .ok_or_else(|| {
+                    ConnectError::Unusable(format!(
+                        "does not offer mjpeg (MJPG or JPEG); it offers {}",
+                        names()
+                    ))
+                }),
+            Some(CaptureFormat::Pixels(f)) => {
+                let code = v4l2_fourcc(f);
+                if !offered.is_empty() && !offered.contains(&code) {
+                    return Err(ConnectError::Unusable(format!(
+                        "does not offer {f} ({}); it offers {}",
+                        fourcc_name(code),
+                        names()
+                    )));
+                }
+                Ok(code)
+            }
+            None => {
+                let asked = self.request.size.is_some() || self.request.fps.is_some();
+                let offers: Vec<Offer> = offered
+                    .iter()
+                    .map(|&code| Offer {
+                        code,
+                        fits: if asked {
+                            fits(dev, code, size, self.request.fps)
+                        } else {
+                            Some(true)
+                        },
+                    })
+                    .collect();
+                let jpeg_only = self.request.scale != Scale::Full;
+                let (code, why) =
+                    choose(&offers, current, jpeg_only).map_err(ConnectError::Unusable)?;
+                if !self.ever_up {
+                    capture_log!(
+                        "{}: no format configured; streaming {} ({why})",
+                        self.path.display(),
+                        fourcc_name(code)
+                    );
+                }
+                Ok(code)
+            }
+        }
+    }
+
     /// Bookkeeping once a connection works.
     fn up(&mut self, negotiated: Negotiated) {
         if self.ever_up {
@@ -211,11 +328,8 @@ impl V4l2Source {
         self.ever_up = true;
         // A reconnect keeps the first negotiation's format and size, so frames keep the
         // layout the caller's pipeline was built for.
-        self.request.format = Some(negotiated.layout.format);
-        self.request.size = Some(Size {
-            width: negotiated.layout.width,
-            height: negotiated.layout.height,
-        });
+        self.request.format = Some(negotiated.delivered);
+        self.request.size = Some(negotiated.camera_size);
         self.negotiated = Some(negotiated);
         self.problem = None;
         self.backoff = MIN_BACKOFF;

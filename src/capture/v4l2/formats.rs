@@ -8,7 +8,8 @@ use v4l::v4l2::vidioc;
 use v4l::v4l_sys::*;
 
 use super::device::{c_string, BufType, Device};
-use crate::frame::{FrameLayout, PixelFormat, Size};
+use crate::frame::{CaptureFormat, FrameLayout, PixelFormat, Size};
+use crate::jpeg::Scale;
 
 /// A four-character code as V4L2 packs it (first character in the low byte).
 pub(super) const fn fourcc(code: &[u8; 4]) -> u32 {
@@ -56,6 +57,18 @@ pub(super) fn pixel_format(code: u32) -> Option<PixelFormat> {
         .find(|&f| v4l2_fourcc(f) == code)
 }
 
+/// V4L2's codes for JPEG frames: `MJPG` (UVC cameras, v4l2loopback) and `JPEG` (some
+/// other drivers), in the order they are asked for.
+pub(super) const JPEG_FOURCCS: [u32; 2] = [fourcc(b"MJPG"), fourcc(b"JPEG")];
+
+/// What edgesight reads a V4L2 format as, if it reads it.
+pub(super) fn capture_format(code: u32) -> Option<CaptureFormat> {
+    if JPEG_FOURCCS.contains(&code) {
+        return Some(CaptureFormat::Mjpeg);
+    }
+    pixel_format(code).map(CaptureFormat::Pixels)
+}
+
 /// A fourcc as text ("YUYV"), with unprintable bytes as '?'.
 pub(super) fn fourcc_name(code: u32) -> String {
     code.to_le_bytes()
@@ -85,9 +98,20 @@ pub(super) struct DriverFormat {
 }
 
 impl DriverFormat {
-    /// The frame layout, if the pipeline can read this format.
-    pub(super) fn layout(&self) -> Option<FrameLayout> {
-        let format = pixel_format(self.fourcc)?;
+    /// The frames' layout in the slots, if the pipeline can read this format: the
+    /// driver's, or for JPEG frames the grey luma they decode to at `scale`.
+    pub(super) fn layout(&self, scale: Scale) -> Option<FrameLayout> {
+        let format = match capture_format(self.fourcc)? {
+            CaptureFormat::Mjpeg => {
+                let size = scale.apply(Size {
+                    width: self.width,
+                    height: self.height,
+                });
+                let layout = FrameLayout::packed(PixelFormat::Grey, size.width, size.height);
+                return layout.validate().ok().map(|()| layout);
+            }
+            CaptureFormat::Pixels(format) => format,
+        };
         let layout = FrameLayout {
             format,
             width: self.width,
@@ -281,6 +305,10 @@ mod tests {
             assert_eq!(pixel_format(v4l2_fourcc(f)), Some(f));
         }
         assert_eq!(pixel_format(fourcc(b"MJPG")), None);
+        for code in [b"MJPG", b"JPEG"] {
+            assert_eq!(capture_format(fourcc(code)), Some(CaptureFormat::Mjpeg));
+        }
+        assert_eq!(capture_format(fourcc(b"H264")), None);
         assert_eq!(
             pixel_format(fourcc(b"BA81")),
             Some(PixelFormat::Bayer(Cfa::Bggr, Samples::Eight))

@@ -4,16 +4,16 @@
 use std::path::{Path, PathBuf};
 
 use super::device::Device;
-use super::formats::{fourcc_name, pixel_format, RateRange, SizeRange};
-use crate::frame::{PixelFormat, Size};
+use super::formats::{capture_format, fourcc_name, RateRange, SizeRange};
+use crate::frame::{CaptureFormat, Size};
 
 /// One pixel format of a device.
 #[derive(Clone, Debug)]
 pub struct FormatInfo {
     pub fourcc: String,
     pub description: String,
-    /// The pipeline's name for it, where the pipeline reads it.
-    pub format: Option<PixelFormat>,
+    /// edgesight's name for it, where edgesight reads it.
+    pub format: Option<CaptureFormat>,
     /// Sizes, each with the rates offered at it (rates only for discrete sizes).
     pub sizes: Vec<(SizeRange, Vec<RateRange>)>,
 }
@@ -74,7 +74,7 @@ pub fn describe(path: &Path) -> Result<DeviceInfo, String> {
             FormatInfo {
                 fourcc: fourcc_name(code),
                 description,
-                format: pixel_format(code),
+                format: capture_format(code),
                 sizes,
             }
         })

@@ -12,6 +12,7 @@
 //! opens the device and negotiates, `device.rs` and `formats.rs` speak to the driver,
 //! `queue.rs` runs the buffer queue.
 
+mod choose;
 mod connect;
 mod device;
 mod dmabuf;
@@ -30,21 +31,30 @@ use queue::{Event, Stream, StreamError};
 
 use super::{CaptureError, CaptureStats, DropReason, Frame, FrameSource, IoMode, Next};
 use crate::cl::Gpu;
-use crate::frame::{FrameLayout, PixelFormat, Size};
+use crate::frame::{CaptureFormat, FrameLayout, PixelFormat, Size};
+use crate::jpeg::Scale;
 
-/// What the configuration asks of the camera; `None` leaves the choice to the driver (its
-/// current format and size, its current rate, the first I/O mode that works).
+/// What the configuration asks of the camera; `None` leaves the choice to the camera and
+/// edgesight (the format by the rule of [`choose`], the current size and rate, the first
+/// I/O mode that works).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Request {
-    pub format: Option<PixelFormat>,
+    pub format: Option<CaptureFormat>,
     pub size: Option<Size>,
     pub fps: Option<f64>,
     pub io: Option<IoMode>,
+    /// JPEG frames decoded at this fraction of their size.
+    pub scale: Scale,
 }
 
 /// What the camera agreed to.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Negotiated {
+    /// What the camera sends.
+    pub delivered: CaptureFormat,
+    /// The camera's frame size (before a JPEG frame's scaling).
+    pub camera_size: Size,
+    /// The frames in the slots: the camera's, or the luma its JPEG frames decode to.
     pub layout: FrameLayout,
     pub io: IoMode,
     /// The rate the driver reports (VIDIOC_G_PARM), where it does.
@@ -187,6 +197,16 @@ impl V4l2Source {
 impl FrameSource for V4l2Source {
     fn describe(&self) -> String {
         match &self.negotiated {
+            Some(n) if n.delivered == CaptureFormat::Mjpeg => format!(
+                "V4L2 {} ({} {}) mjpeg {} decoded to luma {}x{} io {}",
+                self.path.display(),
+                n.card,
+                n.driver,
+                n.camera_size,
+                n.layout.width,
+                n.layout.height,
+                n.io
+            ),
             Some(n) => format!(
                 "V4L2 {} ({} {}) {} {}x{} io {}",
                 self.path.display(),
@@ -202,7 +222,7 @@ impl FrameSource for V4l2Source {
     }
 
     /// The negotiated layout; before the camera was ever up, the requested one (grey
-    /// 640x480 where nothing was asked).
+    /// 640x480 where nothing was asked; JPEG frames as grey ones at their scale).
     fn layout(&self) -> FrameLayout {
         match &self.negotiated {
             Some(n) => n.layout,
@@ -211,11 +231,11 @@ impl FrameSource for V4l2Source {
                     width: 640,
                     height: 480,
                 });
-                FrameLayout::packed(
-                    self.request.format.unwrap_or(PixelFormat::Grey),
-                    size.width,
-                    size.height,
-                )
+                let (format, size) = match self.request.format.and_then(CaptureFormat::pixels) {
+                    Some(format) => (format, size),
+                    None => (PixelFormat::Grey, self.request.scale.apply(size)),
+                };
+                FrameLayout::packed(format, size.width, size.height)
             }
         }
     }
@@ -232,13 +252,20 @@ impl FrameSource for V4l2Source {
         self.conn.is_some()
     }
 
+    fn frame_rate(&self) -> Option<f64> {
+        self.negotiated
+            .as_ref()
+            .and_then(|n| n.fps)
+            .filter(|f| *f > 0.0)
+    }
+
     fn stats(&self) -> CaptureStats {
         self.stats
     }
 
     fn next_frame(&mut self, gpu: &Gpu, wait: Duration) -> Result<Next<'_>, CaptureError> {
         let deadline = Instant::now() + wait;
-        let (index, sequence, captured) = loop {
+        let (index, sequence, captured, decoded) = loop {
             let Some(conn) = self.conn.as_mut() else {
                 let now = Instant::now();
                 if now < self.retry_at {
@@ -282,7 +309,8 @@ impl FrameSource for V4l2Source {
                     index,
                     sequence,
                     captured,
-                }) => break (index, self.account(sequence), captured),
+                    decoded,
+                }) => break (index, self.account(sequence), captured, decoded),
                 Ok(Event::Dropped { reason, sequence }) => {
                     self.account(sequence);
                     self.stats.dropped[reason as usize] += 1;
@@ -315,6 +343,7 @@ impl FrameSource for V4l2Source {
             layout,
             sequence,
             captured,
+            decoded,
         }))
     }
 }

@@ -30,7 +30,8 @@ use super::device::{BufType, Device};
 use super::dmabuf::DmabufImporter;
 use crate::capture::{DropReason, IoMode};
 use crate::cl::{ClError, FrameSlot, Gpu};
-use crate::frame::FrameLayout;
+use crate::frame::{FrameLayout, Size};
+use crate::jpeg::{LumaDecoder, Scale};
 
 mod frames;
 
@@ -62,11 +63,13 @@ pub(super) enum StreamError {
 /// What one wait on the queue found.
 #[derive(Debug)]
 pub(super) enum Event {
-    /// A good frame, in the slot [`Stream::slot`] returns for `index`.
+    /// A good frame, in the slot [`Stream::slot`] returns for `index`; `decoded` is the
+    /// host time its JPEG took to decode into the slot.
     Frame {
         index: usize,
         sequence: u32,
         captured: Instant,
+        decoded: Option<std::time::Duration>,
     },
     /// A buffer that must not be processed; it has been queued again.
     Dropped { reason: DropReason, sequence: u32 },
@@ -90,13 +93,26 @@ enum Buffers {
     },
 }
 
+/// How a stream of JPEG frames (an MJPEG camera) becomes luma: each buffer's bytes are
+/// decoded into a slot in place of the copy.
+pub(super) struct JpegFrames {
+    pub decoder: LumaDecoder,
+    /// The camera's frame size (the JPEG images').
+    pub size: Size,
+    pub scale: Scale,
+    /// Whether a corrupt frame was logged on this stream (the first one is, with why).
+    pub logged: bool,
+}
+
 /// A V4L2 buffer queue in one I/O mode, streaming.
 pub(super) struct Stream {
     buf_type: BufType,
     mode: IoMode,
     memory: u32,
-    /// Bytes a frame needs: a buffer with fewer is short.
+    /// Bytes a frame in a slot takes: a raw buffer with fewer is short.
     need: usize,
+    /// JPEG frames, decoded rather than copied (mmap only).
+    jpeg: Option<JpegFrames>,
     count: u32,
     buffers: Buffers,
     /// The buffer whose slot the caller holds (userptr, dmabuf).
@@ -143,7 +159,8 @@ impl RawBuffer {
 }
 
 impl Stream {
-    /// Requests buffers in `mode`, queues them all and starts streaming. On any error the
+    /// Requests buffers in `mode`, queues them all and starts streaming; `layout` is the
+    /// frames' in the slots (for JPEG frames, `jpeg`, the decoded luma's). On any error the
     /// queue is released again before returning.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn start(
@@ -154,7 +171,13 @@ impl Stream {
         layout: FrameLayout,
         sizeimage: usize,
         importer: Option<&DmabufImporter>,
+        jpeg: Option<JpegFrames>,
     ) -> Result<Stream, StartError> {
+        if jpeg.is_some() && mode != IoMode::Mmap {
+            return Err(StartError::Refused(
+                "JPEG frames are decoded from V4L2's own buffers (mmap)".into(),
+            ));
+        }
         let memory = match mode {
             IoMode::Userptr => v4l2_memory_V4L2_MEMORY_USERPTR,
             IoMode::Mmap | IoMode::Dmabuf => v4l2_memory_V4L2_MEMORY_MMAP,
@@ -165,6 +188,7 @@ impl Stream {
             mode,
             memory,
             need: layout.frame_bytes(),
+            jpeg,
             count: 0,
             buffers: Buffers::None,
             lent: None,

@@ -223,6 +223,7 @@ mod tests {
                         layout: self.layout,
                         sequence: 0,
                         captured: Instant::now(),
+                        decoded: None,
                     }))
                 }
                 Script::FailInOpenCl => Err(CaptureError::Cl {

@@ -137,9 +137,11 @@ impl Stream {
         }
         let sequence = raw.buf.sequence;
         let bytesused = raw.bytesused(self.buf_type) as usize;
+        // A JPEG frame is as long as it is; an empty one is short.
+        let least = if self.jpeg.is_some() { 1 } else { self.need };
         let reason = if raw.buf.flags & V4L2_BUF_FLAG_ERROR != 0 {
             Some(DropReason::BufferError)
-        } else if bytesused < self.need {
+        } else if bytesused < least {
             Some(DropReason::ShortFrame)
         } else {
             None
@@ -150,8 +152,9 @@ impl Stream {
         }
         let captured = captured_at(&raw.buf);
         let need = self.need;
-        // Userptr and dmabuf lend the buffer's own slot; mmap copies into the next of its
-        // two slots and gives the buffer back at once.
+        let mut decoded = None;
+        // Userptr and dmabuf lend the buffer's own slot; mmap copies (or decodes) into the
+        // next of its two slots and gives the buffer back at once.
         let (slot_index, copied) = match &mut self.buffers {
             Buffers::Userptr(slots) => {
                 let unmapped = match slots.get_mut(index) {
@@ -161,6 +164,42 @@ impl Stream {
                 (index, unmapped.map(|()| false))
             }
             Buffers::Dmabuf { .. } => (index, Ok(false)),
+            Buffers::Mmap { maps, slots, next } if self.jpeg.is_some() => {
+                let copy_to = *next;
+                let bytes = maps.get(index).and_then(|m| m.get(..bytesused));
+                let (Some(bytes), Some(slot), Some(jpeg)) =
+                    (bytes, slots.get_mut(copy_to), self.jpeg.as_mut())
+                else {
+                    return Err(StreamError::Lost(format!(
+                        "buffer {index} is smaller than its {bytesused} bytes used"
+                    )));
+                };
+                let started = Instant::now();
+                let pitch = (need / jpeg.scale.apply(jpeg.size).height as usize).max(1);
+                let outcome = slot
+                    .write(gpu, |out| {
+                        jpeg.decoder
+                            .decode(bytes, jpeg.size, jpeg.scale, out, pitch)
+                    })
+                    .map_err(StreamError::Cl)?;
+                if let Err(why) = outcome {
+                    if !jpeg.logged {
+                        jpeg.logged = true;
+                        crate::capture_log!(
+                            "frame {sequence}: corrupt JPEG ({why}); dropped, and later ones \
+                             counted as corrupt_frame without a log"
+                        );
+                    }
+                    self.requeue(gpu, dev, index)?;
+                    return Ok(Event::Dropped {
+                        reason: DropReason::CorruptFrame,
+                        sequence,
+                    });
+                }
+                decoded = Some(started.elapsed());
+                *next = (copy_to + 1) % slots.len().max(1);
+                (copy_to, Ok(true))
+            }
             Buffers::Mmap { maps, slots, next } => {
                 let copy_to = *next;
                 *next = (copy_to + 1) % slots.len().max(1);
@@ -191,6 +230,7 @@ impl Stream {
             index: slot_index,
             sequence,
             captured,
+            decoded,
         })
     }
 }

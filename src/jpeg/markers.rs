@@ -1,0 +1,193 @@
+//! Walking a JPEG's markers without decoding it: where an image ends (its EOI), whether it
+//! is whole, and where the images of a concatenated MJPEG stream begin and end.
+//!
+//! The walk skips each segment by its length (so an EXIF thumbnail, itself a JPEG inside
+//! an APP1 segment, is never mistaken for an image) and each scan's entropy-coded data to
+//! the next marker. A start-of-image marker where a marker is expected means another image
+//! began before this one ended: a frame cut short, as a starved USB bus or a lost packet
+//! leaves it in a camera's stream.
+
+/// What a walk from a start-of-image marker found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Walk {
+    /// A whole image, ending just before this offset (just past its EOI).
+    Whole(usize),
+    /// Another image starts at this offset before this one's EOI.
+    Cut(usize),
+    /// The bytes end before the EOI (more data may complete the image).
+    Short(String),
+    /// Bytes that cannot be a JPEG here: no SOI at the start, a byte where a marker
+    /// should be, a segment length below 2.
+    Bad(String),
+}
+
+/// Walks the image that starts at `bytes[0]`; see [`Walk`]. Bytes after its EOI are not
+/// looked at.
+pub fn walk(bytes: &[u8]) -> Walk {
+    walk_noting(bytes, &mut false)
+}
+
+/// [`walk`], setting `huffman_tables` if the image defines Huffman tables (a DHT segment):
+/// MJPEG frames in the AVI1 style leave them out and mean the standard ones.
+pub(super) fn walk_noting(bytes: &[u8], huffman_tables: &mut bool) -> Walk {
+    let ends_early = |what: &str| {
+        Walk::Short(format!(
+            "the data ends at byte {} in {what}, before the end-of-image marker",
+            bytes.len()
+        ))
+    };
+    match bytes.get(..2) {
+        Some([0xFF, 0xD8]) => {}
+        Some(_) => return Walk::Bad("no start-of-image marker".into()),
+        None => return ends_early("the start-of-image marker"),
+    }
+    let mut at = 2;
+    loop {
+        // A marker is 0xFF, any number of 0xFF fill bytes, then its code.
+        let start = at;
+        match bytes.get(at) {
+            Some(0xFF) => {}
+            None => return ends_early("the headers"),
+            Some(b) => return Walk::Bad(format!("byte {at} is {b:#04x} where a marker should be")),
+        }
+        while bytes.get(at) == Some(&0xFF) {
+            at += 1;
+        }
+        let Some(&code) = bytes.get(at) else {
+            return ends_early("a marker");
+        };
+        at += 1;
+        match code {
+            0xD9 => return Walk::Whole(at),
+            0xD8 => return Walk::Cut(start),
+            // Markers without a segment: TEM, RST0-7.
+            0x01 | 0xD0..=0xD7 => continue,
+            _ => {}
+        }
+        let Some(len) = bytes
+            .get(at..at + 2)
+            .map(|b| usize::from(b[0]) << 8 | usize::from(b[1]))
+        else {
+            return ends_early("a segment length");
+        };
+        if len < 2 {
+            return Walk::Bad(format!("the segment at byte {at} has a length of {len}"));
+        }
+        *huffman_tables |= code == 0xC4;
+        at += len;
+        if at > bytes.len() {
+            return ends_early(&format!("a {len}-byte segment"));
+        }
+        if code == 0xDA {
+            match scan_end(bytes, at) {
+                Some(end) => at = end,
+                None => return ends_early("a scan"),
+            }
+        }
+    }
+}
+
+/// The offset just past the EOI of the image `bytes` holds, or why the walk could not
+/// reach it (the data ends early, another image starts first, or it is no JPEG).
+pub fn jpeg_end(bytes: &[u8]) -> Result<usize, String> {
+    walk(bytes).end()
+}
+
+impl Walk {
+    /// The offset just past the image's EOI, or why the walk did not reach it.
+    pub fn end(self) -> Result<usize, String> {
+        match self {
+            Walk::Whole(end) => Ok(end),
+            Walk::Cut(next) => Err(format!(
+                "another image starts at byte {next}, before this one's end-of-image marker"
+            )),
+            Walk::Short(why) | Walk::Bad(why) => Err(why),
+        }
+    }
+}
+
+/// The offset of the marker that ends the entropy-coded data starting at `at`: 0xFF then
+/// a code other than 0x00 (a stuffed 0xFF), RST0-7 (inside the scan) or a fill byte.
+fn scan_end(bytes: &[u8], mut at: usize) -> Option<usize> {
+    loop {
+        at += bytes.get(at..)?.iter().position(|&b| b == 0xFF)?;
+        let mut code = at + 1;
+        while bytes.get(code) == Some(&0xFF) {
+            code += 1;
+        }
+        match bytes.get(code)? {
+            0x00 | 0xD0..=0xD7 => at = code + 1,
+            _ => return Some(at),
+        }
+    }
+}
+
+/// Where the next image starts at or after `from`: the first start-of-image marker
+/// followed by another marker (`FF D8 FF`), skipping padding or damage between images.
+pub fn next_image(bytes: &[u8], from: usize) -> Option<usize> {
+    bytes
+        .get(from..)?
+        .windows(3)
+        .position(|w| w == [0xFF, 0xD8, 0xFF])
+        .map(|p| from + p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_walk_skips_stuffing_restarts_and_fill_bytes() {
+        // An APP0 segment whose payload holds an EOI and an SOI is skipped by its length.
+        let mut jpeg = vec![
+            0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x06, 0xFF, 0xD9, 0xFF, 0xD8, 0xFF, 0xD9,
+        ];
+        assert_eq!(jpeg_end(&jpeg), Ok(12));
+        assert!(jpeg_end(&jpeg[..10]).is_err());
+        jpeg.truncate(10);
+        // SOS header (length 3: one byte), then data with a stuffed 0xFF, a restart
+        // marker, fill bytes and the EOI.
+        jpeg.extend([
+            0xFF, 0xDA, 0x00, 0x03, 0x01, 0x12, 0xFF, 0x00, 0x34, 0xFF, 0xD3,
+        ]);
+        jpeg.extend([0x56, 0xFF, 0xFF, 0xD9, 0xAA]);
+        assert_eq!(jpeg_end(&jpeg), Ok(jpeg.len() - 1));
+        for cut in 0..jpeg.len() - 1 {
+            assert!(
+                matches!(walk(&jpeg[..cut]), Walk::Short(_) | Walk::Bad(_)),
+                "cut at {cut} accepted"
+            );
+        }
+    }
+
+    #[test]
+    fn an_image_cut_by_the_next_one_is_cut_where_that_one_starts() {
+        let whole = [
+            0xFF, 0xD8, 0xFF, 0xDA, 0x00, 0x03, 0x01, 0x12, 0x34, 0xFF, 0xD9,
+        ];
+        // The first image loses its tail; the second starts right after the scan data.
+        let mut stream = whole[..8].to_vec();
+        stream.extend(whole);
+        assert_eq!(walk(&stream), Walk::Cut(8));
+        assert_eq!(walk(&stream[8..]), Walk::Whole(whole.len()));
+        assert!(jpeg_end(&stream)
+            .unwrap_err()
+            .contains("another image starts at byte 8"));
+        // Between images: padding, then garbage with a lone FF D8; the next image is the
+        // one followed by a marker.
+        let mut padded = whole.to_vec();
+        padded.extend([0, 0, 0xFF, 0xD8, 0x00, 7]);
+        padded.extend(whole);
+        assert_eq!(next_image(&padded, whole.len()), Some(whole.len() + 6));
+        assert_eq!(next_image(&padded, whole.len() + 7), None);
+        assert_eq!(
+            walk(b"\xFF\xD8\x00"),
+            Walk::Bad("byte 2 is 0x00 where a marker should be".into())
+        );
+        assert_eq!(
+            walk(b"GIF89a"),
+            Walk::Bad("no start-of-image marker".into())
+        );
+        assert!(matches!(walk(b""), Walk::Short(_)));
+    }
+}
