@@ -1,11 +1,16 @@
 //! Fuzz target `inputs`: the readers of files a user hands the daemon. Each input is
 //! written to a file and read as an image and as a raw frame (`input::load`); every 32nd
-//! is also played as the second image of a replay directory whose first image is good.
+//! is also played as the second image of a replay directory whose first image is good,
+//! and as what follows a good JPEG image in an MJPEG recording (the path an MJPEG camera's
+//! frames take: the marker walk, then libjpeg-turbo's luma decode).
 //!
 //! Invariants: an accepted frame has a layout the pipeline takes and exactly its
 //! `frame_bytes`, a raw one the format and size it was asked for; every error names the
 //! file. A replay directory with one good image never fails and only ever hands out the
-//! good image or the input decoded.
+//! good image or the input decoded. An MJPEG recording that starts with a good image
+//! never fails and hands out only frames of that image's size, the good image's luma
+//! exactly whenever its turn comes; whatever else the input holds is a frame or a counted
+//! drop.
 
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
@@ -125,6 +130,67 @@ fn check_replay(gpu: &Gpu, dir: &Path, bytes: &[u8]) -> Result<String, String> {
     })
 }
 
+/// A grey 24x16 JPEG (baseline, one component) from the fuzz corpus: the good image an
+/// MJPEG recording starts with, and its luma.
+fn good_jpeg() -> (Vec<u8>, Vec<u8>) {
+    let corpus = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fuzz/corpus/inputs");
+    let path = Path::new(corpus).join("baseline-grey-33x17.jpg");
+    let jpeg = std::fs::read(&path).expect("the corpus's grey JPEG");
+    let luma = input::load(&path, None).expect("a good JPEG").bytes;
+    (jpeg, luma)
+}
+
+/// Plays a recording of the good JPEG followed by `bytes` for a few frames; returns an
+/// outcome label, or why the invariant broke.
+fn check_mjpeg(
+    gpu: &Gpu,
+    file: &Path,
+    good: &(Vec<u8>, Vec<u8>),
+    bytes: &[u8],
+) -> Result<String, String> {
+    let mut recording = good.0.clone();
+    recording.extend_from_slice(bytes);
+    std::fs::write(file, &recording).map_err(|e| e.to_string())?;
+    let spec: SourceSpec = format!("replay:{}@1000", file.display())
+        .parse()
+        .map_err(|e| format!("{e}"))?;
+    let mut source = capture::open(&spec, gpu).map_err(|e| format!("open: {e}"))?;
+    let layout = source.layout();
+    let images = source.describe();
+    let mut made = 0;
+    let mut deadline = 0;
+    while made < 4 && deadline < 400 {
+        deadline += 1;
+        match source.next_frame(gpu, Duration::from_millis(20)) {
+            Ok(Next::Frame(frame)) => {
+                if frame.layout != layout {
+                    return Err(format!(
+                        "frame {} is {:?}, not {layout:?}",
+                        frame.sequence, frame.layout
+                    ));
+                }
+                let got = frame.slot.read(gpu).map_err(|e| e.to_string())?;
+                if frame.sequence == 0 && got[..good.1.len()] != good.1[..] {
+                    return Err("the good image's frame is not its luma".into());
+                }
+                made += 1;
+            }
+            Ok(Next::Idle) => {}
+            Err(e) => {
+                return Err(format!(
+                    "a recording with a good image failed ({images}): {e}"
+                ))
+            }
+        }
+    }
+    let stats = source.stats();
+    Ok(if stats.dropped(DropReason::CorruptFrame) > 0 {
+        "mjpeg-corrupt".into()
+    } else {
+        "mjpeg-played".into()
+    })
+}
+
 #[test]
 fn inputs() {
     let dir = work_dir("fuzz-inputs");
@@ -134,6 +200,8 @@ fn inputs() {
         .save(replay_dir.join("a.png"))
         .expect("write the good image");
     let gpu = common::gpu();
+    let good = good_jpeg();
+    let recording = dir.join("recording.mjpeg");
     let runs = Cell::new(0u64);
     fuzz("inputs", |bytes| {
         std::fs::write(&file, bytes).map_err(|e| e.to_string())?;
@@ -142,7 +210,8 @@ fn inputs() {
         runs.set(runs.get() + 1);
         if runs.get().is_multiple_of(32) {
             let replay = check_replay(&gpu, &replay_dir, bytes)?;
-            return Ok(format!("{image} {raw} {replay}"));
+            let mjpeg = check_mjpeg(&gpu, &recording, &good, bytes)?;
+            return Ok(format!("{image} {raw} {replay} {mjpeg}"));
         }
         Ok(format!("{image} {raw}"))
     });
