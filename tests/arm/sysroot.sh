@@ -27,7 +27,8 @@ packages=(clang-15 gcc-12-base libatomic1 libbsd0 libc6-dev libc6 libclang-commo
     libclang-cpp15 libclang1-15 libctf-nobfd0 libctf0 libedit2 libffi8 libgcc-12-dev
     libgcc-s1 libgomp1 libhwloc15 libicu72 libjansson4 libllvm15 liblzma5 libmd0 libpocl2
     libstdc++-12-dev libstdc++6 libtinfo6 libudev1 libxml2 libz3-4 libzstd1 linux-libc-dev
-    llvm-15-linker-tools ocl-icd-libopencl1 pocl-opencl-icd zlib1g libpocl2-common)
+    llvm-15-linker-tools ocl-icd-libopencl1 pocl-opencl-icd zlib1g libpocl2-common
+    libturbojpeg0)
 # libgprofng0 and libitm1 do not exist for armhf.
 [ "$deb_arch" = arm64 ] && packages+=(libgprofng0 libitm1)
 

@@ -47,7 +47,7 @@ rm -rf "$staging"
 rm -rf "$rootfs" "$out.tmp"
 
 packages=systemd,systemd-sysv,udev,kmod,dbus,pocl-opencl-icd,ocl-icd-libopencl1,curl
-packages+=,prometheus,v4l-utils,procps,jq
+packages+=,prometheus,v4l-utils,procps,jq,libturbojpeg0
 mmdebstrap --quiet --variant=minbase --include="$packages" \
     --aptopt='APT::Install-Recommends "false"' \
     --dpkgopt='path-exclude=/usr/share/{doc,man,locale,info}/*' \
