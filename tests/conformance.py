@@ -12,7 +12,11 @@ frame), runs
 
 and compares DIR/{luma.u8, sobel_dx.s16, sobel_dy.s16, mask.u8,
 integral_sum.u32, integral_sqsum.u64, report.json} against what OpenCV
-computes from the same pixels (np.array_equal, exact).  One line per case is
+computes from the same pixels (np.array_equal, exact).  The luma of a raw
+sensor frame (wide mono, Bayer) is its samples unpacked here with numpy and
+reduced to 8 bits, min(255, (v + 2^(s-1)) >> s) for s = bits - 8, then for a
+Bayer mosaic OpenCV's cvtColor(COLOR_Bayer..2GRAY); the luma of a YUV frame
+with planes is its Y plane.  One line per case is
 printed (`ok  <label>` or `FAIL <label>: <what>`), then a final line
 `conformance: N passed, N failed`.  Exit status is 1 if anything failed.
 
@@ -62,8 +66,29 @@ BORDERS = {
     "constant": cv2.BORDER_CONSTANT,  # constant value 0 (OpenCV's default)
 }
 
-# Bytes per pixel of the packed raw formats (nv12 handled separately).
+# Bytes per pixel of the packed raw formats (YUV with planes and raw sensor
+# formats handled separately).
 RAW_BPP = {"grey": 1, "yuyv": 2, "uyvy": 2, "rgb24": 3, "bgr24": 3, "rgbx": 4, "bgrx": 4}
+
+# YUV formats whose frame starts with the Y plane (the luma), then chroma.
+YUV_PLANES = ("nv12", "nv21", "nv16", "nv61", "yu12", "yv12")
+
+# How a raw sensor stores its samples, by the suffix of the format's name:
+# (significant bits, storage).  "le16": a little-endian 16-bit word a sample;
+# "mipi10": MIPI CSI-2 RAW10, 4 samples in 5 bytes (their high 8 bits, then a
+# byte of their low 2 bits, the first sample's in bits 0-1); "mipi12": RAW12, 2
+# samples in 3 bytes (high 8 bits each, then their low 4 bits, first in 0-3).
+SAMPLE_STORAGE = {"": (8, "u8"), "10": (10, "le16"), "12": (12, "le16"),
+                  "16": (16, "le16"), "10p": (10, "mipi10"), "12p": (12, "mipi12")}
+MONO_FORMATS = ("y10", "y12", "y16", "y10p", "y12p")
+# V4L2 names a pattern by its first row then its second; OpenCV by the 2x2
+# cell at (1, 1), so V4L2's RGGB is OpenCV's BayerBG (check_raw_helpers proves
+# the mapping on a mosaic of red alone).
+BAYER_TO_GRAY = {"rggb": cv2.COLOR_BayerBG2GRAY, "grbg": cv2.COLOR_BayerGB2GRAY,
+                 "gbrg": cv2.COLOR_BayerGR2GRAY, "bggr": cv2.COLOR_BayerRG2GRAY}
+BAYER_TO_BGR = {"rggb": cv2.COLOR_BayerBG2BGR, "grbg": cv2.COLOR_BayerGB2BGR,
+                "gbrg": cv2.COLOR_BayerGR2BGR, "bggr": cv2.COLOR_BayerRG2BGR}
+BAYER_FORMATS = tuple(p + suffix for p in BAYER_TO_GRAY for suffix in SAMPLE_STORAGE)
 
 PNG_COLOR_TYPES = {1: 0, 3: 2, 4: 6}  # channels -> PNG IHDR colour type
 
@@ -260,10 +285,51 @@ def use_existing_file(path: str):
     return path, [], luma
 
 
+def sensor_format(fmt: str):
+    """(Bayer pattern or None, bits, storage) of a raw sensor format, else None."""
+    if fmt in MONO_FORMATS:
+        return (None,) + SAMPLE_STORAGE[fmt[1:]]
+    if fmt[:4] in BAYER_TO_GRAY and fmt[4:] in SAMPLE_STORAGE:
+        return (fmt[:4],) + SAMPLE_STORAGE[fmt[4:]]
+    return None
+
+
+def sensor_row_bytes(storage: str, w: int) -> int:
+    """A row's bytes; a partial MIPI group takes a whole group's."""
+    return {"u8": w, "le16": 2 * w, "mipi10": -(-w // 4) * 5, "mipi12": -(-w // 2) * 3}[storage]
+
+
+def unpack_samples(storage: str, buf: np.ndarray, w: int, h: int) -> np.ndarray:
+    """The stored words of a packed sensor frame, uint32 (h, w)."""
+    rows = buf.reshape(h, sensor_row_bytes(storage, w)).astype(np.uint32)
+    if storage == "u8":
+        return rows
+    if storage == "le16":
+        return rows[:, 0::2] | rows[:, 1::2] << 8
+    per_group, low_bits = {"mipi10": (4, 2), "mipi12": (2, 4)}[storage]
+    groups = rows.reshape(h, -1, per_group + 1)
+    shifts = low_bits * np.arange(per_group, dtype=np.uint32)
+    low = groups[:, :, per_group:] >> shifts & ((1 << low_bits) - 1)
+    return (groups[:, :, :per_group] << low_bits | low).reshape(h, -1)[:, :w]
+
+
+def reduce_to_8(v: np.ndarray, bits: int) -> np.ndarray:
+    """Round half up and saturate: min(255, (v + 2^(s-1)) >> s), s = bits - 8."""
+    if bits == 8:
+        return v.astype(np.uint8)
+    s = bits - 8
+    return np.minimum(255, (v + (1 << (s - 1))) >> s).astype(np.uint8)
+
+
 def raw_luma(fmt: str, buf: np.ndarray, w: int, h: int) -> np.ndarray:
     """Expected luma plane of a tightly packed raw frame."""
-    if fmt == "nv12":
+    if fmt in YUV_PLANES:
         return buf[: w * h].reshape(h, w).copy()
+    sensor = sensor_format(fmt)
+    if sensor:
+        pattern, bits, storage = sensor
+        mosaic = reduce_to_8(unpack_samples(storage, buf, w, h), bits)
+        return cv2.cvtColor(mosaic, BAYER_TO_GRAY[pattern]) if pattern else mosaic
     px = buf.reshape(h, w * RAW_BPP[fmt]) if fmt != "grey" else buf.reshape(h, w)
     if fmt == "grey":
         return px.copy()
@@ -277,9 +343,62 @@ def raw_luma(fmt: str, buf: np.ndarray, w: int, h: int) -> np.ndarray:
 
 
 def raw_frame_size(fmt: str, w: int, h: int) -> int:
-    if fmt == "nv12":
-        return w * h + w * (h // 2)
+    """Bytes of a packed frame, every plane: what edgesight must ask for (it
+    reads exactly FrameLayout::frame_bytes() and refuses another size)."""
+    half_w, half_h = -(-w // 2), -(-h // 2)
+    if fmt in ("nv12", "nv21"):
+        return w * h + w * half_h
+    if fmt in ("nv16", "nv61"):
+        return 2 * w * h
+    if fmt in ("yu12", "yv12"):
+        return w * h + 2 * half_w * half_h
+    sensor = sensor_format(fmt)
+    if sensor:
+        return sensor_row_bytes(sensor[2], w) * h
     return w * h * RAW_BPP[fmt]
+
+
+def pack_samples(storage: str, v: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Store samples (h, w) as the format does; the unused samples of a
+    partial MIPI group are random, so reading them would show."""
+    h, w = v.shape
+    if storage == "u8":
+        return v.astype(np.uint8).ravel()
+    if storage == "le16":
+        return v.astype("<u2").view(np.uint8).ravel()
+    per_group, low_bits = {"mipi10": (4, 2), "mipi12": (2, 4)}[storage]
+    width = -(-w // per_group) * per_group
+    full = rng.integers(0, 1 << (8 + low_bits), (h, width), dtype=np.uint32)
+    full[:, :w] = v
+    groups = full.reshape(h, -1, per_group)
+    low = np.zeros(groups.shape[:2], np.uint32)
+    for k in range(per_group):
+        low |= (groups[:, :, k] & ((1 << low_bits) - 1)) << (low_bits * k)
+    packed = np.concatenate([groups >> low_bits, low[:, :, None]], axis=2)
+    return packed.astype(np.uint8).ravel()
+
+
+def sensor_samples(label: str, bits: int, w: int, h: int, above_depth: bool) -> np.ndarray:
+    """Random samples of `bits` bits: an eighth just below a rounding boundary
+    (low bits 2^(s-1) - 1), an eighth on one (2^(s-1)), a sixteenth in the
+    top 2^(s+1) values, where rounding saturates.  With above_depth, a quarter
+    of the 16-bit words have bits set above the depth (they saturate)."""
+    rng = rng_for(label)
+    v = rng.integers(0, 1 << bits, (h, w), dtype=np.uint32)
+    if bits == 8:
+        return v
+    s = bits - 8
+    half = 1 << (s - 1)
+    kind = rng.integers(0, 16, (h, w))
+    high = rng.integers(0, 256, (h, w), dtype=np.uint32) << s
+    v = np.where(kind < 2, high | (half - 1), v)
+    v = np.where((kind == 2) | (kind == 3), high | half, v)
+    v = np.where(kind == 4, (1 << bits) - 1 - rng.integers(0, 4 * half, (h, w)), v)
+    if above_depth:
+        assert bits < 16, "a 16-bit word has no bits above its depth"
+        word = rng.integers(1 << bits, 1 << 16, (h, w), dtype=np.uint32)
+        v = np.where(kind >= 12, word, v)
+    return v.astype(np.uint32)
 
 
 def write_raw(tmp: str, fmt: str, buf: np.ndarray, w: int, h: int):
@@ -287,6 +406,52 @@ def write_raw(tmp: str, fmt: str, buf: np.ndarray, w: int, h: int):
     path = os.path.join(tmp, f"frame.{fmt}")
     buf.tofile(path)
     return path, ["--format", fmt, "--size", f"{w}x{h}"], raw_luma(fmt, buf, w, h)
+
+
+def write_sensor(tmp: str, label: str, fmt: str, w: int, h: int, above_depth: bool):
+    _, bits, storage = sensor_format(fmt)
+    v = sensor_samples(label, bits, w, h, above_depth)
+    buf = pack_samples(storage, v, rng_for(label + " padding"))
+    # The expectation unpacks the bytes; they must give back the samples.
+    assert np.array_equal(unpack_samples(storage, buf, w, h), v), f"{fmt} did not round-trip"
+    return write_raw(tmp, fmt, buf, w, h)
+
+
+def write_flat_bayer(tmp: str, fmt: str, w: int, h: int, rgb):
+    """A Bayer mosaic with each colour one 8-bit value, stored in words that
+    round down to it."""
+    pattern, bits, storage = sensor_format(fmt)
+    s = bits - 8
+    low = (1 << (s - 1)) - 1 if s else 0
+    v = np.zeros((h, w), np.uint32)
+    for i, colour in enumerate(pattern):
+        v[i // 2::2, i % 2::2] = rgb["rgb".index(colour)] << s | low
+    buf = pack_samples(storage, v, rng_for(fmt + " flat"))
+    return write_raw(tmp, fmt, buf, w, h)
+
+
+def check_raw_helpers() -> None:
+    """The unpacking and the Bayer codes checked against hand-made examples,
+    so the expectations do not rest on the packing code alone."""
+    # RAW10: high bytes 1..4, low bits 0, 1, 2, 3 (first sample in bits 0-1).
+    raw10 = np.array([1, 2, 3, 4, 0b11100100], np.uint8)
+    assert unpack_samples("mipi10", raw10, 4, 1).tolist() == [[4, 9, 14, 19]]
+    assert unpack_samples("mipi10", raw10, 1, 1).tolist() == [[4]]
+    # RAW12: high bytes 0xAB, 0xCD, low nibbles 0x1 (first) and 0x2.
+    raw12 = np.array([0xAB, 0xCD, 0x21], np.uint8)
+    assert unpack_samples("mipi12", raw12, 2, 1).tolist() == [[0xAB1, 0xCD2]]
+    le = np.array([0x01, 0x02, 0xFF, 0xFF], np.uint8)
+    assert unpack_samples("le16", le, 2, 1).tolist() == [[0x0201, 0xFFFF]]
+    # 10 bits: 513 = 128 * 4 + 1 rounds down, 514 up; 1021 to 255, 1022 saturates.
+    words = np.array([513, 514, 1021, 1022, 1023, 0xFFFF], np.uint32)
+    assert reduce_to_8(words, 10).tolist() == [128, 129, 255, 255, 255, 255]
+    assert reduce_to_8(np.array([127, 128, 65407, 65408], np.uint32), 16).tolist() == [0, 1, 255, 255]
+    # A mosaic of red alone, red where V4L2's name puts its 'r', demosaics to red.
+    for pattern, code in BAYER_TO_BGR.items():
+        red_x, red_y = pattern.index("r") % 2, pattern.index("r") // 2
+        mosaic = np.zeros((6, 6), np.uint8)
+        mosaic[red_y::2, red_x::2] = 200
+        assert cv2.cvtColor(mosaic, code)[2, 2].tolist() == [0, 0, 200], pattern
 
 
 # --------------------------------------------------------------------------
@@ -433,6 +598,45 @@ def build_cases(quick: bool, repo_root: str) -> List[Case]:
                 buf = rng_for(L).integers(0, 256, raw_frame_size(fmt, w, h), dtype=np.uint8)
                 return write_raw(tmp, fmt, buf, w, h)
             cases.append(Case(f"raw {fmt} {w}x{h}", mk))
+
+    # --- YUV with planes: any bytes; odd sizes round the chroma planes up
+    # (the binary takes only a file of exactly FrameLayout::frame_bytes()).
+    yuv_sizes = {f: [(34, 6), (33, 7)] for f in YUV_PLANES if f != "nv12"}
+    yuv_sizes["nv12"] = [(33, 7)]
+    for fmt, extra in (("yu12", (640, 480)), ("yv12", (1, 1))):
+        yuv_sizes[fmt].append(extra)
+    for fmt, sizes in yuv_sizes.items():
+        for (w, h) in sizes:
+            L = f"raw-{fmt}-{w}x{h}"
+
+            def mk(tmp, L=L, fmt=fmt, w=w, h=h):
+                buf = rng_for(L).integers(0, 256, raw_frame_size(fmt, w, h), dtype=np.uint8)
+                return write_raw(tmp, fmt, buf, w, h)
+            cases.append(Case(f"raw {fmt} {w}x{h}", mk))
+
+    # --- raw sensor formats: every one at 34x6 (samples within the depth) and
+    # at 33x7 (a partial MIPI group at each row's end; for the 10 and 12-bit
+    # words, a quarter of them above the depth), a few at 640x480 and at sizes
+    # below Bayer's 3x3 (all 0) or at it.
+    sensor_sizes = {f: [(34, 6, False), (33, 7, f[-2:] in ("10", "12"))]
+                    for f in MONO_FORMATS + BAYER_FORMATS}
+    for fmt, size in (("y12", (640, 480, True)), ("rggb10p", (640, 480, False)),
+                      ("gbrg16", (640, 480, False)), ("bggr12p", (640, 480, False)),
+                      ("y10p", (1, 1, False)), ("rggb", (2, 2, False)),
+                      ("bggr12p", (1, 1, False)), ("grbg10p", (3, 3, False))):
+        sensor_sizes[fmt].append(size)
+    for fmt, sizes in sensor_sizes.items():
+        for (w, h, above) in sizes:
+            L = f"raw-{fmt}-{w}x{h}" + (" above depth" if above else "")
+            cases.append(Case(f"raw {fmt} {w}x{h}" + (" (words above the depth)" if above else ""),
+                              lambda tmp, L=L, fmt=fmt, w=w, h=h, above=above:
+                              write_sensor(tmp, L, fmt, w, h, above)))
+    # Flat fields where every pixel's luma is exactly halfway between two
+    # values: 4899 r + 9617 g + 1868 b = 16384 (k + 1/2), 52.5 and 210.5.
+    for fmt, (w, h), rgb in (("rggb", (34, 6), (128, 12, 63)),
+                             ("gbrg12p", (33, 7), (255, 199, 153))):
+        cases.append(Case(f"raw {fmt} {w}x{h} flat field {rgb} on a rounding tie",
+                          lambda tmp, fmt=fmt, w=w, h=h, rgb=rgb: write_flat_bayer(tmp, fmt, w, h, rgb)))
     return cases
 
 
@@ -499,6 +703,12 @@ def main(argv=None) -> int:
         print("conformance: 0 passed, 1 failed")
         return 1
 
+    try:
+        check_raw_helpers()
+    except AssertionError as e:
+        print(f"FAIL setup: the raw format helpers disagree with their examples ({e!r})")
+        print("conformance: 0 passed, 1 failed")
+        return 1
     cases = [c for c in build_cases(args.quick, repo_root) if args.filter in c.label]
     t0 = time.monotonic()
     passed = failed = 0
