@@ -184,8 +184,8 @@ fn damaged_empty_and_wrongly_sized_images_are_corrupt() {
     };
     let err = decode(&mut decoder, &jpeg, other, Scale::Full).unwrap_err();
     assert_eq!(
-        err,
-        JpegError::Corrupt(format!("a {size} image where {other} ones are expected"))
+        err.to_string(),
+        format!("a {size} image where {other} ones are expected")
     );
     // Bytes of the entropy-coded data lost in transit: the end-of-image marker is still
     // there, but the decoder finds the data damaged.
@@ -213,7 +213,10 @@ fn the_marker_walk_finds_where_each_image_ends() {
     assert_eq!(jpeg::jpeg_end(&a), Ok(a.len()));
     let mut stream = a[..a.len() / 2].to_vec();
     stream.extend_from_slice(&b);
-    assert_eq!(jpeg::walk(&stream), jpeg::Walk::Cut(a.len() / 2));
+    assert_eq!(
+        jpeg::walk(&stream),
+        jpeg::Walk::Unwhole(jpeg::Unwhole::Cut(a.len() / 2))
+    );
     assert_eq!(
         jpeg::walk(&stream[a.len() / 2..]),
         jpeg::Walk::Whole(b.len())
@@ -223,7 +226,7 @@ fn the_marker_walk_finds_where_each_image_ends() {
 /// An MJPEG recording as `ffmpeg -f mjpeg` writes one, with what a starved USB bus and
 /// some cameras leave in it: padding between images, an image cut short, images without
 /// Huffman tables. Played back, every whole image is a frame whose luma is OpenCV's, in
-/// order, and the cut one is dropped as corrupt_frame, loop after loop.
+/// order, and the cut one is dropped as corrupt_frame whenever its turn comes.
 #[test]
 fn an_mjpeg_recording_plays_its_whole_images_and_counts_the_cut_one() {
     let gpu = common::gpu();
@@ -251,8 +254,12 @@ fn an_mjpeg_recording_plays_its_whole_images_and_counts_the_cut_one() {
         "{}",
         source.describe()
     );
+    // A slow consumer makes the source skip frames (sequence gaps), so the cut image is
+    // met on most loops, not all: play until it was dropped twice.
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
     let mut frames = 0;
-    while frames < 2 * lumas.len() {
+    while frames < 2 * lumas.len() || source.stats().dropped(DropReason::CorruptFrame) < 2 {
+        assert!(std::time::Instant::now() < deadline, "{:?}", source.stats());
         let frame = match source.next_frame(&gpu, Duration::from_millis(50)).unwrap() {
             Next::Frame(frame) => frame,
             Next::Idle => continue,
@@ -266,10 +273,11 @@ fn an_mjpeg_recording_plays_its_whole_images_and_counts_the_cut_one() {
         assert!(frame.decoded.is_some());
         frames += 1;
     }
+    // Nothing else was dropped but skipped frames.
     let stats = source.stats();
-    assert_eq!(stats.dropped(DropReason::CorruptFrame), 2, "{stats:?}");
     assert_eq!(
         stats.dropped_total(),
-        stats.dropped(DropReason::CorruptFrame) + stats.dropped(DropReason::SequenceGap)
+        stats.dropped(DropReason::CorruptFrame) + stats.dropped(DropReason::SequenceGap),
+        "{stats:?}"
     );
 }

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use edgesight::capture::{self, DropReason, Next, SourceSpec};
 use edgesight::config::CameraSettings;
 use edgesight::daemon::camera::{self, Links};
 use edgesight::daemon::camera_metrics::CameraFamilies;
@@ -147,4 +148,47 @@ fn a_warm_camera_and_its_publisher_allocate_nothing_per_frame() {
     camera.join().expect("the camera thread ends");
     publisher.join().expect("the publisher ends");
     assert_eq!(during, 0, "{during} allocations from frame {from} to {to}");
+}
+
+/// An MJPEG source's per-frame path: each frame's JPEG read from the recording and its
+/// luma decoded into the slot (the path an MJPEG camera's frames take after the driver),
+/// then the pipeline, counted over 20 warm frames. Whole images of several kinds, and a
+/// cut one dropped as corrupt on every loop.
+#[test]
+fn a_warm_mjpeg_source_allocates_nothing_per_frame() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let gpu = common::gpu();
+    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/jpeg/");
+    let read = |name: &str| std::fs::read(format!("{fixtures}{name}")).unwrap();
+    let mut recording = Vec::new();
+    for name in ["scene-420.jpg", "restarts.jpg", "no-huffman-tables.jpg"] {
+        recording.extend(read(name));
+    }
+    let cut = read("progressive.jpg");
+    recording.extend(&cut[..cut.len() / 2]);
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("steady-mjpeg");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("clip.mjpeg");
+    std::fs::write(&path, &recording).unwrap();
+    let spec: SourceSpec = format!("replay:{}@1000", path.display()).parse().unwrap();
+    let mut source = capture::open(&spec, &gpu).unwrap();
+    let mut pipeline =
+        Pipeline::new(&gpu, source.layout(), PipelineOptions::default(), &[]).unwrap();
+    let mut result = FrameResult::empty();
+    let mut frames = 0;
+    let mut counted = None;
+    while frames < 30 {
+        if frames == 10 && counted.is_none() {
+            counted = Some(ALLOCATIONS.load(Ordering::Relaxed));
+        }
+        if let Next::Frame(frame) = source.next_frame(&gpu, Duration::from_millis(20)).unwrap() {
+            pipeline
+                .process_into(&gpu, frame.slot, &mut result)
+                .unwrap();
+            frames += 1;
+        }
+    }
+    let during = ALLOCATIONS.load(Ordering::Relaxed) - counted.unwrap();
+    assert!(source.stats().dropped(DropReason::CorruptFrame) >= 5);
+    assert_eq!(during, 0, "{during} allocations in 20 warm MJPEG frames");
 }

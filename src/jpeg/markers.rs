@@ -7,18 +7,72 @@
 //! began before this one ended: a frame cut short, as a starved USB bus or a lost packet
 //! leaves it in a camera's stream.
 
-/// What a walk from a start-of-image marker found.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// What a walk from a start-of-image marker found. Plain values, so that a damaged frame
+/// costs no allocation until someone asks what was wrong ([`Unwhole`]'s `Display`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Walk {
     /// A whole image, ending just before this offset (just past its EOI).
     Whole(usize),
+    /// Why the walk did not reach an EOI.
+    Unwhole(Unwhole),
+}
+
+/// Why an image is not whole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unwhole {
     /// Another image starts at this offset before this one's EOI.
     Cut(usize),
-    /// The bytes end before the EOI (more data may complete the image).
-    Short(String),
-    /// Bytes that cannot be a JPEG here: no SOI at the start, a byte where a marker
-    /// should be, a segment length below 2.
-    Bad(String),
+    /// The bytes (this many) end inside this part, before the EOI; more data may complete
+    /// the image.
+    Short { len: usize, inside: Part },
+    /// No start-of-image marker at the start.
+    NoStart,
+    /// A byte other than 0xFF where a marker should be.
+    NotAMarker { at: usize, byte: u8 },
+    /// A segment length below 2.
+    SegmentLength { at: usize, len: usize },
+}
+
+/// Where the data of an image ran out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    StartMarker,
+    Headers,
+    Marker,
+    SegmentLength,
+    /// A segment of this many bytes.
+    Segment(usize),
+    Scan,
+}
+
+impl std::fmt::Display for Unwhole {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Unwhole::Cut(next) => write!(
+                f,
+                "another image starts at byte {next}, before this one's end-of-image marker"
+            ),
+            Unwhole::Short { len, inside } => {
+                write!(f, "the data ends at byte {len} in ")?;
+                match inside {
+                    Part::StartMarker => f.write_str("the start-of-image marker")?,
+                    Part::Headers => f.write_str("the headers")?,
+                    Part::Marker => f.write_str("a marker")?,
+                    Part::SegmentLength => f.write_str("a segment length")?,
+                    Part::Segment(n) => write!(f, "a {n}-byte segment")?,
+                    Part::Scan => f.write_str("a scan")?,
+                }
+                f.write_str(", before the end-of-image marker")
+            }
+            Unwhole::NoStart => f.write_str("no start-of-image marker"),
+            Unwhole::NotAMarker { at, byte } => {
+                write!(f, "byte {at} is {byte:#04x} where a marker should be")
+            }
+            Unwhole::SegmentLength { at, len } => {
+                write!(f, "the segment at byte {at} has a length of {len}")
+            }
+        }
+    }
 }
 
 /// Walks the image that starts at `bytes[0]`; see [`Walk`]. Bytes after its EOI are not
@@ -30,16 +84,16 @@ pub fn walk(bytes: &[u8]) -> Walk {
 /// [`walk`], setting `huffman_tables` if the image defines Huffman tables (a DHT segment):
 /// MJPEG frames in the AVI1 style leave them out and mean the standard ones.
 pub(super) fn walk_noting(bytes: &[u8], huffman_tables: &mut bool) -> Walk {
-    let ends_early = |what: &str| {
-        Walk::Short(format!(
-            "the data ends at byte {} in {what}, before the end-of-image marker",
-            bytes.len()
-        ))
+    let short = |inside| {
+        Walk::Unwhole(Unwhole::Short {
+            len: bytes.len(),
+            inside,
+        })
     };
     match bytes.get(..2) {
         Some([0xFF, 0xD8]) => {}
-        Some(_) => return Walk::Bad("no start-of-image marker".into()),
-        None => return ends_early("the start-of-image marker"),
+        Some(_) => return Walk::Unwhole(Unwhole::NoStart),
+        None => return short(Part::StartMarker),
     }
     let mut at = 2;
     loop {
@@ -47,19 +101,19 @@ pub(super) fn walk_noting(bytes: &[u8], huffman_tables: &mut bool) -> Walk {
         let start = at;
         match bytes.get(at) {
             Some(0xFF) => {}
-            None => return ends_early("the headers"),
-            Some(b) => return Walk::Bad(format!("byte {at} is {b:#04x} where a marker should be")),
+            None => return short(Part::Headers),
+            Some(&byte) => return Walk::Unwhole(Unwhole::NotAMarker { at, byte }),
         }
         while bytes.get(at) == Some(&0xFF) {
             at += 1;
         }
         let Some(&code) = bytes.get(at) else {
-            return ends_early("a marker");
+            return short(Part::Marker);
         };
         at += 1;
         match code {
             0xD9 => return Walk::Whole(at),
-            0xD8 => return Walk::Cut(start),
+            0xD8 => return Walk::Unwhole(Unwhole::Cut(start)),
             // Markers without a segment: TEM, RST0-7.
             0x01 | 0xD0..=0xD7 => continue,
             _ => {}
@@ -68,20 +122,20 @@ pub(super) fn walk_noting(bytes: &[u8], huffman_tables: &mut bool) -> Walk {
             .get(at..at + 2)
             .map(|b| usize::from(b[0]) << 8 | usize::from(b[1]))
         else {
-            return ends_early("a segment length");
+            return short(Part::SegmentLength);
         };
         if len < 2 {
-            return Walk::Bad(format!("the segment at byte {at} has a length of {len}"));
+            return Walk::Unwhole(Unwhole::SegmentLength { at, len });
         }
         *huffman_tables |= code == 0xC4;
         at += len;
         if at > bytes.len() {
-            return ends_early(&format!("a {len}-byte segment"));
+            return short(Part::Segment(len));
         }
         if code == 0xDA {
             match scan_end(bytes, at) {
                 Some(end) => at = end,
-                None => return ends_early("a scan"),
+                None => return short(Part::Scan),
             }
         }
     }
@@ -90,18 +144,15 @@ pub(super) fn walk_noting(bytes: &[u8], huffman_tables: &mut bool) -> Walk {
 /// The offset just past the EOI of the image `bytes` holds, or why the walk could not
 /// reach it (the data ends early, another image starts first, or it is no JPEG).
 pub fn jpeg_end(bytes: &[u8]) -> Result<usize, String> {
-    walk(bytes).end()
+    walk(bytes).end().map_err(|why| why.to_string())
 }
 
 impl Walk {
     /// The offset just past the image's EOI, or why the walk did not reach it.
-    pub fn end(self) -> Result<usize, String> {
+    pub fn end(self) -> Result<usize, Unwhole> {
         match self {
             Walk::Whole(end) => Ok(end),
-            Walk::Cut(next) => Err(format!(
-                "another image starts at byte {next}, before this one's end-of-image marker"
-            )),
-            Walk::Short(why) | Walk::Bad(why) => Err(why),
+            Walk::Unwhole(why) => Err(why),
         }
     }
 }
@@ -154,7 +205,10 @@ mod tests {
         assert_eq!(jpeg_end(&jpeg), Ok(jpeg.len() - 1));
         for cut in 0..jpeg.len() - 1 {
             assert!(
-                matches!(walk(&jpeg[..cut]), Walk::Short(_) | Walk::Bad(_)),
+                matches!(
+                    walk(&jpeg[..cut]),
+                    Walk::Unwhole(Unwhole::Short { .. } | Unwhole::NoStart)
+                ),
                 "cut at {cut} accepted"
             );
         }
@@ -168,7 +222,7 @@ mod tests {
         // The first image loses its tail; the second starts right after the scan data.
         let mut stream = whole[..8].to_vec();
         stream.extend(whole);
-        assert_eq!(walk(&stream), Walk::Cut(8));
+        assert_eq!(walk(&stream), Walk::Unwhole(Unwhole::Cut(8)));
         assert_eq!(walk(&stream[8..]), Walk::Whole(whole.len()));
         assert!(jpeg_end(&stream)
             .unwrap_err()
@@ -181,13 +235,23 @@ mod tests {
         assert_eq!(next_image(&padded, whole.len()), Some(whole.len() + 6));
         assert_eq!(next_image(&padded, whole.len() + 7), None);
         assert_eq!(
-            walk(b"\xFF\xD8\x00"),
-            Walk::Bad("byte 2 is 0x00 where a marker should be".into())
+            jpeg_end(b"\xFF\xD8\x00"),
+            Err("byte 2 is 0x00 where a marker should be".into())
         );
+        assert_eq!(jpeg_end(b"GIF89a"), Err("no start-of-image marker".into()));
         assert_eq!(
-            walk(b"GIF89a"),
-            Walk::Bad("no start-of-image marker".into())
+            jpeg_end(b"\xFF\xD8\xFF\xE0\x00\x10ab"),
+            Err(
+                "the data ends at byte 8 in a 16-byte segment, before the end-of-image marker"
+                    .into()
+            )
         );
-        assert!(matches!(walk(b""), Walk::Short(_)));
+        assert!(matches!(
+            walk(b""),
+            Walk::Unwhole(Unwhole::Short {
+                len: 0,
+                inside: Part::StartMarker
+            })
+        ));
     }
 }

@@ -23,7 +23,7 @@ use std::fmt;
 use std::ptr::NonNull;
 use std::str::FromStr;
 
-pub use markers::{jpeg_end, next_image, walk, Walk};
+pub use markers::{jpeg_end, next_image, walk, Part, Unwhole, Walk};
 
 use crate::frame::Size;
 
@@ -98,7 +98,7 @@ pub enum JpegError {
     Library(String),
     /// The bytes are not a whole, undamaged JPEG image of the expected size.
     #[error("{0}")]
-    Corrupt(String),
+    Corrupt(Corruption),
     /// The caller's buffer cannot hold the luma.
     #[error("a buffer of {have} bytes cannot hold {size} luma with rows {pitch} bytes apart")]
     Buffer {
@@ -106,6 +106,71 @@ pub enum JpegError {
         size: Size,
         pitch: usize,
     },
+}
+
+/// What is wrong with a corrupt image: plain values (the decoder's message in a fixed
+/// buffer), so that a stream of damaged frames costs no allocation until one is shown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Corruption {
+    /// The marker walk did not reach the end-of-image marker.
+    Unwhole(Unwhole),
+    /// An image of another size than the stream's.
+    Size { got: Size, want: Size },
+    /// A frame header with a size of 0.
+    Empty { width: i32, height: i32 },
+    /// More bytes than the decoder takes.
+    TooLong(usize),
+    /// libjpeg-turbo's message about the damage it met.
+    Decoder(Message),
+}
+
+/// The bytes of a decoder message kept: libjpeg's messages about damaged data are 26 to
+/// about 60 bytes ("Corrupt JPEG data: 12 extraneous bytes before marker 0xd9"); a longer
+/// one is cut, and a small error keeps results cheap to move.
+const MESSAGE_BYTES: usize = 96;
+
+/// A decoder message, copied into a fixed buffer.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Message {
+    text: [u8; MESSAGE_BYTES],
+    len: u8,
+}
+
+impl Message {
+    fn new(text: &[u8]) -> Message {
+        let mut message = Message {
+            text: [0; MESSAGE_BYTES],
+            len: 0,
+        };
+        let len = text.len().min(message.text.len());
+        message.text[..len].copy_from_slice(&text[..len]);
+        message.len = len as u8;
+        message
+    }
+
+    fn as_str(&self) -> std::borrow::Cow<'_, str> {
+        String::from_utf8_lossy(&self.text[..usize::from(self.len)])
+    }
+}
+
+impl fmt::Debug for Message {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.as_str())
+    }
+}
+
+impl fmt::Display for Corruption {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Corruption::Unwhole(why) => write!(f, "{why}"),
+            Corruption::Size { got, want } => {
+                write!(f, "a {got} image where {want} ones are expected")
+            }
+            Corruption::Empty { width, height } => write!(f, "a size of {width}x{height}"),
+            Corruption::TooLong(len) => write!(f, "{len} bytes is too long"),
+            Corruption::Decoder(message) => f.write_str(message.as_str().trim_end()),
+        }
+    }
 }
 
 /// A TurboJPEG decompressor: one per source, used by one thread at a time.
@@ -152,18 +217,15 @@ impl LumaDecoder {
     }
 
     /// The decoder's message for the call that just failed.
-    fn message(&self) -> String {
+    fn message(&self) -> Message {
         // SAFETY: the handle is live; tjGetErrorStr2 returns a NUL-terminated string it
         // owns (valid until the next call on the handle), copied out at once.
         let text = unsafe { (self.library.get_error_str2)(self.handle.as_ptr()) };
         if text.is_null() {
-            return "unknown error".into();
+            return Message::new(b"unknown error");
         }
         // SAFETY: non-null and NUL-terminated, as above.
-        unsafe { CStr::from_ptr(text) }
-            .to_string_lossy()
-            .trim_end()
-            .to_string()
+        Message::new(unsafe { CStr::from_ptr(text) }.to_bytes())
     }
 
     /// The size of the whole image `jpeg` holds (its markers walked to its EOI first).
@@ -175,7 +237,7 @@ impl LumaDecoder {
     /// The image's size from its frame header; `jpeg` ends at its EOI.
     fn header(&mut self, jpeg: &[u8]) -> Result<Size, JpegError> {
         let length = c_ulong::try_from(jpeg.len())
-            .map_err(|_| JpegError::Corrupt(format!("{} bytes is too long", jpeg.len())))?;
+            .map_err(|_| JpegError::Corrupt(Corruption::TooLong(jpeg.len())))?;
         let (mut width, mut height, mut subsampling, mut colourspace) = (0, 0, 0, 0);
         // SAFETY: the handle is live; the call reads `length` bytes of `jpeg` and writes
         // four ints into the live locals it is given.
@@ -191,11 +253,11 @@ impl LumaDecoder {
             )
         };
         if status != 0 {
-            return Err(JpegError::Corrupt(self.message()));
+            return Err(JpegError::Corrupt(Corruption::Decoder(self.message())));
         }
         match (u32::try_from(width), u32::try_from(height)) {
             (Ok(width @ 1..), Ok(height @ 1..)) => Ok(Size { width, height }),
-            _ => Err(JpegError::Corrupt(format!("a size of {width}x{height}"))),
+            _ => Err(JpegError::Corrupt(Corruption::Empty { width, height })),
         }
     }
 
@@ -215,9 +277,10 @@ impl LumaDecoder {
         self.prepare(defines_tables)?;
         let size = self.header(jpeg)?;
         if size != expect {
-            return Err(JpegError::Corrupt(format!(
-                "a {size} image where {expect} ones are expected"
-            )));
+            return Err(JpegError::Corrupt(Corruption::Size {
+                got: size,
+                want: expect,
+            }));
         }
         let scaled = scale.apply(size);
         let (w, h) = (scaled.width as usize, scaled.height as usize);
@@ -259,10 +322,10 @@ impl LumaDecoder {
         // SAFETY: the handle is live; tjGetErrorCode reads its last error's kind.
         let kind = unsafe { (self.library.get_error_code)(self.handle.as_ptr()) };
         let message = self.message();
-        if kind == turbo::ERROR_WARNING && message.contains(HARMLESS_WARNING) {
+        if kind == turbo::ERROR_WARNING && message.as_str().contains(HARMLESS_WARNING) {
             return Ok(());
         }
-        Err(JpegError::Corrupt(message))
+        Err(JpegError::Corrupt(Corruption::Decoder(message)))
     }
 }
 
@@ -271,7 +334,7 @@ fn whole(jpeg: &[u8]) -> Result<(usize, bool), JpegError> {
     let mut tables = false;
     let end = markers::walk_noting(jpeg, &mut tables)
         .end()
-        .map_err(JpegError::Corrupt)?;
+        .map_err(|why| JpegError::Corrupt(Corruption::Unwhole(why)))?;
     Ok((end, tables))
 }
 

@@ -18,7 +18,7 @@ use super::{replay_warn, source_error};
 use crate::capture::{CaptureError, DropReason, Fill};
 use crate::frame::{FrameLayout, PixelFormat, Size};
 use crate::input::MAX_IMAGE_FILE_BYTES;
-use crate::jpeg::{self, LumaDecoder, Scale, Walk};
+use crate::jpeg::{self, LumaDecoder, Scale, Unwhole, Walk};
 
 /// Bytes read at a time while indexing.
 const BLOCK: usize = 1 << 20;
@@ -61,17 +61,19 @@ pub(super) fn index(mut reader: impl Read) -> std::io::Result<Vec<Span>> {
         };
         let found = match jpeg::walk(&buf[start..]) {
             Walk::Whole(end) => Some((end, true)),
-            Walk::Cut(next) => Some((next, false)),
-            Walk::Bad(_) => match jpeg::next_image(&buf, start + 2) {
+            Walk::Unwhole(Unwhole::Cut(next)) => Some((next, false)),
+            // An image larger than any frame is damage: cut it where it has grown to.
+            Walk::Unwhole(Unwhole::Short { .. })
+                if eof || (buf.len() - start) as u64 > MAX_IMAGE_FILE_BYTES =>
+            {
+                Some((buf.len() - start, false))
+            }
+            Walk::Unwhole(Unwhole::Short { .. }) => None,
+            Walk::Unwhole(_) => match jpeg::next_image(&buf, start + 2) {
                 Some(next) => Some((next - start, false)),
                 None if eof => Some((buf.len() - start, false)),
                 None => None,
             },
-            // An image larger than any frame is damage: cut it where it has grown to.
-            Walk::Short(_) if eof || (buf.len() - start) as u64 > MAX_IMAGE_FILE_BYTES => {
-                Some((buf.len() - start, false))
-            }
-            Walk::Short(_) => None,
         };
         match found {
             Some((len, whole)) => {
@@ -176,40 +178,42 @@ impl MjpegFile {
         self.spans.len()
     }
 
-    /// Decodes frame `sequence` of the loop into `out`.
+    /// Decodes frame `sequence` of the loop into `out`. A corrupt frame costs no
+    /// allocation (its reason is made into text only for the one log line).
     pub fn fill(&mut self, path: &Path, sequence: u64, out: &mut [u8]) -> Fill {
         let span = self.spans[(sequence % self.spans.len() as u64) as usize];
         let problem = if span.whole {
             self.bytes.resize(span.len, 0);
-            match self.file.read_exact_at(&mut self.bytes, span.start) {
-                Ok(()) => {
-                    let started = Instant::now();
-                    let pitch = self.layout.stride as usize;
-                    match self
-                        .decoder
-                        .decode(&self.bytes, self.size, self.scale, out, pitch)
-                    {
-                        Ok(()) => return Fill::Decoded(started.elapsed()),
-                        Err(e) => e.to_string(),
-                    }
-                }
-                Err(e) => {
-                    replay_warn!(
-                        "replay {}: reading the image at byte {}: {e}; dropped",
-                        path.display(),
-                        span.start
-                    );
-                    return Fill::Dropped(DropReason::ShortFrame);
-                }
+            if let Err(e) = self.file.read_exact_at(&mut self.bytes, span.start) {
+                replay_warn!(
+                    "replay {}: reading the image at byte {}: {e}; dropped",
+                    path.display(),
+                    span.start
+                );
+                return Fill::Dropped(DropReason::ShortFrame);
+            }
+            let started = Instant::now();
+            let pitch = self.layout.stride as usize;
+            match self
+                .decoder
+                .decode(&self.bytes, self.size, self.scale, out, pitch)
+            {
+                Ok(()) => return Fill::Decoded(started.elapsed()),
+                Err(e) => Some(e),
             }
         } else {
-            "cut short: the next image or the file's end comes before its end-of-image marker"
-                .into()
+            None
         };
         if !self.logged {
             self.logged = true;
+            let why = match problem {
+                Some(e) => e.to_string(),
+                None => "cut short: the next image or the file's end comes before its \
+                         end-of-image marker"
+                    .into(),
+            };
             replay_warn!(
-                "replay {}: the image at byte {} is corrupt ({problem}); dropped as \
+                "replay {}: the image at byte {} is corrupt ({why}); dropped as \
                  corrupt_frame, and later ones counted without a log",
                 path.display(),
                 span.start
