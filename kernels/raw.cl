@@ -186,9 +186,10 @@ __kernel void luma_bayer(__global const uchar *src, uint src_stride, uint width,
         uint own = red_row ? R2Y : B2Y, other = red_row ? B2Y : R2Y;
         uint16 coloured = 4u * own * self + G2Y * (horizontal + vertical) + other * diagonal;
         uint16 green = 2u * (2u * G2Y * self + own * horizontal + other * vertical);
-        /* Lanes whose column has the row's own colour take `coloured`. */
+        /* Lanes whose column has the row's own colour take `coloured` (x0 is a multiple
+         * of 16, so a lane's column parity is its own). */
         int16 lane = (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-        int16 own_lane = ((lane + (int)(x0 & 1u)) & 1) == (int)own_parity;
+        int16 own_lane = (lane & 1) == (int)own_parity;
         uint16 sum = select(green, coloured, own_lane);
         STORE16(convert_uchar16((sum + 32768u) >> 16), d + x0);
     } else {

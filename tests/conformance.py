@@ -5,10 +5,11 @@ Usage:
     python3 tests/conformance.py --bin target/release/edgesight [--quick]
                                  [--jobs N] [--filter SUBSTR] [--verbose]
 
-For every case the script writes an input (PNG / PGM / PPM file or a raw
-frame), runs
+For every case the script writes an input (PNG / PGM / PPM / JPEG file or a
+raw frame), runs
 
     edgesight process INPUT --out DIR --raw --border B [--format F --size WxH]
+                                                       [--scale 1/N]
 
 and compares DIR/{luma.u8, sobel_dx.s16, sobel_dy.s16, mask.u8,
 integral_sum.u32, integral_sqsum.u64, report.json} against what OpenCV
@@ -16,7 +17,10 @@ computes from the same pixels (np.array_equal, exact).  The luma of a raw
 sensor frame (wide mono, Bayer) is its samples unpacked here with numpy and
 reduced to 8 bits, min(255, (v + 2^(s-1)) >> s) for s = bits - 8, then for a
 Bayer mosaic OpenCV's cvtColor(COLOR_Bayer..2GRAY); the luma of a YUV frame
-with planes is its Y plane.  One line per case is
+with planes is its Y plane.  The luma of a JPEG (the MJPEG cameras' path) is
+OpenCV's cv2.imdecode(buf, IMREAD_GRAYSCALE), or IMREAD_REDUCED_GRAYSCALE_N for
+--scale 1/N: 4:2:0, 4:2:2, 4:4:4, grey, progressive, restart markers, without
+Huffman tables.  One line per case is
 printed (`ok  <label>` or `FAIL <label>: <what>`), then a final line
 `conformance: N passed, N failed`.  Exit status is 1 if anything failed.
 
@@ -268,6 +272,48 @@ def write_image(tmp: str, arr: np.ndarray, ext: str = "png"):
     back = cv2.imread(path, cv2.IMREAD_UNCHANGED)
     assert back is not None and np.array_equal(back, bgr), f"{path} did not round-trip"
     return path, [], luma
+
+
+JPEG_SAMPLING = {
+    "420": cv2.IMWRITE_JPEG_SAMPLING_FACTOR_420,
+    "422": cv2.IMWRITE_JPEG_SAMPLING_FACTOR_422,
+    "444": cv2.IMWRITE_JPEG_SAMPLING_FACTOR_444,
+}
+JPEG_REDUCED = {2: cv2.IMREAD_REDUCED_GRAYSCALE_2, 4: cv2.IMREAD_REDUCED_GRAYSCALE_4,
+                8: cv2.IMREAD_REDUCED_GRAYSCALE_8}
+
+
+def without_huffman_tables(jpeg: bytes) -> bytes:
+    """An image without its DHT segments, as UVC cameras send MJPEG (AVI1 style)."""
+    out, at = bytearray(jpeg[:2]), 2
+    while at < len(jpeg):
+        code = jpeg[at + 1]
+        if code == 0xDA:
+            return bytes(out + jpeg[at:])
+        length = jpeg[at + 2] << 8 | jpeg[at + 3]
+        if code != 0xC4:
+            out += jpeg[at:at + 2 + length]
+        at += 2 + length
+    raise ValueError("no scan")
+
+
+def write_jpeg(tmp: str, arr: np.ndarray, params, scale: int = 1, huffman_tables: bool = True):
+    """arr is grey (HxW) or BGR (HxWx3). The expected luma is OpenCV's grayscale decode of
+    the file (IMREAD_GRAYSCALE, or IMREAD_REDUCED_GRAYSCALE_N at 1/N), which edgesight's
+    MJPEG path must equal byte for byte."""
+    ok, buf = cv2.imencode(".jpg", np.ascontiguousarray(arr), list(params))
+    assert ok, "cv2.imencode failed"
+    jpeg = buf.tobytes()
+    if not huffman_tables:
+        jpeg = without_huffman_tables(jpeg)
+    path = os.path.join(tmp, "input.jpg")
+    with open(path, "wb") as f:
+        f.write(jpeg)
+    flag = cv2.IMREAD_GRAYSCALE if scale == 1 else JPEG_REDUCED[scale]
+    luma = cv2.imdecode(np.frombuffer(jpeg, np.uint8), flag)
+    assert luma is not None, "OpenCV cannot decode the JPEG"
+    extra = [] if scale == 1 else ["--scale", f"1/{scale}"]
+    return path, extra, luma
 
 
 def use_existing_file(path: str):
@@ -637,6 +683,43 @@ def build_cases(quick: bool, repo_root: str) -> List[Case]:
                              ("gbrg12p", (33, 7), (255, 199, 153))):
         cases.append(Case(f"raw {fmt} {w}x{h} flat field {rgb} on a rounding tie",
                           lambda tmp, fmt=fmt, w=w, h=h, rgb=rgb: write_flat_bayer(tmp, fmt, w, h, rgb)))
+    # --- JPEG (the MJPEG path: luma only, as OpenCV's IMREAD_GRAYSCALE)
+    for (w, h) in [(1, 1), (17, 3), (33, 7), (641, 479)]:
+        for sub in JPEG_SAMPLING:
+            L = f"jpeg-rgb-{w}x{h}-{sub}"
+            cases.append(Case(f"jpeg {sub} {w}x{h} random",
+                              lambda tmp, L=L, w=w, h=h, sub=sub: write_jpeg(
+                                  tmp, random_image(L, w, h, 3),
+                                  [cv2.IMWRITE_JPEG_QUALITY, 90,
+                                   cv2.IMWRITE_JPEG_SAMPLING_FACTOR, JPEG_SAMPLING[sub]])))
+    for (w, h) in [(17, 3), (641, 479)]:
+        L = f"jpeg-grey-{w}x{h}"
+        cases.append(Case(f"jpeg grey {w}x{h} random",
+                          lambda tmp, L=L, w=w, h=h: write_jpeg(
+                              tmp, random_image(L, w, h, 1), [cv2.IMWRITE_JPEG_QUALITY, 90])))
+    scene_bgr = cv2.imread(scene, cv2.IMREAD_COLOR) if os.path.exists(scene) else None
+    if scene_bgr is not None:
+        natural = [
+            ("q50 420", [cv2.IMWRITE_JPEG_QUALITY, 50], 1, True),
+            ("q85 422", [cv2.IMWRITE_JPEG_QUALITY, 85,
+                         cv2.IMWRITE_JPEG_SAMPLING_FACTOR, JPEG_SAMPLING["422"]], 1, True),
+            ("q95 progressive", [cv2.IMWRITE_JPEG_QUALITY, 95,
+                                 cv2.IMWRITE_JPEG_PROGRESSIVE, 1], 1, True),
+            ("q85 restart markers", [cv2.IMWRITE_JPEG_QUALITY, 85,
+                                     cv2.IMWRITE_JPEG_RST_INTERVAL, 2], 1, True),
+            ("q85 without Huffman tables", [cv2.IMWRITE_JPEG_QUALITY, 85], 1, False),
+        ] + [(f"q85 at 1/{n}", [cv2.IMWRITE_JPEG_QUALITY, 85], n, True) for n in (2, 4, 8)]
+        for label, params, n, tables in natural:
+            cases.append(Case(f"jpeg natural samples/scene.png {label}",
+                              lambda tmp, p=params, n=n, t=tables: write_jpeg(
+                                  tmp, scene_bgr, p, scale=n, huffman_tables=t)))
+    for (w, h, n, sub) in [(641, 479, 2, "422"), (641, 479, 8, "420"), (17, 3, 8, "444")]:
+        L = f"jpeg-rgb-{w}x{h}-{sub}"
+        cases.append(Case(f"jpeg {sub} {w}x{h} random at 1/{n}",
+                          lambda tmp, L=L, w=w, h=h, n=n, sub=sub: write_jpeg(
+                              tmp, random_image(L, w, h, 3),
+                              [cv2.IMWRITE_JPEG_QUALITY, 90,
+                               cv2.IMWRITE_JPEG_SAMPLING_FACTOR, JPEG_SAMPLING[sub]], scale=n)))
     return cases
 
 
