@@ -73,7 +73,8 @@ inline uint sample8(__global const uchar *row, uint x, uint shift)
 #endif
 }
 
-/* Samples x .. x + 15 of a row, reduced to 8 bits, in 16-bit lanes. */
+/* Samples x .. x + 15 of a row, reduced to 8 bits, in 16-bit lanes (8-bit and
+ * little-endian word samples). */
 inline ushort16 samples16(__global const uchar *row, uint x, uint shift)
 {
 #if defined(SAMPLES_LE16)
@@ -82,27 +83,70 @@ inline ushort16 samples16(__global const uchar *row, uint x, uint shift)
                  convert_ushort16((uchar16)(a.odd, b.odd)) << (ushort)8;
     ushort16 s = (v >> (ushort)shift) + (v >> (ushort)(shift - 1) & (ushort)1);
     return min(s, (ushort16)255);
-#elif defined(SAMPLES_MIPI10) || defined(SAMPLES_MIPI12)
-    ushort16 s;
-    s.s0 = sample8(row, x, shift);
-    s.s1 = sample8(row, x + 1, shift);
-    s.s2 = sample8(row, x + 2, shift);
-    s.s3 = sample8(row, x + 3, shift);
-    s.s4 = sample8(row, x + 4, shift);
-    s.s5 = sample8(row, x + 5, shift);
-    s.s6 = sample8(row, x + 6, shift);
-    s.s7 = sample8(row, x + 7, shift);
-    s.s8 = sample8(row, x + 8, shift);
-    s.s9 = sample8(row, x + 9, shift);
-    s.sa = sample8(row, x + 10, shift);
-    s.sb = sample8(row, x + 11, shift);
-    s.sc = sample8(row, x + 12, shift);
-    s.sd = sample8(row, x + 13, shift);
-    s.se = sample8(row, x + 14, shift);
-    s.sf = sample8(row, x + 15, shift);
-    return s;
 #else
     return convert_ushort16(LOAD16(row + x));
+#endif
+}
+
+#if defined(SAMPLES_MIPI10) || defined(SAMPLES_MIPI12)
+/* MIPI-packed rows are unpacked a window at a time: the 30 bytes of the packing groups
+ * that hold samples x0 - 1 to x0 + 16 (x0 a multiple of 16, at least 16), loaded as two
+ * overlapping uchar16 (bytes 0-15 and 14-29, so nothing past the group of x0 + 16 is
+ * read), and spread by shuffles into three vectors: samples from x0 - 1, x0 and x0 + 1.
+ * Reduced to 8 bits, a sample is its high byte plus its rounding bit, the highest of its
+ * low bits, saturated. The swizzles pick each lane's high and low-bits bytes from a
+ * (bytes 0-15) and b (bytes 14-29), constant shuffles the compiler turns into a
+ * byte-shuffle instruction where there is one (POCL's shuffle2 builtin went element by
+ * element, 20 times slower); each lane's rounding bit is tested with a mask (a shift
+ * by a count per 16-bit lane has no AVX2 instruction) and added with saturation. */
+#if defined(SAMPLES_MIPI10)
+#define GROUP_SAMPLES 4
+#define GROUP_BYTES 5
+#define LEFT_HI (uchar16)(a.s3, a.s5, a.s6, a.s7, a.s8, a.sa, a.sb, a.sc, a.sd, a.sf, b.s2, b.s3, b.s4, b.s6, b.s7, b.s8)
+#define LEFT_LO (uchar16)(a.s4, a.s9, a.s9, a.s9, a.s9, a.se, a.se, a.se, a.se, b.s5, b.s5, b.s5, b.s5, b.sa, b.sa, b.sa)
+#define LEFT_BIT (uchar16)(128, 2, 8, 32, 128, 2, 8, 32, 128, 2, 8, 32, 128, 2, 8, 32)
+#define CENTRE_HI (uchar16)(a.s5, a.s6, a.s7, a.s8, a.sa, a.sb, a.sc, a.sd, a.sf, b.s2, b.s3, b.s4, b.s6, b.s7, b.s8, b.s9)
+#define CENTRE_LO (uchar16)(a.s9, a.s9, a.s9, a.s9, a.se, a.se, a.se, a.se, b.s5, b.s5, b.s5, b.s5, b.sa, b.sa, b.sa, b.sa)
+#define CENTRE_BIT (uchar16)(2, 8, 32, 128, 2, 8, 32, 128, 2, 8, 32, 128, 2, 8, 32, 128)
+#define RIGHT_HI (uchar16)(a.s6, a.s7, a.s8, a.sa, a.sb, a.sc, a.sd, a.sf, b.s2, b.s3, b.s4, b.s6, b.s7, b.s8, b.s9, b.sb)
+#define RIGHT_LO (uchar16)(a.s9, a.s9, a.s9, a.se, a.se, a.se, a.se, b.s5, b.s5, b.s5, b.s5, b.sa, b.sa, b.sa, b.sa, b.sf)
+#define RIGHT_BIT (uchar16)(8, 32, 128, 2, 8, 32, 128, 2, 8, 32, 128, 2, 8, 32, 128, 2)
+#else
+#define GROUP_SAMPLES 2
+#define GROUP_BYTES 3
+#define LEFT_HI (uchar16)(a.s1, a.s3, a.s4, a.s6, a.s7, a.s9, a.sa, a.sc, a.sd, a.sf, b.s2, b.s4, b.s5, b.s7, b.s8, b.sa)
+#define LEFT_LO (uchar16)(a.s2, a.s5, a.s5, a.s8, a.s8, a.sb, a.sb, a.se, a.se, b.s3, b.s3, b.s6, b.s6, b.s9, b.s9, b.sc)
+#define LEFT_BIT (uchar16)(128, 8, 128, 8, 128, 8, 128, 8, 128, 8, 128, 8, 128, 8, 128, 8)
+#define CENTRE_HI (uchar16)(a.s3, a.s4, a.s6, a.s7, a.s9, a.sa, a.sc, a.sd, a.sf, b.s2, b.s4, b.s5, b.s7, b.s8, b.sa, b.sb)
+#define CENTRE_LO (uchar16)(a.s5, a.s5, a.s8, a.s8, a.sb, a.sb, a.se, a.se, b.s3, b.s3, b.s6, b.s6, b.s9, b.s9, b.sc, b.sc)
+#define CENTRE_BIT (uchar16)(8, 128, 8, 128, 8, 128, 8, 128, 8, 128, 8, 128, 8, 128, 8, 128)
+#define RIGHT_HI (uchar16)(a.s4, a.s6, a.s7, a.s9, a.sa, a.sc, a.sd, a.sf, b.s2, b.s4, b.s5, b.s7, b.s8, b.sa, b.sb, b.sd)
+#define RIGHT_LO (uchar16)(a.s5, a.s8, a.s8, a.sb, a.sb, a.se, a.se, b.s3, b.s3, b.s6, b.s6, b.s9, b.s9, b.sc, b.sc, b.sf)
+#define RIGHT_BIT (uchar16)(128, 8, 128, 8, 128, 8, 128, 8, 128, 8, 128, 8, 128, 8, 128, 8)
+#endif
+
+inline ushort16 unpack16(uchar16 high, uchar16 low, uchar16 rounding_bit)
+{
+    uchar16 round_up = as_uchar16((low & rounding_bit) != (uchar16)0) & (uchar)1;
+    return convert_ushort16(add_sat(high, round_up));
+}
+#endif
+
+/* Samples x0 - 1 .. x0 + 14 (left), x0 .. x0 + 15 (centre) and x0 + 1 .. x0 + 16 (right)
+ * of a row, reduced to 8 bits, for x0 a multiple of 16 with 1 <= x0 and x0 + 16 < width. */
+inline void window16(__global const uchar *row, uint x0, uint shift, ushort16 *left,
+                     ushort16 *centre, ushort16 *right)
+{
+#if defined(SAMPLES_MIPI10) || defined(SAMPLES_MIPI12)
+    __global const uchar *p = row + GROUP_BYTES * (x0 / GROUP_SAMPLES - 1);
+    uchar16 a = LOAD16(p), b = LOAD16(p + 14);
+    *left = unpack16(LEFT_HI, LEFT_LO, LEFT_BIT);
+    *centre = unpack16(CENTRE_HI, CENTRE_LO, CENTRE_BIT);
+    *right = unpack16(RIGHT_HI, RIGHT_LO, RIGHT_BIT);
+#else
+    *left = samples16(row, x0 - 1, shift);
+    *centre = samples16(row, x0, shift);
+    *right = samples16(row, x0 + 1, shift);
 #endif
 }
 
@@ -118,12 +162,22 @@ __kernel void luma_mono(__global const uchar *src, uint src_stride, uint width, 
         return;
     __global const uchar *s = src + (size_t)y * src_stride;
     __global uchar *d = dst + (size_t)y * dst_stride;
+#if defined(SAMPLES_MIPI10) || defined(SAMPLES_MIPI12)
+    /* The packed window reads one sample on each side. */
+    if (x0 >= 1 && x0 + PIXELS_PER_ITEM <= width - 1) {
+        __global const uchar *p = s + GROUP_BYTES * (x0 / GROUP_SAMPLES - 1);
+        uchar16 a = LOAD16(p), b = LOAD16(p + 14);
+        STORE16(convert_uchar16(unpack16(CENTRE_HI, CENTRE_LO, CENTRE_BIT)), d + x0);
+        return;
+    }
+#else
     if (x0 + PIXELS_PER_ITEM <= width) {
         STORE16(convert_uchar16(samples16(s, x0, shift)), d + x0);
-    } else {
-        for (uint x = x0; x < width; x++)
-            d[x] = (uchar)sample8(s, x, shift);
+        return;
     }
+#endif
+    for (uint x = x0; x < width; x++)
+        d[x] = (uchar)sample8(s, x, shift);
 }
 
 /* One pixel off the border (1 <= x <= width - 2, 1 <= y <= height - 2); `up`, `mid` and
@@ -173,12 +227,10 @@ __kernel void luma_bayer(__global const uchar *src, uint src_stride, uint width,
     /* The column parity of this row's red or blue pixels (the others are green). */
     uint own_parity = red_row ? red_x : red_x ^ 1u;
     if (x0 >= 1 && x0 + PIXELS_PER_ITEM <= width - 1) {
-        ushort16 ul = samples16(up, x0 - 1, shift), uc = samples16(up, x0, shift);
-        ushort16 ur = samples16(up, x0 + 1, shift);
-        ushort16 ml = samples16(mid, x0 - 1, shift), mc = samples16(mid, x0, shift);
-        ushort16 mr = samples16(mid, x0 + 1, shift);
-        ushort16 dl = samples16(down, x0 - 1, shift), dc = samples16(down, x0, shift);
-        ushort16 dr = samples16(down, x0 + 1, shift);
+        ushort16 ul, uc, ur, ml, mc, mr, dl, dc, dr;
+        window16(up, x0, shift, &ul, &uc, &ur);
+        window16(mid, x0, shift, &ml, &mc, &mr);
+        window16(down, x0, shift, &dl, &dc, &dr);
         uint16 self = convert_uint16(mc);
         uint16 horizontal = convert_uint16(ml + mr);
         uint16 vertical = convert_uint16(uc + dc);

@@ -32,8 +32,20 @@ use crate::cl::{
     event_interval, event_nanos, launch, new_buffer, CallContext, ClError, Gpu, KernelSource,
     Record,
 };
-use crate::frame::{FrameLayout, PixelFormat, Size};
+use crate::frame::{CaptureFormat, FrameLayout, PixelFormat, Size};
+use crate::jpeg::{self, JpegError, LumaDecoder, Scale};
 use crate::pipeline::{FrameResult, Pipeline, PipelineError, PipelineOptions, Stage, Tuning};
+
+/// Why a size could not be measured.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error(transparent)]
+    Pipeline(#[from] PipelineError),
+    #[error(transparent)]
+    Cl(#[from] ClError),
+    #[error("decoding the frame: {0}")]
+    Jpeg(#[from] JpegError),
+}
 
 /// A deterministic grey frame that looks like a scene: the built-in test pattern's first
 /// frame ([`pattern::render`]), a gradient with a disk, a bar and mild noise. Not zeros,
@@ -43,6 +55,40 @@ pub fn synthetic_frame(width: u32, height: u32) -> Vec<u8> {
     let mut out = vec![0u8; layout.frame_bytes()];
     pattern::render(&layout, 0, &mut out);
     out
+}
+
+/// A frame as a camera delivers it, and how it reaches the slot.
+pub struct BenchFrame {
+    /// The frames in the slot (for JPEG, the grey luma it decodes to).
+    pub layout: FrameLayout,
+    pub bytes: Vec<u8>,
+    /// The bytes are a JPEG image of the layout's size, decoded into the slot.
+    pub jpeg: bool,
+}
+
+impl BenchFrame {
+    /// The test pattern's first frame in `format` (a 4:2:2 JPEG of quality 85 of its
+    /// colours for MJPEG), or, `black`, a frame whose luma is 0 everywhere.
+    pub fn new(format: CaptureFormat, size: Size, black: bool) -> Result<BenchFrame, JpegError> {
+        let pixels = format.pixels().unwrap_or(PixelFormat::Rgb24);
+        let raw = FrameLayout::packed(pixels, size.width, size.height);
+        let mut bytes = vec![0u8; raw.frame_bytes()];
+        if !black {
+            pattern::render(&raw, 0, &mut bytes);
+        }
+        Ok(match format {
+            CaptureFormat::Pixels(_) => BenchFrame {
+                layout: raw,
+                bytes,
+                jpeg: false,
+            },
+            CaptureFormat::Mjpeg => BenchFrame {
+                layout: FrameLayout::packed(PixelFormat::Grey, size.width, size.height),
+                bytes: jpeg::encode_rgb(&bytes, size, 85)?,
+                jpeg: true,
+            },
+        })
+    }
 }
 
 /// User plus system CPU time of the whole process so far.
@@ -151,19 +197,34 @@ impl SizeFigures {
 /// Reports progress while a size runs: `(width, height, done, total)`.
 pub(crate) type Progress<'a> = &'a mut dyn FnMut(u32, u32, usize, usize);
 
-/// Runs the pipeline built with `tuning` `warmup` + `runs` times on `frame` (grey, of
-/// `size`) and measures the copy floor for the bytes each stage moves.
+/// Runs the pipeline built with `tuning` `warmup` + `runs` times on `frame`, each run
+/// writing (or decoding) it into the slot first, and measures the copy floor for the bytes
+/// each stage moves.
 pub fn bench_size(
     gpu: &Gpu,
     tuning: Tuning,
-    size: Size,
-    frame: &[u8],
+    frame: &BenchFrame,
     warmup: usize,
     runs: usize,
     progress: Progress<'_>,
-) -> Result<SizeFigures, PipelineError> {
-    let Size { width, height } = size;
-    let layout = FrameLayout::packed(PixelFormat::Grey, width, height);
+) -> Result<SizeFigures, BenchError> {
+    let layout = frame.layout;
+    let (width, height) = (layout.width, layout.height);
+    let mut decoder = if frame.jpeg {
+        Some(LumaDecoder::new()?)
+    } else {
+        None
+    };
+    let size = Size { width, height };
+    let mut write = |slot: &mut crate::cl::FrameSlot| -> Result<(), BenchError> {
+        match decoder.as_mut() {
+            Some(decoder) => slot.write(gpu, |out| {
+                decoder.decode(&frame.bytes, size, Scale::Full, out, width as usize)
+            })??,
+            None => slot.write_bytes(gpu, &frame.bytes)?,
+        }
+        Ok(())
+    };
     let mut pipeline = Pipeline::with_tuning(gpu, layout, PipelineOptions::default(), &[], tuning)?;
     // As the daemon runs it by default: with the camera-health grid and gradient histogram.
     pipeline.set_health_grid(gpu, Some(crate::health::GRID))?;
@@ -184,7 +245,7 @@ pub fn bench_size(
     for i in 0..total {
         let start = Instant::now();
         let cpu_start = process_cpu_nanos();
-        slot.write_bytes(gpu, frame)?;
+        write(&mut slot)?;
         let cpu_written = process_cpu_nanos();
         pipeline.process_into(gpu, &slot, &mut result)?;
         let cpu_end = process_cpu_nanos();
@@ -215,7 +276,7 @@ pub fn bench_size(
     let (mut untimed_span_ns, mut untimed_cpu_ns) =
         (Vec::with_capacity(runs), Vec::with_capacity(runs));
     for _ in 0..runs {
-        slot.write_bytes(gpu, frame)?;
+        write(&mut slot)?;
         let cpu_start = process_cpu_nanos();
         let start = marker(gpu)?;
         pipeline.process_into(gpu, &slot, &mut result)?;

@@ -83,9 +83,15 @@ pub(crate) struct BenchArgs {
     #[arg(long)]
     pub(crate) json: Option<PathBuf>,
     /// Write each size's synthetic frame to DIR/frame-WIDTHxHEIGHT.gray (raw 8-bit grey,
-    /// rows packed), so other programs can be measured on the same bytes.
+    /// rows packed; .FORMAT or .jpg with --format), so other programs can be measured on
+    /// the same bytes.
     #[arg(long, value_name = "DIR")]
     pub(crate) save_frames: Option<PathBuf>,
+    /// The frames' format, as a camera delivers them: any pixel format (the luma stage
+    /// converts it) or mjpeg (4:2:2 JPEG at quality 85, decoded into the slot on the host,
+    /// as an MJPEG camera's frames are).
+    #[arg(long, default_value = "grey")]
+    pub(crate) format: CaptureFormat,
     /// What the frames show: `pattern`, the test pattern (a scene with flat areas, edges
     /// and noise), or `black`, every pixel 0 (a camera at night or with its lens capped:
     /// the worst case for kernels that count pixels by value).
@@ -102,7 +108,7 @@ pub(crate) struct BenchArgs {
 #[derive(clap::Args)]
 pub(crate) struct CaptureArgs {
     /// A V4L2 device (/dev/video0), or any source: v4l2:DEVICE, pattern:WxH[:FORMAT]@FPS,
-    /// replay:FILE:WxH:FORMAT@FPS, replay:DIR@FPS.
+    /// replay:FILE:WxH:FORMAT@FPS, replay:DIR@FPS, replay:FILE.mjpeg@FPS.
     pub(crate) source: String,
     /// Frames to capture and process.
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]

@@ -35,9 +35,15 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<()> {
         "edgesight bench on {device}, {} tuning ({how})",
         tuning.name()
     );
+    let what = match args.format {
+        edgesight::frame::CaptureFormat::Mjpeg => {
+            "frames, MJPEG (4:2:2, quality 85) decoded into the slot on the host,".to_string()
+        }
+        other => format!("{other} frames"),
+    };
     let scene = match args.scene {
-        Scene::Pattern => "grey frames",
-        Scene::Black => "black grey frames",
+        Scene::Pattern => what,
+        Scene::Black => format!("black {what}"),
     };
     println!(
         "{scene}, {} warm-up then {} timed runs per size; medians [10th-90th percentile]",
@@ -45,13 +51,16 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<()> {
     );
     let mut figures = Vec::with_capacity(args.sizes.len());
     for size in &args.sizes {
-        let frame = match args.scene {
-            Scene::Pattern => bench::synthetic_frame(size.width, size.height),
-            Scene::Black => vec![0; size.width as usize * size.height as usize],
-        };
+        let frame = bench::BenchFrame::new(args.format, *size, args.scene == Scene::Black)?;
         if let Some(dir) = &args.save_frames {
-            let path = dir.join(format!("frame-{}x{}.gray", size.width, size.height));
-            std::fs::write(&path, &frame).with_context(|| format!("writing {}", path.display()))?;
+            let extension = match args.format {
+                edgesight::frame::CaptureFormat::Mjpeg => "jpg",
+                edgesight::frame::CaptureFormat::Pixels(PixelFormat::Grey) => "gray",
+                edgesight::frame::CaptureFormat::Pixels(other) => other.name(),
+            };
+            let path = dir.join(format!("frame-{}x{}.{extension}", size.width, size.height));
+            std::fs::write(&path, &frame.bytes)
+                .with_context(|| format!("writing {}", path.display()))?;
         }
         let mut progress = |w: u32, h: u32, done: usize, total: usize| {
             eprint!("\r  {w}x{h}: run {done}/{total}   ");
@@ -60,7 +69,6 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<()> {
         let f = bench::bench_size(
             &gpu,
             tuning,
-            *size,
             &frame,
             args.warmup as usize,
             args.runs as usize,
@@ -88,7 +96,7 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<()> {
         let report = JsonReport {
             device,
             tuning: tuning.name(),
-            format: "grey",
+            format: args.format.name(),
             runs: args.runs as usize,
             warmup: args.warmup as usize,
             results: figures.iter().map(JsonSize::new).collect(),
@@ -183,10 +191,12 @@ fn print_bench(f: &SizeFigures) {
     );
     println!(
         "  host CPU per frame, all threads: {:.3} ms [{:.3}-{:.3}] for the pipeline, \
-         {:.3} ms writing the frame into its slot",
+         {:.3} ms [{:.3}-{:.3}] writing (or decoding) the frame into its slot",
         f.host_cpu_pipeline.median,
         f.host_cpu_pipeline.p10,
         f.host_cpu_pipeline.p90,
-        f.host_cpu_write.median
+        f.host_cpu_write.median,
+        f.host_cpu_write.p10,
+        f.host_cpu_write.p90
     );
 }

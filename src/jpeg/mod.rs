@@ -329,6 +329,61 @@ impl LumaDecoder {
     }
 }
 
+/// Encodes an RGB image (`size`, rows packed) as a 4:2:2 JPEG of `quality` (1-100), as a
+/// UVC camera's MJPEG frame: the frames `edgesight bench --format mjpeg` decodes.
+pub fn encode_rgb(rgb: &[u8], size: Size, quality: u8) -> Result<Vec<u8>, JpegError> {
+    let library = turbo::library().map_err(JpegError::Library)?;
+    let (w, h) = (size.width as usize, size.height as usize);
+    let too_small = || JpegError::Buffer {
+        have: rgb.len(),
+        size,
+        pitch: 3 * w,
+    };
+    if rgb.len() < 3 * w * h {
+        return Err(too_small());
+    }
+    let as_int = |v: usize| c_int::try_from(v).map_err(|_| too_small());
+    let (width, height, pitch) = (as_int(w)?, as_int(h)?, as_int(3 * w)?);
+    // SAFETY: tjInitCompress takes nothing and returns a new handle or null.
+    let handle = NonNull::new(unsafe { (library.init_compress)() })
+        .ok_or_else(|| JpegError::Library(format!("{}: tjInitCompress failed", turbo::LIBRARY)))?;
+    let (mut out, mut len): (*mut u8, c_ulong) = (std::ptr::null_mut(), 0);
+    // SAFETY: the handle is live; the call reads `height` rows of `width` RGB pixels
+    // `pitch` bytes apart from `rgb`, which holds them (checked above), and allocates
+    // the JPEG's buffer itself (`out` null), returning it and its length in the locals.
+    let status = unsafe {
+        (library.compress2)(
+            handle.as_ptr(),
+            rgb.as_ptr(),
+            width,
+            pitch,
+            height,
+            turbo::PIXEL_FORMAT_RGB,
+            &mut out,
+            &mut len,
+            turbo::SUBSAMPLING_422,
+            c_int::from(quality.clamp(1, 100)),
+            0,
+        )
+    };
+    let encoded = if status == 0 && !out.is_null() {
+        // SAFETY: on success `out` holds `len` bytes the library allocated.
+        Ok(unsafe { std::slice::from_raw_parts(out, len as usize) }.to_vec())
+    } else {
+        Err(JpegError::Library(format!(
+            "{}: tjCompress2 failed",
+            turbo::LIBRARY
+        )))
+    };
+    // SAFETY: `out` is null or the library's buffer, freed once; the handle is live and
+    // used by nothing after.
+    unsafe {
+        (library.free)(out);
+        (library.destroy)(handle.as_ptr());
+    }
+    encoded
+}
+
 /// Where the whole image in `jpeg` ends, and whether it defines Huffman tables.
 fn whole(jpeg: &[u8]) -> Result<(usize, bool), JpegError> {
     let mut tables = false;

@@ -24,6 +24,10 @@ const FLAG_LIMIT_SCANS: c_int = 32768;
 pub(super) const DECODE_FLAGS: c_int = FLAG_ACCURATE_DCT | FLAG_LIMIT_SCANS;
 /// `TJERR_WARNING`: the image was decoded, but its data may be damaged.
 pub(super) const ERROR_WARNING: c_int = 0;
+/// `TJPF_RGB`: three bytes a pixel, R G B.
+pub(super) const PIXEL_FORMAT_RGB: c_int = 0;
+/// `TJSAMP_422`: chroma at half the width, as most UVC cameras' MJPEG.
+pub(super) const SUBSAMPLING_422: c_int = 1;
 
 type Handle = *mut c_void;
 
@@ -51,6 +55,21 @@ pub(super) struct TurboJpeg {
         c_int,
     ) -> c_int,
     pub get_error_str2: unsafe extern "C" fn(Handle) -> *mut c_char,
+    pub init_compress: unsafe extern "C" fn() -> Handle,
+    pub compress2: unsafe extern "C" fn(
+        Handle,
+        *const u8,
+        c_int,
+        c_int,
+        c_int,
+        c_int,
+        *mut *mut u8,
+        *mut c_ulong,
+        c_int,
+        c_int,
+        c_int,
+    ) -> c_int,
+    pub free: unsafe extern "C" fn(*mut u8),
     pub get_error_code: unsafe extern "C" fn(Handle) -> c_int,
     pub destroy: unsafe extern "C" fn(Handle) -> c_int,
 }
@@ -114,6 +133,13 @@ fn load() -> Result<TurboJpeg, String> {
         decompress2: unsafe { function(symbol(c"tjDecompress2")?) },
         // SAFETY: `char *tjGetErrorStr2(tjhandle)`.
         get_error_str2: unsafe { function(symbol(c"tjGetErrorStr2")?) },
+        // SAFETY: `tjhandle tjInitCompress(void)`.
+        init_compress: unsafe { function(symbol(c"tjInitCompress")?) },
+        // SAFETY: `int tjCompress2(tjhandle, const unsigned char *, int, int, int, int,
+        // unsigned char **, unsigned long *, int, int, int)`.
+        compress2: unsafe { function(symbol(c"tjCompress2")?) },
+        // SAFETY: `void tjFree(unsigned char *)`.
+        free: unsafe { function(symbol(c"tjFree")?) },
         // SAFETY: `int tjGetErrorCode(tjhandle)`.
         get_error_code: unsafe { function(symbol(c"tjGetErrorCode")?) },
         // SAFETY: `int tjDestroy(tjhandle)`.
