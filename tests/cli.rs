@@ -497,6 +497,80 @@ fn bench_measures_black_frames_when_asked() {
     assert_eq!(frame, vec![0u8; 33 * 17]);
 }
 
+/// `bench --format` measures frames as a camera sends them: a Bayer mosaic goes through the
+/// luma stage (8 kernels, the JSON names the format), an MJPEG frame is decoded on the
+/// host (its saved frame is the JPEG, whose luma is the pattern's) and read in place.
+#[test]
+fn bench_measures_raw_and_mjpeg_frames() {
+    let out = out_dir("cli-bench-formats");
+    std::fs::create_dir_all(&out).unwrap();
+    for (format, kernels, saved) in [
+        ("rggb10p", 8, "frame-48x17.rggb10p"),
+        ("mjpeg", 7, "frame-48x17.jpg"),
+    ] {
+        let json = out.join(format!("{format}.json"));
+        let frames = out.join(format!("frames-{format}"));
+        let o = edgesight(&[
+            "bench",
+            "--sizes",
+            "48x17",
+            "--runs",
+            "2",
+            "--warmup",
+            "0",
+            "--format",
+            format,
+            "--json",
+            json.to_str().unwrap(),
+            "--save-frames",
+            frames.to_str().unwrap(),
+        ]);
+        assert!(
+            o.status.success(),
+            "{format}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        assert!(stdout.contains(&format!("{format} frames")), "{stdout}");
+        let report: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        assert_eq!(report["format"], format);
+        let r = &report["results"][0];
+        assert_eq!(r["kernels_per_frame"], kernels, "{format}");
+        let saved = std::fs::read(frames.join(saved)).unwrap();
+        if format == "mjpeg" {
+            assert_eq!(&saved[..2], &[0xFF, 0xD8]);
+            let luma = out.join("mjpeg-luma");
+            let jpeg = frames.join("frame-48x17.jpg");
+            let o = edgesight(&[
+                "process",
+                jpeg.to_str().unwrap(),
+                "--out",
+                luma.to_str().unwrap(),
+                "--raw",
+            ]);
+            assert!(o.status.success());
+            let luma = std::fs::read(luma.join("luma.u8")).unwrap();
+            // A quality-85 JPEG of the pattern: its luma within a few levels of the
+            // pattern's own.
+            let grey = edgesight::bench::synthetic_frame(48, 17);
+            let off = luma
+                .iter()
+                .zip(&grey)
+                .map(|(a, b)| u32::from(a.abs_diff(*b)))
+                .sum::<u32>();
+            assert!(
+                off < 4 * 48 * 17,
+                "mean difference {}",
+                f64::from(off) / (48.0 * 17.0)
+            );
+        } else {
+            // RAW10: 48 samples in 60 bytes a row.
+            assert_eq!(saved.len(), 60 * 17);
+        }
+    }
+}
+
 #[test]
 fn bench_writes_json_with_positive_finite_medians() {
     let out = out_dir("cli-bench");

@@ -37,7 +37,7 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<()> {
     );
     let what = match args.format {
         edgesight::frame::CaptureFormat::Mjpeg => {
-            "frames, MJPEG (4:2:2, quality 85) decoded into the slot on the host,".to_string()
+            "mjpeg frames (4:2:2 JPEG of quality 85, decoded into the slot on the host)".to_string()
         }
         other => format!("{other} frames"),
     };
