@@ -2053,3 +2053,71 @@ fn camera_health_bad_settings_are_refused_at_their_key() {
         assert_refused(&dir, name, &text, expect);
     }
 }
+
+/// An MJPEG camera's path through the daemon, on a recording: a config with
+/// `format = "mjpeg"` and `scale = "1/2"` is checked and run; frames are published at
+/// half size, the host's decoding is the `decode` stage of the stage-time histogram, a
+/// cut image is counted as `corrupt_frame`, and a region in the decoded frame's
+/// coordinates is measured.
+#[test]
+fn an_mjpeg_recording_runs_decoded_at_half_size_with_its_corrupt_frames_counted() {
+    let dir = tmp_dir("daemon-mjpeg");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/jpeg");
+    let mut clip = Vec::new();
+    for name in ["scene-420.jpg", "no-huffman-tables.jpg", "restarts.jpg"] {
+        clip.extend(std::fs::read(fixtures.join(name)).unwrap());
+    }
+    let whole = std::fs::read(fixtures.join("progressive.jpg")).unwrap();
+    clip.extend(&whole[..whole.len() - 300]);
+    let path = dir.join("clip.mjpeg");
+    std::fs::write(&path, &clip).unwrap();
+    let config = format!(
+        "[[camera]]\nname = \"webcam\"\n[camera.source]\nkind = \"replay\"\npath = \"{}\"\n\
+         format = \"mjpeg\"\nscale = \"1/2\"\nfps = 60\n\
+         [[camera.roi]]\nname = \"door\"\nx = 10\ny = 10\nw = 60\nh = 40\n",
+        path.display()
+    );
+    std::fs::write(dir.join("check.toml"), &config).unwrap();
+    let checked = Command::new(BIN)
+        .args(["check-config", dir.join("check.toml").to_str().unwrap()])
+        .env("POCL_CACHE_DIR", pocl_cache())
+        .output()
+        .expect("run check-config");
+    let printed = String::from_utf8_lossy(&checked.stdout);
+    assert!(checked.status.success(), "{printed}");
+    assert!(printed.contains("scale = \"1/2\""), "{printed}");
+    let d = Daemon::start(&dir, &config);
+    let metrics = wait_until(
+        "decoded and corrupt frames",
+        Duration::from_secs(60),
+        || {
+            let m = d.metrics();
+            let decoded = sample(
+                &m,
+                r#"edgesight_stage_duration_seconds_count{camera="webcam",stage="decode"}"#,
+            )?;
+            let corrupt = sample(
+                &m,
+                r#"edgesight_frames_dropped_total{camera="webcam",reason="corrupt_frame"}"#,
+            )?;
+            (decoded >= 10.0 && corrupt >= 1.0).then_some(m)
+        },
+    );
+    let frames = sample(&metrics, r#"edgesight_frames_total{camera="webcam"}"#).unwrap();
+    assert!(frames >= 10.0, "{frames}");
+    assert!(
+        sample(
+            &metrics,
+            r#"edgesight_roi_mean_luma{camera="webcam",roi="door"}"#
+        )
+        .is_some_and(|v| v > 0.0),
+        "{metrics}"
+    );
+    let latest = latest_frame(d.port).expect("a published frame");
+    assert_eq!(
+        (latest["width"].as_u64(), latest["height"].as_u64()),
+        (Some(80), Some(60))
+    );
+    let (status, _) = d.terminate();
+    assert!(status.success());
+}
