@@ -2,6 +2,7 @@
 """The JPEG decoders for MJPEG cameras, timed on the same frames in one run.
 
     python3 bench/jpeg_decoders.py [--rounds 5] [--runs 30] [--json FILE]
+                                   [--bin EDGESIGHT --example JPEG_DECODERS]
 
 Makes camera-like JPEG frames (samples/scene.png, a photograph, scaled to 1280x720 and
 1920x1080 with sensor-like noise, σ = 3 levels, encoded by OpenCV's libjpeg-turbo at
@@ -11,7 +12,8 @@ decoder, and zune-jpeg with its luma output, alternating) and OpenCV's
 `cv2.imdecode(buf, cv2.IMREAD_GRAYSCALE)` (one thread) on every frame. Figures are
 medians over the rounds of each round's median; ratios are decoder / OpenCV (below 1 is
 faster). It also checks that edgesight's luma equals OpenCV's and reports zune-jpeg's
-largest difference. The CPU's model is printed with the table.
+largest difference. The CPU's model is printed with the table. With --bin and --example
+(binaries built elsewhere, for a machine without cargo) nothing is built.
 """
 import argparse
 import json
@@ -71,25 +73,29 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--json")
+    parser.add_argument("--bin", help="an edgesight binary (default: built by cargo)")
+    parser.add_argument("--example", help="the jpeg_decoders example binary (likewise)")
     args = parser.parse_args()
     cv2.setNumThreads(1)
-    subprocess.run(["cargo", "build", "--release", "--quiet", "--bin", "edgesight", "--example",
-                    "jpeg_decoders"],
-                   cwd=ROOT, check=True)
-    example = os.path.join(ROOT, "target/release/examples/jpeg_decoders")
+    if not (args.bin and args.example):
+        subprocess.run(["cargo", "build", "--release", "--quiet", "--bin", "edgesight",
+                        "--example", "jpeg_decoders"], cwd=ROOT, check=True)
+    binary = args.bin or os.path.join(ROOT, "target/release/edgesight")
+    example = args.example or os.path.join(ROOT, "target/release/examples/jpeg_decoders")
     with tempfile.TemporaryDirectory() as tmp:
         frames = make_frames(tmp)
         # Exactness first: edgesight's luma is OpenCV's.
         for path in frames:
             out = os.path.join(tmp, "out")
-            subprocess.run([os.path.join(ROOT, "target/release/edgesight"), "process", path,
+            subprocess.run([binary, "process", path,
                             "--out", out, "--raw"], check=True, capture_output=True)
             want = cv2.imdecode(np.fromfile(path, np.uint8), cv2.IMREAD_GRAYSCALE)
             got = np.fromfile(os.path.join(out, "luma.u8"), np.uint8).reshape(want.shape)
             if not np.array_equal(got, want):
                 print(f"{path}: edgesight's luma differs from OpenCV's", file=sys.stderr)
                 return 1
-        per = {p: {"turbo": [], "zune": [], "opencv": [], "diff": 0} for p in frames}
+        per = {p: {"turbo": [], "zune": [], "opencv": [], "diff": 0,
+                   "kb": os.path.getsize(p) / 1024} for p in frames}
         for _ in range(args.rounds):
             ours = json.loads(subprocess.run([example, "--runs", str(args.runs), *frames],
                                              check=True, capture_output=True, text=True).stdout)
@@ -105,7 +111,7 @@ def main() -> int:
     rows = []
     for p in frames:
         m = {k: statistics.median(per[p][k]) for k in ("turbo", "zune", "opencv")}
-        kb = os.path.getsize(p) / 1024
+        kb = per[p]["kb"]
         name = os.path.basename(p)[:-4]
         rows.append({"frame": name, "kb": kb, **m, "zune_max_diff": per[p]["diff"],
                      "turbo_ratio": m["turbo"] / m["opencv"],

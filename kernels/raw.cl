@@ -176,7 +176,7 @@ __kernel void luma_mono(__global const uchar *src, uint src_stride, uint width, 
         return;
     }
 #endif
-    for (uint x = x0; x < width; x++)
+    for (uint x = x0; x < min(x0 + PIXELS_PER_ITEM, width); x++)
         d[x] = (uchar)sample8(s, x, shift);
 }
 
