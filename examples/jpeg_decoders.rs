@@ -7,7 +7,9 @@
 //!
 //! Prints one JSON object: per file, each decoder's median milliseconds over `runs`
 //! decodes (the two alternating, each into a buffer allocated once), and zune-jpeg's
-//! largest difference from libjpeg-turbo's luma.
+//! largest difference from libjpeg-turbo's luma. Every file is first decoded a few times
+//! by both, untimed: a process just started (and a CPU just woken) runs its first
+//! milliseconds slower, which OpenCV, timed in a process already running, does not pay.
 
 use std::time::Instant;
 
@@ -32,6 +34,23 @@ fn main() {
     let mut turbo = LumaDecoder::new().expect("libturbojpeg");
     let options = DecoderOptions::default().jpeg_set_out_colorspace(ColorSpace::Luma);
     let mut results = serde_json::Map::new();
+    let decode_both = |jpeg: &[u8], ours: &mut [u8], theirs: &mut [u8], turbo: &mut LumaDecoder| {
+        let size = turbo.size(jpeg).expect("a JPEG");
+        turbo
+            .decode(jpeg, size, Scale::Full, ours, size.width as usize)
+            .expect("libjpeg-turbo");
+        let mut zune = JpegDecoder::new_with_options(ZCursor::new(jpeg), options);
+        zune.decode_into(theirs).expect("zune-jpeg");
+    };
+    for file in &args {
+        let jpeg = std::fs::read(file).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let size = turbo.size(&jpeg).expect("a JPEG");
+        let pixels = size.width as usize * size.height as usize;
+        let (mut ours, mut theirs) = (vec![0u8; pixels], vec![0u8; pixels]);
+        for _ in 0..5 {
+            decode_both(&jpeg, &mut ours, &mut theirs, &mut turbo);
+        }
+    }
     for file in &args {
         let jpeg = std::fs::read(file).unwrap_or_else(|e| panic!("{file}: {e}"));
         let size = turbo.size(&jpeg).expect("a JPEG");
