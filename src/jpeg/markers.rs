@@ -78,12 +78,21 @@ impl std::fmt::Display for Unwhole {
 /// Walks the image that starts at `bytes[0]`; see [`Walk`]. Bytes after its EOI are not
 /// looked at.
 pub fn walk(bytes: &[u8]) -> Walk {
-    walk_noting(bytes, &mut false)
+    walk_noting(bytes, &mut Notes::default())
 }
 
-/// [`walk`], setting `huffman_tables` if the image defines Huffman tables (a DHT segment):
-/// MJPEG frames in the AVI1 style leave them out and mean the standard ones.
-pub(super) fn walk_noting(bytes: &[u8], huffman_tables: &mut bool) -> Walk {
+/// What a walk noted of an image's headers on its way.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct Notes {
+    /// The image defines Huffman tables (a DHT segment): MJPEG frames in the AVI1 style
+    /// leave them out and mean the standard ones.
+    pub huffman_tables: bool,
+    /// Width and height from the (first) frame header, SOF0 to SOF15.
+    pub size: Option<(u16, u16)>,
+}
+
+/// [`walk`], noting what [`Notes`] holds.
+pub(super) fn walk_noting(bytes: &[u8], notes: &mut Notes) -> Walk {
     let short = |inside| {
         Walk::Unwhole(Unwhole::Short {
             len: bytes.len(),
@@ -127,7 +136,14 @@ pub(super) fn walk_noting(bytes: &[u8], huffman_tables: &mut bool) -> Walk {
         if len < 2 {
             return Walk::Unwhole(Unwhole::SegmentLength { at, len });
         }
-        *huffman_tables |= code == 0xC4;
+        notes.huffman_tables |= code == 0xC4;
+        // SOF0-SOF15 (not DHT, JPG or DAC): precision, then height and width.
+        if (0xC0..=0xCF).contains(&code) && !matches!(code, 0xC4 | 0xC8 | 0xCC) {
+            if let (None, Some(h)) = (notes.size, bytes.get(at + 3..at + 7)) {
+                let word = |i: usize| u16::from(h[i]) << 8 | u16::from(h[i + 1]);
+                notes.size = Some((word(2), word(0)));
+            }
+        }
         at += len;
         if at > bytes.len() {
             return short(Part::Segment(len));
@@ -214,6 +230,32 @@ mod tests {
                 "cut at {cut} accepted"
             );
         }
+    }
+
+    #[test]
+    fn the_walk_notes_the_frame_size_and_huffman_tables() {
+        // SOI, DHT (2 bytes of payload), SOF2 of 640x480 (precision, height, width, one
+        // component), SOS, a byte of data, EOI.
+        let mut jpeg = vec![0xFF, 0xD8, 0xFF, 0xC4, 0x00, 0x04, 0x00, 0x00];
+        jpeg.extend([
+            0xFF, 0xC2, 0x00, 0x0B, 8, 0x01, 0xE0, 0x02, 0x80, 1, 1, 0x11, 0,
+        ]);
+        jpeg.extend([0xFF, 0xDA, 0x00, 0x02, 0x12, 0xFF, 0xD9]);
+        let mut notes = Notes::default();
+        assert_eq!(walk_noting(&jpeg, &mut notes), Walk::Whole(jpeg.len()));
+        assert_eq!(
+            notes,
+            Notes {
+                huffman_tables: true,
+                size: Some((640, 480))
+            }
+        );
+        // Without the DHT segment.
+        let bare: Vec<u8> = jpeg[..2].iter().chain(&jpeg[8..]).copied().collect();
+        let mut notes = Notes::default();
+        assert_eq!(walk_noting(&bare, &mut notes), Walk::Whole(bare.len()));
+        assert!(!notes.huffman_tables);
+        assert_eq!(notes.size, Some((640, 480)));
     }
 
     #[test]

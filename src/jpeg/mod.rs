@@ -116,7 +116,7 @@ pub enum Corruption {
     Unwhole(Unwhole),
     /// An image of another size than the stream's.
     Size { got: Size, want: Size },
-    /// A frame header with a size of 0.
+    /// No frame header, or one with a size of 0.
     Empty { width: i32, height: i32 },
     /// More bytes than the decoder takes.
     TooLong(usize),
@@ -166,7 +166,12 @@ impl fmt::Display for Corruption {
             Corruption::Size { got, want } => {
                 write!(f, "a {got} image where {want} ones are expected")
             }
-            Corruption::Empty { width, height } => write!(f, "a size of {width}x{height}"),
+            Corruption::Empty { width, height } => {
+                write!(
+                    f,
+                    "no frame size (a frame header of {width}x{height}, or none)"
+                )
+            }
             Corruption::TooLong(len) => write!(f, "{len} bytes is too long"),
             Corruption::Decoder(message) => f.write_str(message.as_str().trim_end()),
         }
@@ -228,37 +233,10 @@ impl LumaDecoder {
         Message::new(unsafe { CStr::from_ptr(text) }.to_bytes())
     }
 
-    /// The size of the whole image `jpeg` holds (its markers walked to its EOI first).
+    /// The size of the whole image `jpeg` holds, from its frame header (its markers walked
+    /// to its EOI first).
     pub fn size(&mut self, jpeg: &[u8]) -> Result<Size, JpegError> {
-        let end = whole(jpeg)?.0;
-        self.header(&jpeg[..end])
-    }
-
-    /// The image's size from its frame header; `jpeg` ends at its EOI.
-    fn header(&mut self, jpeg: &[u8]) -> Result<Size, JpegError> {
-        let length = c_ulong::try_from(jpeg.len())
-            .map_err(|_| JpegError::Corrupt(Corruption::TooLong(jpeg.len())))?;
-        let (mut width, mut height, mut subsampling, mut colourspace) = (0, 0, 0, 0);
-        // SAFETY: the handle is live; the call reads `length` bytes of `jpeg` and writes
-        // four ints into the live locals it is given.
-        let status = unsafe {
-            (self.library.decompress_header3)(
-                self.handle.as_ptr(),
-                jpeg.as_ptr(),
-                length,
-                &mut width,
-                &mut height,
-                &mut subsampling,
-                &mut colourspace,
-            )
-        };
-        if status != 0 {
-            return Err(JpegError::Corrupt(Corruption::Decoder(self.message())));
-        }
-        match (u32::try_from(width), u32::try_from(height)) {
-            (Ok(width @ 1..), Ok(height @ 1..)) => Ok(Size { width, height }),
-            _ => Err(JpegError::Corrupt(Corruption::Empty { width, height })),
-        }
+        Ok(whole(jpeg)?.1)
     }
 
     /// Decodes the image in `jpeg` (from its SOI; bytes after its EOI are ignored), which
@@ -272,10 +250,11 @@ impl LumaDecoder {
         out: &mut [u8],
         pitch: usize,
     ) -> Result<(), JpegError> {
-        let (end, defines_tables) = whole(jpeg)?;
+        let (end, size, defines_tables) = whole(jpeg)?;
         let jpeg = &jpeg[..end];
+        let length = c_ulong::try_from(jpeg.len())
+            .map_err(|_| JpegError::Corrupt(Corruption::TooLong(jpeg.len())))?;
         self.prepare(defines_tables)?;
-        let size = self.header(jpeg)?;
         if size != expect {
             return Err(JpegError::Corrupt(Corruption::Size {
                 got: size,
@@ -298,16 +277,17 @@ impl LumaDecoder {
         }
         let as_int = |v: usize| c_int::try_from(v).map_err(|_| too_small());
         let (width, height, row) = (as_int(w)?, as_int(h)?, as_int(pitch)?);
-        // SAFETY: the handle is live; the call reads the `jpeg.len()` bytes of `jpeg`
-        // (its length fit a c_ulong in `header`) and writes `height` rows of `width` grey
-        // pixels `row` bytes apart from `out`'s start: at most `need` bytes, which `out`
-        // holds (checked above). Asked for exactly the scaled size of this image (checked
-        // against its header), TurboJPEG picks that scale, so it writes no other size.
+        // SAFETY: the handle is live; the call reads the `length` bytes of `jpeg` and
+        // writes `height` rows of `width` grey pixels `row` bytes apart from `out`'s start:
+        // at most `need` bytes, which `out` holds (checked above). Asked for exactly the
+        // scaled size of this image (its frame header's, checked above), TurboJPEG picks
+        // that scale, so it writes no other size; were the header it reads another, it
+        // would fit that into the same rows.
         let status = unsafe {
             (self.library.decompress2)(
                 self.handle.as_ptr(),
                 jpeg.as_ptr(),
-                jpeg.len() as c_ulong,
+                length,
                 out.as_mut_ptr(),
                 width,
                 row,
@@ -384,13 +364,25 @@ pub fn encode_rgb(rgb: &[u8], size: Size, quality: u8) -> Result<Vec<u8>, JpegEr
     encoded
 }
 
-/// Where the whole image in `jpeg` ends, and whether it defines Huffman tables.
-fn whole(jpeg: &[u8]) -> Result<(usize, bool), JpegError> {
-    let mut tables = false;
-    let end = markers::walk_noting(jpeg, &mut tables)
+/// Where the whole image in `jpeg` ends, its size (from its frame header, read by the
+/// same walk: no second parse by the decoder) and whether it defines Huffman tables.
+fn whole(jpeg: &[u8]) -> Result<(usize, Size, bool), JpegError> {
+    let mut notes = markers::Notes::default();
+    let end = markers::walk_noting(jpeg, &mut notes)
         .end()
         .map_err(|why| JpegError::Corrupt(Corruption::Unwhole(why)))?;
-    Ok((end, tables))
+    let (width, height) = notes.size.unwrap_or((0, 0));
+    if width == 0 || height == 0 {
+        return Err(JpegError::Corrupt(Corruption::Empty {
+            width: i32::from(width),
+            height: i32::from(height),
+        }));
+    }
+    let size = Size {
+        width: u32::from(width),
+        height: u32::from(height),
+    };
+    Ok((end, size, notes.huffman_tables))
 }
 
 /// A new TurboJPEG decompressor handle.

@@ -34,15 +34,6 @@ type Handle = *mut c_void;
 /// The functions of the loaded library.
 pub(super) struct TurboJpeg {
     pub init_decompress: unsafe extern "C" fn() -> Handle,
-    pub decompress_header3: unsafe extern "C" fn(
-        Handle,
-        *const u8,
-        c_ulong,
-        *mut c_int,
-        *mut c_int,
-        *mut c_int,
-        *mut c_int,
-    ) -> c_int,
     pub decompress2: unsafe extern "C" fn(
         Handle,
         *const u8,
@@ -125,9 +116,6 @@ fn load() -> Result<TurboJpeg, String> {
     Ok(TurboJpeg {
         // SAFETY: `tjhandle tjInitDecompress(void)`.
         init_decompress: unsafe { function(symbol(c"tjInitDecompress")?) },
-        // SAFETY: `int tjDecompressHeader3(tjhandle, const unsigned char *, unsigned
-        // long, int *, int *, int *, int *)`.
-        decompress_header3: unsafe { function(symbol(c"tjDecompressHeader3")?) },
         // SAFETY: `int tjDecompress2(tjhandle, const unsigned char *, unsigned long,
         // unsigned char *, int, int, int, int, int)`.
         decompress2: unsafe { function(symbol(c"tjDecompress2")?) },
