@@ -11,7 +11,12 @@
 #                          Prometheus (with promtool), wrk, openssl and curl for the daemon's
 #                          tests, and for the V4L2 tests a QEMU VM (qemu-system-x86,
 #                          busybox-static, kmod, cpio) booting Debian's kernel with the vivid
-#                          camera. The cross packages carry the boards' copies of videodev2.h.
+#                          camera, and beside it v4l2loopback as a real MJPEG device:
+#                          gcc-12 and make build the module against the VM kernel's headers
+#                          (downloaded by tests/vm/run.sh, never installed), ffmpeg makes
+#                          the MJPEG clips and feeds the device, v4l-utils (v4l2-ctl)
+#                          streams from it. The cross packages carry the boards' copies of
+#                          videodev2.h.
 #                          For the deployment tests: podman, runc and debootstrap (the
 #                          cross-rs image), lintian (the .debs), mmdebstrap and e2fsprogs
 #                          (the systemd VM's Debian root).
@@ -26,6 +31,7 @@ if [ "$mode" = test ]; then
                    gcc-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user-static
                    prometheus wrk openssl curl python3 python3-pip
                    qemu-system-x86 busybox-static kmod cpio xz-utils zstd
+                   gcc-12 make ffmpeg v4l-utils
                    podman runc debootstrap lintian mmdebstrap e2fsprogs file
                    binutils-aarch64-linux-gnu binutils-arm-linux-gnueabihf)
 fi

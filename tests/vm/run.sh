@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Runs the V4L2 capture tests (tests/vm_capture.rs) against the kernel's vivid virtual
-# camera, inside a small x86-64 VM: Debian's own kernel (downloaded and unpacked, never
-# installed), a busybox initramfs that loads vivid, and the host's root shared read-only
-# over 9p so the dynamically linked test binary and POCL run inside it (chroot).
+# camera and a v4l2loopback device fed MJPEG by ffmpeg, inside a small x86-64 VM: Debian's
+# own kernel (downloaded and unpacked, never installed), a busybox initramfs that loads
+# vivid and v4l2loopback, and the host's root shared read-only over 9p so the dynamically
+# linked test binary, POCL and ffmpeg run inside it (chroot).
 #
 #   tests/vm/run.sh [TEST-FILTER...]     extra arguments go to the test binary
 #
-# The kernel package and the initramfs are cached under target/vm/; a rerun only rebuilds
-# the test binary. Needs qemu-system-x86, busybox-static, kmod and cpio
-# (scripts/install-deps.sh test). QEMU runs with TCG (no KVM needed).
+# The kernel package, v4l2loopback.ko, the MJPEG clips and the initramfs are cached under
+# target/vm/; a rerun only rebuilds the test binary. Needs qemu-system-x86, busybox-static,
+# kmod, cpio, gcc-12, make, ffmpeg and v4l-utils (scripts/install-deps.sh test). QEMU runs
+# with TCG (no KVM needed).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -18,6 +20,9 @@ timeout_s=${EDGESIGHT_VM_TIMEOUT:-1200}
 mkdir -p "$vm"
 
 log() { echo "vm-test: $*"; }
+apt_update() { if [ "$(id -u)" -eq 0 ]; then apt-get update -qq; else sudo apt-get update -qq; fi; }
+# apt-get download as root warns that _apt cannot write the directory, then downloads.
+apt_download() { apt-get download "$@" >/dev/null 2>&1 || apt-get download "$@"; }
 
 # 1. The kernel: the package linux-image-amd64 points to, unpacked once.
 if [ ! -f "$vm/kernel/.done" ]; then
@@ -28,13 +33,13 @@ if [ ! -f "$vm/kernel/.done" ]; then
     [ -n "$kernel_pkg" ] || kernel_pkg=$(find_kernel)
     if [ -z "$kernel_pkg" ]; then
         # A machine whose package lists were never fetched (or were cleaned).
-        if [ "$(id -u)" -eq 0 ]; then apt-get update -qq; else sudo apt-get update -qq; fi
+        apt_update
         kernel_pkg=$(find_kernel)
     fi
     [ -n "$kernel_pkg" ] || { echo "vm-test: cannot find Debian's amd64 kernel package (apt-get update?)" >&2; exit 1; }
     log "downloading $kernel_pkg"
     rm -rf "$vm/kernel" "$vm/dl" && mkdir -p "$vm/dl" "$vm/kernel"
-    (cd "$vm/dl" && apt-get download "$kernel_pkg" >/dev/null 2>&1 || apt-get download "$kernel_pkg")
+    (cd "$vm/dl" && apt_download "$kernel_pkg")
     dpkg -x "$vm"/dl/*.deb "$vm/kernel"
     rm -rf "$vm/dl"
     touch "$vm/kernel/.done"
@@ -42,9 +47,79 @@ fi
 version=$(ls "$vm/kernel/lib/modules" | head -1)
 vmlinuz=$vm/kernel/boot/vmlinuz-$version
 
-# 2. The initramfs: busybox, our init, and the modules vivid and 9p need, in load order.
+# 2. v4l2loopback, a capture device that sends what a writer gives it (MJPEG here), from
+# Debian's DKMS source built against the VM kernel's headers. Those packages are unpacked,
+# not installed: their files name /usr/src/linux-headers-* and /usr/lib/linux-kbuild-*, so
+# the build runs in a mount namespace of its own where they lie over /usr, and the host's
+# /usr stays as it was.
+loopback=$vm/v4l2loopback-$version/v4l2loopback.ko
+if [ ! -f "$loopback" ]; then
+    log "building v4l2loopback for $version"
+    started=$(date +%s)
+    headers_version() {
+        apt-cache show --no-all-versions "linux-headers-$version" 2>/dev/null | sed -n 's/^Version: //p' | head -1
+    }
+    hv=$(headers_version)
+    [ -n "$hv" ] || { apt_update; hv=$(headers_version); }
+    [ -n "$hv" ] || { echo "vm-test: no linux-headers-$version package (rm -rf $vm for today's kernel)" >&2; exit 1; }
+    build=$vm/loopback-build
+    rm -rf "$build" && mkdir -p "$build/dl" "$build/root"
+    # The headers' common part and kbuild at the headers' version, which a newer kernel
+    # release in the package lists would not be.
+    parts=$(apt-cache depends "linux-headers-$version" |
+        sed -n 's/^ *Depends: \(linux-\(headers\|kbuild\)-.*\)$/\1/p' | sed "s/\$/=$hv/")
+    # shellcheck disable=SC2086 # one package a word
+    (cd "$build/dl" && apt_download "linux-headers-$version=$hv" $parts v4l2loopback-dkms)
+    for deb in "$build"/dl/*.deb; do dpkg -x "$deb" "$build/root"; done
+    cp -r "$build"/root/usr/src/v4l2loopback-* "$build/module"
+    # A user namespace too, so that this needs no root; overlayfs takes no ':' or ',' in
+    # its directories' names.
+    unshare --map-root-user --mount sh -euc \
+        'mount -t overlay overlay -o "lowerdir=$1/usr:/usr" /usr
+         make -s -C "/usr/src/linux-headers-$2" M="$3" modules' \
+        sh "$build/root" "$version" "$build/module"
+    mkdir -p "$(dirname "$loopback")"
+    cp "$build/module/v4l2loopback.ko" "$loopback.tmp" && mv "$loopback.tmp" "$loopback"
+    rm -rf "$build"
+    log "built v4l2loopback in $(( $(date +%s) - started )) s"
+fi
+
+# 3. The MJPEG clips: samples/scene.png panned and zoomed, 90 frames of 640x480 at 30 fps,
+# each frame one JPEG file (frames/001.jpg ...). clip.avi holds them as they are;
+# clip-truncated.avi the same but frame 46 cut to its first half (no end-of-image marker).
+# An AVI keeps each JPEG as one packet, which ffmpeg's stream copy writes to the device as
+# one frame; ffprobe checks that each packet is one file, the cut one too.
+clips=$vm/mjpeg
+if [ ! -f "$clips/.done" ] || [ "$0" -nt "$clips/.done" ] || [ "$root/samples/scene.png" -nt "$clips/.done" ]; then
+    log "making the MJPEG clips"
+    rm -rf "$clips" && mkdir -p "$clips/frames" "$clips/cut"
+    ffmpeg() { command ffmpeg -nostdin -hide_banner -loglevel error "$@"; }
+    ffmpeg -loop 1 -framerate 30 -i "$root/samples/scene.png" -vf "zoompan=d=1:s=640x480:fps=30:\
+z='1.25+0.15*sin(2*PI*on/90)':x='iw/2-iw/zoom/2+25*sin(2*PI*on/45)':\
+y='ih/2-ih/zoom/2+20*cos(2*PI*on/90)',format=yuvj420p" \
+        -frames:v 90 -c:v mjpeg -q:v 4 "$clips/frames/%03d.jpg"
+    [ "$(md5sum "$clips"/frames/*.jpg | cut -d' ' -f1 | sort -u | wc -l)" = 90 ] ||
+        { echo "vm-test: the clip's 90 frames are not all different" >&2; exit 1; }
+    cp "$clips"/frames/*.jpg "$clips/cut/"
+    whole=$(stat -c %s "$clips/frames/046.jpg")
+    head -c $(( whole / 2 )) "$clips/frames/046.jpg" > "$clips/cut/046.jpg"
+    ffmpeg -framerate 30 -i "$clips/frames/%03d.jpg" -c:v copy "$clips/clip.avi"
+    ffmpeg -framerate 30 -i "$clips/cut/%03d.jpg" -c:v copy "$clips/clip-truncated.avi"
+    for clip in clip:frames clip-truncated:cut; do
+        packets=$(ffprobe -v error -select_streams v -show_entries packet=size -of csv=p=0 \
+            "$clips/${clip%:*}.avi")
+        [ "$packets" = "$(stat -c %s "$clips/${clip#*:}"/*.jpg)" ] ||
+            { echo "vm-test: ${clip%:*}.avi's packets are not its 90 JPEG files" >&2; exit 1; }
+    done
+    rm -rf "$clips/cut"
+    touch "$clips/.done"
+fi
+
+# 4. The initramfs: busybox, our init, the modules vivid and 9p need, in load order, and
+# v4l2loopback (whose one dependency, videodev, vivid loads before it).
 initrd=$vm/initramfs.cpio.gz
-if [ ! -f "$initrd" ] || [ "$root/tests/vm/init" -nt "$initrd" ] || [ "$0" -nt "$initrd" ]; then
+if [ ! -f "$initrd" ] || [ "$root/tests/vm/init" -nt "$initrd" ] || [ "$0" -nt "$initrd" ] ||
+    [ "$loopback" -nt "$initrd" ]; then
     log "building the initramfs for $version"
     depmod -b "$vm/kernel" "$version"
     staging=$vm/initramfs
@@ -67,11 +142,13 @@ if [ ! -f "$initrd" ] || [ "$root/tests/vm/init" -nt "$initrd" ] || [ "$0" -nt "
             echo "${name%%.ko*}.ko" >> "$staging/modules/order"
         done
     done
+    cp "$loopback" "$staging/modules/v4l2loopback.ko"
+    echo v4l2loopback.ko >> "$staging/modules/order"
     (cd "$staging" && find . | cpio -o -H newc --quiet | gzip -1) > "$initrd.tmp"
     mv "$initrd.tmp" "$initrd"
 fi
 
-# 3. The test binary, copied into the share (the VM sees only the share and /, read-only).
+# 5. The test binary, copied into the share (the VM sees only the share and /, read-only).
 log "building the test binary"
 bin=$(cd "$root" && cargo test --locked --no-run --test vm_capture --message-format=json 2>/dev/null |
     python3 -c 'import json, sys
@@ -86,12 +163,13 @@ cp "$bin" "$share/vm_capture"
 # The CLI the tests start: the VM's /tmp is its own, so a checkout under the host's /tmp
 # would not be reachable at the path cargo compiled into the tests.
 cp "$(dirname "$bin")/../edgesight" "$share/edgesight"
+cp -r "$clips" "$share/mjpeg"
 printf '%q ' "$@" > "$share/args"
 # A warm POCL kernel cache from the last run saves minutes of compiling under emulation.
 [ -d "$vm/pocl-cache" ] && cp -r "$vm/pocl-cache/." "$share/pocl-cache/"
 
-# 4. Boot. The init script runs the tests and powers off; results come back in the share.
-log "booting $version with vivid (TCG, 2 vCPUs); test log follows"
+# 6. Boot. The init script runs the tests and powers off; results come back in the share.
+log "booting $version with vivid and v4l2loopback (TCG, 2 vCPUs); test log follows"
 start=$(date +%s)
 set +e
 timeout "$timeout_s" qemu-system-x86_64 \
