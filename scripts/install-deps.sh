@@ -2,7 +2,9 @@
 # Installs what edgesight needs on Debian 12, skipping whatever is already there.
 #   install-deps.sh run    what building and running need: the OpenCL ICD loader and POCL
 #                          (a CPU OpenCL driver), libclang and the kernel's videodev2.h
-#                          (linux-libc-dev) for the V4L2 bindings bindgen generates
+#                          (linux-libc-dev) for the V4L2 bindings bindgen generates, and
+#                          libjpeg-turbo's TurboJPEG library (libturbojpeg0), loaded at run
+#                          time to decode JPEG files and MJPEG cameras
 #   install-deps.sh test   the above, plus what `make test` uses: cross linkers and libcs,
 #                          qemu-user for a smoke run of the aarch64 binary, the Rust targets,
 #                          clippy and rustfmt, OpenCV + numpy for the conformance test, Pillow
@@ -25,7 +27,7 @@ set -euo pipefail
 mode=${1:-run}
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
-apt_packages=(ocl-icd-libopencl1 pocl-opencl-icd clinfo libclang-dev linux-libc-dev)
+apt_packages=(ocl-icd-libopencl1 pocl-opencl-icd clinfo libclang-dev linux-libc-dev libturbojpeg0)
 if [ "$mode" = test ]; then
     apt_packages+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross
                    gcc-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user-static
