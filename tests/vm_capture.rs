@@ -17,6 +17,7 @@ use edgesight::capture::v4l2::{list, Device, Request, V4l2Source};
 use edgesight::capture::{DropReason, FrameSource, IoMode, Next};
 use edgesight::cl::Gpu;
 use edgesight::frame::{CaptureFormat, Cfa, FrameLayout, PixelFormat, Samples, Size};
+use edgesight::jpeg::{LumaDecoder, Scale};
 use edgesight::pipeline::{Pipeline, PipelineOptions};
 use edgesight::reference;
 
@@ -685,9 +686,11 @@ const LOOPBACK: &str = "/dev/video10";
 const LOOPBACK_SIZEIMAGE: usize = 640 * 480 * 4;
 /// Frames in each MJPEG clip: 3 s at 30 fps.
 const CLIP_FRAMES: usize = 90;
-/// The frame of `clip-truncated.avi` (counting from 0) that tests/vm/run.sh cuts to its
-/// first half, `frames/046.jpg` there.
-const TRUNCATED_FRAME: usize = 45;
+/// Whether tests/vm/run.sh cut frame `n` of `clip-truncated.avi` (counting from 0) to its
+/// first half: every sixth, `frames/006.jpg`, `012.jpg`, ... there.
+fn is_cut(n: usize) -> bool {
+    n % 6 == 5
+}
 
 /// An MJPEG clip tests/vm/run.sh made (`clip.avi`, `clip-truncated.avi`), in the share.
 fn mjpeg_clip(name: &str) -> PathBuf {
@@ -706,14 +709,16 @@ fn clip_frames() -> Vec<Vec<u8>> {
 /// The JPEG images `clip-truncated.avi` holds, in order.
 fn truncated_clip_frames() -> Vec<Vec<u8>> {
     let mut frames = clip_frames();
-    let cut = &mut frames[TRUNCATED_FRAME];
-    cut.truncate(cut.len() / 2);
+    for (n, frame) in frames.iter_mut().enumerate() {
+        if is_cut(n) {
+            frame.truncate(frame.len() / 2);
+        }
+    }
     frames
 }
 
 /// ffmpeg writing an MJPEG clip to the loopback node in a loop at the clip's rate (30 fps),
-/// each packet of the clip one frame. Dropping it kills and reaps ffmpeg, so a test that
-/// fails leaves no writer behind for the next.
+/// each packet of the clip one frame. Dropping it kills and reaps ffmpeg.
 struct Feeder {
     ffmpeg: std::process::Child,
 }
@@ -759,6 +764,16 @@ impl Feeder {
     fn node(&self) -> &'static Path {
         Path::new(LOOPBACK)
     }
+}
+
+/// The one writer of the loopback for the whole run, feeding `clip-truncated.avi`: tests
+/// share it, never stop it (the VM powers off with it running), and read as many
+/// sessions as they like. A second writer after the first one closed is refused:
+/// v4l2loopback 0.12.7 (with `exclusive_caps`) went on advertising a capture node, and
+/// ffmpeg's VIDIOC_G_FMT on the output failed with EINVAL.
+fn feeder() -> &'static Feeder {
+    static FEEDER: OnceLock<Feeder> = OnceLock::new();
+    FEEDER.get_or_init(|| Feeder::start(&mjpeg_clip("clip-truncated.avi")))
 }
 
 impl Drop for Feeder {
@@ -823,7 +838,7 @@ fn unlike(bytes: &[u8], frames: &[Vec<u8>]) -> String {
 #[test]
 #[ignore = "needs the v4l2loopback device: run through tests/vm/run.sh (make vm-test)"]
 fn the_loopback_sends_the_mjpeg_clip_frame_by_frame() {
-    let feeder = Feeder::start(&mjpeg_clip("clip-truncated.avi"));
+    let feeder = feeder();
     let info = list::describe(feeder.node()).unwrap();
     assert_eq!(
         (info.card.as_str(), info.driver.as_str(), info.bus.as_str()),
@@ -850,7 +865,7 @@ fn the_loopback_sends_the_mjpeg_clip_frame_by_frame() {
         "{listing:?}"
     );
 
-    // Two turns of the clip: the cut frame comes at least once, and every buffer is the
+    // Two turns of the clip: cut frames come, and every buffer is the
     // clip's frame at its place, found from the writer's sequence number (skipped frames
     // leave gaps in it).
     let frames = truncated_clip_frames();
@@ -886,14 +901,14 @@ fn the_loopback_sends_the_mjpeg_clip_frame_by_frame() {
             "sequence {seq}: not frame {n} of the clip: {}",
             unlike(bytes, &frames)
         );
-        if n == TRUNCATED_FRAME {
+        if is_cut(n) {
             assert_eq!(bytes.len(), clip_frames()[n].len() / 2);
             cut_seen += 1;
         }
     }
     let skipped = got.last().unwrap().0 - first_seq + 1 - got.len() as u64;
     println!(
-        "loopback: {} frames, {skipped} skipped, the cut frame {cut_seen} times",
+        "loopback: {} frames, {skipped} skipped, {cut_seen} cut ones",
         got.len()
     );
     assert!(cut_seen >= 1);
@@ -911,4 +926,265 @@ fn edgesight_bin() -> std::path::PathBuf {
     std::env::var_os("EDGESIGHT_BIN")
         .map(Into::into)
         .unwrap_or_else(|| env!("CARGO_BIN_EXE_edgesight").into())
+}
+
+/// The luma edgesight's decoder makes of each frame of a clip at `scale` (`None` for a cut
+/// frame, which no decoder may pass).
+fn clip_lumas(frames: &[Vec<u8>], scale: Scale) -> Vec<Option<Vec<u8>>> {
+    let mut decoder = LumaDecoder::new().expect("libturbojpeg");
+    frames
+        .iter()
+        .map(|jpeg| {
+            let size = decoder.size(jpeg).ok()?;
+            let out = scale.apply(size);
+            let mut luma = vec![0u8; (out.width * out.height) as usize];
+            decoder
+                .decode(jpeg, size, scale, &mut luma, out.width as usize)
+                .ok()?;
+            Some(luma)
+        })
+        .collect()
+}
+
+/// Which frame of a clip `luma` is, by its decoded luma.
+fn clip_frame_of(luma: &[u8], lumas: &[Option<Vec<u8>>]) -> Option<usize> {
+    lumas.iter().position(|l| l.as_deref() == Some(luma))
+}
+
+/// The loopback's MJPEG frames through V4l2Source, with no format asked for (the rule picks
+/// the one the node offers), whole and at half size: every frame handed out is the luma of
+/// a whole frame of the clip, exactly, and the pipeline's histogram of it the reference's;
+/// the cut frames are counted as corrupt_frame and never handed out, and the stream goes
+/// on. The driver's rate (the writer's 30 fps) is the source's rate.
+#[test]
+#[ignore = "needs the v4l2loopback device: run through tests/vm/run.sh (make vm-test)"]
+fn mjpeg_frames_from_the_loopback_are_decoded_and_cut_ones_counted() {
+    let gpu = shared_gpu();
+    let feeder = feeder();
+    let frames = truncated_clip_frames();
+    for scale in [Scale::Full, Scale::Half] {
+        let lumas = clip_lumas(&frames, scale);
+        assert_eq!(lumas.iter().filter(|l| l.is_none()).count(), 15);
+        let mut source = open(
+            gpu,
+            feeder.node(),
+            Request {
+                scale,
+                ..Request::default()
+            },
+        );
+        let n = source.negotiated().expect("negotiated").clone();
+        let (w, h) = (640 / scale.divisor(), 480 / scale.divisor());
+        assert_eq!(n.delivered, CaptureFormat::Mjpeg);
+        assert_eq!(n.io, IoMode::Mmap);
+        assert_eq!(n.layout, FrameLayout::packed(PixelFormat::Grey, w, h));
+        assert_eq!(source.capture_format(), CaptureFormat::Mjpeg);
+        assert_eq!(source.frame_rate(), Some(30.0));
+        let pipeline = pipeline(gpu, n.layout);
+        let deadline = Instant::now() + Duration::from_secs(600);
+        let (mut seen, mut after_corrupt) = (0, 0);
+        while seen < 12 || after_corrupt < 2 {
+            assert!(Instant::now() < deadline, "{:?}", source.stats());
+            let corrupt_before = source.stats().dropped(DropReason::CorruptFrame);
+            let Next::Frame(frame) = source.next_frame(gpu, Duration::from_millis(500)).unwrap()
+            else {
+                continue;
+            };
+            assert!(frame.decoded.is_some());
+            let luma = frame.slot.read(gpu).unwrap();
+            let index = clip_frame_of(&luma[..(w * h) as usize], &lumas).unwrap_or_else(|| {
+                panic!("frame {} is no whole frame of the clip", frame.sequence)
+            });
+            assert!(!is_cut(index));
+            let mut p = pipeline.lock().unwrap();
+            let result = p.process(gpu, frame.slot).unwrap();
+            assert_eq!(
+                result.histogram,
+                reference::histogram(&luma[..(w * h) as usize])
+            );
+            seen += 1;
+            if corrupt_before > 0 {
+                after_corrupt += 1;
+            }
+        }
+        let stats = source.stats();
+        println!("loopback mjpeg at {scale}: {seen} frames, {stats:?}");
+        assert!(stats.dropped(DropReason::CorruptFrame) >= 1);
+        assert_eq!(stats.dropped(DropReason::BufferError), 0);
+        assert_eq!(stats.dropped(DropReason::ShortFrame), 0);
+    }
+}
+
+/// A GET on the daemon at `port`: the status code and the body.
+fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let status = text.split_whitespace().nth(1)?.parse().ok()?;
+    let body = text.split_once("\r\n\r\n")?.1.to_string();
+    Some((status, body))
+}
+
+/// A sample of a /metrics text.
+fn metric(metrics: &str, series: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+}
+
+/// `edgesight capture` and `edgesight run` on the loopback: capture's last frame, found in
+/// the clip by its luma, gives byte for byte what `process` gives on that frame's JPEG
+/// file (every raw output and report.json but its timings and device); the daemon, with
+/// format mjpeg and no rate, publishes frames of the clip, counts the cut ones as
+/// corrupt_frame, times the decoding as stage decode and exports the driver's rate as its
+/// target.
+#[test]
+#[ignore = "needs the v4l2loopback device: run through tests/vm/run.sh (make vm-test)"]
+fn capture_and_run_read_the_loopback_as_process_reads_its_frames() {
+    shared_gpu();
+    feeder();
+    let frames = truncated_clip_frames();
+    let lumas = clip_lumas(&frames, Scale::Full);
+    let out = Path::new("/tmp/capture-mjpeg");
+    let _ = std::fs::remove_dir_all(out);
+    let o = Command::new(edgesight_bin())
+        .args([
+            "capture",
+            LOOPBACK,
+            "--frames",
+            "4",
+            "--timeout",
+            "900",
+            "--raw",
+            "--out",
+        ])
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("capture.json")).unwrap()).unwrap();
+    assert_eq!(json["source_format"], "mjpeg");
+    assert_eq!(json["format"], "grey");
+    assert_eq!(json["io_mode"], "mmap");
+    assert_eq!(
+        (json["width"].as_u64(), json["height"].as_u64()),
+        (Some(640), Some(480))
+    );
+    let luma = std::fs::read(out.join("luma.u8")).unwrap();
+    let index = clip_frame_of(&luma, &lumas).expect("the last frame is a frame of the clip");
+    let processed = Path::new("/tmp/process-mjpeg");
+    let _ = std::fs::remove_dir_all(processed);
+    let o = Command::new(edgesight_bin())
+        .arg("process")
+        .arg(mjpeg_clip(&format!("frames/{:03}.jpg", index + 1)))
+        .args(["--raw", "--out"])
+        .arg(processed)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for name in [
+        "luma.u8",
+        "sobel_dx.s16",
+        "sobel_dy.s16",
+        "magnitude.u8",
+        "edge_mask.u8",
+        "mask.u8",
+        "integral_sum.u32",
+        "integral_sqsum.u64",
+        "integral_edges.u32",
+        "integral_foreground.u32",
+    ] {
+        assert!(
+            std::fs::read(out.join(name)).unwrap() == std::fs::read(processed.join(name)).unwrap(),
+            "{name} of frame {index}"
+        );
+    }
+    let report = |dir: &Path| {
+        let mut r: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("report.json")).unwrap()).unwrap();
+        let o = r.as_object_mut().unwrap();
+        o.remove("timings_ms");
+        o.remove("device");
+        r
+    };
+    assert_eq!(
+        report(out),
+        report(processed),
+        "report.json of frame {index}"
+    );
+
+    // The daemon.
+    let dir = Path::new("/tmp/run-mjpeg");
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).unwrap();
+    let port = 18947;
+    let config = dir.join("edgesight.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[web]\nlisten_address = \"127.0.0.1:{port}\"\n[[camera]]\nname = \"webcam\"\n\
+             [camera.source]\nkind = \"v4l2\"\ndevice = \"{LOOPBACK}\"\nformat = \"mjpeg\"\n"
+        ),
+    )
+    .unwrap();
+    let mut daemon = Command::new(edgesight_bin())
+        .args(["run", "--config"])
+        .arg(&config)
+        .stderr(std::fs::File::create(dir.join("log")).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let metrics = loop {
+        if let Some((200, m)) = http_get(port, "/metrics") {
+            let corrupt = metric(
+                &m,
+                r#"edgesight_frames_dropped_total{camera="webcam",reason="corrupt_frame"}"#,
+            );
+            let frames = metric(&m, r#"edgesight_frames_total{camera="webcam"}"#);
+            if corrupt >= Some(1.0) && frames >= Some(4.0) {
+                break m;
+            }
+        }
+        if Instant::now() > deadline || daemon.try_wait().unwrap().is_some() {
+            let _ = daemon.kill();
+            panic!(
+                "{}",
+                std::fs::read_to_string(dir.join("log")).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert_eq!(
+        metric(&metrics, r#"edgesight_target_frame_rate{camera="webcam"}"#),
+        Some(30.0)
+    );
+    assert!(
+        metric(
+            &metrics,
+            r#"edgesight_stage_duration_seconds_count{camera="webcam",stage="decode"}"#
+        ) >= Some(4.0),
+        "{metrics}"
+    );
+    let (status, latest) = http_get(port, "/api/v1/latest?camera=webcam").unwrap();
+    assert_eq!(status, 200);
+    let latest: serde_json::Value = serde_json::from_str(&latest).unwrap();
+    let histogram: Vec<u32> = serde_json::from_value(latest["histogram"].clone()).unwrap();
+    assert!(
+        lumas
+            .iter()
+            .flatten()
+            .any(|l| reference::histogram(l).to_vec() == histogram),
+        "the latest frame's histogram is no whole frame's of the clip"
+    );
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
+    assert!(daemon.wait().unwrap().success());
 }

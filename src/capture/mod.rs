@@ -33,7 +33,7 @@ use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use crate::cl::{ClError, FrameSlot, Gpu};
-use crate::frame::FrameLayout;
+use crate::frame::{CaptureFormat, FrameLayout};
 
 pub use parts::{BadParts, SourceKind, SourcePart, SourceParts};
 pub(crate) use pattern::PatternSource;
@@ -198,6 +198,11 @@ pub trait FrameSource: Send {
     fn stats(&self) -> CaptureStats;
     /// Waits up to about `wait` for the next frame.
     fn next_frame(&mut self, gpu: &Gpu, wait: Duration) -> Result<Next<'_>, CaptureError>;
+    /// What the source delivers: the layout's pixel format, or JPEG images whose luma
+    /// fills the slots (an MJPEG camera or recording).
+    fn capture_format(&self) -> CaptureFormat {
+        CaptureFormat::Pixels(self.layout().format)
+    }
     /// The rate frames arrive at as the source itself knows it (a camera's driver's
     /// report, VIDIOC_G_PARM); `None` where it does not (the sources that pace themselves
     /// run at their configured rate).

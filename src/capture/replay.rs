@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use super::{CaptureError, CaptureStats, DropReason, Fill, FrameSource, IoMode, Next, PacedSlots};
 use crate::cl::Gpu;
-use crate::frame::{FrameLayout, PixelFormat, Size};
+use crate::frame::{CaptureFormat, FrameLayout, PixelFormat, Size};
 use crate::input;
 use crate::jpeg::Scale;
 
@@ -426,6 +426,13 @@ impl FrameSource for ReplaySource {
 
     fn io_mode(&self) -> IoMode {
         IoMode::Generated
+    }
+
+    fn capture_format(&self) -> CaptureFormat {
+        match self.frames {
+            Frames::Mjpeg(_) => CaptureFormat::Mjpeg,
+            _ => CaptureFormat::Pixels(self.layout.format),
+        }
     }
 
     /// A raw file is down once a whole loop of frames in a row could not be read (it holds

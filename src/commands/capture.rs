@@ -92,6 +92,9 @@ struct CaptureSummary {
     dropped_by_reason: std::collections::BTreeMap<&'static str, u64>,
     reconnects: u64,
     io_mode: IoMode,
+    /// What the source delivered (mjpeg, or the pixel format).
+    source_format: String,
+    /// The frames the pipeline processed (JPEG frames' luma is grey).
     format: String,
     width: u32,
     height: u32,
@@ -179,6 +182,7 @@ pub(crate) fn capture(args: &CaptureArgs) -> Result<()> {
             .collect(),
         reconnects: stats.reconnects,
         io_mode: source.io_mode(),
+        source_format: source.capture_format().name().to_string(),
         format: layout.format.name().to_string(),
         width: layout.width,
         height: layout.height,

@@ -252,6 +252,16 @@ impl FrameSource for V4l2Source {
         self.conn.is_some()
     }
 
+    fn capture_format(&self) -> CaptureFormat {
+        match &self.negotiated {
+            Some(n) => n.delivered,
+            None => self
+                .request
+                .format
+                .unwrap_or(CaptureFormat::Pixels(self.layout().format)),
+        }
+    }
+
     fn frame_rate(&self) -> Option<f64> {
         self.negotiated
             .as_ref()
