@@ -167,12 +167,11 @@ impl V4l2Source {
             None if jpeg => vec![IoMode::Mmap],
             None => IoMode::CAMERA_ORDER.to_vec(),
         };
-        let decoder = if jpeg {
+        let mut decoder = if jpeg {
             Some(LumaDecoder::new().map_err(|e| ConnectError::Unusable(e.to_string()))?)
         } else {
             None
         };
-        let mut decoder = decoder;
         let mut refusals = Vec::new();
         for mode in modes {
             let importer = self.importer.as_ref().ok();
@@ -191,6 +190,7 @@ impl V4l2Source {
                 decoder,
                 size: camera_size,
                 scale,
+                pitch: layout.stride as usize,
                 logged: false,
             });
             match Stream::start(

@@ -100,6 +100,8 @@ pub(super) struct JpegFrames {
     /// The camera's frame size (the JPEG images').
     pub size: Size,
     pub scale: Scale,
+    /// The luma's row stride in the slot.
+    pub pitch: usize,
     /// Whether a corrupt frame was logged on this stream (the first one is, with why).
     pub logged: bool,
 }

@@ -1,7 +1,7 @@
 //! A running stream's frames: waits for the next buffer, drops (and requeues) one the
-//! driver flagged or filled short, hands out the slot the frame lies in (copied there
-//! first in mmap mode), and gives the buffer back to the driver when the caller asks for
-//! the next one.
+//! driver flagged or filled short, or a JPEG frame that does not decode whole, hands out
+//! the slot the frame lies in (copied there first in mmap mode, or its JPEG's luma decoded
+//! there), and gives the buffer back to the driver when the caller asks for the next one.
 
 use std::io;
 use std::mem;
@@ -175,11 +175,10 @@ impl Stream {
                     )));
                 };
                 let started = Instant::now();
-                let pitch = (need / jpeg.scale.apply(jpeg.size).height as usize).max(1);
                 let outcome = slot
                     .write(gpu, |out| {
                         jpeg.decoder
-                            .decode(bytes, jpeg.size, jpeg.scale, out, pitch)
+                            .decode(bytes, jpeg.size, jpeg.scale, out, jpeg.pitch)
                     })
                     .map_err(StreamError::Cl)?;
                 if let Err(why) = outcome {
