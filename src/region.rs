@@ -44,6 +44,15 @@ pub enum RegionError {
 }
 
 impl Region {
+    /// Makes this region `other`, keeping the name's allocation where it is large
+    /// enough: results refilled frame after frame allocate nothing (a derived
+    /// `clone_from` would allocate the name again).
+    pub fn assign(&mut self, other: &Region) {
+        self.name.clone_from(&other.name);
+        (self.x, self.y) = (other.x, other.y);
+        (self.width, self.height) = (other.width, other.height);
+    }
+
     /// Checks that the region is non-empty and inside a frame of `layout`.
     pub fn validate(&self, layout: &FrameLayout) -> Result<(), RegionError> {
         if self.width == 0 || self.height == 0 {

@@ -551,7 +551,28 @@ def levels_image(w: int, h: int, levels, weights=None, label: str = "") -> np.nd
     return flat.reshape(h, w)
 
 
-def build_cases(quick: bool, repo_root: str) -> List[Case]:
+# For an emulated board (--board): of the formats below the first eight raw ones, one
+# case for each kernel variant and each reading of the samples (every mono storage,
+# every Bayer pattern, every sample storage, the rounding ties), each YUV plane layout
+# and a few JPEGs. Under qemu-user each case costs seconds of start-up (POCL builds every
+# kernel from its cache, preprocessing its headers), and the board's kernels are checked
+# against the reference at every format and size by tests/kernels.rs, whose reference
+# the full x86 run holds to OpenCV.
+BOARD_PICKS = {
+    "raw nv21 33x7", "raw nv16 34x6", "raw nv61 33x7", "raw yu12 33x7", "raw yv12 34x6",
+    "raw y10 33x7 (words above the depth)", "raw y12p 33x7", "raw y16 34x6",
+    "raw rggb 34x6", "raw grbg10 33x7 (words above the depth)", "raw gbrg12p 33x7",
+    "raw bggr16 34x6", "raw rggb10p 33x7", "raw bggr12 34x6",
+    "raw rggb 34x6 flat field (128, 12, 63) on a rounding tie",
+    "raw gbrg12p 33x7 flat field (255, 199, 153) on a rounding tie",
+    "jpeg 420 641x479 random", "jpeg 422 33x7 random", "jpeg grey 17x3 random",
+    "jpeg natural samples/scene.png q85 without Huffman tables",
+    "jpeg natural samples/scene.png q85 restart markers",
+    "jpeg 422 641x479 random at 1/2",
+}
+
+
+def build_cases(quick: bool, repo_root: str, board: bool = False) -> List[Case]:
     cases: List[Case] = []
 
     # --- random content at awkward sizes, grey PNG and RGB PNG
@@ -645,6 +666,7 @@ def build_cases(quick: bool, repo_root: str) -> List[Case]:
                 return write_raw(tmp, fmt, buf, w, h)
             cases.append(Case(f"raw {fmt} {w}x{h}", mk))
 
+    first_new = len(cases)
     # --- YUV with planes: any bytes; odd sizes round the chroma planes up
     # (the binary takes only a file of exactly FrameLayout::frame_bytes()).
     yuv_sizes = {f: [(34, 6), (33, 7)] for f in YUV_PLANES if f != "nv12"}
@@ -720,6 +742,11 @@ def build_cases(quick: bool, repo_root: str) -> List[Case]:
                               tmp, random_image(L, w, h, 3),
                               [cv2.IMWRITE_JPEG_QUALITY, 90,
                                cv2.IMWRITE_JPEG_SAMPLING_FACTOR, JPEG_SAMPLING[sub]], scale=n)))
+    if board:
+        labels = {c.label for c in cases[first_new:]}
+        missing = BOARD_PICKS - labels
+        assert not missing, f"BOARD_PICKS names no case: {sorted(missing)}"
+        cases = cases[:first_new] + [c for c in cases[first_new:] if c.label in BOARD_PICKS]
     return cases
 
 
@@ -773,6 +800,9 @@ def main(argv=None) -> int:
         description="Check that edgesight's raw outputs are bit-identical to OpenCV.")
     ap.add_argument("--bin", required=True, help="path to the edgesight binary")
     ap.add_argument("--quick", action="store_true", help="skip the 1920x1080 cases")
+    ap.add_argument("--board", action="store_true",
+                    help="for an emulated board: of the formats added since the first eight, "
+                         "one case per kernel variant (BOARD_PICKS)")
     ap.add_argument("--jobs", type=int, default=2, help="parallel binary runs (default 2)")
     ap.add_argument("--filter", default="", help="only run cases whose label contains this")
     ap.add_argument("--timeout", type=float, default=120.0, help="per-run timeout in seconds")
@@ -792,7 +822,7 @@ def main(argv=None) -> int:
         print(f"FAIL setup: the raw format helpers disagree with their examples ({e!r})")
         print("conformance: 0 passed, 1 failed")
         return 1
-    cases = [c for c in build_cases(args.quick, repo_root) if args.filter in c.label]
+    cases = [c for c in build_cases(args.quick, repo_root, args.board) if args.filter in c.label]
     t0 = time.monotonic()
     passed = failed = 0
     with ThreadPoolExecutor(max_workers=max(1, args.jobs), initializer=reference_mode) as pool:

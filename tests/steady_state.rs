@@ -1,20 +1,28 @@
 //! A warm pipeline, and a warm camera with its publisher, allocate no host memory per
-//! frame: every Rust allocation of the process is counted while frames go through (the
-//! tests of this binary take turns, so none counts another's).
+//! frame, also while frames are dropped because the camera or the publisher fell behind:
+//! every Rust allocation of the process is counted while frames go through (the tests of
+//! this binary take turns, so none counts another's).
 
 mod common;
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use edgesight::capture::{self, DropReason, Next, SourceSpec};
+use tokio::sync::watch;
+
+use edgesight::capture::{
+    self, CaptureError, CaptureStats, DropReason, FrameSource, IoMode, Next, SourceSpec,
+};
+use edgesight::cl::Gpu;
 use edgesight::config::CameraSettings;
 use edgesight::daemon::camera::{self, Links};
-use edgesight::daemon::camera_metrics::CameraFamilies;
+use edgesight::daemon::camera_metrics::{CameraFamilies, CameraMetrics};
+use edgesight::daemon::publish;
 use edgesight::frame::{FrameLayout, PixelFormat};
 use edgesight::health::{self, HealthSettings};
+use edgesight::mailbox::Latest;
 use edgesight::metrics::Metrics;
 use edgesight::pipeline::{FrameResult, Pipeline, PipelineOptions, Tuning, TuningChoice};
 
@@ -88,17 +96,21 @@ fn a_warm_pipeline_allocates_nothing_per_frame() {
     }
 }
 
-/// The daemon's per-frame path: the camera thread (test pattern, pipeline with two ROIs
-/// and the health grid, snapshots polled) and the publisher (metrics, health detectors,
-/// the latest-frame mailbox), counted over 100 frames once learning is over.
-#[test]
-fn a_warm_camera_and_its_publisher_allocate_nothing_per_frame() {
-    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+/// A camera thread and its publisher, as the daemon runs them: test pattern at 100 fps,
+/// two ROIs and the health grid (learnt in 0.5 s), snapshots polled.
+struct WarmCamera {
+    stop: Arc<AtomicBool>,
+    metrics: Arc<CameraMetrics>,
+    latest: watch::Receiver<Option<Arc<Latest>>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+fn settings() -> CameraSettings {
     let device = std::env::var("EDGESIGHT_TEST_DEVICE")
         .unwrap_or_default()
         .parse()
         .expect("device spec");
-    let settings = CameraSettings {
+    CameraSettings {
         name: "c".into(),
         device,
         tuning: TuningChoice::Auto,
@@ -112,42 +124,259 @@ fn a_warm_camera_and_its_publisher_allocate_nothing_per_frame() {
             learning_seconds: 0.5,
             ..HealthSettings::default()
         },
-    };
-    let stop = Arc::new(AtomicBool::new(false));
-    let (links, ends) = Links::new(Arc::clone(&stop), 8);
-    let metrics = Metrics::new();
-    let m = Arc::new(CameraFamilies::new(&metrics, 16).camera("c", Some(100.0)));
-    let (latest_tx, latest) = tokio::sync::watch::channel(None);
-    let camera = {
-        let m = Arc::clone(&m);
-        std::thread::spawn(move || camera::run(settings, m, links))
-    };
-    let publisher = std::thread::spawn(move || {
-        edgesight::daemon::publish(ends.published, ends.spare, m, latest_tx)
-    });
-    let sequence = || latest.borrow().as_ref().map_or(0, |l| l.sequence);
-    let wait_past = |n: u64| {
+    }
+}
+
+impl WarmCamera {
+    /// The camera with its own source and publisher, results queued up to 8 as in the
+    /// daemon.
+    fn start() -> WarmCamera {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (links, ends) = Links::new(Arc::clone(&stop), 8);
+        let metrics = Metrics::new();
+        let m = Arc::new(CameraFamilies::new(&metrics, 16).camera("c", Some(100.0)));
+        let (latest_tx, latest) = watch::channel(None);
+        let camera = {
+            let m = Arc::clone(&m);
+            std::thread::spawn(move || camera::run(settings(), m, links))
+        };
+        let publisher = {
+            let m = Arc::clone(&m);
+            std::thread::spawn(move || publish(ends.published, ends.spare, m, latest_tx))
+        };
+        WarmCamera {
+            stop,
+            metrics: m,
+            latest,
+            threads: vec![camera, publisher],
+        }
+    }
+
+    /// The camera falling behind its source on every 25th frame (40 ms, four frame
+    /// times, as a slow pipeline would), results queued up to 2 for a publisher that
+    /// falls behind on every 10th (50 ms) and stalls past its idle time on every 150th
+    /// (600 ms: the last frame is shown again with the drops counted meanwhile), and a
+    /// reader (a request being answered) holding the latest frame for 30 ms, three
+    /// times a second. `events` counts what happened, for the test to wait on.
+    fn start_falling_behind(events: Arc<Events>) -> WarmCamera {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (links, ends) = Links::new(Arc::clone(&stop), 2);
+        let metrics = Metrics::new();
+        let m = Arc::new(CameraFamilies::new(&metrics, 16).camera("c", Some(100.0)));
+        let (latest_tx, latest) = watch::channel(None);
+        let camera = {
+            let m = Arc::clone(&m);
+            std::thread::spawn(move || {
+                camera::run_with_source(settings(), m, links, |settings, gpu| {
+                    Ok(Box::new(FallsBehind {
+                        inner: capture::open(&settings.source, gpu)?,
+                        turns: 0,
+                    }))
+                })
+            })
+        };
+        // Between the camera and the publisher: what reaches the publisher, late.
+        let (relay_tx, relay_rx) = mpsc::sync_channel(1);
+        let relay = {
+            let events = Arc::clone(&events);
+            std::thread::spawn(move || {
+                for (i, p) in ends.published.iter().enumerate() {
+                    if i % 10 == 5 {
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
+                    if i % 150 == 75 {
+                        std::thread::sleep(Duration::from_millis(600));
+                        events.stalls.fetch_add(1, Ordering::Relaxed);
+                    }
+                    if relay_tx.send(p).is_err() {
+                        return;
+                    }
+                }
+            })
+        };
+        let publisher = {
+            let m = Arc::clone(&m);
+            std::thread::spawn(move || publish(relay_rx, ends.spare, m, latest_tx))
+        };
+        let reader = {
+            let (stop, mut latest) = (Arc::clone(&stop), latest.clone());
+            std::thread::spawn(move || {
+                let mut last = None;
+                let mut turns = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    turns += 1;
+                    if latest.has_changed().unwrap_or(false) {
+                        let seen = latest.borrow_and_update().clone();
+                        let sequence = seen.as_ref().map(|l| l.sequence);
+                        if sequence.is_some() && sequence == last {
+                            events.shown_again.fetch_add(1, Ordering::Relaxed);
+                        }
+                        last = sequence;
+                        if turns.is_multiple_of(10) {
+                            // Held across frames: the publisher must not reuse it.
+                            std::thread::sleep(Duration::from_millis(30));
+                            events.held.fetch_add(1, Ordering::Relaxed);
+                        }
+                        drop(seen);
+                    }
+                    std::thread::sleep(Duration::from_millis(3));
+                }
+            })
+        };
+        WarmCamera {
+            stop,
+            metrics: m,
+            latest,
+            threads: vec![camera, relay, publisher, reader],
+        }
+    }
+
+    fn sequence(&self) -> u64 {
+        self.latest.borrow().as_ref().map_or(0, |l| l.sequence)
+    }
+
+    /// Waits until `done` (up to two minutes, for a loaded machine).
+    fn wait(&self, what: &str, done: impl Fn(&WarmCamera) -> bool) {
         let deadline = Instant::now() + Duration::from_secs(120);
-        while sequence() < n {
-            assert!(Instant::now() < deadline, "frame {n} never came");
+        while !done(self) {
+            assert!(
+                Instant::now() < deadline,
+                "{what} never came (frame {})",
+                self.sequence()
+            );
             std::thread::sleep(Duration::from_millis(5));
         }
-    };
-    // Past learning (0.5 s) and the frame-rate window (2 s).
-    wait_past(300);
-    let learned = latest
-        .borrow()
-        .as_ref()
-        .and_then(|l| l.health)
-        .is_some_and(|h| !h.learning);
-    assert!(learned, "health still learning at frame {}", sequence());
-    let (from, before) = (sequence(), ALLOCATIONS.load(Ordering::Relaxed));
-    wait_past(from + 100);
-    let (to, during) = (sequence(), ALLOCATIONS.load(Ordering::Relaxed) - before);
-    stop.store(true, Ordering::Relaxed);
-    camera.join().expect("the camera thread ends");
-    publisher.join().expect("the publisher ends");
+    }
+
+    /// Past learning (0.5 s) and the frame-rate window (2 s).
+    fn wait_warm(&self) {
+        self.wait("frame 300", |c| c.sequence() >= 300);
+        let learned = self
+            .latest
+            .borrow()
+            .as_ref()
+            .and_then(|l| l.health)
+            .is_some_and(|h| !h.learning);
+        assert!(
+            learned,
+            "health still learning at frame {}",
+            self.sequence()
+        );
+    }
+
+    fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads {
+            t.join().expect("no thread panics");
+        }
+    }
+}
+
+/// What [`WarmCamera::start_falling_behind`]'s publisher and reader went through.
+#[derive(Default)]
+struct Events {
+    stalls: AtomicU64,
+    shown_again: AtomicU64,
+    held: AtomicU64,
+}
+
+impl Events {
+    fn now(&self) -> [u64; 3] {
+        [&self.stalls, &self.shown_again, &self.held].map(|n| n.load(Ordering::Relaxed))
+    }
+}
+
+/// A source whose camera loop falls behind: every 25th turn it sleeps 40 ms before asking
+/// for a frame, so the source finds frames missed (sequence gaps), as it would behind a
+/// slow pipeline.
+struct FallsBehind {
+    inner: Box<dyn FrameSource>,
+    turns: u64,
+}
+
+impl FrameSource for FallsBehind {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    fn layout(&self) -> FrameLayout {
+        self.inner.layout()
+    }
+    fn io_mode(&self) -> IoMode {
+        self.inner.io_mode()
+    }
+    fn is_up(&self) -> bool {
+        self.inner.is_up()
+    }
+    fn stats(&self) -> CaptureStats {
+        self.inner.stats()
+    }
+    fn next_frame(&mut self, gpu: &Gpu, wait: Duration) -> Result<Next<'_>, CaptureError> {
+        self.turns += 1;
+        if self.turns.is_multiple_of(25) {
+            std::thread::sleep(Duration::from_millis(40));
+        }
+        self.inner.next_frame(gpu, wait)
+    }
+}
+
+/// The daemon's per-frame path: the camera thread (pipeline with two ROIs and the health
+/// grid, snapshots polled) and the publisher (metrics, health detectors, the latest-frame
+/// mailbox), counted over 100 frames once learning is over.
+#[test]
+fn a_warm_camera_and_its_publisher_allocate_nothing_per_frame() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let camera = WarmCamera::start();
+    camera.wait_warm();
+    let (from, before) = (camera.sequence(), ALLOCATIONS.load(Ordering::Relaxed));
+    camera.wait("100 more frames", |c| c.sequence() >= from + 100);
+    let (to, during) = (
+        camera.sequence(),
+        ALLOCATIONS.load(Ordering::Relaxed) - before,
+    );
+    camera.stop();
     assert_eq!(during, 0, "{during} allocations from frame {from} to {to}");
+}
+
+/// The same path while frames are dropped, on purpose rather than by the machine's
+/// load: frames the camera missed (sequence gaps), results the full publish queue
+/// refused (publish backlog), the last frame shown again while the publisher waited, and
+/// a reader holding the latest frame while newer ones come. Counted from a point where
+/// each has happened once, until each has happened again and 100 frames went by.
+#[test]
+fn a_camera_falling_behind_allocates_nothing_while_it_drops_frames() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let events = Arc::new(Events::default());
+    let camera = WarmCamera::start_falling_behind(Arc::clone(&events));
+    camera.wait_warm();
+    camera.wait("a publisher stall", |_| events.now().iter().all(|&n| n > 0));
+    let drops = |c: &WarmCamera| {
+        let a = c.metrics.activity();
+        (a.dropped[DropReason::SequenceGap as usize], a.backlog)
+    };
+    let (from, before) = (camera.sequence(), ALLOCATIONS.load(Ordering::Relaxed));
+    let (gaps, backlog) = drops(&camera);
+    let seen = events.now();
+    camera.wait("every kind of drop again", |c| {
+        let (g, b) = drops(c);
+        g > gaps
+            && b > backlog
+            && events.now().iter().zip(seen).all(|(&n, s)| n > s)
+            && c.sequence() >= from + 100
+    });
+    let (to, during) = (
+        camera.sequence(),
+        ALLOCATIONS.load(Ordering::Relaxed) - before,
+    );
+    let (g, b) = drops(&camera);
+    camera.stop();
+    assert_eq!(
+        during,
+        0,
+        "{during} allocations from frame {from} to {to}, while {} frames were missed and {} \
+         refused by the publish queue",
+        g - gaps,
+        b - backlog
+    );
 }
 
 /// An MJPEG source's per-frame path: each frame's JPEG read from the recording and its

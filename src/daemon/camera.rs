@@ -29,7 +29,7 @@ use crate::region::Region;
 
 mod supervise;
 
-pub use supervise::{run, CameraState};
+pub use supervise::{run, run_with_source, CameraState};
 
 /// How long a source may wait for a frame before the loop looks at its channels and the
 /// stop flag again; bounds the time to shut down.
@@ -124,9 +124,18 @@ struct Camera {
 }
 
 fn open(settings: &CameraSettings) -> Result<Camera> {
+    open_with(settings, |settings, gpu| {
+        capture::open(&settings.source, gpu).with_context(|| format!("source {}", settings.source))
+    })
+}
+
+/// Opens the camera's OpenCL device and the source `source` makes on it.
+fn open_with(
+    settings: &CameraSettings,
+    source: impl FnOnce(&CameraSettings, &Gpu) -> Result<Box<dyn FrameSource>>,
+) -> Result<Camera> {
     let gpu = Gpu::open(&settings.device).context("OpenCL device")?;
-    let source = capture::open(&settings.source, &gpu)
-        .with_context(|| format!("source {}", settings.source))?;
+    let source = source(settings, &gpu)?;
     let describe = Arc::new(SourceInfo {
         format: source.layout().format.name(),
         device: gpu.info.to_string(),
@@ -235,6 +244,10 @@ fn run_frames(
         );
     }
     let mut failures_logged = 0u32;
+    // A result that went nowhere (the publish queue was full, or the frame failed), filled
+    // again by the next frame: a camera that outruns its publisher must not allocate a
+    // result per dropped frame.
+    let mut unused: Option<FrameResult> = None;
     // Without a configured rate, the target is the driver's, once the camera is up.
     let mut target_known = target_fps(settings).is_some();
     while !links.stopped() {
@@ -271,10 +284,10 @@ fn run_frames(
             continue;
         };
         let (sequence, captured, decoded) = (frame.sequence, frame.captured, frame.decoded);
-        let mut result = links
-            .spare
-            .try_recv()
-            .unwrap_or_else(|_| FrameResult::empty());
+        let mut result = unused
+            .take()
+            .or_else(|| links.spare.try_recv().ok())
+            .unwrap_or_else(FrameResult::empty);
         let processed = pipeline
             .process_into(&cam.gpu, frame.slot, &mut result)
             .map(|images| {
@@ -294,6 +307,7 @@ fn run_frames(
                     failures_logged += 1;
                     tracing::warn!(camera = %settings.name, "frame {sequence}: {e:#}");
                 }
+                unused = Some(result);
                 continue;
             }
         };
@@ -306,8 +320,9 @@ fn run_frames(
             decoded,
             source: Arc::clone(&cam.describe),
         };
-        if let Err(mpsc::TrySendError::Full(_)) = links.publish.try_send(published) {
+        if let Err(mpsc::TrySendError::Full(p)) = links.publish.try_send(published) {
             m.backlog_dropped.inc();
+            unused = Some(p.result);
         }
     }
     Ok(())

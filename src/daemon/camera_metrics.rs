@@ -13,7 +13,7 @@ use prometheus::{
 };
 
 use super::health_metrics::{HealthFamilies, HealthMetrics};
-use crate::capture::{CaptureStats, DropReason};
+use crate::capture::{CaptureStats, DropReason, MAX_FPS};
 use crate::cl::ClDeviceInfo;
 use crate::mailbox::{Activity, DROP_PUBLISH_BACKLOG};
 use crate::metrics::Metrics;
@@ -468,16 +468,31 @@ impl CameraMetrics {
 /// What `edgesight_frame_rate` measures: frames published per second over the last
 /// [`FrameRate::WINDOW`], from the first to the last publishing time in it; 0 with fewer
 /// than two frames in the window.
-#[derive(Default)]
+///
+/// Its times are kept in memory taken once, for the fastest source there can be: a rate
+/// that rises (a camera out of low light, a publisher catching up) allocates nothing.
 pub(crate) struct FrameRate {
     times: VecDeque<Instant>,
 }
 
 impl FrameRate {
     pub(crate) const WINDOW: Duration = Duration::from_secs(2);
+    /// The times kept: a window at the highest rate a source may run at. Beyond it
+    /// (a burst of queued frames) the oldest go first, and the rate is measured over
+    /// the shorter span the rest cover.
+    const KEPT: usize = 2 * MAX_FPS as usize;
+
+    pub(crate) fn new() -> FrameRate {
+        FrameRate {
+            times: VecDeque::with_capacity(Self::KEPT),
+        }
+    }
 
     /// Counts a frame published at `at`.
     pub(crate) fn frame(&mut self, at: Instant) {
+        if self.times.len() == Self::KEPT {
+            self.times.pop_front();
+        }
         self.times.push_back(at);
     }
 
@@ -605,7 +620,7 @@ mod tests {
     fn the_frame_rate_counts_the_frames_of_the_last_two_seconds() {
         let t0 = Instant::now();
         let ms = |n: u64| t0 + Duration::from_millis(n);
-        let mut rate = FrameRate::default();
+        let mut rate = FrameRate::new();
         assert_eq!(rate.at(t0), 0.0);
         rate.frame(ms(0));
         assert_eq!(rate.at(ms(0)), 0.0, "one frame is no rate");
@@ -623,6 +638,23 @@ mod tests {
         }
         assert_eq!(rate.at(ms(3400)), 10.0);
         assert_eq!(rate.at(ms(9000)), 0.0);
+    }
+
+    /// A rate above any source's (a burst) keeps the memory the window was given and
+    /// is measured over the span the kept times cover.
+    #[test]
+    fn the_frame_rate_keeps_its_memory_at_any_rate() {
+        let t0 = Instant::now();
+        let mut rate = FrameRate::new();
+        let capacity = rate.times.capacity();
+        // 4000 fps for a second: more frames than a window keeps.
+        for n in 0..4000u64 {
+            rate.frame(t0 + Duration::from_micros(250 * n));
+        }
+        assert_eq!(rate.times.capacity(), capacity);
+        assert_eq!(rate.times.len(), FrameRate::KEPT);
+        let fps = rate.at(t0 + Duration::from_micros(250 * 3999));
+        assert!((fps - 4000.0).abs() < 1e-6, "{fps}");
     }
 
     #[test]

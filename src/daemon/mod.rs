@@ -9,6 +9,7 @@
 pub mod camera;
 pub mod camera_metrics;
 pub mod health_metrics;
+mod publish;
 pub mod reload;
 mod signals;
 
@@ -22,15 +23,14 @@ use anyhow::{anyhow, Context, Result};
 use tokio::sync::{mpsc as tmpsc, watch};
 
 use crate::config::{self, CameraSettings, Overrides, Settings};
-use crate::health::{self, Health, HealthReport, HealthSettings};
-use crate::mailbox::Latest;
 use crate::metrics::Metrics;
-use crate::pipeline::FrameResult;
 use crate::server::{self, CameraView};
-use camera::{CameraState, Links, Published, Reload};
-use camera_metrics::{CameraFamilies, CameraMetrics, FrameRate};
+use camera::{CameraState, Links, Reload};
+use camera_metrics::CameraFamilies;
 use reload::{reload, ReloadMetrics};
 use signals::Signal;
+
+pub use publish::publish;
 
 /// Results waiting for the publisher, per camera. Small on purpose: a publisher that
 /// falls this far behind loses frames (counted) rather than making the camera wait.
@@ -281,110 +281,6 @@ async fn serve(
     outcome
 }
 
-/// Copies each frame's results into the metrics and the latest-frame slot; ends when the
-/// camera thread does.
-///
-/// Once warm it allocates nothing per frame: the `Latest` the server no longer reads is
-/// filled again in place, and the result it held goes back to the camera thread through
-/// `spare` to be filled by a later frame.
-pub fn publish(
-    rx: mpsc::Receiver<Published>,
-    spare: mpsc::SyncSender<FrameResult>,
-    m: Arc<CameraMetrics>,
-    latest: watch::Sender<Option<Arc<Latest>>>,
-) {
-    let mut rate = FrameRate::default();
-    let mut health = Health::new(HealthSettings::default());
-    // The `Latest` replaced last, to be filled again once no reader holds it.
-    let mut replaced: Option<Arc<Latest>> = None;
-    loop {
-        match rx.recv_timeout(Duration::from_millis(500)) {
-            Ok(p) => {
-                let now = Instant::now();
-                m.frame(
-                    &p.result,
-                    now.saturating_duration_since(p.captured),
-                    p.decoded,
-                );
-                let report = watch_health(&mut health, &p, &m);
-                rate.frame(now);
-                m.frame_rate.set(rate.at(now));
-                let fresh = Latest {
-                    sequence: p.sequence,
-                    published: now,
-                    result: p.result,
-                    options: p.options,
-                    source: p.source,
-                    activity: m.activity(),
-                    health: report,
-                };
-                // Readers clone the Arc: one the publisher alone holds is read by no one.
-                let next = match replaced.take() {
-                    Some(mut old) => match Arc::get_mut(&mut old) {
-                        Some(slot) => {
-                            let done = std::mem::replace(slot, fresh).result;
-                            let _ = spare.try_send(done);
-                            old
-                        }
-                        None => Arc::new(fresh),
-                    },
-                    None => Arc::new(fresh),
-                };
-                replaced = latest.send_replace(Some(next));
-            }
-            // No frame for a while: the rate still has to fall, and the camera thread may
-            // count drops meanwhile; the last frame is shown again with the new numbers.
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                m.frame_rate.set(rate.at(Instant::now()));
-                let activity = m.activity();
-                latest.send_if_modified(|l| match l {
-                    Some(l) if l.activity != activity => {
-                        *l = Arc::new(Latest {
-                            activity,
-                            ..Latest::clone(l)
-                        });
-                        true
-                    }
-                    _ => false,
-                });
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => return,
-        }
-    }
-}
-
-/// Runs a frame through the camera's health detectors (when they are on), logs what
-/// changed and sets the health series; returns the report for [`Latest`].
-fn watch_health(health: &mut Health, p: &Published, m: &CameraMetrics) -> Option<HealthReport> {
-    let was_on = health.settings().enabled;
-    health.set_settings(p.health);
-    if !p.health.enabled {
-        if was_on {
-            m.health.off();
-            tracing::info!(camera = %m.name, frame = p.sequence, "camera health: detectors off");
-        }
-        return None;
-    }
-    let name = &m.name;
-    for event in health.update(&p.result, p.captured) {
-        match *event {
-            health::Event::Learned => {
-                tracing::info!(camera = %name, frame = p.sequence, "camera health: baseline learned");
-            }
-            health::Event::Tampered(kind) => {
-                m.health.tampered(kind);
-                tracing::warn!(camera = %name, kind = %kind, frame = p.sequence, "camera health: tampered");
-            }
-            health::Event::Cleared(kind) => {
-                tracing::info!(camera = %name, kind = %kind, frame = p.sequence, "camera health: ok again");
-            }
-        }
-    }
-    let report = *health.report();
-    m.health.set(&report);
-    Some(report)
-}
-
 /// Tells systemd READY once every camera has published a frame or is waiting for its
 /// device (a board whose camera is unplugged at boot still serves its metrics), and pings
 /// its watchdog only while every camera loop keeps turning, so a hung GPU call gets the
@@ -434,132 +330,5 @@ async fn supervise(
             let _ = sd_notify::notify(&[sd_notify::NotifyState::Watchdog]);
             last_ping = Some(Instant::now());
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::capture::{CaptureStats, DropReason};
-    use crate::mailbox::SourceInfo;
-    use crate::pipeline::{FrameResult, PipelineOptions};
-
-    fn frame(sequence: u64, source: &Arc<SourceInfo>) -> Published {
-        Published {
-            result: FrameResult::empty(),
-            options: PipelineOptions::default(),
-            health: HealthSettings::default(),
-            sequence,
-            captured: Instant::now(),
-            decoded: None,
-            source: Arc::clone(source),
-        }
-    }
-
-    /// Waits (up to a minute, for a loaded machine) until the latest frame satisfies `ok`.
-    fn wait_for(latest: &watch::Receiver<Option<Arc<Latest>>>, ok: impl Fn(&Latest) -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !latest.borrow().as_deref().is_some_and(&ok) {
-            assert!(
-                Instant::now() < deadline,
-                "the latest frame never got there"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-
-    #[test]
-    fn the_latest_frame_carries_the_exported_frame_rate_and_drops() {
-        let metrics = Metrics::new();
-        let m = Arc::new(CameraFamilies::new(&metrics, 16).camera("c", Some(30.0)));
-        let mut stats = CaptureStats::default();
-        stats.dropped[DropReason::SequenceGap as usize] = 3;
-        stats.dropped[DropReason::BadImage as usize] = 1;
-        m.capture(true, &stats);
-        m.backlog_dropped.inc_by(2);
-        let (tx, rx) = mpsc::sync_channel(8);
-        let (spare_tx, _spare) = mpsc::sync_channel(8);
-        let (latest_tx, latest) = watch::channel(None);
-        let publisher = {
-            let m = Arc::clone(&m);
-            std::thread::spawn(move || publish(rx, spare_tx, m, latest_tx))
-        };
-        let source = Arc::new(SourceInfo {
-            format: "grey",
-            device: "none".into(),
-        });
-        for sequence in 0..3 {
-            tx.send(frame(sequence, &source))
-                .expect("the publisher runs");
-        }
-        wait_for(&latest, |l| l.sequence == 2);
-        let l = latest.borrow().clone().expect("published");
-        assert_eq!(
-            (l.activity.dropped, l.activity.backlog),
-            ([3, 0, 0, 1, 0], 2)
-        );
-        assert!(l.activity.fps > 0.0, "three frames, a rate");
-
-        // Drops counted while no frame comes reach the last frame's numbers.
-        stats.dropped[DropReason::SequenceGap as usize] = 5;
-        m.capture(false, &stats);
-        wait_for(&latest, |l| l.activity.dropped[0] == 5);
-        // Once the publisher has ended nothing changes: the mailbox and the metrics agree.
-        drop(tx);
-        publisher.join().expect("no panic");
-        let l = latest.borrow().clone().expect("published");
-        assert_eq!(l.sequence, 2, "the same frame");
-        assert_eq!(l.activity.dropped_total(), 8);
-        for (reason, n) in l.activity.dropped_by_reason() {
-            let series =
-                format!(r#"edgesight_frames_dropped_total{{camera="c",reason="{reason}"}}"#);
-            assert_eq!(metrics.sample(&series), Some(n as f64), "{reason}");
-        }
-        assert_eq!(
-            metrics.sample(r#"edgesight_frame_rate{camera="c"}"#),
-            Some(l.activity.fps)
-        );
-    }
-
-    /// Results come back for the camera to fill again, each once, and only those no reader
-    /// holds: the one a reader keeps stays its own.
-    #[test]
-    fn results_the_server_no_longer_reads_go_back_to_the_camera() {
-        let metrics = Metrics::new();
-        let m = Arc::new(CameraFamilies::new(&metrics, 16).camera("c", None));
-        let (tx, rx) = mpsc::sync_channel(8);
-        let (spare_tx, spare) = mpsc::sync_channel(8);
-        let (latest_tx, latest) = watch::channel(None);
-        let publisher = std::thread::spawn(move || publish(rx, spare_tx, m, latest_tx));
-        let source = Arc::new(SourceInfo {
-            format: "grey",
-            device: "none".into(),
-        });
-        let numbered = |sequence: u64| {
-            let mut p = frame(sequence, &source);
-            p.result.otsu_threshold = sequence as u8;
-            p
-        };
-        tx.send(numbered(1)).expect("the publisher runs");
-        wait_for(&latest, |l| l.sequence == 1);
-        // A reader holds frame 1 while frame 2 replaces it: frame 1 cannot be reused yet.
-        let held = latest.borrow().clone().expect("published");
-        tx.send(numbered(2)).expect("the publisher runs");
-        wait_for(&latest, |l| l.sequence == 2);
-        tx.send(numbered(3)).expect("the publisher runs");
-        wait_for(&latest, |l| l.sequence == 3);
-        assert_eq!(
-            held.result.otsu_threshold, 1,
-            "the reader's frame is untouched"
-        );
-        // Frame 2 was replaced while no one read it: its result came back.
-        tx.send(numbered(4)).expect("the publisher runs");
-        wait_for(&latest, |l| l.sequence == 4);
-        drop(tx);
-        publisher.join().expect("no panic");
-        // Frame 1 was held, frame 2 came back when frame 4 took its place, frame 3 waited
-        // for the next frame (none came) and frame 4 is the latest.
-        let back: Vec<u8> = spare.try_iter().map(|r| r.otsu_threshold).collect();
-        assert_eq!(back, [2]);
     }
 }

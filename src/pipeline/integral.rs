@@ -812,11 +812,7 @@ impl IntegralStage {
         for (i, (r, st)) in stats.by_ref().take(configured).enumerate() {
             match regions.get_mut(i) {
                 Some((region, stats)) => {
-                    // Field by field: String::clone_from reuses the name's allocation (a
-                    // derived Clone::clone_from would not).
-                    region.name.clone_from(&r.name);
-                    (region.x, region.y) = (r.x, r.y);
-                    (region.width, region.height) = (r.width, r.height);
+                    region.assign(r);
                     *stats = st;
                 }
                 None => regions.push((r.clone(), st)),

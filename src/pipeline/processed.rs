@@ -53,6 +53,45 @@ impl FrameResult {
             timed: false,
         }
     }
+
+    /// Makes this result a copy of `other`, in the memory it already has: `clone_from`
+    /// for a result that is refilled rather than made anew (a derived `clone_from` would
+    /// allocate every region's name again).
+    pub fn copy_from(&mut self, other: &FrameResult) {
+        let FrameResult {
+            width,
+            height,
+            histogram,
+            otsu_threshold,
+            frame,
+            regions,
+            cells,
+            grid,
+            gradient_histogram,
+            gradient_sampled,
+            timings,
+            timed,
+        } = other;
+        (self.width, self.height, self.grid) = (*width, *height, *grid);
+        self.histogram = *histogram;
+        self.otsu_threshold = *otsu_threshold;
+        self.frame = *frame;
+        self.regions.truncate(regions.len());
+        for (i, (region, stats)) in regions.iter().enumerate() {
+            match self.regions.get_mut(i) {
+                Some((mine, my_stats)) => {
+                    mine.assign(region);
+                    *my_stats = *stats;
+                }
+                None => self.regions.push((region.clone(), *stats)),
+            }
+        }
+        self.cells.clone_from(cells);
+        self.gradient_histogram = *gradient_histogram;
+        self.gradient_sampled = *gradient_sampled;
+        self.timings = *timings;
+        self.timed = *timed;
+    }
 }
 
 /// The pictures of a frame any pipeline gives ([`FrameImages::read_pictures`]): what the

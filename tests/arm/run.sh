@@ -6,8 +6,9 @@
 #   1. the kernel tests (tests/kernels.rs: every kernel against the plain-Rust reference,
 #      awkward sizes, every format and border, wider strides, both tunings), built for the
 #      board with cargo and Debian's cross gcc;
-#   2. the OpenCV conformance test (tests/conformance.py) with the board's edgesight as the
-#      binary (tests/arm/edgesight-ARCH), OpenCV itself running on the host;
+#   2. the OpenCV conformance test (tests/conformance.py --board: every case of the first
+#      formats, one case per kernel variant of the later ones) with the board's edgesight
+#      as the binary (tests/arm/edgesight-ARCH), OpenCV itself running on the host;
 #   3. `edgesight process --raw` on a few inputs, x86 and board binary, every output file
 #      compared byte for byte (report.json without its device name and timings).
 #
@@ -113,8 +114,8 @@ kernel_tests() {
 conformance() {
     local arch=$1
     # shellcheck disable=SC2086
-    python3 tests/conformance.py --bin "$here/edgesight-$arch" --jobs "$jobs" --timeout 900 \
-        ${EDGESIGHT_ARM_CONFORMANCE_ARGS:-} 2>&1 | tee "$logs/$arch-conformance.log"
+    python3 tests/conformance.py --bin "$here/edgesight-$arch" --board --jobs "$jobs" \
+        --timeout 900 ${EDGESIGHT_ARM_CONFORMANCE_ARGS:-} 2>&1 | tee "$logs/$arch-conformance.log"
 }
 
 # The raw-output comparison: the inputs (made once, deterministic) and the x86 outputs.

@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 use super::{open, run_opened, Camera, Links, POLL};
+use crate::capture::FrameSource;
+use crate::cl::Gpu;
 use crate::config::CameraSettings;
 use crate::daemon::camera_metrics::CameraMetrics;
 use crate::frame::FrameLayout;
@@ -87,6 +89,20 @@ impl Default for CameraState {
 /// delay; it never ends the thread, so it never stops the other cameras or the daemon.
 pub fn run(settings: CameraSettings, m: Arc<CameraMetrics>, links: Links) {
     run_with(settings, m, links, open);
+}
+
+/// [`run`] with the camera's frames from the source `source` opens (on the camera's
+/// OpenCL device) rather than from its settings: for a test that puts its own source
+/// between the driver and the camera loop (one that falls behind, say).
+pub fn run_with_source(
+    settings: CameraSettings,
+    m: Arc<CameraMetrics>,
+    links: Links,
+    mut source: impl FnMut(&CameraSettings, &Gpu) -> Result<Box<dyn FrameSource>>,
+) {
+    run_with(settings, m, links, |settings| {
+        super::open_with(settings, &mut source)
+    });
 }
 
 /// [`run`] with the opening of the camera given, so that tests can hand it a source.
