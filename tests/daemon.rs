@@ -1553,6 +1553,52 @@ fn r3_a_fifo_or_device_as_config_is_refused_at_once() {
     assert_eq!(status.code(), Some(0), "{log}");
 }
 
+/// Resilience round 2, item 1: a raw replay path that is a FIFO passed `check-config`,
+/// then blocked the camera thread in open(2) until a writer came (READY never sent,
+/// SIGTERM unheard), and `capture --timeout 2` hung on it. It is refused at once now,
+/// by `check-config`, `run` and `capture`.
+#[test]
+fn round2_1_a_raw_replay_path_that_is_a_fifo_is_refused_at_once() {
+    let dir = tmp_dir("daemon-fifo-replay");
+    let fifo = dir.join("frames.raw");
+    mkfifo(&fifo);
+    let config = dir.join("edgesight.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[camera]]\nname = \"c\"\n[camera.source]\nkind = \"replay\"\npath = \"{}\"\n\
+             size = \"64x48\"\nformat = \"grey\"\nfps = 10\n",
+            fifo.display()
+        ),
+    )
+    .expect("config");
+    let config = config.display().to_string();
+    let limit = Duration::from_secs(30);
+    let refusal = format!(
+        "{}: not a directory of images or a regular file but a FIFO",
+        fifo.display()
+    );
+    for args in [
+        vec!["check-config", &config],
+        vec!["run", "--config", &config],
+    ] {
+        let (code, err) = edgesight_within(&args, limit);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.contains(&refusal), "{args:?}: {err}");
+    }
+    let spec = format!("replay:{}:64x48:grey@10", fifo.display());
+    let out = dir.join("out").display().to_string();
+    let (code, err) = edgesight_within(&["capture", &spec, "--timeout", "2", "--out", &out], limit);
+    assert_ne!(code, Some(0), "{err}");
+    assert!(
+        err.contains(&format!(
+            "replay {}: not a regular file but a FIFO",
+            fifo.display()
+        )),
+        "{err}"
+    );
+}
+
 /// Issue "Resilience and security", item 12: `check-config` said "ok" to configs that
 /// `run` then refused without a position. Both now refuse them alike, at the key.
 #[test]

@@ -18,7 +18,7 @@ use std::time::Duration;
 use edgesight::capture::{CaptureStats, DropReason};
 use edgesight::cl::{ClDeviceInfo, ClError};
 use edgesight::daemon::camera_metrics::CameraFamilies;
-use edgesight::daemon::reload::ReloadMetrics;
+use edgesight::daemon::reload::{ReloadMetrics, ReloadResult};
 use edgesight::health::{HealthReport, Kind, State};
 use edgesight::metrics::Metrics;
 use edgesight::pipeline::{FrameResult, PipelineError, Stage, StageTimings};
@@ -152,8 +152,9 @@ fn rendered() -> String {
     // A camera configured without a rate: its target is the rate its driver reports.
     idle.set_target_rate(15.0);
 
-    reloads.count(true);
-    reloads.count(false);
+    reloads.count(ReloadResult::Success);
+    reloads.count(ReloadResult::Partial);
+    reloads.count(ReloadResult::Failure);
     http.answered("metrics", StatusCode::OK);
     http.answered("snapshot", StatusCode::SERVICE_UNAVAILABLE);
 

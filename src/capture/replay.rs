@@ -30,6 +30,7 @@ use std::time::Duration;
 
 use super::{CaptureError, CaptureStats, DropReason, Fill, FrameSource, IoMode, Next, PacedSlots};
 use crate::cl::Gpu;
+use crate::files::OpenError;
 use crate::frame::{CaptureFormat, FrameLayout, PixelFormat, Size};
 use crate::input;
 use crate::jpeg::Scale;
@@ -138,15 +139,20 @@ fn identity(meta: &std::fs::Metadata) -> (u64, u64) {
 
 impl RawFile {
     fn open(path: &Path, layout: FrameLayout) -> Result<RawFile, CaptureError> {
-        let file = File::open(path).map_err(|e| source_error(path, e.to_string()))?;
+        // Opened without blocking: a FIFO is refused, not waited on.
+        let (file, len) = crate::files::open_regular(path).map_err(|e| {
+            source_error(
+                path,
+                match e {
+                    OpenError::Io(e) => e.to_string(),
+                    OpenError::NotRegular(kind) => format!("not a regular file but {kind}"),
+                },
+            )
+        })?;
         let meta = file
             .metadata()
             .map_err(|e| source_error(path, e.to_string()))?;
-        if !meta.is_file() {
-            return Err(source_error(path, "not a regular file"));
-        }
         let frame_bytes = layout.frame_bytes();
-        let len = meta.len();
         if len == 0 || !len.is_multiple_of(frame_bytes as u64) {
             return Err(source_error(
                 path,
@@ -234,8 +240,8 @@ impl RawFile {
         if identity(&meta) == self.identity || !meta.is_file() {
             return;
         }
-        match File::open(path) {
-            Ok(file) => {
+        match crate::files::open_regular(path) {
+            Ok((file, _)) => {
                 replay_warn!(
                     "replay {}: replaced by another file; playing it",
                     path.display()
@@ -243,8 +249,11 @@ impl RawFile {
                 self.file = file;
                 self.identity = identity(&meta);
             }
-            Err(e) => {
+            Err(OpenError::Io(e)) => {
                 let _ = self.dropped(path, format!("cannot open its replacement: {e}"));
+            }
+            Err(OpenError::NotRegular(kind)) => {
+                let _ = self.dropped(path, format!("replaced by {kind}"));
             }
         }
     }

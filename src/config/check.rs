@@ -134,10 +134,25 @@ fn check_source_exists(spec: &SourceSpec) -> Result<(), String> {
         // A camera absent now is waited for: boards enumerate USB cameras late, and
         // cameras get unplugged.
         SourceSpec::Pattern { .. } | SourceSpec::V4l2 { .. } => Ok(()),
-        SourceSpec::Replay { path, .. } if !path.exists() => {
+        SourceSpec::Replay { path, .. } => check_replay_path(path),
+    }
+}
+
+/// A replay path must name a directory or a regular file: a FIFO would block the
+/// camera's open until a writer came, and a device would never end. Looked at without
+/// opening it.
+fn check_replay_path(path: &std::path::Path) -> Result<(), String> {
+    match std::fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             Err(format!("{}: no such file or directory", path.display()))
         }
-        _ => Ok(()),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+        Ok(meta) if meta.is_dir() || meta.is_file() => Ok(()),
+        Ok(meta) => Err(format!(
+            "{}: not a directory of images or a regular file but {}",
+            path.display(),
+            crate::files::kind_name(meta.file_type())
+        )),
     }
 }
 
@@ -369,13 +384,8 @@ fn check_source(doc: &Doc, source: &Spanned<SourceConfig>) -> Result<SourceSpec,
         }
     })?;
     if let (SourceSpec::Replay { path, .. }, Some(written)) = (&spec, &s.path) {
-        if !path.exists() {
-            return Err(doc.at(
-                written.span(),
-                "camera.source.path",
-                format!("{}: no such file or directory", path.display()),
-            ));
-        }
+        check_replay_path(path)
+            .map_err(|message| doc.at(written.span(), "camera.source.path", message))?;
     }
     Ok(spec)
 }

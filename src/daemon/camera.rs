@@ -57,6 +57,22 @@ pub struct Reload {
     pub reply: oneshot::Sender<Result<(), String>>,
 }
 
+impl Reload {
+    /// Every reloadable setting into `settings`: those of a running camera, and those a
+    /// camera waiting to be opened again opens with.
+    fn take_into(&self, settings: &mut CameraSettings) {
+        let Reload {
+            options,
+            regions,
+            health,
+            reply: _,
+        } = self;
+        settings.options = *options;
+        settings.regions.clone_from(regions);
+        settings.health = *health;
+    }
+}
+
 /// The channels a camera thread is given.
 pub struct Links {
     pub stop: Arc<AtomicBool>,
@@ -379,9 +395,7 @@ fn apply(cam: &mut Camera, settings: &mut CameraSettings, reload: &Reload) -> Re
         }
         pipeline.set_options(reload.options);
     }
-    settings.options = reload.options;
-    settings.regions = reload.regions.clone();
-    settings.health = reload.health;
+    reload.take_into(settings);
     Ok(())
 }
 

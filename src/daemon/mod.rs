@@ -185,7 +185,7 @@ pub fn run(config_path: Option<PathBuf>, overrides: Overrides) -> Result<()> {
     ));
     stop.store(true, Ordering::Relaxed);
     let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
-    join(&mut threads);
+    join(&mut threads, STOP_WITHIN);
     // Connections still open (a client that never reads) must not hold the exit up.
     runtime.shutdown_timeout(Duration::from_millis(100));
     tracing::info!("stopped");
@@ -205,14 +205,38 @@ pub fn unblock_signals() -> std::io::Result<()> {
     signals::unblock()
 }
 
-fn join(threads: &mut [CameraThread]) {
+/// How long the camera threads get to stop: well inside the unit's `TimeoutStopSec=5s`,
+/// after which systemd would kill the daemon and count a failure.
+const STOP_WITHIN: Duration = Duration::from_secs(3);
+
+/// Joins the camera threads that stop within `within` and names those that do not (one
+/// blocked in a driver's call, say): the daemon exits without them rather than wait.
+fn join(threads: &mut [CameraThread], within: Duration) -> Vec<String> {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline
+        && threads
+            .iter()
+            .any(|t| t.thread.as_ref().is_some_and(|h| !h.is_finished()))
+    {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut stuck = Vec::new();
     for t in threads {
-        if let Some(handle) = t.thread.take() {
-            if handle.join().is_err() {
-                tracing::error!(camera = %t.settings.name, "camera thread panicked");
-            }
+        let Some(handle) = t.thread.take() else {
+            continue;
+        };
+        if !handle.is_finished() {
+            tracing::error!(
+                camera = %t.settings.name,
+                "camera thread did not stop within {} s (blocked in its source or its device); exiting without it",
+                within.as_secs_f64()
+            );
+            stuck.push(t.settings.name.clone());
+        } else if handle.join().is_err() {
+            tracing::error!(camera = %t.settings.name, "camera thread panicked");
         }
     }
+    stuck
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -330,5 +354,40 @@ async fn supervise(
             let _ = sd_notify::notify(&[sd_notify::NotifyState::Watchdog]);
             last_ping = Some(Instant::now());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// SIGTERM ends the daemon within the unit's stop timeout whatever a camera thread is
+    /// blocked in: the threads that stop are joined, one that does not is named and left.
+    #[test]
+    fn a_camera_thread_blocked_forever_does_not_hold_the_exit_up() {
+        let thread = |name: &str, blocked: Duration| CameraThread {
+            settings: CameraSettings {
+                name: name.into(),
+                device: crate::cl::DeviceSpec::default(),
+                tuning: crate::pipeline::TuningChoice::Auto,
+                source: crate::capture::SourceSpec::default_pattern(),
+                options: crate::pipeline::PipelineOptions::default(),
+                regions: Vec::new(),
+                health: crate::health::HealthSettings::default(),
+            },
+            state: Arc::new(CameraState::new()),
+            reloads: mpsc::channel().0,
+            thread: Some(std::thread::spawn(move || std::thread::sleep(blocked))),
+        };
+        let mut threads = [
+            thread("stops", Duration::from_millis(50)),
+            thread("blocked", Duration::from_secs(3600)),
+        ];
+        let start = Instant::now();
+        let stuck = join(&mut threads, Duration::from_millis(500));
+        let took = start.elapsed();
+        assert_eq!(stuck, ["blocked"]);
+        assert!(took < Duration::from_secs(2), "{took:?}");
+        assert!(threads.iter().all(|t| t.thread.is_none()));
     }
 }

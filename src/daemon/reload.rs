@@ -23,22 +23,43 @@ impl ReloadMetrics {
         ReloadMetrics {
             results: metrics.counters(
                 "edgesight_config_reloads_total",
-                "Configuration reloads on SIGHUP, by result (success or failure).",
+                "Configuration reloads on SIGHUP, by result: success (taken by every \
+                 camera), partial (taken by some; the log names the others) or failure \
+                 (refused whole, nothing changed).",
                 &["result"],
             ),
         }
     }
 
-    /// Counts one reload, taken (`ok`) or refused.
-    pub fn count(&self, ok: bool) {
-        let result = if ok { "success" } else { "failure" };
-        self.results.with_label_values(&[result]).inc();
+    pub fn count(&self, result: ReloadResult) {
+        let label = match result {
+            ReloadResult::Success => "success",
+            ReloadResult::Partial => "partial",
+            ReloadResult::Failure => "failure",
+        };
+        self.results.with_label_values(&[label]).inc();
     }
 }
 
+/// What a reload came to, as `edgesight_config_reloads_total` counts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReloadResult {
+    /// Every camera took it.
+    Success,
+    /// Some cameras took it; the others refused it or had not answered yet.
+    Partial,
+    /// Refused whole: nothing changed.
+    Failure,
+}
+
+/// How long a reload waits for the cameras to say they took it before it reports; a
+/// camera that answers later (one being opened, say) is logged when it does.
+const ANSWER_WITHIN: Duration = Duration::from_secs(5);
+
 /// SIGHUP: reads the config again and hands each running camera its new ROIs and
 /// options. Anything that would need the camera or socket reopened is logged and left
-/// as it is; a config that does not check is refused whole.
+/// as it is; a config that does not check is refused whole. What each camera did with it
+/// is what the log and the counter say.
 pub(super) async fn reload(
     path: Option<&std::path::Path>,
     overrides: &Overrides,
@@ -46,22 +67,113 @@ pub(super) async fn reload(
     threads: &[CameraThread],
     metrics: &ReloadMetrics,
 ) {
-    let outcome = reload_inner(path, overrides, current, threads).await;
-    metrics.count(outcome.is_ok());
-    match outcome {
-        Ok(()) => tracing::info!("SIGHUP: configuration reloaded"),
+    let sent = match send(path, overrides, current, threads).await {
+        Ok(sent) => sent,
         Err(e) => {
-            tracing::error!("SIGHUP: reload refused, keeping the running configuration: {e:#}")
+            metrics.count(ReloadResult::Failure);
+            tracing::error!("SIGHUP: reload refused, keeping the running configuration: {e:#}");
+            return;
+        }
+    };
+    let report = collect(sent, ANSWER_WITHIN).await;
+    metrics.count(report.result());
+}
+
+/// A camera's answer to a reload, still to come.
+struct Sent {
+    camera: String,
+    answer: oneshot::Receiver<Result<(), String>>,
+}
+
+/// Which cameras took a reload, refused it, or had not answered yet.
+#[derive(Debug, Default, PartialEq)]
+struct Report {
+    took: Vec<String>,
+    refused: Vec<String>,
+    late: Vec<String>,
+}
+
+impl Report {
+    fn result(&self) -> ReloadResult {
+        if self.refused.is_empty() && self.late.is_empty() {
+            ReloadResult::Success
+        } else {
+            ReloadResult::Partial
         }
     }
 }
 
-async fn reload_inner(
+/// Waits up to `within` for every camera's answer and logs the outcome: every camera
+/// took it, or which did and which did not. A camera that has not answered by then
+/// takes the reload when its loop next turns; its answer is logged when it comes.
+async fn collect(sent: Vec<Sent>, within: Duration) -> Report {
+    let deadline = tokio::time::Instant::now() + within;
+    let (mut took, mut refused, mut late) = (Vec::new(), Vec::new(), Vec::new());
+    for Sent { camera, mut answer } in sent {
+        match tokio::time::timeout_at(deadline, &mut answer).await {
+            Ok(Ok(Ok(()))) => took.push(camera),
+            Ok(Ok(Err(e))) => {
+                tracing::error!(camera = %camera, "SIGHUP: camera refused the new configuration, keeping its own: {e}");
+                refused.push(camera);
+            }
+            Ok(Err(_)) => {
+                tracing::error!(camera = %camera, "SIGHUP: camera stopped before taking the new configuration");
+                refused.push(camera);
+            }
+            Err(_) => {
+                late.push(camera.clone());
+                tokio::spawn(async move {
+                    match answer.await {
+                        Ok(Ok(())) => {
+                            tracing::info!(camera = %camera, "SIGHUP: camera took the new configuration, late")
+                        }
+                        Ok(Err(e)) => {
+                            tracing::error!(camera = %camera, "SIGHUP: camera refused the new configuration, keeping its own: {e}")
+                        }
+                        Err(_) => {}
+                    }
+                });
+            }
+        }
+    }
+    let report = Report {
+        took,
+        refused,
+        late,
+    };
+    if report.result() == ReloadResult::Success {
+        tracing::info!("SIGHUP: configuration reloaded");
+    } else {
+        tracing::warn!(
+            took = %names(&report.took),
+            refused = %names(&report.refused),
+            busy = %names(&report.late),
+            "SIGHUP: configuration reloaded in part: taken by the cameras named under took; \
+             busy cameras (opening, say) take it when they turn their loop"
+        );
+    }
+    report
+}
+
+fn names(cameras: &[String]) -> String {
+    if cameras.is_empty() {
+        return "none".into();
+    }
+    cameras
+        .iter()
+        .map(|c| format!("{c:?}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Reads and checks the config, then hands every running camera its part; `Err` when
+/// the config is refused whole, before any camera was told.
+async fn send(
     path: Option<&std::path::Path>,
     overrides: &Overrides,
     current: &Settings,
     threads: &[CameraThread],
-) -> Result<()> {
+) -> Result<Vec<Sent>> {
     let path = path.ok_or_else(|| anyhow!("no --config file to read again"))?;
     let path_owned = path.to_path_buf();
     let overrides_owned = overrides.clone();
@@ -97,7 +209,7 @@ async fn reload_inner(
             }
         }
     }
-    let mut replies = Vec::new();
+    let mut sent = Vec::new();
     for t in threads {
         let Some(c) = new.cameras.iter().find(|c| c.name == t.settings.name) else {
             tracing::warn!(camera = %t.settings.name, "SIGHUP: removing cameras takes a restart");
@@ -123,14 +235,67 @@ async fn reload_inner(
                 reply,
             })
             .map_err(|_| anyhow!("camera '{}' is not running", c.name))?;
-        replies.push((c.name.clone(), rx));
+        sent.push(Sent {
+            camera: c.name.clone(),
+            answer: rx,
+        });
     }
-    for (name, rx) in replies {
-        match tokio::time::timeout(Duration::from_secs(5), rx).await {
-            Ok(Ok(Ok(()))) => {}
-            Ok(Ok(Err(e))) => return Err(anyhow!("camera '{name}': {e}")),
-            _ => return Err(anyhow!("camera '{name}' did not answer")),
-        }
+    Ok(sent)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sent(camera: &str) -> (Sent, oneshot::Sender<Result<(), String>>) {
+        let (reply, answer) = oneshot::channel();
+        let camera = camera.to_string();
+        (Sent { camera, answer }, reply)
     }
-    Ok(())
+
+    /// A camera slow to answer (one being opened) makes the reload partial, not refused:
+    /// the cameras that took it are named, and the slow one is still told.
+    #[tokio::test]
+    async fn a_reload_reported_as_refused_but_applied_is_reported_per_camera() {
+        let (fast, fast_reply) = sent("fast");
+        let (slow, slow_reply) = sent("slow");
+        fast_reply.send(Ok(())).expect("waiting");
+        let report = collect(vec![fast, slow], Duration::from_millis(100)).await;
+        assert_eq!(
+            report,
+            Report {
+                took: vec!["fast".into()],
+                refused: vec![],
+                late: vec!["slow".into()],
+            }
+        );
+        assert_eq!(report.result(), ReloadResult::Partial);
+        // The slow camera's answer is still awaited (and logged) after the report.
+        assert!(!slow_reply.is_closed());
+        slow_reply.send(Ok(())).expect("still awaited");
+    }
+
+    #[tokio::test]
+    async fn a_reload_every_camera_took_is_a_success_and_a_refusal_is_named() {
+        let (a, a_reply) = sent("a");
+        let (b, b_reply) = sent("b");
+        a_reply.send(Ok(())).expect("waiting");
+        b_reply.send(Ok(())).expect("waiting");
+        let report = collect(vec![a, b], Duration::from_secs(5)).await;
+        assert_eq!(report.result(), ReloadResult::Success);
+        assert_eq!(report.took, ["a", "b"]);
+
+        let (a, a_reply) = sent("a");
+        let (b, b_reply) = sent("b");
+        a_reply.send(Ok(())).expect("waiting");
+        b_reply
+            .send(Err("a region outside the frame".into()))
+            .expect("waiting");
+        let report = collect(vec![a, b], Duration::from_secs(5)).await;
+        assert_eq!(report.result(), ReloadResult::Partial);
+        assert_eq!(
+            (report.took, report.refused),
+            (vec!["a".into()], vec!["b".into()])
+        );
+    }
 }

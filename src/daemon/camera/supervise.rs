@@ -156,8 +156,7 @@ fn wait_to_restart(delay: Duration, settings: &mut CameraSettings, links: &Links
     while !links.stopped() && Instant::now() < until {
         links.state.turn();
         while let Ok(reload) = links.reloads.try_recv() {
-            settings.options = reload.options;
-            settings.regions = reload.regions;
+            reload.take_into(settings);
             let _ = reload.reply.send(Ok(()));
         }
         std::thread::sleep(POLL.min(until.saturating_duration_since(Instant::now())));
@@ -377,5 +376,64 @@ mod tests {
         camera
             .join()
             .expect("the camera thread itself does not panic");
+    }
+
+    /// Every reloadable setting reaches a camera that waits to be opened again: it opens
+    /// with the new regions and with its health detectors as the reload left them (the
+    /// detectors stayed on before: only the options and regions were taken).
+    #[test]
+    fn a_reload_while_the_camera_waits_to_restart_reaches_it_when_it_reopens() {
+        let (_, settings) = test_camera();
+        assert!(settings.health.enabled);
+        let stop = Arc::new(AtomicBool::new(false));
+        let (links, ends) = Links::new(Arc::clone(&stop), 4);
+        let metrics = Metrics::new();
+        let m = Arc::new(CameraFamilies::new(&metrics, 16).camera("t", None));
+        let opened = Arc::new(Mutex::new(Vec::new()));
+        let open_camera = {
+            let opened = Arc::clone(&opened);
+            move |settings: &CameraSettings| -> Result<Camera> {
+                let mut opened = opened.lock().expect("lock");
+                opened.push(settings.clone());
+                anyhow::bail!("no camera yet (open {})", opened.len())
+            }
+        };
+        let camera = std::thread::spawn(move || run_with(settings, m, links, open_camera));
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while opened.lock().expect("lock").is_empty() {
+            assert!(Instant::now() < deadline, "never opened");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let options = PipelineOptions {
+            edge_threshold: 99,
+            ..PipelineOptions::default()
+        };
+        let regions = vec!["door:1,2,3,4".parse().expect("region")];
+        let health = crate::health::HealthSettings {
+            enabled: false,
+            ..crate::health::HealthSettings::default()
+        };
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        ends.reloads
+            .send(super::super::Reload {
+                options,
+                regions: regions.clone(),
+                health,
+                reply,
+            })
+            .expect("the camera thread runs");
+        assert_eq!(answer.blocking_recv().expect("an answer"), Ok(()));
+        while opened.lock().expect("lock").len() < 2 {
+            assert!(Instant::now() < deadline, "not opened again");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        stop.store(true, Ordering::Relaxed);
+        camera
+            .join()
+            .expect("the camera thread itself does not panic");
+        let reopened = opened.lock().expect("lock")[1].clone();
+        assert_eq!(reopened.options, options);
+        assert_eq!(reopened.regions, regions);
+        assert_eq!(reopened.health, health);
     }
 }
