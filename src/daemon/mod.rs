@@ -9,6 +9,7 @@
 pub mod camera;
 pub mod camera_metrics;
 pub mod health_metrics;
+mod logging;
 mod publish;
 pub mod reload;
 mod signals;
@@ -30,6 +31,7 @@ use camera_metrics::CameraFamilies;
 use reload::{reload, ReloadMetrics};
 use signals::Signal;
 
+pub use logging::init_logging;
 pub use publish::publish;
 
 /// Results waiting for the publisher, per camera. Small on purpose: a publisher that
@@ -41,79 +43,6 @@ struct CameraThread {
     state: Arc<CameraState>,
     reloads: mpsc::Sender<Reload>,
     thread: Option<JoinHandle<()>>,
-}
-
-/// Installs the `tracing` subscriber at `level`, or at `RUST_LOG` when that names a level
-/// (error, warn, info, debug, trace). Per-module filters are left out to keep the binary
-/// small. Under systemd (stderr is the journal's stream) each line starts with its
-/// syslog priority (`<3>` for errors), so `journalctl -p err` finds the errors.
-pub fn init_logging(level: &str) {
-    let parse = |s: &str| s.trim().parse::<tracing::Level>().ok();
-    let level = std::env::var("RUST_LOG")
-        .ok()
-        .and_then(|s| parse(&s))
-        .or_else(|| parse(level))
-        .unwrap_or(tracing::Level::INFO);
-    let builder = tracing_subscriber::fmt()
-        .with_max_level(level)
-        .with_writer(std::io::stderr)
-        // Colour codes only for a terminal: journald and log files get plain text.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_target(false);
-    // A second call (tests) keeps the first subscriber.
-    let _ = if stderr_is_journal() {
-        // journald stamps each line itself.
-        let format = tracing_subscriber::fmt::format()
-            .with_target(false)
-            .without_time();
-        builder.event_format(JournalPriority(format)).try_init()
-    } else {
-        builder.try_init()
-    };
-}
-
-/// Whether stderr is the stream systemd connected to the journal (`JOURNAL_STREAM` holds
-/// its device and inode, see systemd.exec(5)).
-fn stderr_is_journal() -> bool {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(stream) = std::env::var("JOURNAL_STREAM") else {
-        return false;
-    };
-    let Some((dev, ino)) = stream.split_once(':') else {
-        return false;
-    };
-    // SAFETY: fd 2 stays open for the whole process; ManuallyDrop never closes it.
-    let file = std::mem::ManuallyDrop::new(unsafe {
-        <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(2)
-    });
-    file.metadata()
-        .is_ok_and(|m| dev.parse() == Ok(m.dev()) && ino.parse() == Ok(m.ino()))
-}
-
-/// Prefixes each line with its sd-daemon(3) priority.
-struct JournalPriority<F>(F);
-
-impl<S, N, F> tracing_subscriber::fmt::FormatEvent<S, N> for JournalPriority<F>
-where
-    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
-    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
-    F: tracing_subscriber::fmt::FormatEvent<S, N>,
-{
-    fn format_event(
-        &self,
-        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
-        mut writer: tracing_subscriber::fmt::format::Writer<'_>,
-        event: &tracing::Event<'_>,
-    ) -> std::fmt::Result {
-        let priority = match *event.metadata().level() {
-            tracing::Level::ERROR => 3,
-            tracing::Level::WARN => 4,
-            tracing::Level::INFO => 6,
-            tracing::Level::DEBUG | tracing::Level::TRACE => 7,
-        };
-        write!(writer, "<{priority}>")?;
-        self.0.format_event(ctx, writer, event)
-    }
 }
 
 /// Runs the daemon until SIGTERM/SIGINT. Config errors come back as [`config::ConfigError`]
