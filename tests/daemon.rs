@@ -1059,6 +1059,105 @@ fn tls_serves_https_only() {
     assert_eq!(status.code(), Some(0));
 }
 
+/// A self-signed certificate for 127.0.0.1 and its key, written to `cert` and `key`.
+fn self_signed(cert: &Path, key: &Path, name: &str) {
+    let out = run_tool(
+        Command::new("openssl")
+            .args([
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+            ])
+            .args([
+                "-subj",
+                &format!("/CN={name}"),
+                "-addext",
+                "subjectAltName=IP:127.0.0.1",
+            ])
+            .arg("-keyout")
+            .arg(key)
+            .arg("-out")
+            .arg(cert),
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "openssl: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Resilience round 2, item 10: a certificate renewed in place, then SIGHUP: the log said
+/// "configuration reloaded" and the old certificate was still served. New handshakes get
+/// the renewed one; files that no longer read keep the one served, and the log says so.
+#[test]
+fn round2_10_a_certificate_renewed_in_place_is_served_after_sighup() {
+    let dir = tmp_dir("daemon-tls-renewed");
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    self_signed(&cert, &key, "first");
+    let (first, renewed) = (dir.join("first.pem"), dir.join("renewed.pem"));
+    std::fs::copy(&cert, &first).expect("copy");
+    self_signed(&renewed, &dir.join("renewed-key.pem"), "renewed");
+    let tls = format!(
+        "[web]\ntls_cert_file = \"{}\"\ntls_key_file = \"{}\"\n",
+        cert.display(),
+        key.display()
+    );
+    let d = Daemon::spawn(&dir, &format!("{tls}{}", camera("c", "64x48", &[], 64)));
+    // Whether a handshake trusting only `ca` succeeds.
+    let trusted_by = |ca: &Path| {
+        let out = run_tool(
+            Command::new("curl")
+                .args([
+                    "-s",
+                    "-o",
+                    "/dev/null",
+                    "-w",
+                    "%{http_code}",
+                    "--max-time",
+                    "5",
+                ])
+                .arg("--cacert")
+                .arg(ca)
+                .arg(format!("https://127.0.0.1:{}/healthz", d.port)),
+            None,
+        );
+        String::from_utf8_lossy(&out.stdout) == "200"
+    };
+    wait_until("the first certificate", Duration::from_secs(60), || {
+        trusted_by(&first).then_some(())
+    });
+    // Renewed in place: the certificate and key files rewritten.
+    std::fs::copy(&renewed, &cert).expect("renew the certificate");
+    std::fs::copy(dir.join("renewed-key.pem"), &key).expect("renew the key");
+    d.signal(libc::SIGHUP);
+    wait_until("the renewed certificate", Duration::from_secs(30), || {
+        trusted_by(&renewed).then_some(())
+    });
+    assert!(
+        !trusted_by(&first),
+        "the old certificate is no longer served"
+    );
+    assert!(
+        d.log()
+            .contains("SIGHUP: TLS certificate and key read again"),
+        "{}",
+        d.log()
+    );
+    // A broken renewal keeps the certificate served.
+    std::fs::write(&cert, "not a certificate\n").expect("break the certificate");
+    d.signal(libc::SIGHUP);
+    wait_until("the refused certificate", Duration::from_secs(30), || {
+        d.log()
+            .contains("SIGHUP: keeping the TLS certificate served")
+            .then_some(())
+    });
+    assert!(
+        trusted_by(&renewed),
+        "the renewed certificate is still served"
+    );
+    let (status, _) = d.terminate();
+    assert_eq!(status.code(), Some(0));
+}
+
 #[test]
 fn systemd_hears_ready_watchdog_and_stopping() {
     const WATCHDOG: Duration = Duration::from_secs(4);

@@ -99,6 +99,7 @@ pub fn run(config_path: Option<PathBuf>, overrides: Overrides) -> Result<()> {
         });
     }
 
+    let tls = listener.tls();
     let runtime = server::runtime()?;
     let outcome = runtime.block_on(serve(
         &settings,
@@ -109,6 +110,7 @@ pub fn run(config_path: Option<PathBuf>, overrides: Overrides) -> Result<()> {
         &threads,
         Arc::new(views),
         listener,
+        tls,
         exits_rx,
         signals,
     ));
@@ -178,6 +180,7 @@ async fn serve(
     threads: &[CameraThread],
     views: Arc<Vec<CameraView>>,
     listener: server::Listener,
+    tls: Option<server::TlsIdentity>,
     mut exits: tmpsc::UnboundedReceiver<String>,
     mut signals: tmpsc::UnboundedReceiver<Signal>,
 ) -> Result<()> {
@@ -203,6 +206,7 @@ async fn serve(
             &overrides,
             settings,
             threads,
+            tls.as_ref(),
             reloads,
         ))
     };

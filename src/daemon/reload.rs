@@ -11,6 +11,7 @@ use super::camera::Reload;
 use super::CameraThread;
 use crate::config::{self, Overrides, Settings};
 use crate::metrics::Metrics;
+use crate::server::TlsIdentity;
 
 /// `edgesight_config_reloads_total`. Its series appear with the first reload of their
 /// result: reloads are rare, so nothing is resolved ahead.
@@ -65,8 +66,12 @@ pub(super) async fn reload(
     overrides: &Overrides,
     current: &Settings,
     threads: &[CameraThread],
+    tls: Option<&TlsIdentity>,
     metrics: &ReloadMetrics,
 ) {
+    if let Some(tls) = tls {
+        reload_tls(tls);
+    }
     let sent = match send(path, overrides, current, threads).await {
         Ok(sent) => sent,
         Err(e) => {
@@ -77,6 +82,18 @@ pub(super) async fn reload(
     };
     let report = collect(sent, ANSWER_WITHIN).await;
     metrics.count(report.result());
+}
+
+/// Reads the served certificate and key again (renewed in place, say), whatever becomes
+/// of the rest of the config: new handshakes get them; unreadable ones leave the served
+/// identity in place.
+fn reload_tls(tls: &TlsIdentity) {
+    match tls.reload() {
+        Ok(()) => {
+            tracing::info!(cert = %tls.cert_path().display(), "SIGHUP: TLS certificate and key read again")
+        }
+        Err(e) => tracing::error!("SIGHUP: keeping the TLS certificate served: {e}"),
+    }
 }
 
 /// A camera's answer to a reload, still to come.

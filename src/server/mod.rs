@@ -98,7 +98,7 @@ fn lower_priority() {
 /// port, a bad certificate or a bad hash refuses the start.
 pub struct Listener {
     socket: std::net::TcpListener,
-    tls: Option<TlsAcceptor>,
+    tls: Option<TlsIdentity>,
     auth: Arc<auth::Auth>,
     /// The address bound (with the port the kernel chose for port 0).
     pub addr: SocketAddr,
@@ -113,7 +113,7 @@ impl Listener {
             .context("making the socket non-blocking")?;
         let addr = socket.local_addr().context("reading the bound address")?;
         let tls = match &web.tls {
-            Some((cert, key)) => Some(TlsAcceptor::from(Arc::new(tls_config(cert, key)?))),
+            Some((cert, key)) => Some(TlsIdentity::load(cert, key)?),
             None => None,
         };
         let auth = auth::Auth::new(web.users.clone())
@@ -124,6 +124,54 @@ impl Listener {
             auth: Arc::new(auth),
             addr,
         })
+    }
+}
+
+impl Listener {
+    /// The TLS identity served, for SIGHUP to read again.
+    pub fn tls(&self) -> Option<TlsIdentity> {
+        self.tls.clone()
+    }
+}
+
+/// The certificate and key served, read again on SIGHUP: a certificate renewed in place
+/// (as ACME clients do) is served to new handshakes from then on.
+#[derive(Clone)]
+pub struct TlsIdentity {
+    cert: PathBuf,
+    key: PathBuf,
+    acceptor: Arc<std::sync::RwLock<TlsAcceptor>>,
+}
+
+impl TlsIdentity {
+    fn load(cert: &Path, key: &Path) -> Result<TlsIdentity, TlsError> {
+        let acceptor = TlsAcceptor::from(Arc::new(tls_config(cert, key)?));
+        Ok(TlsIdentity {
+            cert: cert.to_path_buf(),
+            key: key.to_path_buf(),
+            acceptor: Arc::new(std::sync::RwLock::new(acceptor)),
+        })
+    }
+
+    /// The acceptor new connections get now.
+    fn acceptor(&self) -> TlsAcceptor {
+        self.acceptor
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Reads the certificate and key again and serves them to new handshakes; files that
+    /// no longer make an identity leave the one served in place (the error says why).
+    pub(crate) fn reload(&self) -> Result<(), TlsError> {
+        let acceptor = TlsAcceptor::from(Arc::new(tls_config(&self.cert, &self.key)?));
+        *self.acceptor.write().unwrap_or_else(|e| e.into_inner()) = acceptor;
+        Ok(())
+    }
+
+    /// The certificate file, for messages.
+    pub fn cert_path(&self) -> &Path {
+        &self.cert
     }
 }
 
@@ -212,7 +260,7 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let state = Arc::clone(&state);
-        let tls = listener.tls.clone();
+        let tls = listener.tls.as_ref().map(TlsIdentity::acceptor);
         tokio::spawn(async move {
             let conn = Arc::clone(&slot.connection);
             let served = async {
