@@ -133,20 +133,26 @@ impl Daemon {
     /// Starts the daemon on `config` without waiting for it (for configs whose endpoints
     /// need a password or TLS).
     fn spawn(dir: &Path, config: &str) -> Daemon {
+        Daemon::spawn_with(dir, config, |_| {})
+    }
+
+    /// [`Daemon::spawn`] with the command changed by `prepare` first.
+    fn spawn_with(dir: &Path, config: &str, prepare: impl FnOnce(&mut Command)) -> Daemon {
         let port = free_port();
         let path = dir.join("edgesight.toml");
         std::fs::write(&path, config).expect("write the config");
         let log = dir.join("edgesight.log");
-        let child = Command::new(BIN)
+        let mut command = Command::new(BIN);
+        command
             .args(["run", "--config"])
             .arg(&path)
             .args(["--listen", &format!("127.0.0.1:{port}")])
             .env("POCL_CACHE_DIR", pocl_cache())
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).expect("log file"))
-            .spawn()
-            .expect("start edgesight");
+            .stderr(std::fs::File::create(&log).expect("log file"));
+        prepare(&mut command);
+        let child = command.spawn().expect("start edgesight");
         Daemon { child, port, log }
     }
 
@@ -1156,6 +1162,95 @@ fn round2_10_a_certificate_renewed_in_place_is_served_after_sighup() {
     );
     let (status, _) = d.terminate();
     assert_eq!(status.code(), Some(0));
+}
+
+/// Runs the command under an open-file limit of `soft` (and `hard`).
+fn with_open_files(command: &mut Command, soft: u64, hard: u64) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: setrlimit is async-signal-safe, as pre_exec requires; the struct lives
+    // across the call.
+    unsafe {
+        command.pre_exec(move || {
+            let limit = libc::rlimit {
+                rlim_cur: soft as libc::rlim_t,
+                rlim_max: hard as libc::rlim_t,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Resilience round 2, item 11: `max_connections = 4096` under `ulimit -n 1024` flooded the
+/// log with "accept: Too many open files", and under a limit of 24 every scrape failed.
+/// The soft limit is raised to the hard one, a `max_connections` beyond it is served as
+/// far as it fits (and the log says so), and a limit that leaves no room refuses the start.
+#[test]
+fn round2_11_max_connections_fits_the_open_file_limit() {
+    let dir = tmp_dir("daemon-open-files");
+    let config = format!(
+        "[web]\nmax_connections = 4096\n{}",
+        camera("c", "64x48", &[], 64)
+    );
+    // The soft limit is raised to the hard one: 4096 fit under a hard limit of 8192.
+    let d = Daemon::spawn_with(&dir, &config, |c| with_open_files(c, 1024, 8192));
+    wait_until("/healthz", Duration::from_secs(60), || {
+        request(d.port, "GET", "/healthz")
+            .ok()
+            .filter(|r| r.status == 200)
+    });
+    assert!(!d.log().contains("does not fit"), "{}", d.log());
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", d.child.id())).expect("limits");
+    let files = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .expect("the open-file limit");
+    assert!(
+        files.split_whitespace().filter(|w| *w == "8192").count() == 2,
+        "{files}"
+    );
+    let (status, _) = d.terminate();
+    assert_eq!(status.code(), Some(0));
+
+    // A hard limit of 1024: 1024 - 32 - 16 connections, said once.
+    let d = Daemon::spawn_with(&dir, &config, |c| with_open_files(c, 1024, 1024));
+    wait_until("/healthz", Duration::from_secs(60), || {
+        request(d.port, "GET", "/healthz")
+            .ok()
+            .filter(|r| r.status == 200)
+    });
+    assert!(
+        d.log().contains(
+            "web.max_connections = 4096 does not fit the open-file limit: serving at most 976 connections"
+        ),
+        "{}",
+        d.log()
+    );
+    let (status, _) = d.terminate();
+    assert_eq!(status.code(), Some(0));
+
+    // A limit of 24 leaves no room: refused at start, saying why.
+    let mut d = Daemon::spawn_with(&dir, &config, |c| with_open_files(c, 24, 24));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = d.child.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still running under 24 open files"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_ne!(status.code(), Some(0));
+    assert!(
+        d.log()
+            .contains("web.max_connections: the open-file limit (24) leaves no descriptor"),
+        "{}",
+        d.log()
+    );
 }
 
 #[test]

@@ -58,7 +58,7 @@ pub fn run(config_path: Option<PathBuf>, overrides: Overrides) -> Result<()> {
     for warning in &checked.warnings {
         tracing::warn!("{warning}");
     }
-    let listener = server::Listener::prepare(&settings.web)?;
+    let listener = server::Listener::prepare(&settings.web, settings.cameras.len())?;
     let metrics = Arc::new(Metrics::new());
     let camera_families = CameraFamilies::new(&metrics, settings.histogram_bins);
     let reloads = ReloadMetrics::new(&metrics);

@@ -5,6 +5,7 @@
 //! slow, stuck or hostile client costs a connection slot, not a frame.
 
 mod auth;
+mod limits;
 mod page;
 mod routes;
 #[cfg(test)]
@@ -98,6 +99,8 @@ fn lower_priority() {
 /// port, a bad certificate or a bad hash refuses the start.
 pub struct Listener {
     socket: std::net::TcpListener,
+    /// `web.max_connections`, or fewer where the open-file limit leaves less room.
+    connections: u32,
     tls: Option<TlsIdentity>,
     auth: Arc<auth::Auth>,
     /// The address bound (with the port the kernel chose for port 0).
@@ -105,7 +108,18 @@ pub struct Listener {
 }
 
 impl Listener {
-    pub fn prepare(web: &WebSettings) -> Result<Listener> {
+    /// Binds the socket and reads the TLS and auth setup for a daemon of `cameras`
+    /// cameras; raises the open-file limit and fits the connections into it.
+    pub fn prepare(web: &WebSettings, cameras: usize) -> Result<Listener> {
+        let connections =
+            limits::connections_that_fit(web.max_connections, cameras, limits::raise_open_files())
+                .map_err(|e| anyhow::anyhow!("web.max_connections: {e}"))?;
+        if connections < web.max_connections {
+            tracing::warn!(
+                "web.max_connections = {} does not fit the open-file limit: serving at most {connections} connections (raise LimitNOFILE= to serve more)",
+                web.max_connections
+            );
+        }
         let socket = std::net::TcpListener::bind(web.listen)
             .with_context(|| format!("cannot listen on {}", web.listen))?;
         socket
@@ -120,6 +134,7 @@ impl Listener {
             .map_err(|e| anyhow::anyhow!("web.basic_auth_users: {e}"))?;
         Ok(Listener {
             socket,
+            connections,
             tls,
             auth: Arc::new(auth),
             addr,
@@ -237,15 +252,17 @@ pub async fn serve(
 ) -> Result<()> {
     let socket = tokio::net::TcpListener::from_std(listener.socket)
         .context("handing the socket to tokio")?;
-    let slots = slots::Slots::new(web.max_connections as usize);
+    let slots = slots::Slots::new(listener.connections as usize);
+    let mut accept_failures = AcceptFailures::default();
     let state = Arc::new(routes::State::new(web, metrics, cameras, listener.auth));
     loop {
         let (stream, peer) = tokio::select! {
             accepted = socket.accept() => match accepted {
                 Ok(a) => a,
                 Err(e) => {
-                    // Out of descriptors and the like: wait a little rather than spin.
-                    tracing::warn!("accept: {e}");
+                    // Out of descriptors and the like: wait a little rather than spin,
+                    // and say so once a minute, not ten times a second.
+                    let _ = accept_failures.failed(&e);
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
@@ -287,6 +304,33 @@ pub async fn serve(
     }
 }
 
+/// Failed accepts, logged the first time and then at most once a minute with how many
+/// failed meanwhile.
+#[derive(Default)]
+struct AcceptFailures {
+    logged: Option<std::time::Instant>,
+    since: u64,
+}
+
+impl AcceptFailures {
+    const EVERY: Duration = Duration::from_secs(60);
+
+    /// Counts a failure; logs it (and says so) unless one was logged within a minute.
+    fn failed(&mut self, e: &std::io::Error) -> bool {
+        self.since += 1;
+        if self.logged.is_some_and(|t| t.elapsed() < Self::EVERY) {
+            return false;
+        }
+        tracing::warn!(
+            failures = self.since,
+            "accept: {e} (new connections wait; logged at most once a minute)"
+        );
+        self.logged = Some(std::time::Instant::now());
+        self.since = 0;
+        true
+    }
+}
+
 async fn connection<S>(
     stream: S,
     state: Arc<routes::State>,
@@ -316,5 +360,20 @@ async fn connection<S>(
         Ok(Ok(())) => {}
         Ok(Err(e)) => tracing::debug!(%peer, "connection: {e}"),
         Err(_) => tracing::debug!(%peer, "connection closed after its lifetime"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Out of descriptors, accept fails ten times a second: logged once a minute.
+    #[test]
+    fn failed_accepts_are_logged_once_a_minute() {
+        let mut failures = AcceptFailures::default();
+        let e = std::io::Error::from_raw_os_error(libc::EMFILE);
+        let logged = (0..600).filter(|_| failures.failed(&e)).count();
+        assert_eq!(logged, 1);
+        assert_eq!(failures.since, 599);
     }
 }

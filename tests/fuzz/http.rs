@@ -35,7 +35,7 @@ fn server_port() -> u16 {
             tls: None,
             users: [("prom".to_string(), bcrypt::hash("pw", 4).expect("bcrypt"))].into(),
         };
-        let listener = Listener::prepare(&web).expect("listen");
+        let listener = Listener::prepare(&web, 1).expect("listen");
         let port = listener.addr.port();
         let (ready, started) = mpsc::channel();
         std::thread::spawn(move || {

@@ -1,0 +1,93 @@
+//! The open-file limit against `web.max_connections`: every connection is a descriptor,
+//! and a daemon out of them fails to accept (or worse, to open a camera).
+
+/// Descriptors the daemon holds besides connections and cameras: the listening socket,
+/// epoll, eventfds, stdio, the journal, a config read on SIGHUP. 9 were open with one
+/// camera on POCL; the rest is headroom.
+const FILES_BESIDE: u64 = 32;
+/// Per camera: a V4L2 device and its exported buffers, an OpenCL driver's device files
+/// (NVIDIA's opens about a dozen).
+const FILES_PER_CAMERA: u64 = 16;
+
+/// Raises the soft open-file limit to the hard one (systemd's default soft limit is 1024
+/// whatever the hard one is) and returns the soft limit now, `None` where it is not
+/// limited.
+pub(crate) fn raise_open_files() -> Option<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct it is given, which lives across the call.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return None;
+    }
+    if limit.rlim_cur < limit.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: limit.rlim_max,
+            rlim_max: limit.rlim_max,
+        };
+        // SAFETY: setrlimit reads the struct it is given, which lives across the call.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            limit.rlim_cur = limit.rlim_max;
+        }
+    }
+    #[allow(clippy::unnecessary_cast)] // rlim_t is 32 bits on armv7
+    (limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur as u64)
+}
+
+/// The connections served: `max_connections`, or fewer where the open-file limit leaves
+/// less room beside `cameras` cameras (then `Ok` with the smaller number, for the caller
+/// to say so), or an error where it leaves none.
+pub(crate) fn connections_that_fit(
+    max_connections: u32,
+    cameras: usize,
+    open_files: Option<u64>,
+) -> Result<u32, String> {
+    let Some(open_files) = open_files else {
+        return Ok(max_connections);
+    };
+    let reserved = FILES_BESIDE + FILES_PER_CAMERA * cameras as u64;
+    let room = open_files.saturating_sub(reserved);
+    if room == 0 {
+        return Err(format!(
+            "the open-file limit ({open_files}) leaves no descriptor for HTTP connections \
+             beside {cameras} camera(s), which take about {reserved}: raise it (LimitNOFILE= \
+             in the unit, ulimit -n)"
+        ));
+    }
+    Ok(u64::from(max_connections).min(room) as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connections_fit_the_open_file_limit_or_are_refused() {
+        assert_eq!(connections_that_fit(64, 1, None), Ok(64));
+        assert_eq!(connections_that_fit(64, 1, Some(1024)), Ok(64));
+        // 4096 connections under `ulimit -n 1024`, two cameras: 1024 - 32 - 32.
+        assert_eq!(connections_that_fit(4096, 2, Some(1024)), Ok(960));
+        let err = connections_that_fit(64, 1, Some(24)).expect_err("no room");
+        assert!(err.contains("open-file limit (24)"), "{err}");
+    }
+
+    #[test]
+    fn the_soft_open_file_limit_is_raised_to_the_hard_one() {
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        let raised = raise_open_files();
+        // SAFETY: as in raise_open_files.
+        let read = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
+        assert_eq!(read, 0);
+        assert_eq!(limit.rlim_cur, limit.rlim_max);
+        #[allow(clippy::unnecessary_cast)] // rlim_t is 32 bits on armv7
+        let soft = limit.rlim_cur as u64;
+        assert_eq!(
+            raised,
+            (limit.rlim_cur != libc::RLIM_INFINITY).then_some(soft)
+        );
+    }
+}
