@@ -78,6 +78,9 @@ pub(super) fn check_web(
         }
     };
     let mut users = BTreeMap::new();
+    // Every user's hash must have one cost: a wrong password answers in its user's
+    // time, an unknown user in the dummy's, and a difference would name the users.
+    let mut first_cost: Option<(String, u32)> = None;
     for (user, hash) in web.basic_auth_users.get_ref() {
         let key = format!("web.basic_auth_users.{user}");
         if user.contains(':') || user.is_empty() {
@@ -88,8 +91,18 @@ pub(super) fn check_web(
             ));
         }
         // The verifier's own parser: a hash that passes here is one `run` can check.
-        crate::server::check_hash(hash.get_ref())
-            .map_err(|e| doc.at(hash.span(), key, format!("user '{user}': {e}")))?;
+        let cost = crate::server::check_hash(hash.get_ref())
+            .map_err(|e| doc.at(hash.span(), &key, format!("user '{user}': {e}")))?;
+        if let Some((first, first_cost)) = &first_cost {
+            if cost != *first_cost {
+                return Err(doc.at(
+                    hash.span(),
+                    key,
+                    crate::server::mixed_costs(first, *first_cost, user, cost),
+                ));
+            }
+        }
+        first_cost.get_or_insert((user.clone(), cost));
         users.insert(user.clone(), hash.get_ref().clone());
     }
     let snapshots = *web.snapshots.get_ref();
@@ -291,5 +304,20 @@ eFI5wNssFJ7TtRqnt+EpkJzH/GEDN+dIHY9n0wOy3/D2pJMkfdcEwo58\n\
         let cost_14 = format!("$2y$14${tail}");
         let text = format!("[web.basic_auth_users]\nprom = \"{cost_14}\"\n");
         assert_eq!(load_text(&text).unwrap().web.users["prom"], cost_14);
+    }
+
+    /// `check-config` refuses users of different bcrypt costs as `run` does: their
+    /// answer times would tell which user names exist.
+    #[test]
+    fn users_of_different_bcrypt_costs_are_refused() {
+        let (low, high) = (bcrypt::hash("a", 4).unwrap(), bcrypt::hash("b", 5).unwrap());
+        let text = format!("[web.basic_auth_users]\nadmin = \"{low}\"\nprom = \"{high}\"\n");
+        let err = load_text(&text).unwrap_err();
+        assert_eq!(err.key, "web.basic_auth_users.prom", "{err}");
+        assert!(
+            err.message
+                .starts_with("user 'prom': bcrypt cost 5, but user 'admin' has cost 4"),
+            "{err}"
+        );
     }
 }

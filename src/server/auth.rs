@@ -66,6 +66,17 @@ pub(crate) fn check_hash(hash: &str) -> Result<u32, String> {
     Ok(cost)
 }
 
+/// Why users whose hashes have different costs are refused: the config check and
+/// [`Auth::new`] say it alike.
+pub(crate) fn mixed_costs(first: &str, first_cost: u32, user: &str, cost: u32) -> String {
+    format!(
+        "user '{user}': bcrypt cost {cost}, but user '{first}' has cost {first_cost}: every \
+         user's hash needs one cost, since a wrong password answers in the time of its \
+         user's cost and an unknown user in the time of the highest, so the answer times \
+         would tell which user names exist (make every hash with one cost)"
+    )
+}
+
 /// What a request's credentials earn it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Verdict {
@@ -87,10 +98,17 @@ impl Auth {
     /// Checks every hash with [`check_hash`] and starts the bcrypt thread (when there are
     /// users); the error names the user.
     pub fn new(users: BTreeMap<String, String>) -> Result<Auth, String> {
-        let mut cost = 4;
+        let mut cost: Option<(&str, u32)> = None;
         for (user, hash) in &users {
-            cost = cost.max(check_hash(hash).map_err(|e| format!("user '{user}': {e}"))?);
+            let this = check_hash(hash).map_err(|e| format!("user '{user}': {e}"))?;
+            match cost {
+                Some((first, c)) if c != this => return Err(mixed_costs(first, c, user, this)),
+                _ => cost = Some((user, this)),
+            }
         }
+        // The dummy hash has the users' cost, so an unknown user costs what a known one
+        // does.
+        let cost = cost.map_or(4, |(_, c)| c);
         let bcrypt = match users.is_empty() {
             true => None,
             false => Some(Bcrypt::start().map_err(|e| format!("starting es-bcrypt: {e}"))?),
@@ -349,10 +367,23 @@ mod tests {
         assert_eq!(auth.bcrypt_runs(), 4);
     }
 
+    /// Resilience round 2, item 9: with users of costs 4 and 10, a wrong password for the
+    /// cost-4 user answered in 1 ms and an unknown user in 220 ms. Users of different
+    /// costs are refused; the dummy an unknown user is checked against has the users'
+    /// cost, so both cost one bcrypt of the same cost.
     #[test]
-    fn the_dummy_hash_has_the_highest_configured_cost() {
+    fn round2_9_known_and_unknown_users_cost_the_same_bcrypt() {
         let users = BTreeMap::from([
             ("a".to_string(), bcrypt::hash("x", 4).unwrap()),
+            ("b".to_string(), bcrypt::hash("y", 6).unwrap()),
+        ]);
+        let err = Auth::new(users).err().expect("mixed costs refused");
+        assert!(
+            err.starts_with("user 'b': bcrypt cost 6, but user 'a' has cost 4"),
+            "{err}"
+        );
+        let users = BTreeMap::from([
+            ("a".to_string(), bcrypt::hash("x", 6).unwrap()),
             ("b".to_string(), bcrypt::hash("y", 6).unwrap()),
         ]);
         let auth = Auth::new(users).unwrap();

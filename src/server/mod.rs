@@ -31,7 +31,7 @@ use tokio_rustls::TlsAcceptor;
 use crate::files;
 use crate::metrics::Metrics;
 
-pub(crate) use auth::check_hash;
+pub(crate) use auth::{check_hash, mixed_costs};
 pub use routes::{CameraView, HttpMetrics};
 
 /// The `[web]` table as the server runs it; config checks it and re-exports it.
