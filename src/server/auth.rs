@@ -2,9 +2,11 @@
 //! so that a flood of wrong passwords cannot take the CPU from the cameras:
 //!
 //! - bcrypt runs on one thread of its own (`es-bcrypt`, at the HTTP side's lower priority)
-//!   fed by a short queue. A request that finds the queue full is answered 503 at once
-//!   rather than waiting: a waiting request would hold a connection slot, and a flood would
-//!   then hold them all.
+//!   fed by a short queue per peer (an IPv4 address or an IPv6 /64), taken in turns. A
+//!   request that finds its peer's queue full is answered 503 at once rather than waiting:
+//!   a waiting request would hold a connection slot, and a flood would then hold them all.
+//!   Taken in turns, a flood of wrong passwords from one peer delays another peer's first
+//!   login by one check, not by the flood.
 //! - Credentials that passed are remembered, so a scraper that sends the same header every
 //!   few seconds costs bcrypt once. They are remembered as an HMAC (under a key drawn at
 //!   start) of the user, the stored hash and the password, never in clear.
@@ -16,9 +18,10 @@
 //! both call it, so `check-config` accepts exactly what `run` can serve.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::net::IpAddr;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 
 use base64::Engine;
 use ring::hmac;
@@ -28,8 +31,10 @@ use tokio::sync::oneshot;
 /// about 90 ms on a board's Cortex-A53 core, so 14 is about 1.5 s, and every new client,
 /// and every wrong password, waits for it.
 pub(crate) const MAX_COST: u32 = 14;
-/// Checks waiting for the bcrypt thread at most; more are answered 503 at once.
-const BCRYPT_QUEUE: usize = 4;
+/// Checks of one peer waiting for the bcrypt thread at most; more are answered 503 at once.
+const BCRYPT_QUEUE_PER_PEER: usize = 2;
+/// Peers with checks waiting at most: past them a new peer's check is answered 503.
+const BCRYPT_PEERS: usize = 32;
 /// Credentials remembered at most; the oldest is forgotten first.
 const REMEMBERED: usize = 64;
 /// Salt and hash (bcrypt's base64) of the dummy hash unknown users are checked against;
@@ -121,8 +126,9 @@ impl Auth {
         })
     }
 
-    /// Judges an `Authorization` header value.
-    pub async fn check(&self, header: Option<&str>) -> Verdict {
+    /// Judges an `Authorization` header value sent by `peer` (its checks wait in a queue
+    /// of their own).
+    pub async fn check(&self, header: Option<&str>, peer: Option<IpAddr>) -> Verdict {
         let Some(bcrypt) = &self.bcrypt else {
             return Verdict::Allowed;
         };
@@ -137,7 +143,7 @@ impl Auth {
         if known && self.remembered.contains(&print) {
             return Verdict::Allowed;
         }
-        match bcrypt.verify(password, hash).await {
+        match bcrypt.verify(peer, password, hash).await {
             None => Verdict::Busy,
             Some(true) if known => {
                 self.remembered.insert(print);
@@ -147,26 +153,24 @@ impl Auth {
         }
     }
 
-    /// Puts a bcrypt queue in place that nobody takes from, filled up, so that every
-    /// check that needs bcrypt finds it busy; the queue lives as long as what this
-    /// returns (for tests).
+    /// Puts a bcrypt queue in place that nobody takes from, with `peer`'s part filled up,
+    /// so that every check of `peer` that needs bcrypt finds it busy; the queue lives as
+    /// long as what this returns (for tests).
     #[cfg(test)]
-    pub(super) fn fill_bcrypt_queue(&mut self) -> impl Sized {
-        let (bcrypt, queue) = Bcrypt::unstarted();
+    pub(super) fn fill_bcrypt_queue(&mut self, peer: Option<IpAddr>) -> impl Sized {
+        let bcrypt = Bcrypt::unstarted();
         let mut answers = Vec::new();
-        for _ in 0..BCRYPT_QUEUE {
+        for _ in 0..BCRYPT_QUEUE_PER_PEER {
             let (reply, answer) = oneshot::channel();
             let job = Job {
                 password: "x".into(),
                 hash: "y".into(),
                 reply,
             };
-            bcrypt
-                .jobs
-                .try_send(job)
-                .unwrap_or_else(|_| panic!("queue full early"));
+            assert!(bcrypt.queue.push(peer, job).is_ok(), "queue full early");
             answers.push(answer);
         }
+        let queue = Arc::clone(&bcrypt.queue);
         self.bcrypt = Some(bcrypt);
         (queue, answers)
     }
@@ -239,19 +243,19 @@ struct Job {
 
 /// The bcrypt thread and its queue; the thread ends when this is dropped.
 struct Bcrypt {
-    jobs: mpsc::SyncSender<Job>,
+    queue: Arc<FairQueue>,
     runs: Arc<AtomicU64>,
 }
 
 impl Bcrypt {
     fn start() -> std::io::Result<Bcrypt> {
-        let (bcrypt, queue) = Bcrypt::unstarted();
-        let counted = Arc::clone(&bcrypt.runs);
+        let bcrypt = Bcrypt::unstarted();
+        let (queue, counted) = (Arc::clone(&bcrypt.queue), Arc::clone(&bcrypt.runs));
         std::thread::Builder::new()
             .name("es-bcrypt".into())
             .spawn(move || {
                 super::lower_priority();
-                for job in queue {
+                while let Some(job) = queue.pop() {
                     counted.fetch_add(1, Ordering::Relaxed);
                     let ok = bcrypt::verify(&job.password, &job.hash).unwrap_or(false);
                     let _ = job.reply.send(ok);
@@ -261,25 +265,92 @@ impl Bcrypt {
     }
 
     /// The queue without its thread.
-    fn unstarted() -> (Bcrypt, mpsc::Receiver<Job>) {
-        let (jobs, queue) = mpsc::sync_channel::<Job>(BCRYPT_QUEUE);
-        let runs = Arc::new(AtomicU64::new(0));
-        (Bcrypt { jobs, runs }, queue)
+    fn unstarted() -> Bcrypt {
+        Bcrypt {
+            queue: Arc::new(FairQueue::default()),
+            runs: Arc::new(AtomicU64::new(0)),
+        }
     }
 
-    /// Whether `password` matches `hash`; `None` when the queue is full.
-    async fn verify(&self, password: String, hash: String) -> Option<bool> {
+    /// Whether `password` matches `hash`; `None` when `peer`'s queue is full.
+    async fn verify(&self, peer: Option<IpAddr>, password: String, hash: String) -> Option<bool> {
         let (reply, answer) = oneshot::channel();
         let job = Job {
             password,
             hash,
             reply,
         };
-        match self.jobs.try_send(job) {
+        match self.queue.push(peer.map(super::slots::peer_key), job) {
             Ok(()) => Some(answer.await.unwrap_or(false)),
-            Err(mpsc::TrySendError::Full(_)) => None,
-            Err(mpsc::TrySendError::Disconnected(_)) => Some(false),
+            Err(_) => None,
         }
+    }
+}
+
+impl Drop for Bcrypt {
+    fn drop(&mut self) {
+        self.queue.close();
+    }
+}
+
+/// bcrypt checks waiting, a queue per peer, taken in turns: the first check of each
+/// waiting peer, then the second of each, and so on.
+#[derive(Default)]
+struct FairQueue {
+    waiting: Mutex<Waiting>,
+    ready: Condvar,
+}
+
+#[derive(Default)]
+struct Waiting {
+    /// Peers in the order they are served next, each with its checks in order.
+    peers: VecDeque<(Option<IpAddr>, VecDeque<Job>)>,
+    closed: bool,
+}
+
+impl FairQueue {
+    /// Queues `job` for `peer`, or gives it back when the peer's queue (or the room for
+    /// peers) is full.
+    fn push(&self, peer: Option<IpAddr>, job: Job) -> Result<(), Job> {
+        let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
+        let peers = &mut waiting.peers;
+        match peers.iter().position(|(p, _)| *p == peer) {
+            Some(i) if peers[i].1.len() >= BCRYPT_QUEUE_PER_PEER => return Err(job),
+            Some(i) => peers[i].1.push_back(job),
+            None if peers.len() >= BCRYPT_PEERS => return Err(job),
+            None => peers.push_back((peer, VecDeque::from([job]))),
+        }
+        self.ready.notify_one();
+        Ok(())
+    }
+
+    /// The next check, in turn; `None` once closed.
+    fn pop(&self) -> Option<Job> {
+        let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if waiting.closed {
+                return None;
+            }
+            if let Some((peer, mut jobs)) = waiting.peers.pop_front() {
+                let job = jobs.pop_front();
+                if !jobs.is_empty() {
+                    waiting.peers.push_back((peer, jobs));
+                }
+                if job.is_some() {
+                    return job;
+                }
+                continue;
+            }
+            waiting = self.ready.wait(waiting).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    fn close(&self) {
+        self.waiting
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .closed = true;
+        self.ready.notify_all();
     }
 }
 
@@ -314,16 +385,64 @@ mod tests {
         Auth::new(BTreeMap::from([("prom".to_string(), hash)])).unwrap()
     }
 
+    /// Resilience round 2, item 12: while no credentials were verified yet, a flood of
+    /// wrong passwords from one address filled the bcrypt queue and a scraper elsewhere
+    /// got 503 for as long as the flood lasted. Taken in turns, its first login waits for
+    /// one check of the flood's.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn round2_12_a_wrong_password_flood_does_not_starve_the_first_login() {
+        let auth = Arc::new(auth("s3cret", 8));
+        let flooder: Option<IpAddr> = Some("192.0.2.1".parse().unwrap());
+        let scraper: Option<IpAddr> = Some("198.51.100.7".parse().unwrap());
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (busy, denied) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let mut flood = Vec::new();
+        for _ in 0..16 {
+            let (auth, stop) = (Arc::clone(&auth), Arc::clone(&stop));
+            let (busy, denied) = (Arc::clone(&busy), Arc::clone(&denied));
+            flood.push(tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    match auth.check(Some(&header("prom", "wrong")), flooder).await {
+                        Verdict::Busy => {
+                            busy.fetch_add(1, Ordering::Relaxed);
+                            tokio::task::yield_now().await;
+                        }
+                        _ => {
+                            denied.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+            }));
+        }
+        // The flood holds its share of the queue before the scraper comes.
+        while busy.load(Ordering::Relaxed) < 100 {
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+        let started = std::time::Instant::now();
+        let verdict = auth.check(Some(&header("prom", "s3cret")), scraper).await;
+        let waited = started.elapsed();
+        stop.store(true, Ordering::Relaxed);
+        for f in flood {
+            f.await.expect("no panic");
+        }
+        assert_eq!(verdict, Verdict::Allowed);
+        assert!(waited < std::time::Duration::from_secs(2), "{waited:?}");
+        assert!(
+            denied.load(Ordering::Relaxed) > 0,
+            "the flood was checked too"
+        );
+    }
+
     #[tokio::test]
     async fn checks_users_and_passwords() {
         let auth = auth("s3cret", 4);
         assert_eq!(
-            auth.check(Some(&header("prom", "s3cret"))).await,
+            auth.check(Some(&header("prom", "s3cret")), None).await,
             Verdict::Allowed
         );
         // The second time comes from the cache and must agree.
         assert_eq!(
-            auth.check(Some(&header("prom", "s3cret"))).await,
+            auth.check(Some(&header("prom", "s3cret")), None).await,
             Verdict::Allowed
         );
         for denied in [
@@ -332,24 +451,24 @@ mod tests {
             None,
             Some("Bearer abc".into()),
         ] {
-            assert_eq!(auth.check(denied.as_deref()).await, Verdict::Denied);
+            assert_eq!(auth.check(denied.as_deref(), None).await, Verdict::Denied);
         }
         let open = Auth::new(BTreeMap::new()).unwrap();
-        assert_eq!(open.check(None).await, Verdict::Allowed);
+        assert_eq!(open.check(None, None).await, Verdict::Allowed);
     }
 
     #[tokio::test]
     async fn unknown_users_and_wrong_passwords_each_cost_one_bcrypt() {
         let auth = auth("s3cret", 4);
         assert_eq!(
-            auth.check(Some(&header("mallory", "s3cret"))).await,
+            auth.check(Some(&header("mallory", "s3cret")), None).await,
             Verdict::Denied
         );
         assert_eq!(auth.bcrypt_runs(), 1, "an unknown user skipped bcrypt");
         // A wrong password is never remembered: each try costs bcrypt again.
         for runs in [2, 3] {
             assert_eq!(
-                auth.check(Some(&header("prom", "wrong"))).await,
+                auth.check(Some(&header("prom", "wrong")), None).await,
                 Verdict::Denied
             );
             assert_eq!(auth.bcrypt_runs(), runs);
@@ -357,13 +476,13 @@ mod tests {
         // A right one costs bcrypt once, then comes from memory.
         for _ in 0..3 {
             assert_eq!(
-                auth.check(Some(&header("prom", "s3cret"))).await,
+                auth.check(Some(&header("prom", "s3cret")), None).await,
                 Verdict::Allowed
             );
         }
         assert_eq!(auth.bcrypt_runs(), 4);
         // A malformed header names no user: nothing to check.
-        assert_eq!(auth.check(Some("Basic !!!")).await, Verdict::Denied);
+        assert_eq!(auth.check(Some("Basic !!!"), None).await, Verdict::Denied);
         assert_eq!(auth.bcrypt_runs(), 4);
     }
 
@@ -420,10 +539,10 @@ mod tests {
     #[tokio::test]
     async fn a_full_bcrypt_queue_answers_busy_at_once() {
         let mut auth = auth("s3cret", 4);
-        let _queue = auth.fill_bcrypt_queue();
+        let _queue = auth.fill_bcrypt_queue(None);
         for user in ["prom", "mallory"] {
             assert_eq!(
-                auth.check(Some(&header(user, "wrong"))).await,
+                auth.check(Some(&header(user, "wrong")), None).await,
                 Verdict::Busy
             );
         }

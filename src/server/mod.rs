@@ -339,7 +339,8 @@ async fn connection<S>(
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let service = service_fn(move |req| {
+    let service = service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+        req.extensions_mut().insert(routes::Peer(peer.ip()));
         let state = Arc::clone(&state);
         let busy = conn.request();
         async move {

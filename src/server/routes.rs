@@ -168,6 +168,10 @@ fn camera_param(query: Option<&str>) -> Option<&str> {
     query?.split('&').find_map(|kv| kv.strip_prefix("camera="))
 }
 
+/// The address a request came from, put in its extensions by the connection.
+#[derive(Clone, Copy, Debug)]
+pub struct Peer(pub std::net::IpAddr);
+
 pub async fn handle<B>(state: &State, req: Request<B>) -> Response<Body> {
     let path = req.uri().path().to_string();
     let handler = handler_label(&path);
@@ -214,7 +218,8 @@ async fn route<B>(state: &State, req: &Request<B>, path: &str) -> Response<Body>
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    match state.auth.check(authorization).await {
+    let peer = req.extensions().get::<Peer>().map(|p| p.0);
+    match state.auth.check(authorization, peer).await {
         Verdict::Allowed => {}
         Verdict::Denied => {
             let mut r = text(StatusCode::UNAUTHORIZED, "unauthorized\n");

@@ -146,7 +146,7 @@ fn protected(busy: bool) -> (State, Option<impl Sized>) {
     let hash = bcrypt::hash(PASSWORD, 4).expect("bcrypt");
     let users = BTreeMap::from([("prom".to_string(), hash)]);
     let mut auth = Auth::new(users.clone()).expect("users");
-    let queue = busy.then(|| auth.fill_bcrypt_queue());
+    let queue = busy.then(|| auth.fill_bcrypt_queue(None));
     let mut settings = web(true);
     settings.users = users;
     (state(settings, auth), queue)

@@ -147,7 +147,7 @@ impl Table {
 
 /// Peers as the limits count them: an IPv4 address (also when mapped into IPv6), or an
 /// IPv6 /64, the block one host usually gets.
-fn peer_key(ip: IpAddr) -> IpAddr {
+pub(super) fn peer_key(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V4(_) => ip,
         IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
