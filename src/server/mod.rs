@@ -11,6 +11,7 @@ mod routes;
 #[cfg(test)]
 mod routes_test;
 mod slots;
+mod snapshots;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::{mpsc, Arc};
-use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -12,21 +11,16 @@ use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use prometheus::IntCounterVec;
 use serde::Serialize;
-use tokio::sync::{oneshot, watch, Mutex};
+use tokio::sync::watch;
 
 use super::auth::{Auth, Verdict};
 use super::page;
+use super::snapshots::{NoPicture, Picture, Pictures, PngBudget, PNG_BUDGET};
 use super::WebSettings;
 use crate::health::HealthReport;
-use crate::mailbox::{Latest, Snapshot, SnapshotReply};
+use crate::mailbox::{Latest, SnapshotReply};
 use crate::metrics::Metrics;
-use crate::report::{self, Report};
-
-/// A snapshot is served again for this long before the camera is asked for a new one,
-/// which bounds the read-backs a busy status page costs the pipeline.
-const SNAPSHOT_MAX_AGE: Duration = Duration::from_secs(1);
-/// How long a snapshot request waits for the camera's next frame.
-const SNAPSHOT_WAIT: Duration = Duration::from_secs(3);
+use crate::report::Report;
 
 type Body = Full<Bytes>;
 
@@ -34,8 +28,7 @@ type Body = Full<Bytes>;
 pub struct CameraView {
     pub name: String,
     latest: watch::Receiver<Option<Arc<Latest>>>,
-    snapshots: std::sync::Mutex<mpsc::Sender<SnapshotReply>>,
-    cached: Mutex<Option<(Instant, Arc<Snapshot>)>>,
+    pictures: Pictures,
 }
 
 impl CameraView {
@@ -45,54 +38,14 @@ impl CameraView {
         snapshots: mpsc::Sender<SnapshotReply>,
     ) -> CameraView {
         CameraView {
+            pictures: Pictures::new(name.clone(), snapshots),
             name,
             latest,
-            snapshots: std::sync::Mutex::new(snapshots),
-            cached: Mutex::new(None),
         }
     }
 
     pub fn latest(&self) -> Option<Arc<Latest>> {
         self.latest.borrow().clone()
-    }
-
-    /// The pictures of a recent frame, or why there are none. A camera that is down
-    /// processes no frame, and its thread may keep a request until the next one (see
-    /// `answer_snapshots`), so the wait is bounded.
-    async fn snapshot(&self) -> Result<Arc<Snapshot>, String> {
-        // Holding the lock across the wait makes concurrent requests share one read-back.
-        let mut cached = self.cached.lock().await;
-        if let Some((at, snap)) = cached.as_ref() {
-            if at.elapsed() < SNAPSHOT_MAX_AGE {
-                return Ok(Arc::clone(snap));
-            }
-        }
-        let (tx, rx) = oneshot::channel();
-        let sent = match self.snapshots.lock() {
-            Ok(requests) => requests.send(tx).is_ok(),
-            Err(_) => false,
-        };
-        if !sent {
-            return Err(format!("camera '{}' is not running\n", self.name));
-        }
-        let snap = match tokio::time::timeout(SNAPSHOT_WAIT, rx).await {
-            Ok(Ok(snap)) => snap,
-            Ok(Err(_)) => {
-                return Err(format!(
-                    "camera '{}' gave no pictures (see the log)\n",
-                    self.name
-                ))
-            }
-            Err(_) => {
-                return Err(format!(
-                    "camera '{}' processed no frame within {} s\n",
-                    self.name,
-                    SNAPSHOT_WAIT.as_secs()
-                ))
-            }
-        };
-        *cached = Some((Instant::now(), Arc::clone(&snap)));
-        Ok(snap)
     }
 }
 
@@ -126,6 +79,8 @@ pub(crate) struct State {
     http: HttpMetrics,
     cameras: Arc<Vec<CameraView>>,
     auth: Arc<Auth>,
+    /// The encoded pictures alive, held to [`PNG_BUDGET`].
+    png_budget: PngBudget,
 }
 
 impl State {
@@ -141,7 +96,23 @@ impl State {
             metrics,
             cameras,
             auth,
+            png_budget: PngBudget::new(PNG_BUDGET),
         }
+    }
+
+    /// This state with `limit` PNG bytes alive at most (for tests).
+    #[cfg(test)]
+    pub(super) fn with_png_limit(self, limit: usize) -> State {
+        State {
+            png_budget: PngBudget::new(limit),
+            ..self
+        }
+    }
+
+    /// PNG bytes alive now (for tests).
+    #[cfg(test)]
+    pub(super) fn png_bytes_alive(&self) -> usize {
+        self.png_budget.alive()
     }
 }
 
@@ -341,63 +312,33 @@ fn latest(state: &State, query: Option<&str>) -> Response<Body> {
 }
 
 async fn snapshot(state: &State, name: &str, query: Option<&str>) -> Response<Body> {
-    let kind = match name {
-        "luma.png" => Picture::Luma,
-        // The gradient picture keeps the path users and `process` know it by.
-        "edges.png" => Picture::Gradient,
-        "mask.png" => Picture::Mask,
-        "histogram.png" => Picture::Histogram,
-        _ => return text(StatusCode::NOT_FOUND, "not found\n"),
+    let Some(kind) = Picture::from_name(name) else {
+        return text(StatusCode::NOT_FOUND, "not found\n");
     };
     let camera = match find(state, query) {
         Ok(c) => c,
         Err(message) => return text(StatusCode::NOT_FOUND, message),
     };
-    let snap = match camera.snapshot().await {
-        Ok(snap) => snap,
-        Err(message) => return text(StatusCode::SERVICE_UNAVAILABLE, message),
+    let last_frame = camera.latest().map(|l| l.published.elapsed());
+    let (message, retry) = match camera
+        .pictures
+        .png(kind, last_frame, &state.png_budget)
+        .await
+    {
+        Ok(png) => return response(StatusCode::OK, "image/png", png),
+        Err(NoPicture::Down(message)) => (message, "5"),
+        Err(NoPicture::OverBudget) => (
+            "snapshot answers not yet read by their clients hold the memory set aside \
+             for them\n"
+                .to_string(),
+            "1",
+        ),
+        Err(NoPicture::Failed(message)) => (message, "1"),
     };
-    // PNG encoding takes milliseconds per megapixel: off the async workers.
-    match tokio::task::spawn_blocking(move || encode(&snap, kind)).await {
-        Ok(Ok(png)) => response(StatusCode::OK, "image/png", png),
-        Ok(Err(e)) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")),
-        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")),
-    }
-}
-
-#[derive(Clone, Copy)]
-enum Picture {
-    Luma,
-    Gradient,
-    Mask,
-    Histogram,
-}
-
-fn encode(snap: &Snapshot, kind: Picture) -> image::ImageResult<Vec<u8>> {
-    use image::codecs::png::{CompressionType, FilterType, PngEncoder};
-    use image::{ExtendedColorType, ImageEncoder};
-    let mut out = Vec::new();
-    let encoder = PngEncoder::new_with_quality(&mut out, CompressionType::Fast, FilterType::Sub);
-    match kind {
-        Picture::Histogram => {
-            let chart = report::histogram_chart(&snap.histogram, snap.otsu_threshold);
-            encoder.write_image(
-                chart.as_raw(),
-                chart.width(),
-                chart.height(),
-                ExtendedColorType::Rgb8,
-            )?;
-        }
-        _ => {
-            let pixels = match kind {
-                Picture::Luma => &snap.luma,
-                Picture::Gradient => &snap.gradient,
-                _ => &snap.mask,
-            };
-            encoder.write_image(pixels, snap.width, snap.height, ExtendedColorType::L8)?;
-        }
-    }
-    Ok(out)
+    let mut r = text(StatusCode::SERVICE_UNAVAILABLE, message);
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static(retry));
+    r
 }
 
 #[cfg(test)]

@@ -108,6 +108,29 @@ fn showing(name: &str, latest: Latest) -> CameraView {
     CameraView::new(name.into(), latest, requests)
 }
 
+/// A camera that has published frame 7 and answers each snapshot request after `delay`
+/// (a camera at a low rate); `asked` counts the requests it got.
+fn slow(name: &str, delay: Duration, asked: Arc<std::sync::atomic::AtomicUsize>) -> CameraView {
+    let (_tx, latest) = watch::channel(Some(Arc::new(frame_seven())));
+    let (requests, taken) = mpsc::channel::<SnapshotReply>();
+    std::thread::spawn(move || {
+        for reply in taken {
+            asked.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            std::thread::sleep(delay);
+            let _ = reply.send(Arc::new(Snapshot {
+                width: 64,
+                height: 48,
+                luma: (0..64 * 48).map(|i| (i * 7 % 251) as u8).collect(),
+                gradient: vec![20; 64 * 48],
+                mask: vec![255; 64 * 48],
+                histogram: [1; 256],
+                otsu_threshold: 99,
+            }));
+        }
+    });
+    CameraView::new(name.into(), latest, requests)
+}
+
 /// A camera that has published nothing and has no pictures to give.
 fn silent(name: &str) -> CameraView {
     let (_tx, latest) = watch::channel(None);
@@ -363,10 +386,8 @@ async fn snapshots_of_silent_unknown_or_unnamed_things_are_refused() {
     let s = open(true);
     let idle = get(&s, "/snapshot/luma.png?camera=idle").await;
     assert_eq!(idle.status, StatusCode::SERVICE_UNAVAILABLE);
-    assert_eq!(
-        idle.text(),
-        "camera 'idle' gave no pictures (see the log)\n"
-    );
+    assert_eq!(idle.text(), "camera 'idle' delivers no frames\n");
+    assert_eq!(idle.header(header::RETRY_AFTER), "5");
     let unknown = get(&s, "/snapshot/luma.png?camera=nope").await;
     assert_eq!(unknown.status, StatusCode::NOT_FOUND);
     assert_eq!(unknown.text(), "no camera 'nope'\n");
@@ -566,4 +587,97 @@ fn the_status_page_draws_the_regions_and_shows_stage_times_rate_and_drops() {
     }
     assert!(!html.contains("a<b"), "a name unescaped");
     assert_eq!(html.matches("<rect ").count(), 2);
+}
+
+/// Resilience round 2, item 4: snapshot requests for a down or slow camera held a lock
+/// across each 3 s wait, so requests queued behind one another. A camera with no frames
+/// answers at once; requests for a slow one share one read-back and hold nothing others
+/// need.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn round2_4_snapshots_of_a_down_or_slow_camera_lock_out_no_one() {
+    let asked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let cameras = vec![
+        slow("slow", Duration::from_millis(400), Arc::clone(&asked)),
+        silent("down"),
+    ];
+    let s = Arc::new(open_on(Arc::new(Metrics::new()), cameras));
+    let start = Instant::now();
+    let mut requests = Vec::new();
+    for i in 0..64 {
+        let s = Arc::clone(&s);
+        let camera = if i % 2 == 0 { "slow" } else { "down" };
+        requests.push(tokio::spawn(async move {
+            let a = get(&s, &format!("/snapshot/luma.png?camera={camera}")).await;
+            let retry = a.headers.get(header::RETRY_AFTER).cloned();
+            (camera, a.status, retry)
+        }));
+    }
+    // Meanwhile the other endpoints answer.
+    assert_eq!(get(&s, "/metrics").await.status, StatusCode::OK);
+    assert_eq!(
+        get(&s, "/api/v1/latest?camera=slow").await.status,
+        StatusCode::OK
+    );
+    for r in requests {
+        let (camera, status, retry) = r.await.expect("no panic");
+        match camera {
+            "slow" => assert_eq!(status, StatusCode::OK),
+            _ => assert_eq!(
+                (status, retry),
+                (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    Some("5".parse().expect("value"))
+                )
+            ),
+        }
+    }
+    // One read-back for all 32 requests (each took 3 s in turn before).
+    assert_eq!(asked.load(std::sync::atomic::Ordering::Relaxed), 1);
+    assert!(
+        start.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
+/// Resilience round 2, item 5: every snapshot request encoded its own PNG, and 64 clients
+/// that never read their answers grew a 3840x2160 camera's daemon from 150 to 854 MB. A
+/// picture is encoded once per read-back and every answer holds the same bytes; the bytes
+/// alive are held to a budget, past which requests get 503.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn round2_5_a_snapshot_is_encoded_once_and_held_to_a_budget() {
+    let asked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let cameras = vec![slow("front", Duration::from_millis(50), Arc::clone(&asked))];
+    let s = Arc::new(open_on(Arc::new(Metrics::new()), cameras));
+    let mut requests = Vec::new();
+    for _ in 0..16 {
+        let s = Arc::clone(&s);
+        requests.push(tokio::spawn(async move {
+            get(&s, "/snapshot/luma.png?camera=front").await
+        }));
+    }
+    let mut answers = Vec::new();
+    for r in requests {
+        answers.push(r.await.expect("no panic"));
+    }
+    assert!(answers.iter().all(|a| a.status == StatusCode::OK));
+    let png = image::load_from_memory(&answers[0].body).expect("a PNG");
+    assert_eq!((png.width(), png.height()), (64, 48));
+    // Held only by the cache: one copy, however many answers were made of it.
+    assert_eq!(s.png_bytes_alive(), answers[0].body.len());
+    assert_eq!(asked.load(std::sync::atomic::Ordering::Relaxed), 1);
+
+    // A budget below one picture: the next picture to encode is refused, the cached
+    // ones still served.
+    let cameras = vec![slow("front", Duration::ZERO, Arc::new(Default::default()))];
+    let s = open_on(Arc::new(Metrics::new()), cameras).with_png_limit(1);
+    let luma = get(&s, "/snapshot/luma.png?camera=front").await;
+    assert_eq!(luma.status, StatusCode::OK);
+    let mask = get(&s, "/snapshot/mask.png?camera=front").await;
+    assert_eq!(mask.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(mask.header(header::RETRY_AFTER), "1");
+    assert_eq!(
+        get(&s, "/snapshot/luma.png?camera=front").await.status,
+        StatusCode::OK
+    );
 }

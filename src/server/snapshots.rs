@@ -1,0 +1,275 @@
+//! A camera's pictures for `/snapshot/*.png`, read back from the camera and encoded once
+//! per frame, whoever asks:
+//!
+//! - A camera that is down (no frame yet, or none for [`DOWN_AFTER`]) is answered at once;
+//!   nothing waits on it.
+//! - The camera is asked for its pictures at most once a second, by one request; others
+//!   that come meanwhile wait on that one read-back (no lock is held across the wait),
+//!   or, once a picture exists, are served it at once while a newer one is fetched.
+//! - Each PNG is encoded once and shared by every answer (answers hold the same bytes);
+//!   the encoded bytes alive, cached or held by answers not yet read, are counted against
+//!   [`PNG_BUDGET`], past which a request is answered 503: clients that never read cannot
+//!   grow the daemon towards its memory limit.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio::sync::{oneshot, watch};
+
+use crate::mailbox::{Snapshot, SnapshotReply};
+use crate::report;
+
+/// A picture is read back again once it is this old, which bounds the read-backs a busy
+/// status page costs the pipeline.
+pub(super) const MAX_AGE: Duration = Duration::from_secs(1);
+/// How long a read-back may take: the camera's next frame.
+const WAIT: Duration = Duration::from_secs(3);
+/// A camera whose last frame is older than this is down: answered at once.
+const DOWN_AFTER: Duration = Duration::from_secs(3);
+/// Encoded PNG bytes alive at most, all cameras together: about eight 3840x2160 luma
+/// PNGs of a busy scene.
+pub(super) const PNG_BUDGET: usize = 64 << 20;
+
+/// The PNG bytes alive (cached, or held by answers not yet written), server-wide, and
+/// the most there may be.
+#[derive(Clone)]
+pub(super) struct PngBudget {
+    alive: Arc<AtomicUsize>,
+    limit: usize,
+}
+
+impl PngBudget {
+    pub(super) fn new(limit: usize) -> PngBudget {
+        PngBudget {
+            alive: Arc::new(AtomicUsize::new(0)),
+            limit,
+        }
+    }
+
+    /// PNG bytes alive now.
+    pub(super) fn alive(&self) -> usize {
+        self.alive.load(Ordering::Relaxed)
+    }
+
+    /// `png` as shared bytes, counted while any answer or the cache holds them.
+    fn counted(&self, png: Vec<u8>) -> Bytes {
+        struct Counted(Vec<u8>, Arc<AtomicUsize>);
+        impl AsRef<[u8]> for Counted {
+            fn as_ref(&self) -> &[u8] {
+                &self.0
+            }
+        }
+        impl Drop for Counted {
+            fn drop(&mut self) {
+                self.1.fetch_sub(self.0.len(), Ordering::Relaxed);
+            }
+        }
+        self.alive.fetch_add(png.len(), Ordering::Relaxed);
+        Bytes::from_owner(Counted(png, Arc::clone(&self.alive)))
+    }
+}
+
+/// The pictures of `/snapshot/NAME`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Picture {
+    Luma,
+    Gradient,
+    Mask,
+    Histogram,
+}
+
+impl Picture {
+    pub(super) fn from_name(name: &str) -> Option<Picture> {
+        Some(match name {
+            "luma.png" => Picture::Luma,
+            // The gradient picture keeps the path users and `process` know it by.
+            "edges.png" => Picture::Gradient,
+            "mask.png" => Picture::Mask,
+            "histogram.png" => Picture::Histogram,
+            _ => return None,
+        })
+    }
+}
+
+/// Why there is no picture to send.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum NoPicture {
+    /// The camera delivers no frames: try again in this many seconds.
+    Down(String),
+    /// The answers waiting to be read hold the budget.
+    OverBudget,
+    Failed(String),
+}
+
+/// One read-back of a camera's pictures and the PNGs made of it so far.
+struct Read {
+    at: Instant,
+    snapshot: Arc<Snapshot>,
+    pngs: [Option<Bytes>; 4],
+}
+
+type Outcome = Option<Result<Arc<Snapshot>, String>>;
+
+#[derive(Default)]
+struct Cache {
+    last: Option<Read>,
+    /// A read-back asked of the camera and not answered yet.
+    pending: Option<watch::Receiver<Outcome>>,
+}
+
+/// One camera's pictures.
+pub(super) struct Pictures {
+    name: String,
+    requests: Mutex<mpsc::Sender<SnapshotReply>>,
+    cache: Arc<Mutex<Cache>>,
+}
+
+impl Pictures {
+    pub(super) fn new(name: String, requests: mpsc::Sender<SnapshotReply>) -> Pictures {
+        Pictures {
+            name,
+            requests: Mutex::new(requests),
+            cache: Arc::new(Mutex::new(Cache::default())),
+        }
+    }
+
+    /// The PNG of `kind` of a recent frame; `last_frame` is how long ago the camera
+    /// published its last one (`None`: never).
+    pub(super) async fn png(
+        &self,
+        kind: Picture,
+        last_frame: Option<Duration>,
+        budget: &PngBudget,
+    ) -> Result<Bytes, NoPicture> {
+        if last_frame.is_none_or(|age| age > DOWN_AFTER) {
+            return Err(NoPicture::Down(format!(
+                "camera '{}' delivers no frames\n",
+                self.name
+            )));
+        }
+        let found = {
+            let mut cache = lock(&self.cache);
+            let fresh = cache
+                .last
+                .as_ref()
+                .is_some_and(|r| r.at.elapsed() < MAX_AGE);
+            if !fresh && cache.pending.is_none() {
+                cache.pending = Some(self.ask()?);
+            }
+            match (&cache.last, &cache.pending) {
+                // A picture exists: served now; a newer one may be on its way.
+                (Some(read), _) => {
+                    Ok((Arc::clone(&read.snapshot), read.pngs[kind as usize].clone()))
+                }
+                (None, Some(pending)) => Err(pending.clone()),
+                (None, None) => unreachable!("asked above"),
+            }
+        };
+        let (snapshot, png) = match found {
+            Ok(found) => found,
+            Err(mut pending) => {
+                let outcome = pending
+                    .wait_for(Option::is_some)
+                    .await
+                    .map_err(|_| NoPicture::Failed("the read-back was abandoned\n".into()))?
+                    .clone()
+                    .expect("waited for");
+                (outcome.map_err(NoPicture::Failed)?, None)
+            }
+        };
+        if let Some(png) = png {
+            return Ok(png);
+        }
+        if budget.alive() >= budget.limit {
+            return Err(NoPicture::OverBudget);
+        }
+        // PNG encoding takes milliseconds per megapixel: off the async workers.
+        let encoded =
+            tokio::task::spawn_blocking(move || encode(&snapshot, kind).map(|png| (snapshot, png)))
+                .await
+                .map_err(|e| NoPicture::Failed(format!("{e}\n")))?
+                .map_err(|e| NoPicture::Failed(format!("{e}\n")))?;
+        let (snapshot, png) = encoded;
+        let png = budget.counted(png);
+        let mut cache = lock(&self.cache);
+        if let Some(read) = cache
+            .last
+            .as_mut()
+            .filter(|r| Arc::ptr_eq(&r.snapshot, &snapshot))
+        {
+            // Another request may have encoded it meanwhile: one copy is kept.
+            return Ok(read.pngs[kind as usize].get_or_insert(png).clone());
+        }
+        Ok(png)
+    }
+
+    /// Asks the camera for the pictures of its next frame; the answer (or the lack of
+    /// one within [`WAIT`]) becomes the cache's last read-back.
+    fn ask(&self) -> Result<watch::Receiver<Outcome>, NoPicture> {
+        let (reply, answer) = oneshot::channel();
+        let sent = lock(&self.requests).send(reply).is_ok();
+        if !sent {
+            return Err(NoPicture::Down(format!(
+                "camera '{}' is not running\n",
+                self.name
+            )));
+        }
+        let (tx, rx) = watch::channel(None);
+        let (cache, name) = (Arc::clone(&self.cache), self.name.clone());
+        tokio::spawn(async move {
+            let outcome = match tokio::time::timeout(WAIT, answer).await {
+                Ok(Ok(snapshot)) => Ok(snapshot),
+                Ok(Err(_)) => Err(format!("camera '{name}' gave no pictures (see the log)\n")),
+                Err(_) => Err(format!(
+                    "camera '{name}' processed no frame within {} s\n",
+                    WAIT.as_secs()
+                )),
+            };
+            let mut cache = lock(&cache);
+            if let Ok(snapshot) = &outcome {
+                cache.last = Some(Read {
+                    at: Instant::now(),
+                    snapshot: Arc::clone(snapshot),
+                    pngs: Default::default(),
+                });
+            }
+            cache.pending = None;
+            drop(cache);
+            let _ = tx.send(Some(outcome));
+        });
+        Ok(rx)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn encode(snap: &Snapshot, kind: Picture) -> image::ImageResult<Vec<u8>> {
+    use image::codecs::png::{CompressionType, FilterType, PngEncoder};
+    use image::{ExtendedColorType, ImageEncoder};
+    let mut out = Vec::new();
+    let encoder = PngEncoder::new_with_quality(&mut out, CompressionType::Fast, FilterType::Sub);
+    match kind {
+        Picture::Histogram => {
+            let chart = report::histogram_chart(&snap.histogram, snap.otsu_threshold);
+            encoder.write_image(
+                chart.as_raw(),
+                chart.width(),
+                chart.height(),
+                ExtendedColorType::Rgb8,
+            )?;
+        }
+        _ => {
+            let pixels = match kind {
+                Picture::Luma => &snap.luma,
+                Picture::Gradient => &snap.gradient,
+                _ => &snap.mask,
+            };
+            encoder.write_image(pixels, snap.width, snap.height, ExtendedColorType::L8)?;
+        }
+    }
+    Ok(out)
+}
