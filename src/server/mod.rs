@@ -340,6 +340,7 @@ async fn connection<S>(
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let stream = slots::Tracked::new(stream, Arc::clone(&conn));
     let service = service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
         req.extensions_mut().insert(routes::Peer(peer.ip()));
         let state = Arc::clone(&state);
