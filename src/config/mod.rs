@@ -16,6 +16,7 @@
 mod check;
 mod print;
 pub mod schema;
+mod threads;
 mod validate;
 mod web;
 

@@ -71,6 +71,17 @@ pub fn validate(path: Option<&Path>, overrides: &Overrides) -> Result<Checked, C
             }
         }
     }
+    // The threads must fit the cgroup's task limit (TasksMax=): refused here rather than
+    // a thread that cannot start later.
+    super::threads::check(
+        settings.cameras.len(),
+        super::threads::cores(),
+        super::threads::cgroup_limit(),
+    )
+    .map_err(|why| {
+        let span = file.cameras.last().map_or(0..0, Spanned::span);
+        doc.at(span, "camera", why)
+    })?;
     if settings.cameras.len() > MANY_CAMERAS {
         warnings.push(format!(
             "{} cameras: each one is two threads (capture and publisher) and its own OpenCL \

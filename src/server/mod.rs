@@ -67,14 +67,41 @@ const BLOCKING_THREADS: usize = 4;
 /// The runtime the HTTP side runs on: two workers and a small blocking pool, all at
 /// [`HTTP_NICE`].
 pub fn runtime() -> Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
+    let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .max_blocking_threads(BLOCKING_THREADS)
+        // Blocking workers, once started, stay: no thread is started after the start,
+        // when the task limit (TasksMax=) may have been reached (tokio panics when it
+        // cannot start one).
+        .thread_keep_alive(Duration::from_secs(100 * 365 * 24 * 3600))
         .thread_name("es-tokio")
         .on_thread_start(lower_priority)
         .enable_all()
         .build()
-        .context("starting the tokio runtime")
+        .context("starting the tokio runtime")?;
+    // Every blocking worker started now, each held until all are running.
+    let all = Arc::new(std::sync::Barrier::new(BLOCKING_THREADS));
+    let started = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        runtime.block_on(async {
+            let workers: Vec<_> = (0..BLOCKING_THREADS)
+                .map(|_| {
+                    let all = Arc::clone(&all);
+                    tokio::task::spawn_blocking(move || {
+                        all.wait();
+                    })
+                })
+                .collect();
+            for w in workers {
+                let _ = w.await;
+            }
+        })
+    }));
+    if started.is_err() {
+        anyhow::bail!(
+            "cannot start the HTTP side's {BLOCKING_THREADS} blocking threads (the task limit?)"
+        );
+    }
+    Ok(runtime)
 }
 
 /// Gives the calling thread [`HTTP_NICE`]; a failure (a seccomp filter without
