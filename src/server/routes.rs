@@ -322,7 +322,7 @@ async fn snapshot(state: &State, name: &str, query: Option<&str>) -> Response<Bo
     let last_frame = camera.latest().map(|l| l.published.elapsed());
     let (message, retry) = match camera
         .pictures
-        .png(kind, last_frame, &state.png_budget)
+        .png(kind, last_frame, state.web.stale_after, &state.png_budget)
         .await
     {
         Ok(png) => return response(StatusCode::OK, "image/png", png),

@@ -1,8 +1,8 @@
 //! A camera's pictures for `/snapshot/*.png`, read back from the camera and encoded once
 //! per frame, whoever asks:
 //!
-//! - A camera that is down (no frame yet, or none for [`DOWN_AFTER`]) is answered at once;
-//!   nothing waits on it.
+//! - A camera that is down (no frame yet, or none for `web.stale_after_seconds`, as
+//!   `/healthz` judges it) is answered at once; nothing waits on it.
 //! - The camera is asked for its pictures at most once a second, by one request; others
 //!   that come meanwhile wait on that one read-back (no lock is held across the wait),
 //!   or, once a picture exists, are served it at once while a newer one is fetched.
@@ -26,8 +26,6 @@ use crate::report;
 pub(super) const MAX_AGE: Duration = Duration::from_secs(1);
 /// How long a read-back may take: the camera's next frame.
 const WAIT: Duration = Duration::from_secs(3);
-/// A camera whose last frame is older than this is down: answered at once.
-const DOWN_AFTER: Duration = Duration::from_secs(3);
 /// Encoded PNG bytes alive at most, all cameras together: about eight 3840x2160 luma
 /// PNGs of a busy scene.
 pub(super) const PNG_BUDGET: usize = 64 << 20;
@@ -136,14 +134,16 @@ impl Pictures {
     }
 
     /// The PNG of `kind` of a recent frame; `last_frame` is how long ago the camera
-    /// published its last one (`None`: never).
+    /// published its last one (`None`: never), and one older than `down_after` is a camera
+    /// that is down.
     pub(super) async fn png(
         &self,
         kind: Picture,
         last_frame: Option<Duration>,
+        down_after: Duration,
         budget: &PngBudget,
     ) -> Result<Bytes, NoPicture> {
-        if last_frame.is_none_or(|age| age > DOWN_AFTER) {
+        if last_frame.is_none_or(|age| age > down_after) {
             return Err(NoPicture::Down(format!(
                 "camera '{}' delivers no frames\n",
                 self.name
