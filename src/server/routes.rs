@@ -15,7 +15,7 @@ use tokio::sync::watch;
 
 use super::auth::{Auth, Verdict};
 use super::page;
-use super::snapshots::{NoPicture, Picture, Pictures, PngBudget, PNG_BUDGET};
+use super::snapshots::{NoPicture, Picture, Pictures, PngBudget, DOWN_AFTER, PNG_BUDGET};
 use super::WebSettings;
 use crate::health::HealthReport;
 use crate::mailbox::{Latest, SnapshotReply};
@@ -322,7 +322,12 @@ async fn snapshot(state: &State, name: &str, query: Option<&str>) -> Response<Bo
     let last_frame = camera.latest().map(|l| l.published.elapsed());
     let (message, retry) = match camera
         .pictures
-        .png(kind, last_frame, state.web.stale_after, &state.png_budget)
+        .png(
+            kind,
+            last_frame,
+            state.web.stale_after.max(DOWN_AFTER),
+            &state.png_budget,
+        )
         .await
     {
         Ok(png) => return response(StatusCode::OK, "image/png", png),

@@ -1,8 +1,9 @@
 //! A camera's pictures for `/snapshot/*.png`, read back from the camera and encoded once
 //! per frame, whoever asks:
 //!
-//! - A camera that is down (no frame yet, or none for `web.stale_after_seconds`, as
-//!   `/healthz` judges it) is answered at once; nothing waits on it.
+//! - A camera that is down (no frame yet, or none for [`DOWN_AFTER`] or
+//!   `web.stale_after_seconds` if longer) is answered at once; nothing waits on it. A slow
+//!   camera (a frame every few seconds) is not down between its frames.
 //! - The camera is asked for its pictures at most once a second, by one request; others
 //!   that come meanwhile wait on that one read-back (no lock is held across the wait),
 //!   or, once a picture exists, are served it at once while a newer one is fetched.
@@ -26,6 +27,9 @@ use crate::report;
 pub(super) const MAX_AGE: Duration = Duration::from_secs(1);
 /// How long a read-back may take: the camera's next frame.
 const WAIT: Duration = Duration::from_secs(3);
+/// A camera without a frame for this long (or for `web.stale_after_seconds` if longer)
+/// is down.
+pub(super) const DOWN_AFTER: Duration = Duration::from_secs(10);
 /// Encoded PNG bytes alive at most, all cameras together: about eight 3840x2160 luma
 /// PNGs of a busy scene.
 pub(super) const PNG_BUDGET: usize = 64 << 20;
