@@ -53,6 +53,8 @@ pub(crate) struct Connection {
     receiving: AtomicBool,
     /// When the connection last sent bytes or finished an answer ([`millis`]); 0: never.
     last_write: AtomicU64,
+    /// The last write found the socket full (the client is not reading).
+    write_blocked: AtomicBool,
     /// Notified when the slot was given to a newcomer: the connection is to close.
     evicted: Notify,
 }
@@ -80,14 +82,29 @@ impl Connection {
     /// [`Connection::is_idle`] at `now` ([`millis`]).
     fn is_idle_at(&self, now: u64) -> bool {
         let last_write = self.last_write.load(Ordering::Acquire);
-        self.requests.load(Ordering::Acquire) == 0
-            && !self.receiving.load(Ordering::Acquire)
-            && (last_write == 0
-                || now.saturating_sub(last_write) >= STALLED_WRITE.as_millis() as u64)
+        let quiet =
+            last_write == 0 || now.saturating_sub(last_write) >= STALLED_WRITE.as_millis() as u64;
+        // A client that has read nothing for a while gives its slot up whatever it sent
+        // (requests pipelined behind an answer it does not read).
+        let stalled = quiet && self.write_blocked.load(Ordering::Acquire);
+        stalled
+            || (quiet
+                && self.requests.load(Ordering::Acquire) == 0
+                && !self.receiving.load(Ordering::Acquire))
+    }
+
+    /// Notes what a write to the socket came to: progress, or a full socket.
+    fn write_polled(&self, polled: &Poll<std::io::Result<usize>>) {
+        match polled {
+            Poll::Ready(Ok(n)) if *n > 0 => self.wrote(),
+            Poll::Pending => self.write_blocked.store(true, Ordering::Release),
+            _ => {}
+        }
     }
 
     fn wrote(&self) {
         self.last_write.store(millis(), Ordering::Release);
+        self.write_blocked.store(false, Ordering::Release);
     }
 
     pub(crate) async fn evicted(&self) {
@@ -140,9 +157,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
         data: &[u8],
     ) -> Poll<std::io::Result<usize>> {
         let polled = Pin::new(&mut self.inner).poll_write(cx, data);
-        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
-            self.connection.wrote();
-        }
+        self.connection.write_polled(&polled);
         polled
     }
 
@@ -152,9 +167,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
         let polled = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
-        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
-            self.connection.wrote();
-        }
+        self.connection.write_polled(&polled);
         polled
     }
 
@@ -389,6 +402,23 @@ mod tests {
         let _third = slots.admit(ip("10.0.0.3")).expect("the stalled slot");
         assert!(told_to_close(&second).await);
         assert!(!told_to_close(&first).await);
+
+        // A client that pipelines requests behind an answer it does not read: receiving
+        // and with a request in flight, but its writes blocked for STALLED_WRITE.
+        let stuck = Connection::default();
+        stuck.receiving.store(true, Ordering::Release);
+        let _in_flight = stuck.requests.fetch_add(1, Ordering::AcqRel);
+        stuck.wrote();
+        stuck.write_polled(&Poll::Pending);
+        let wrote = stuck.last_write.load(Ordering::Acquire);
+        assert!(
+            !stuck.is_idle_at(wrote + stall - 1),
+            "blocked only a moment"
+        );
+        assert!(
+            stuck.is_idle_at(wrote + stall),
+            "its client stopped reading"
+        );
     }
 
     #[test]
