@@ -1,0 +1,125 @@
+"""The daemon's HTTP side under hostile clients, measured (not asserted):
+
+  python3 bench/http_load.py snapshots [PORT]  # 3840x2160 camera, 64 new snapshot
+                                               # requests a second that are never read,
+                                               # for 20 s: the daemon's RSS, and whether
+                                               # /metrics is answered meanwhile
+  python3 bench/http_load.py churn [PORT]      # new empty connections from 127.0.0.2-5
+                                               # as fast as four processes make them,
+                                               # 300 scrapes from 127.0.0.1 meanwhile
+
+EDGESIGHT_BIN names the binary (default target/release/edgesight); the daemon's config
+and log go to target/http-load/.
+"""
+import os, socket, subprocess, sys, time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.environ.get("EDGESIGHT_BIN", os.path.join(ROOT, "target/release/edgesight"))
+OUT = os.path.join(ROOT, "target/http-load")
+PORT = int(sys.argv[2]) if len(sys.argv) > 2 else 18960
+mode = sys.argv[1]
+os.makedirs(OUT, exist_ok=True)
+
+def rss(pid):
+    for l in open(f"/proc/{pid}/status"):
+        if l.startswith("VmRSS"):
+            return int(l.split()[1]) // 1024
+    return 0
+
+def start(config):
+    path = f"{OUT}/{mode}.toml"
+    open(path, "w").write(config)
+    env = dict(os.environ, RUST_LOG="warn")
+    env.setdefault("POCL_CACHE_DIR", os.path.join(ROOT, "target/pocl-cache"))
+    p = subprocess.Popen([BIN, "run", "--config", path], env=env,
+                         stdout=subprocess.DEVNULL, stderr=open(f"{OUT}/{mode}.log", "w"))
+    for _ in range(600):
+        try:
+            s = socket.create_connection(("127.0.0.1", PORT), timeout=1)
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            if b"200" in s.recv(100):
+                s.close()
+                return p
+            s.close()
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise SystemExit("daemon never healthy")
+
+def get(path, src=None):
+    s = socket.socket()
+    s.settimeout(10)
+    if src:
+        s.bind((src, 0))
+    s.connect(("127.0.0.1", PORT))
+    s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+    data = b""
+    while True:
+        try:
+            chunk = s.recv(65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        data += chunk
+    s.close()
+    head, _, body = data.partition(b"\r\n\r\n")
+    if not head.startswith(b"HTTP/1.1 200"):
+        return False
+    length = [int(l.split(b":")[1]) for l in head.split(b"\r\n") if l.lower().startswith(b"content-length")]
+    return bool(length) and len(body) == length[0]
+
+if mode == "snapshots":
+    p = start(f'[web]\nlisten_address = "127.0.0.1:{PORT}"\nsnapshots = true\n'
+              '[[camera]]\nname = "big"\n[camera.source]\nkind = "pattern"\nsize = "3840x2160"\nfps = 5\n')
+    time.sleep(3)
+    base = rss(p.pid)
+    held, peak = [], base
+    kinds = ["luma", "edges", "mask"]
+    t0 = time.time()
+    i = 0
+    while time.time() - t0 < 20:
+        for _ in range(64):
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            try:
+                s.connect(("127.0.0.1", PORT))
+                s.sendall(f"GET /snapshot/{kinds[i % 3]}.png HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+                held.append(s)
+            except OSError:
+                s.close()
+            i += 1
+        peak = max(peak, rss(p.pid))
+        time.sleep(1)
+    ok = sum(get("/metrics") for _ in range(50))
+    print(f"snapshots: RSS {base} MB before, peak {peak} MB with {i} unread snapshot requests "
+          f"over 20 s (64 a second); /metrics answered whole {ok}/50 meanwhile")
+    p.terminate(); p.wait()
+elif mode == "churn":
+    p = start(f'[web]\nlisten_address = "127.0.0.1:{PORT}"\n'
+              '[[camera]]\nname = "c"\n[camera.source]\nkind = "pattern"\nsize = "320x240"\nfps = 30\n')
+    import multiprocessing as mp
+    made = mp.Value("q", 0)
+    stop = mp.Event()
+    def churn(src, made, stop):
+        n = 0
+        while not stop.is_set():
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            try:
+                s.bind((src, 0)); s.connect(("127.0.0.1", PORT)); n += 1
+            except OSError:
+                pass
+            s.close()
+            if n % 100 == 0:
+                with made.get_lock(): made.value += 100
+    procs = [mp.Process(target=churn, args=(f"127.0.0.{k}", made, stop)) for k in (2, 3, 4, 5)]
+    for q in procs: q.start()
+    time.sleep(1)
+    t0, m0 = time.time(), made.value
+    ok = sum(get("/metrics") for _ in range(300))
+    rate = (made.value - m0) / (time.time() - t0)
+    stop.set()
+    for q in procs: q.join()
+    print(f"churn: {rate:.0f} new empty connections a second from 4 addresses; scrapes answered whole {ok}/300")
+    p.terminate(); p.wait()
