@@ -661,6 +661,10 @@ async fn round2_5_a_snapshot_is_encoded_once_and_held_to_a_budget() {
         answers.push(r.await.expect("no panic"));
     }
     assert!(answers.iter().all(|a| a.status == StatusCode::OK));
+    // Encoded once: every answer holds the same bytes.
+    assert!(answers
+        .iter()
+        .all(|a| a.body.as_ptr() == answers[0].body.as_ptr()));
     let png = image::load_from_memory(&answers[0].body).expect("a PNG");
     assert_eq!((png.width(), png.height()), (64, 48));
     // Held only by the cache: one copy, however many answers were made of it.

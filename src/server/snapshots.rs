@@ -105,11 +105,15 @@ pub(super) enum NoPicture {
     Failed(String),
 }
 
+/// Each kind's PNG of one read-back, made by the first request that needs it while the
+/// others wait for it: one encode whoever asks.
+type Png = Arc<tokio::sync::OnceCell<Bytes>>;
+
 /// One read-back of a camera's pictures and the PNGs made of it so far.
 struct Read {
     at: Instant,
     snapshot: Arc<Snapshot>,
-    pngs: [Option<Bytes>; 4],
+    pngs: [Png; 4],
 }
 
 type Outcome = Option<Result<Arc<Snapshot>, String>>;
@@ -164,9 +168,10 @@ impl Pictures {
             }
             match (&cache.last, &cache.pending) {
                 // A picture exists: served now; a newer one may be on its way.
-                (Some(read), _) => {
-                    Ok((Arc::clone(&read.snapshot), read.pngs[kind as usize].clone()))
-                }
+                (Some(read), _) => Ok((
+                    Arc::clone(&read.snapshot),
+                    Arc::clone(&read.pngs[kind as usize]),
+                )),
                 (None, Some(pending)) => Err(pending.clone()),
                 (None, None) => unreachable!("asked above"),
             }
@@ -180,33 +185,31 @@ impl Pictures {
                     .map_err(|_| NoPicture::Failed("the read-back was abandoned\n".into()))?
                     .clone()
                     .expect("waited for");
-                (outcome.map_err(NoPicture::Failed)?, None)
+                let snapshot = outcome.map_err(NoPicture::Failed)?;
+                // The PNG cell of that read-back, unless a newer one replaced it.
+                let png = lock(&self.cache)
+                    .last
+                    .as_ref()
+                    .filter(|r| Arc::ptr_eq(&r.snapshot, &snapshot))
+                    .map(|r| Arc::clone(&r.pngs[kind as usize]))
+                    .unwrap_or_default();
+                (snapshot, png)
             }
         };
-        if let Some(png) = png {
-            return Ok(png);
-        }
-        if budget.alive() >= budget.limit {
-            return Err(NoPicture::OverBudget);
-        }
-        // PNG encoding takes milliseconds per megapixel: off the async workers.
-        let encoded =
-            tokio::task::spawn_blocking(move || encode(&snapshot, kind).map(|png| (snapshot, png)))
-                .await
-                .map_err(|e| NoPicture::Failed(format!("{e}\n")))?
-                .map_err(|e| NoPicture::Failed(format!("{e}\n")))?;
-        let (snapshot, png) = encoded;
-        let png = budget.counted(png);
-        let mut cache = lock(&self.cache);
-        if let Some(read) = cache
-            .last
-            .as_mut()
-            .filter(|r| Arc::ptr_eq(&r.snapshot, &snapshot))
-        {
-            // Another request may have encoded it meanwhile: one copy is kept.
-            return Ok(read.pngs[kind as usize].get_or_insert(png).clone());
-        }
-        Ok(png)
+        let png = png
+            .get_or_try_init(|| async {
+                if budget.alive() >= budget.limit {
+                    return Err(NoPicture::OverBudget);
+                }
+                // PNG encoding takes milliseconds per megapixel: off the async workers.
+                let encoded = tokio::task::spawn_blocking(move || encode(&snapshot, kind))
+                    .await
+                    .map_err(|e| NoPicture::Failed(format!("{e}\n")))?
+                    .map_err(|e| NoPicture::Failed(format!("{e}\n")))?;
+                Ok(budget.counted(encoded))
+            })
+            .await?;
+        Ok(png.clone())
     }
 
     /// Asks the camera for the pictures of its next frame; the answer (or the lack of
