@@ -116,8 +116,10 @@ pub(crate) struct RequestGuard(Arc<Connection>);
 
 impl Drop for RequestGuard {
     fn drop(&mut self) {
-        // The answer is written next: sending counts from now.
-        self.0.wrote();
+        // The answer is written next: sending counts from now. A socket found full stays
+        // so: only bytes going out clear that (a client pipelining requests behind answers
+        // it never reads gets them answered into the server's buffer, not to the socket).
+        self.0.last_write.store(millis(), Ordering::Release);
         self.0.requests.fetch_sub(1, Ordering::AcqRel);
     }
 }
