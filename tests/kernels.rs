@@ -1441,8 +1441,17 @@ fn border_strategy() -> impl Strategy<Value = Border> {
     prop::sample::select(Border::ALL.to_vec())
 }
 
+/// Random cases a property runs: 48, or `EDGESIGHT_PROPTEST_CASES` (fewer under
+/// emulation, where each costs seconds: tests/arm/run.sh).
+fn proptest_cases() -> u32 {
+    std::env::var("EDGESIGHT_PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(48)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: proptest_cases(), ..ProptestConfig::default() })]
 
     /// Strides wider than the width: the padding holds noise that must never leak in.
     #[test]

@@ -18,6 +18,8 @@
 # test name filter), EDGESIGHT_ARM_PROFILE=dev (kernel tests in the dev profile, with
 # overflow checks; default release, as emulated code is slow), EDGESIGHT_ARM_CONFORMANCE_ARGS
 # (e.g. --quick), EDGESIGHT_ARM_JOBS (conformance runs at a time, default 2),
+# EDGESIGHT_PROPTEST_CASES (random cases of the kernel tests' properties, default 16 here,
+# 48 on x86: each costs seconds under emulation),
 # EDGESIGHT_TEST_DEVICE (as for `make unit`; the sysroot has only POCL, and the tests run
 # both tunings on it). POCL's kernel caches are kept in target/arm/pocl-cache-ARCH: a
 # second run skips the kernel compiles, which are slow under emulation. Logs:
@@ -107,7 +109,8 @@ build() {
 kernel_tests() {
     local arch=$1
     # shellcheck disable=SC2086
-    "$here/in-sysroot.sh" "$arch" "$(readlink -f "$arm/kernels-$arch")" ${EDGESIGHT_ARM_TEST_ARGS:-} \
+    EDGESIGHT_PROPTEST_CASES=${EDGESIGHT_PROPTEST_CASES:-16} \
+        "$here/in-sysroot.sh" "$arch" "$(readlink -f "$arm/kernels-$arch")" ${EDGESIGHT_ARM_TEST_ARGS:-} \
         2>&1 | tee "$logs/$arch-kernels.log"
 }
 
