@@ -17,6 +17,14 @@ use edgesight::reference;
 use edgesight::region::{self, Region};
 use proptest::prelude::*;
 
+/// Whether frames run through fewer setups (`EDGESIGHT_KERNEL_SETUPS=lean`): every tuning
+/// with the full images discarded, one with them kept, no second Otsu launch. For
+/// emulated boards (tests/arm/run.sh), where each setup costs seconds; the Otsu launches
+/// keep their own tests.
+fn lean_setups() -> bool {
+    std::env::var("EDGESIGHT_KERNEL_SETUPS").is_ok_and(|v| v == "lean")
+}
+
 /// Runs one frame through the pipeline with every tuning, with the full images discarded
 /// (as the daemon runs it) and kept (as `process --raw` does), and compares every output
 /// with the reference: the results and pictures are the same either way, and the full
@@ -28,11 +36,19 @@ fn check_frame(
     frame: &[u8],
     regions: &[Region],
 ) {
-    for (_, tuning) in Tuning::ALL {
+    let lean = lean_setups();
+    for (i, (_, tuning)) in Tuning::ALL.into_iter().enumerate() {
         for images in [FullImages::Discarded, FullImages::Kept] {
+            // Lean: every tuning as the daemon runs it, the full images with one.
+            if lean && images == FullImages::Kept && i > 0 {
+                continue;
+            }
             let setup = Setup { tuning, images };
             check_frame_with(gpu, layout, options, setup, frame, regions);
         }
+    }
+    if lean {
+        return;
     }
     // Otsu's other launch with each tuning's Sobel kernels: beside the CPU's runs and
     // Mali's single runs of 16 pixels, on its own beside the GPU's four-pixel kernels.

@@ -19,7 +19,8 @@
 # overflow checks; default release, as emulated code is slow), EDGESIGHT_ARM_CONFORMANCE_ARGS
 # (e.g. --quick), EDGESIGHT_ARM_JOBS (conformance runs at a time, default 2),
 # EDGESIGHT_PROPTEST_CASES (random cases of the kernel tests' properties, default 16 here,
-# 48 on x86: each costs seconds under emulation),
+# 48 on x86: each costs seconds under emulation), EDGESIGHT_KERNEL_SETUPS (default lean
+# here: each frame through every tuning, the full images kept with one; "all" as on x86),
 # EDGESIGHT_TEST_DEVICE (as for `make unit`; the sysroot has only POCL, and the tests run
 # both tunings on it). POCL's kernel caches are kept in target/arm/pocl-cache-ARCH: a
 # second run skips the kernel compiles, which are slow under emulation. Logs:
@@ -110,6 +111,7 @@ kernel_tests() {
     local arch=$1
     # shellcheck disable=SC2086
     EDGESIGHT_PROPTEST_CASES=${EDGESIGHT_PROPTEST_CASES:-16} \
+        EDGESIGHT_KERNEL_SETUPS=${EDGESIGHT_KERNEL_SETUPS:-lean} \
         "$here/in-sysroot.sh" "$arch" "$(readlink -f "$arm/kernels-$arch")" ${EDGESIGHT_ARM_TEST_ARGS:-} \
         2>&1 | tee "$logs/$arch-kernels.log"
 }
