@@ -992,28 +992,7 @@ fn deploy_files_check() {
 fn tls_serves_https_only() {
     let dir = tmp_dir("daemon-tls");
     let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
-    let out = run_tool(
-        Command::new("openssl")
-            .args([
-                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-            ])
-            .args([
-                "-subj",
-                "/CN=127.0.0.1",
-                "-addext",
-                "subjectAltName=IP:127.0.0.1",
-            ])
-            .arg("-keyout")
-            .arg(&key)
-            .arg("-out")
-            .arg(&cert),
-        None,
-    );
-    assert!(
-        out.status.success(),
-        "openssl: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    self_signed(&cert, &key, "127.0.0.1");
     let tls = format!(
         "[web]\ntls_cert_file = \"{}\"\ntls_key_file = \"{}\"\n",
         cert.display(),
@@ -1035,34 +1014,36 @@ fn tls_serves_https_only() {
 
     let d = Daemon::spawn(&dir, &format!("{tls}{}", camera("c", "64x48", &[], 64)));
     let port = d.port;
-    let curl = |url: &str| {
-        run_tool(
-            Command::new("curl")
-                .args([
-                    "-s",
-                    "-o",
-                    "/dev/null",
-                    "-w",
-                    "%{http_code}",
-                    "--max-time",
-                    "5",
-                    "--cacert",
-                ])
-                .arg(&cert)
-                .arg(url),
-            None,
-        )
-    };
-    let https = format!("https://127.0.0.1:{port}/healthz");
     wait_until("healthz over https", Duration::from_secs(60), || {
-        (String::from_utf8_lossy(&curl(&https).stdout) == "200").then_some(())
+        (https_status(port, "/healthz", &cert) == "200").then_some(())
     });
-    let out = curl(&format!("https://127.0.0.1:{port}/metrics"));
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "200");
+    assert_eq!(https_status(port, "/metrics", &cert), "200");
     // Plain HTTP gets no HTTP answer from a TLS port.
     assert!(request(port, "GET", "/healthz").is_err());
     let (status, _) = d.terminate();
     assert_eq!(status.code(), Some(0));
+}
+
+/// The status code curl gets for `path` over HTTPS trusting only `ca` ("000" when the
+/// handshake or the connection fails).
+fn https_status(port: u16, path: &str, ca: &Path) -> String {
+    let out = run_tool(
+        Command::new("curl")
+            .args([
+                "-s",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                "--max-time",
+                "5",
+            ])
+            .arg("--cacert")
+            .arg(ca)
+            .arg(format!("https://127.0.0.1:{port}{path}")),
+        None,
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// A self-signed certificate for 127.0.0.1 and its key, written to `cert` and `key`.
@@ -1109,25 +1090,7 @@ fn round2_10_a_certificate_renewed_in_place_is_served_after_sighup() {
     );
     let d = Daemon::spawn(&dir, &format!("{tls}{}", camera("c", "64x48", &[], 64)));
     // Whether a handshake trusting only `ca` succeeds.
-    let trusted_by = |ca: &Path| {
-        let out = run_tool(
-            Command::new("curl")
-                .args([
-                    "-s",
-                    "-o",
-                    "/dev/null",
-                    "-w",
-                    "%{http_code}",
-                    "--max-time",
-                    "5",
-                ])
-                .arg("--cacert")
-                .arg(ca)
-                .arg(format!("https://127.0.0.1:{}/healthz", d.port)),
-            None,
-        );
-        String::from_utf8_lossy(&out.stdout) == "200"
-    };
+    let trusted_by = |ca: &Path| https_status(d.port, "/healthz", ca) == "200";
     wait_until("the first certificate", Duration::from_secs(60), || {
         trusted_by(&first).then_some(())
     });
