@@ -254,6 +254,15 @@ mod tests {
         }
     }
 
+    /// Waits (up to a minute, for a loaded machine) until `done`.
+    fn wait_for(what: &str, done: impl Fn() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !done() {
+            assert!(Instant::now() < deadline, "{what}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     fn test_layout() -> FrameLayout {
         FrameLayout::packed(PixelFormat::Grey, 32, 24)
     }
@@ -319,11 +328,9 @@ mod tests {
             }
         };
         let camera = std::thread::spawn(move || run_with(settings, m, links, open_camera));
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while shared.lock().expect("lock").len() < 2 {
-            assert!(Instant::now() < deadline, "not opened again");
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        wait_for("not opened again", || {
+            shared.lock().expect("lock").len() >= 2
+        });
         stop.store(true, Ordering::Relaxed);
         camera
             .join()
@@ -361,11 +368,9 @@ mod tests {
             .recv_timeout(Duration::from_secs(60))
             .expect("the first frame");
         assert_eq!(frame.sequence, 0);
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while metrics.sample(r#"edgesight_camera_restarts_total{camera="t"}"#) != Some(1.0) {
-            assert!(Instant::now() < deadline, "no restart counted");
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        wait_for("no restart counted", || {
+            metrics.sample(r#"edgesight_camera_restarts_total{camera="t"}"#) == Some(1.0)
+        });
         assert_eq!(
             metrics.sample(r#"edgesight_camera_up{camera="t"}"#),
             Some(0.0)
@@ -399,11 +404,7 @@ mod tests {
             }
         };
         let camera = std::thread::spawn(move || run_with(settings, m, links, open_camera));
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while opened.lock().expect("lock").is_empty() {
-            assert!(Instant::now() < deadline, "never opened");
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        wait_for("never opened", || !opened.lock().expect("lock").is_empty());
         let options = PipelineOptions {
             edge_threshold: 99,
             ..PipelineOptions::default()
@@ -423,10 +424,9 @@ mod tests {
             })
             .expect("the camera thread runs");
         assert_eq!(answer.blocking_recv().expect("an answer"), Ok(()));
-        while opened.lock().expect("lock").len() < 2 {
-            assert!(Instant::now() < deadline, "not opened again");
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        wait_for("not opened again", || {
+            opened.lock().expect("lock").len() >= 2
+        });
         stop.store(true, Ordering::Relaxed);
         camera
             .join()
