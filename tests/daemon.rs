@@ -2,232 +2,15 @@
 //! loopback port, scraped by `promtool`, a real Prometheus server and `wrk` (Debian's
 //! `prometheus` and `wrk` packages; `scripts/install-deps.sh test` installs them).
 
+mod common;
+
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_edgesight");
-
-fn tmp_dir(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create a test directory");
-    dir
-}
-
-fn pocl_cache() -> PathBuf {
-    std::env::var_os("POCL_CACHE_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_TARGET_TMPDIR")).join("pocl-cache"))
-}
-
-/// A port nobody listens on now (the kernel's choice, released at once).
-fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
-    l.local_addr().expect("local address").port()
-}
-
-fn wait_until<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            start.elapsed() < limit,
-            "timed out after {limit:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-struct Response {
-    status: u16,
-    headers: String,
-    body: Vec<u8>,
-}
-
-/// One HTTP/1.1 request on a fresh connection.
-fn request(port: u16, method: &str, path: &str) -> std::io::Result<Response> {
-    let s = TcpStream::connect(("127.0.0.1", port))?;
-    exchange(s, method, path, "", Duration::from_secs(10))
-}
-
-/// Sends one request on `s`, with `extra` header lines (each ending in CRLF) after Host,
-/// and reads the whole answer, waiting at most `timeout` for each read.
-fn exchange(
-    mut s: TcpStream,
-    method: &str,
-    path: &str,
-    extra: &str,
-    timeout: Duration,
-) -> std::io::Result<Response> {
-    s.set_read_timeout(Some(timeout))?;
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{extra}Connection: close\r\n\r\n"
-    )?;
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw)?;
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or_else(|| std::io::Error::other("no end of headers"))?;
-    let headers = String::from_utf8_lossy(&raw[..split]).to_lowercase();
-    let status = headers
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| std::io::Error::other("no status"))?;
-    Ok(Response {
-        status,
-        headers,
-        body: raw[split + 4..].to_vec(),
-    })
-}
-
-fn get(port: u16, path: &str) -> Response {
-    request(port, "GET", path).unwrap_or_else(|e| panic!("GET {path}: {e}"))
-}
-
-fn get_text(port: u16, path: &str) -> String {
-    let r = get(port, path);
-    assert_eq!(
-        r.status,
-        200,
-        "GET {path}: {}",
-        String::from_utf8_lossy(&r.body)
-    );
-    String::from_utf8(r.body).expect("UTF-8 body")
-}
-
-/// The value of the series `name{labels}` exactly as written in a scrape.
-fn sample(metrics: &str, series: &str) -> Option<f64> {
-    metrics.lines().find_map(|l| {
-        let (s, v) = l.rsplit_once(' ')?;
-        (s == series).then(|| v.parse().ok())?
-    })
-}
-
-struct Daemon {
-    child: Child,
-    port: u16,
-    log: PathBuf,
-}
-
-impl Daemon {
-    /// Starts the daemon on `config` and waits until `/healthz` answers 200.
-    fn start(dir: &Path, config: &str) -> Daemon {
-        let d = Daemon::spawn(dir, config);
-        // Kernel builds on a cold cache take seconds on a small CPU.
-        wait_until("/healthz to answer 200", Duration::from_secs(60), || {
-            request(d.port, "GET", "/healthz")
-                .ok()
-                .filter(|r| r.status == 200)
-        });
-        d
-    }
-
-    /// Starts the daemon on `config` without waiting for it (for configs whose endpoints
-    /// need a password or TLS).
-    fn spawn(dir: &Path, config: &str) -> Daemon {
-        Daemon::spawn_with(dir, config, |_| {})
-    }
-
-    /// [`Daemon::spawn`] with the command changed by `prepare` first.
-    fn spawn_with(dir: &Path, config: &str, prepare: impl FnOnce(&mut Command)) -> Daemon {
-        let port = free_port();
-        let path = dir.join("edgesight.toml");
-        std::fs::write(&path, config).expect("write the config");
-        let log = dir.join("edgesight.log");
-        let mut command = Command::new(BIN);
-        command
-            .args(["run", "--config"])
-            .arg(&path)
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .env("POCL_CACHE_DIR", pocl_cache())
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).expect("log file"));
-        prepare(&mut command);
-        let child = command.spawn().expect("start edgesight");
-        Daemon { child, port, log }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn signal(&self, sig: i32) {
-        // SAFETY: kill(2) on our own child's pid.
-        let rc = unsafe { libc::kill(self.child.id() as i32, sig) };
-        assert_eq!(rc, 0, "kill({sig})");
-    }
-
-    fn metrics(&self) -> String {
-        get_text(self.port, "/metrics")
-    }
-
-    /// SIGTERM, then the exit status and how long it took.
-    fn terminate(self) -> (std::process::ExitStatus, Duration) {
-        self.signal(libc::SIGTERM);
-        self.terminate_after_signal()
-    }
-
-    /// The exit status once the process ends by itself, and how long that took.
-    fn terminate_after_signal(mut self) -> (std::process::ExitStatus, Duration) {
-        let start = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().expect("wait") {
-                return (status, start.elapsed());
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(30),
-                "no exit 30 s after SIGTERM\n{}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn camera(name: &str, size: &str, rois: &[(&str, u32, u32, u32, u32)], threshold: u8) -> String {
-    let mut s = format!(
-        "[[camera]]\nname = \"{name}\"\n[camera.source]\nkind = \"pattern\"\nsize = \"{size}\"\nfps = 30\n\
-         [camera.pipeline]\nedge_threshold = {threshold}\n"
-    );
-    for (roi, x, y, w, h) in rois {
-        s += &format!("[[camera.roi]]\nname = \"{roi}\"\nx = {x}\ny = {y}\nw = {w}\nh = {h}\n");
-    }
-    s
-}
-
-fn run_tool(cmd: &mut Command, input: Option<&[u8]>) -> Output {
-    let name = format!("{cmd:?}");
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| {
-            panic!("{name}: {e} (scripts/install-deps.sh test installs prometheus and wrk)")
-        });
-    let mut stdin = child.stdin.take().expect("stdin");
-    if let Some(input) = input {
-        stdin.write_all(input).expect("write stdin");
-    }
-    drop(stdin);
-    child.wait_with_output().expect("tool output")
-}
+use common::daemon::*;
 
 const FAMILIES: [&str; 22] = [
     "edgesight_build_info",
@@ -784,7 +567,7 @@ fn assert_refused(dir: &Path, name: &str, text: &str, expect: &str) {
 
 /// Runs `edgesight ARGS` and returns its exit code and stderr.
 fn edgesight(args: &[&str]) -> (Option<i32>, String) {
-    let out = Command::new(BIN)
+    let out = Command::new(bin())
         .args(args)
         .env("POCL_CACHE_DIR", pocl_cache())
         .output()
@@ -848,13 +631,6 @@ fn bad_configs_are_refused_before_anything_starts() {
     let (code, err) = edgesight(&["run", "--source", "camera:/dev/video0"]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("unknown kind 'camera'"), "{err}");
-}
-
-/// A grey PGM image of `w`x`h` whose pixels are `(x + y + seed) % 256`.
-fn pgm(w: usize, h: usize, seed: usize) -> Vec<u8> {
-    let mut bytes = format!("P5\n{w} {h}\n255\n").into_bytes();
-    bytes.extend((0..w * h).map(|i| ((i % w + i / w + seed) % 256) as u8));
-    bytes
 }
 
 #[test]
@@ -1228,7 +1004,7 @@ fn systemd_hears_ready_watchdog_and_stopping() {
         .expect("timeout");
     let port = free_port();
     let started = Instant::now();
-    let child = Command::new(BIN)
+    let child = Command::new(bin())
         .args(["run", "--source", "pattern:64x48@30"])
         .args(["--listen", &format!("127.0.0.1:{port}")])
         .env("POCL_CACHE_DIR", pocl_cache())
@@ -1403,24 +1179,6 @@ fn still_open(s: &TcpStream) -> bool {
     open
 }
 
-/// A connection to the daemon from the loopback address `from` (127.0.0.2 is as much
-/// loopback on Linux as 127.0.0.1 is, but another peer).
-fn connect_from(from: &str, port: u16) -> std::io::Result<TcpStream> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let s = runtime.block_on(async {
-        let socket = tokio::net::TcpSocket::new_v4()?;
-        socket.bind(format!("{from}:0").parse().expect("address"))?;
-        socket
-            .connect(format!("127.0.0.1:{port}").parse().expect("address"))
-            .await
-    })?;
-    let s = s.into_std()?;
-    s.set_nonblocking(false)?;
-    Ok(s)
-}
-
 /// A GET of `/metrics` from the loopback address `from`.
 fn scrape_from(from: &str, port: u16) -> std::io::Result<u16> {
     let s = connect_from(from, port)?;
@@ -1471,7 +1229,7 @@ fn listen_on_port_0_logs_the_port_bound() {
     let path = dir.join("edgesight.toml");
     std::fs::write(&path, camera("c", "64x48", &[], 64)).expect("write the config");
     let log = dir.join("edgesight.log");
-    let child = Command::new(BIN)
+    let child = Command::new(bin())
         .args(["run", "--config"])
         .arg(&path)
         .args(["--listen", "127.0.0.1:0"])
@@ -1629,7 +1387,7 @@ fn edgesight_within(args: &[&str], limit: Duration) -> (Option<i32>, String) {
     let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = tmp_dir(&format!("within-{}-{call}", std::process::id()));
     let err_path = dir.join("stderr");
-    let mut child = Command::new(BIN)
+    let mut child = Command::new(bin())
         .args(args)
         .env("POCL_CACHE_DIR", pocl_cache())
         .stdout(Stdio::null())
@@ -1849,7 +1607,7 @@ fn sighup_right_after_start_is_kept_for_the_daemon() {
     for round in 0..10 {
         let log = dir.join(format!("round-{round}.log"));
         let port = free_port();
-        let child = Command::new(BIN)
+        let child = Command::new(bin())
             .args(["run", "--config"])
             .arg(&path)
             .args(["--listen", &format!("127.0.0.1:{port}")])
@@ -2046,16 +1804,6 @@ fn camera_health_learns_the_pattern_and_raises_no_tamper() {
     );
     let (status, _) = d.terminate();
     assert_eq!(status.code(), Some(0), "{log}");
-}
-
-/// A 64x48 grey PGM with detail at every scale: blocks, a ramp and a fine weave.
-fn textured_pgm(w: usize, h: usize) -> Vec<u8> {
-    let mut bytes = format!("P5\n{w} {h}\n255\n").into_bytes();
-    bytes.extend((0..w * h).map(|i| {
-        let (x, y) = (i % w, i / w);
-        (40 + ((x / 8 + y / 6) % 3) * 50 + (x + 2 * y) % 17 + 20 * ((x ^ y) & 1)) as u8
-    }));
-    bytes
 }
 
 /// A replay camera named "still" whose directory holds one image: frames keep coming and
@@ -2281,7 +2029,7 @@ fn an_mjpeg_recording_runs_decoded_at_half_size_with_its_corrupt_frames_counted(
         path.display()
     );
     std::fs::write(dir.join("check.toml"), &config).unwrap();
-    let checked = Command::new(BIN)
+    let checked = Command::new(bin())
         .args(["check-config", dir.join("check.toml").to_str().unwrap()])
         .env("POCL_CACHE_DIR", pocl_cache())
         .output()

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod daemon;
+
 use std::sync::Once;
 
 use edgesight::cl::{DeviceSpec, Gpu};
