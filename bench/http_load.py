@@ -5,8 +5,10 @@
                                                # for 20 s: the daemon's RSS, and whether
                                                # /metrics is answered meanwhile
   python3 bench/http_load.py churn [PORT]      # new empty connections from 127.0.0.2-5
-                                               # as fast as four processes make them,
-                                               # 300 scrapes from 127.0.0.1 meanwhile
+                                               # as fast as bench/churn.rs makes them
+                                               # (CHURN_THREADS per address, default 2),
+                                               # scrapes from 127.0.0.1 one after the
+                                               # other for CHURN_SECONDS (default 20)
 
 EDGESIGHT_BIN names the binary (default target/release/edgesight); the daemon's config
 and log go to target/http-load/.
@@ -96,30 +98,13 @@ if mode == "snapshots":
           f"over 20 s (64 a second); /metrics answered whole {ok}/50 meanwhile")
     p.terminate(); p.wait()
 elif mode == "churn":
+    # The connections come from bench/churn.rs (Python makes a few hundred a second here).
+    subprocess.run(["cargo", "build", "--release", "--locked", "--example", "churn"],
+                   cwd=ROOT, check=True)
     p = start(f'[web]\nlisten_address = "127.0.0.1:{PORT}"\n'
               '[[camera]]\nname = "c"\n[camera.source]\nkind = "pattern"\nsize = "320x240"\nfps = 30\n')
-    import multiprocessing as mp
-    made = mp.Value("q", 0)
-    stop = mp.Event()
-    def churn(src, made, stop):
-        n = 0
-        while not stop.is_set():
-            s = socket.socket()
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
-            try:
-                s.bind((src, 0)); s.connect(("127.0.0.1", PORT)); n += 1
-            except OSError:
-                pass
-            s.close()
-            if n % 100 == 0:
-                with made.get_lock(): made.value += 100
-    procs = [mp.Process(target=churn, args=(f"127.0.0.{k}", made, stop)) for k in (2, 3, 4, 5)]
-    for q in procs: q.start()
-    time.sleep(1)
-    t0, m0 = time.time(), made.value
-    ok = sum(get("/metrics") for _ in range(300))
-    rate = (made.value - m0) / (time.time() - t0)
-    stop.set()
-    for q in procs: q.join()
-    print(f"churn: {rate:.0f} new empty connections a second from 4 addresses; scrapes answered whole {ok}/300")
+    seconds = os.environ.get("CHURN_SECONDS", "20")
+    threads = os.environ.get("CHURN_THREADS", "2")
+    subprocess.run([os.path.join(ROOT, "target/release/examples/churn"), str(PORT), seconds, threads],
+                   check=True)
     p.terminate(); p.wait()

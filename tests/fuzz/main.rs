@@ -1,5 +1,6 @@
 //! Byte-mutation fuzzing of the parts that read what a user or a network peer hands the
-//! daemon: the config parser, the image and raw frame readers, the HTTP request path.
+//! daemon: the config parser, the image and raw frame readers, the HTTP request path,
+//! and the running daemon itself under scripts of reloads and hostile clients.
 //!
 //! Each target starts from a corpus kept in the repo (`tests/fuzz/corpus/<target>/`) and
 //! mutates it (bit flips, cuts, inserted, deleted, duplicated and spliced runs, "magic"
@@ -8,7 +9,8 @@
 //! `target/fuzz-failures/<target>/` and named in the failure together with the seed.
 //!
 //! `EDGESIGHT_FUZZ_SECS` sets the time per target (default 15 s in `make test`),
-//! `EDGESIGHT_SEED` the seed (default: a new one each run, printed), and
+//! `EDGESIGHT_SEED` the seed (default 1, so that `make test` plays the same inputs each
+//! run; `random` for a new one, printed, in long runs), and
 //! `EDGESIGHT_FUZZ_SAVE=1` keeps every input that reached a new outcome in the corpus.
 
 use std::panic::{self, AssertUnwindSafe};
@@ -41,14 +43,17 @@ pub fn fuzz(target: &str, check: impl Fn(&[u8]) -> Result<String, String>) {
             .and_then(|s| s.parse().ok())
             .unwrap_or(15.0),
     );
-    let seed = std::env::var("EDGESIGHT_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-        });
+    // A fixed seed unless asked otherwise: `make test` plays the same inputs every run (as
+    // many as fit in the budget), so a failure there is a change of the code, not luck.
+    let seed = match std::env::var("EDGESIGHT_SEED").as_deref() {
+        Ok("random") => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64),
+        Ok(s) => s
+            .parse()
+            .unwrap_or_else(|_| panic!("EDGESIGHT_SEED={s}: a number or \"random\"")),
+        Err(_) => 1,
+    };
     eprintln!("fuzz {target}: seed {seed} (set EDGESIGHT_SEED to replay), {budget:?}");
     let mut rng = Rng(seed.max(1));
     let save = std::env::var_os("EDGESIGHT_FUZZ_SAVE").is_some();
@@ -213,5 +218,6 @@ fn mutate(rng: &mut Rng, base: &[u8], other: &[u8]) -> Vec<u8> {
 
 // The targets; each is a module with its own #[test] functions calling `fuzz`.
 mod config;
+mod daemon;
 mod http;
 mod inputs;
