@@ -1,11 +1,12 @@
 //! Connection churn against a running daemon, with scrapes meanwhile (a measurement, not a
-//! test): threads open and at once reset empty connections from four loopback addresses
-//! (127.0.0.2-5) as fast as they can, while one client scrapes `/metrics` from 127.0.0.1,
-//! one request after the other, and checks each answer is whole (200 and every byte of
-//! its Content-Length).
+//! test): threads open empty connections from four loopback addresses (127.0.0.2-5) as
+//! fast as they can, each keeping its last HOLD open (so the daemon's connection table
+//! stays full and every newcomer takes someone's slot) and resetting the oldest, while one
+//! client scrapes `/metrics` from 127.0.0.1, one request after the other, and checks each
+//! answer is whole (200 and every byte of its Content-Length).
 //!
 //!   cargo build --release --example churn
-//!   target/release/examples/churn PORT [SECONDS=20] [THREADS_PER_ADDRESS=2]
+//!   target/release/examples/churn PORT [SECONDS=20] [THREADS_PER_ADDRESS=2] [HOLD=16]
 //!
 //! `python3 bench/http_load.py churn` starts a daemon and runs this against it.
 
@@ -15,8 +16,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// A connection from `from` to `to`, closed with a reset (SO_LINGER 0) when dropped.
-fn connect_reset(from: [u8; 4], to: SocketAddr) -> std::io::Result<()> {
+/// A connection from `from` to `to`, set to close with a reset (SO_LINGER 0).
+fn connect_reset(from: [u8; 4], to: SocketAddr) -> std::io::Result<Fd> {
     // SAFETY: plain socket calls on a descriptor this function owns and closes.
     unsafe {
         let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
@@ -54,12 +55,22 @@ fn connect_reset(from: [u8; 4], to: SocketAddr) -> std::io::Result<()> {
             -1
         };
         let err = std::io::Error::last_os_error();
-        libc::close(fd);
+        let fd = Fd(fd);
         if rc == 0 {
-            Ok(())
+            Ok(fd)
         } else {
             Err(err)
         }
+    }
+}
+
+/// An open socket, closed when dropped.
+struct Fd(i32);
+
+impl Drop for Fd {
+    fn drop(&mut self) {
+        // SAFETY: the descriptor is this value's own, closed once.
+        unsafe { libc::close(self.0) };
     }
 }
 
@@ -94,6 +105,7 @@ fn main() {
         .expect("usage: churn PORT [SECONDS] [THREADS_PER_ADDRESS]");
     let seconds: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(20);
     let per_address: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(2);
+    let hold: usize = args.get(4).and_then(|s| s.parse().ok()).unwrap_or(16);
     let to: SocketAddr = ([127, 0, 0, 1], port).into();
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -104,11 +116,20 @@ fn main() {
         for _ in 0..per_address {
             let (stop, made, failed) = (stop.clone(), made.clone(), failed.clone());
             threads.push(std::thread::spawn(move || {
+                let mut open = std::collections::VecDeque::new();
                 while !stop.load(Ordering::Relaxed) {
                     match connect_reset([127, 0, 0, last], to) {
-                        Ok(()) => made.fetch_add(1, Ordering::Relaxed),
-                        Err(_) => failed.fetch_add(1, Ordering::Relaxed),
-                    };
+                        Ok(fd) => {
+                            made.fetch_add(1, Ordering::Relaxed);
+                            open.push_back(fd);
+                            if open.len() > hold {
+                                open.pop_front();
+                            }
+                        }
+                        Err(_) => {
+                            failed.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
                 }
             }));
         }
@@ -132,8 +153,8 @@ fn main() {
     times.sort();
     let at = |q: f64| times[((times.len() - 1) as f64 * q) as usize].as_secs_f64() * 1e3;
     println!(
-        "churn: {rate:.0} new empty connections a second from 4 addresses ({} threads, {} \
-         refused or failed); scrapes answered whole {whole}/{} ({:.2} %), latency median \
+        "churn: {rate:.0} new empty connections a second from 4 addresses ({} threads, each \
+         holding its last {hold}, {} refused or failed); scrapes answered whole {whole}/{} ({:.2} %), latency median \
          {:.1} ms, p99 {:.1} ms, max {:.1} ms",
         4 * per_address,
         failed.load(Ordering::Relaxed),

@@ -6,7 +6,8 @@
                                                # /metrics is answered meanwhile
   python3 bench/http_load.py churn [PORT]      # new empty connections from 127.0.0.2-5
                                                # as fast as bench/churn.rs makes them
-                                               # (CHURN_THREADS per address, default 2),
+                                               # (CHURN_THREADS per address, default 2,
+                                               # each holding its last CHURN_HOLD, 16),
                                                # scrapes from 127.0.0.1 one after the
                                                # other for CHURN_SECONDS (default 20)
 
@@ -71,6 +72,15 @@ def get(path, src=None):
     length = [int(l.split(b":")[1]) for l in head.split(b"\r\n") if l.lower().startswith(b"content-length")]
     return bool(length) and len(body) == length[0]
 
+def get_body(path):
+    s = socket.create_connection(("127.0.0.1", PORT), timeout=10)
+    s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+    data = b""
+    while chunk := s.recv(65536):
+        data += chunk
+    s.close()
+    return data.partition(b"\r\n\r\n")[2]
+
 if mode == "snapshots":
     p = start(f'[web]\nlisten_address = "127.0.0.1:{PORT}"\nsnapshots = true\n'
               '[[camera]]\nname = "big"\n[camera.source]\nkind = "pattern"\nsize = "3840x2160"\nfps = 5\n')
@@ -99,12 +109,25 @@ if mode == "snapshots":
     p.terminate(); p.wait()
 elif mode == "churn":
     # The connections come from bench/churn.rs (Python makes a few hundred a second here).
-    subprocess.run(["cargo", "build", "--release", "--locked", "--example", "churn"],
-                   cwd=ROOT, check=True)
-    p = start(f'[web]\nlisten_address = "127.0.0.1:{PORT}"\n'
-              '[[camera]]\nname = "c"\n[camera.source]\nkind = "pattern"\nsize = "320x240"\nfps = 30\n')
+    # (Built here where cargo is; a machine without it runs the binary brought along.)
+    import shutil
+    if shutil.which("cargo"):
+        subprocess.run(["cargo", "build", "--release", "--locked", "--example", "churn"],
+                       cwd=ROOT, check=True)
+    # Four cameras of 40 regions and 256 histogram bins: a scrape of about 150 KB, long
+    # enough on the wire to be cut in the middle if the daemon took its slot.
+    cameras = ""
+    for c in range(4):
+        cameras += (f'[[camera]]\nname = "c{c}"\n[camera.source]\nkind = "pattern"\nsize = "64x48"\n'
+                    'fps = 10\n')
+        for r in range(40):
+            cameras += f'[[camera.roi]]\nname = "r{r}"\nx = {r}\ny = 0\nw = 8\nh = 8\n'
+    p = start(f'[web]\nlisten_address = "127.0.0.1:{PORT}"\n[metrics]\nhistogram_bins = 256\n' + cameras)
     seconds = os.environ.get("CHURN_SECONDS", "20")
     threads = os.environ.get("CHURN_THREADS", "2")
-    subprocess.run([os.path.join(ROOT, "target/release/examples/churn"), str(PORT), seconds, threads],
-                   check=True)
+    hold = os.environ.get("CHURN_HOLD", "16")
+    size = len(get_body("/metrics"))
+    print(f"churn: a scrape is {size} bytes")
+    subprocess.run([os.path.join(ROOT, "target/release/examples/churn"), str(PORT), seconds, threads,
+                    hold], check=True)
     p.terminate(); p.wait()
