@@ -39,6 +39,10 @@ pub(crate) enum Command {
     /// Capture N frames from a camera, run the pipeline on each, and write the last one's
     /// results (as `process` does) plus capture.json.
     Capture(CaptureArgs),
+    /// Check the OpenCL device: every stage with each tuning, on synthetic frames of every
+    /// input format at awkward sizes, against the plain-Rust reference; a table per stage,
+    /// exit 1 on any mismatch. Run it once on a board after installing.
+    Selftest(SelftestArgs),
     /// Print the man page edgesight(1); with --dir, write it and one page per command.
     /// Hidden: scripts/package-deb.sh runs it to put the pages into the Debian package.
     #[command(hide = true)]
@@ -103,6 +107,35 @@ pub(crate) struct BenchArgs {
     /// Work sizes, as for `process`: measures any tuning on any device.
     #[arg(long, default_value = "auto", value_name = "TUNING")]
     pub(crate) tuning: TuningChoice,
+}
+
+#[derive(clap::Args)]
+pub(crate) struct SelftestArgs {
+    /// OpenCL device, as for `process`.
+    #[arg(long, default_value = "default")]
+    pub(crate) device: DeviceSpec,
+    /// The tunings to check: `all` (every tuning, whatever the device), `auto` (the
+    /// device's own, as the daemon runs) or one by name.
+    #[arg(long, default_value = "all", value_name = "TUNING")]
+    pub(crate) tuning: SelftestTunings,
+}
+
+/// `selftest --tuning`: every tuning, or one.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum SelftestTunings {
+    All,
+    One(TuningChoice),
+}
+
+impl std::str::FromStr for SelftestTunings {
+    type Err = <TuningChoice as std::str::FromStr>::Err;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.eq_ignore_ascii_case("all") {
+            return Ok(SelftestTunings::All);
+        }
+        s.parse().map(SelftestTunings::One)
+    }
 }
 
 #[derive(clap::Args)]

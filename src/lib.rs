@@ -26,4 +26,5 @@ pub mod pipeline;
 pub mod reference;
 pub mod region;
 pub mod report;
+pub mod selftest;
 pub mod server;

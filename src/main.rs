@@ -56,6 +56,7 @@ fn main() -> ExitCode {
         Command::Run(args) => commands::run::run(args),
         Command::CheckConfig(args) => commands::check_config::check_config(&args.file),
         Command::Capture(args) => commands::capture::capture(&args),
+        Command::Selftest(args) => commands::selftest::selftest(&args),
         Command::Manpage(args) => {
             commands::manpage::manpage(args.dir.as_deref(), args.date.as_deref())
         }

@@ -6,6 +6,7 @@
 
 use crate::frame::{Cfa, FrameLayout, PixelFormat, Samples};
 use crate::pipeline::{Border, Magnitude};
+use crate::region::{Region, RegionStats};
 
 /// 8-bit luma of a frame, dense (`width` bytes per row).
 pub fn luma(layout: &FrameLayout, src: &[u8]) -> Vec<u8> {
@@ -267,6 +268,35 @@ pub fn integral(luma: &[u8], width: usize, height: usize) -> (Vec<u32>, Vec<u64>
 pub fn integral_count(mask: &[u8], width: usize, height: usize) -> Vec<u32> {
     let ones: Vec<u8> = mask.iter().map(|&m| u8::from(m != 0)).collect();
     integral(&ones, width, height).0
+}
+
+/// The per-pixel planes a region's sums are taken over: luma, and the edge and
+/// foreground masks (non-zero counts), all `width` columns wide.
+pub struct Planes<'a> {
+    pub luma: &'a [u8],
+    pub edges: &'a [u8],
+    pub foreground: &'a [u8],
+    pub width: usize,
+}
+
+/// A region's sums, pixel by pixel: its area, the sum of luma and of its squares, and its
+/// edge and foreground pixels.
+pub fn region_sums(planes: &Planes, region: &Region) -> RegionStats {
+    let mut stats = RegionStats {
+        area: u64::from(region.width) * u64::from(region.height),
+        ..RegionStats::default()
+    };
+    for y in region.y as usize..(region.y + region.height) as usize {
+        for x in region.x as usize..(region.x + region.width) as usize {
+            let i = y * planes.width + x;
+            let v = u64::from(planes.luma[i]);
+            stats.sum += v;
+            stats.sqsum += v * v;
+            stats.edges += u64::from(planes.edges[i] != 0);
+            stats.foreground += u64::from(planes.foreground[i] != 0);
+        }
+    }
+    stats
 }
 
 #[cfg(test)]

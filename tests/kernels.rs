@@ -175,32 +175,16 @@ fn check_frame_with(
         .chain(result.regions.iter().map(|(_, s)| s))
         .chain(&result.cells);
     let expected = std::iter::once(&whole).chain(regions).chain(&cells);
+    let planes = reference::Planes {
+        luma: &luma,
+        edges: &edges,
+        foreground: &mask,
+        width: w,
+    };
     for (region, stats) in expected.zip(measured) {
-        let (mut s, mut q, mut e, mut f) = (0u64, 0u64, 0u64, 0u64);
-        for y in region.y as usize..(region.y + region.height) as usize {
-            for x in region.x as usize..(region.x + region.width) as usize {
-                let v = u64::from(luma[y * w + x]);
-                s += v;
-                q += v * v;
-                e += u64::from(edges[y * w + x] != 0);
-                f += u64::from(mask[y * w + x] != 0);
-            }
-        }
         assert_eq!(
-            (
-                stats.area,
-                stats.sum,
-                stats.sqsum,
-                stats.edges,
-                stats.foreground
-            ),
-            (
-                u64::from(region.width) * u64::from(region.height),
-                s,
-                q,
-                e,
-                f
-            ),
+            *stats,
+            reference::region_sums(&planes, region),
             "region '{}' sums, {label}",
             region.name
         );

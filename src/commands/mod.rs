@@ -8,6 +8,7 @@ pub(crate) mod devices;
 pub(crate) mod manpage;
 pub(crate) mod process;
 pub(crate) mod run;
+pub(crate) mod selftest;
 
 use std::path::{Path, PathBuf};
 

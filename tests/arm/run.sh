@@ -5,7 +5,8 @@
 #
 #   1. the kernel tests (tests/kernels.rs: every kernel against the plain-Rust reference,
 #      awkward sizes, every format and border, wider strides, both tunings), built for the
-#      board with cargo and Debian's cross gcc;
+#      board as the packages are (scripts/cross-build.sh --kernel-tests: cross-rs in a
+#      Debian 11 image; after `make cross` only the tests are left to build);
 #   2. the OpenCV conformance test (tests/conformance.py --board: every case of the first
 #      formats, one case per kernel variant of the later ones) with the board's edgesight
 #      as the binary (tests/arm/edgesight-ARCH), OpenCV itself running on the host;
@@ -16,7 +17,9 @@
 #
 # Environment: EDGESIGHT_ARM_TEST_ARGS (extra arguments for the kernel test binary, e.g. a
 # test name filter), EDGESIGHT_ARM_PROFILE=dev (kernel tests in the dev profile, with
-# overflow checks; default release, as emulated code is slow), EDGESIGHT_ARM_CONFORMANCE_ARGS
+# overflow checks, built here with cargo and Debian's cross gcc; default release, as
+# emulated code is slow), EDGESIGHT_ARM_HOST_BUILD=1 (the release build made that way too,
+# without cross-rs), EDGESIGHT_ARM_CONFORMANCE_ARGS
 # (e.g. --quick), EDGESIGHT_ARM_JOBS (conformance runs at a time, default 2),
 # EDGESIGHT_PROPTEST_CASES (random cases of the kernel tests' properties, default 16 here,
 # 48 on x86: each costs seconds under emulation), EDGESIGHT_KERNEL_SETUPS (default lean
@@ -88,21 +91,32 @@ for line in open(sys.argv[1]):
 print(exe or "")' "$1"
 }
 
+# The kernel tests and edgesight for ARCH: by default the boards' own release build, as the
+# .debs ship it (cross-rs in the Debian 11 image, built once for both boards by the "cross
+# build" phase); with EDGESIGHT_ARM_PROFILE=dev, or EDGESIGHT_ARM_HOST_BUILD=1, built here
+# with cargo and Debian's cross gcc.
 build() {
-    local arch=$1 triple=$2 release=--release
-    [ "$profile" = dev ] && release=
-    "$cargo" test $release --locked --no-run --target "$triple" --test kernels \
-        --message-format=json-render-diagnostics > "$logs/$arch-build-kernels.json" || return 1
-    local exe
-    exe=$(kernels_test_binary "$logs/$arch-build-kernels.json")
+    local arch=$1 triple=$2 exe bin
+    if $cross_built; then
+        exe=$(grep -m1 '/deps/kernels-' "target/cross/$triple/test-binaries.txt")
+        bin=$root/target/cross/$triple/release/edgesight
+    else
+        local release=--release
+        [ "$profile" = dev ] && release=
+        "$cargo" test $release --locked --no-run --target "$triple" --test kernels \
+            --message-format=json-render-diagnostics > "$logs/$arch-build-kernels.json" || return 1
+        exe=$(kernels_test_binary "$logs/$arch-build-kernels.json")
+        "$cargo" build --release --locked --target "$triple" || return 1
+        bin=$root/target/$triple/release/edgesight
+    fi
     if [ -z "$exe" ] || [ ! -x "$exe" ]; then
-        echo "no kernels test binary in cargo's output" >&2
+        echo "no kernels test binary for $triple" >&2
         return 1
     fi
     ln -sf "$exe" "$arm/kernels-$arch"
-    "$cargo" build --release --locked --target "$triple" || return 1
+    ln -sf "$bin" "$arm/edgesight-$arch"
     echo "kernel tests: ${exe#"$root"/} ($profile profile)"
-    echo "edgesight:    target/$triple/release/edgesight"
+    echo "edgesight:    ${bin#"$root"/}"
     # The OpenCL device the tests get (the first GPU, else the first device: POCL here).
     "$here/edgesight-$arch" devices 2>&1 | sed -n '1,2p;/version:/p;/fp64:/p'
 }
@@ -203,6 +217,14 @@ EOF
 
 t_all=$SECONDS
 phase x86 "raw outputs (x86)" raw_reference
+cross_built=false
+if [ "$profile" = release ] && [ -z "${EDGESIGHT_ARM_HOST_BUILD:-}" ]; then
+    if ! phase boards "cross build" scripts/cross-build.sh --kernel-tests; then
+        echo "test-arm: FAILED: scripts/cross-build.sh --kernel-tests"
+        exit 1
+    fi
+    cross_built=true
+fi
 for arch in "${arches[@]}"; do
     triple=$(triple_of "$arch") || exit 2
     phase "$arch" sysroot "$here/sysroot.sh" "$arch" || continue
