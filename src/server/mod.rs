@@ -27,6 +27,8 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 use tokio_rustls::rustls;
+use tokio_rustls::rustls::pki_types::pem::{self, PemObject};
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::TlsAcceptor;
 
 use crate::files;
@@ -236,7 +238,7 @@ const MAX_PEM_BYTES: u64 = 1 << 20;
 pub(crate) fn tls_config(cert: &Path, key: &Path) -> Result<rustls::ServerConfig, TlsError> {
     let cert_pem = files::read_small_file(cert, MAX_PEM_BYTES)
         .map_err(|e| TlsError::Cert(format!("{}: {e}", cert.display())))?;
-    let certs = rustls_pemfile::certs(&mut cert_pem.as_bytes())
+    let certs = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| {
             TlsError::Cert(format!(
@@ -252,9 +254,12 @@ pub(crate) fn tls_config(cert: &Path, key: &Path) -> Result<rustls::ServerConfig
     }
     let key_pem = files::read_small_file(key, MAX_PEM_BYTES)
         .map_err(|e| TlsError::Key(format!("{}: {e}", key.display())))?;
-    let key_der = rustls_pemfile::private_key(&mut key_pem.as_bytes())
-        .map_err(|e| TlsError::Key(format!("{}: not a PEM private key: {e}", key.display())))?
-        .ok_or_else(|| TlsError::Key(format!("{}: no PEM private key in it", key.display())))?;
+    let key_der = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|e| match e {
+        pem::Error::NoItemsFound => {
+            TlsError::Key(format!("{}: no PEM private key in it", key.display()))
+        }
+        e => TlsError::Key(format!("{}: not a PEM private key: {e}", key.display())),
+    })?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
