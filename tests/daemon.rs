@@ -1050,12 +1050,9 @@ fn systemd_hears_ready_watchdog_and_stopping() {
         last_ping = Instant::now();
         pings += 1;
     }
-    // About every quarter period (on a tick of an eighth of it); no flood either.
-    assert!(
-        (4..=11).contains(&pings),
-        "{pings} pings in {:?}",
-        2 * WATCHDOG
-    );
+    // At most one a quarter period (the daemon's rule): no flood. How few come is the
+    // machine's scheduling; the gap above is systemd's contract.
+    assert!(pings <= 9, "{pings} pings in {:?}", 2 * WATCHDOG);
     d.signal(libc::SIGTERM);
     let mut last = next();
     while last == "WATCHDOG=1" {

@@ -358,11 +358,26 @@ mod tests {
         }
     }
 
+    /// The smallest frames render whole: whatever the buffer held before, the frame's
+    /// luma is the same (a buffer of 0xFF and one of zeros; a MIPI-packed group's bytes
+    /// past the width are padding, left alone), and each format's luma is the grey
+    /// pattern's (a Bayer mosaic's luma is demosaiced, see below).
     #[test]
-    fn tiny_frames_render() {
-        for format in PixelFormat::ALL {
-            rendered(format, 1, 1, 3);
-            rendered(format, 3, 2, 1000);
+    fn tiny_frames_render_whole() {
+        for (w, h, sequence) in [(1, 1, 3), (3, 2, 1000), (2, 3, 7)] {
+            let grey = rendered(PixelFormat::Grey, w, h, sequence);
+            for format in PixelFormat::ALL {
+                let layout = FrameLayout::packed(format, w, h);
+                let zeros = rendered(format, w, h, sequence);
+                let mut ones = vec![0xFF; layout.frame_bytes()];
+                render(&layout, sequence, &mut ones);
+                let luma = reference::luma(&layout, &zeros);
+                let over_ones = reference::luma(&layout, &ones);
+                assert_eq!(over_ones, luma, "{format} {w}x{h}: samples left unwritten");
+                if !matches!(format, PixelFormat::Bayer(..)) {
+                    assert_eq!(luma, grey, "{format} {w}x{h}");
+                }
+            }
         }
     }
 }
