@@ -70,9 +70,13 @@ declare -A binary=(
 declare -A machine=([amd64]="X86-64" [arm64]="AArch64" [armhf]="ARM")
 declare -A strip=([amd64]=strip [arm64]=aarch64-linux-gnu-strip [armhf]=arm-linux-gnueabihf-strip)
 
-# The amd64 binary is needed in any case, for the man pages.
+# The amd64 binary is needed in any case, for the man pages. Built without
+# SOURCE_DATE_EPOCH: cc-rs rebuilds the C of ring and friends when that variable changes,
+# so with it every package run and every plain `cargo build --release` after it would
+# rebuild a minute and a half each, and the package would not hold the binary `make build`
+# made and the tests ran.
 if [ -z "${EDGESIGHT_BIN_AMD64:-}" ]; then
-    cargo build --release --locked
+    env -u SOURCE_DATE_EPOCH cargo build --release --locked
 fi
 
 for arch in "${arches[@]}"; do
