@@ -42,8 +42,17 @@ impl Findings {
         self.stages.values().all(|s| s.mismatches == 0)
     }
 
-    fn stage(&mut self, stage: &'static str) -> &mut StageResult {
-        self.stages.entry(stage).or_default()
+    /// Counts one check of `stage`; a failed one (`mismatch`) is counted as such, and
+    /// the first of the stage is described (`describe` runs only then).
+    fn record(&mut self, stage: &'static str, mismatch: bool, describe: impl FnOnce() -> String) {
+        let s = self.stages.entry(stage).or_default();
+        s.checks += 1;
+        if mismatch {
+            s.mismatches += 1;
+            if s.first_mismatch.is_none() {
+                s.first_mismatch = Some(describe());
+            }
+        }
     }
 
     /// Compares an image of `width` columns; notes the first differing pixel.
@@ -56,17 +65,9 @@ impl Findings {
         got: &[T],
         want: &[T],
     ) {
-        let s = self.stage(stage);
-        s.checks += 1;
         let first = got.iter().zip(want).position(|(g, w)| g != w);
-        if first.is_none() && got.len() == want.len() {
-            return;
-        }
-        s.mismatches += 1;
-        if s.first_mismatch.is_some() {
-            return;
-        }
-        s.first_mismatch = Some(match first {
+        let mismatch = first.is_some() || got.len() != want.len();
+        self.record(stage, mismatch, || match first {
             Some(i) => format!(
                 "{what}, {case}: first difference at (x {}, y {}): device {}, reference {} \
                  ({} of {} values differ)",
@@ -94,18 +95,14 @@ impl Findings {
         got: &[u32],
         want: &[u32],
     ) {
-        let s = self.stage(stage);
-        s.checks += 1;
-        let Some(bin) = got.iter().zip(want).position(|(g, w)| g != w) else {
-            return;
-        };
-        s.mismatches += 1;
-        if s.first_mismatch.is_none() {
-            s.first_mismatch = Some(format!(
+        let first = got.iter().zip(want).position(|(g, w)| g != w);
+        self.record(stage, first.is_some(), || {
+            let bin = first.unwrap_or_default();
+            format!(
                 "{what}, {case}: first difference in bin {bin}: device {}, reference {}",
                 got[bin], want[bin]
-            ));
-        }
+            )
+        });
     }
 
     /// Compares one value (a threshold, a region's sums).
@@ -117,16 +114,48 @@ impl Findings {
         got: T,
         want: T,
     ) {
-        let s = self.stage(stage);
-        s.checks += 1;
-        if got == want {
-            return;
-        }
-        s.mismatches += 1;
-        if s.first_mismatch.is_none() {
-            s.first_mismatch = Some(format!(
-                "{what}, {case}: device {got:?}, reference {want:?}"
-            ));
+        self.record(stage, got != want, || {
+            format!("{what}, {case}: device {got:?}, reference {want:?}")
+        });
+    }
+}
+
+/// What the reference makes of one frame: every image and value a stage is compared with,
+/// worked out once and held to by every tuning and setup.
+pub struct Expected {
+    pub width: u32,
+    pub height: u32,
+    pub luma: Vec<u8>,
+    pub dx: Vec<i16>,
+    pub dy: Vec<i16>,
+    pub magnitude: Vec<u8>,
+    pub edges: Vec<u8>,
+    pub histogram: [u32; 256],
+    pub threshold: u8,
+    pub mask: Vec<u8>,
+}
+
+impl Expected {
+    pub fn of(layout: &FrameLayout, options: PipelineOptions, frame: &[u8]) -> Expected {
+        let (w, h) = (layout.width as usize, layout.height as usize);
+        let luma = reference::luma(layout, frame);
+        let (dx, dy) = reference::sobel(&luma, w, h, options.border);
+        let magnitude = reference::magnitude(&dx, &dy, options.magnitude);
+        let edges = reference::edge_mask(&magnitude, options.edge_threshold);
+        let histogram = reference::histogram(&luma);
+        let threshold = reference::otsu_threshold(&histogram);
+        let mask = reference::binarize(&luma, threshold);
+        Expected {
+            width: layout.width,
+            height: layout.height,
+            luma,
+            dx,
+            dy,
+            magnitude,
+            edges,
+            histogram,
+            threshold,
+            mask,
         }
     }
 }
@@ -244,13 +273,17 @@ pub fn cases() -> Vec<Case> {
 /// does: other kernels), and compares every output with the reference.
 pub fn run(
     gpu: &Gpu,
+    cases: &[Case],
     tunings: &[Tuning],
     mut progress: impl FnMut(&Tuning, usize, usize),
 ) -> Result<Findings, PipelineError> {
-    let cases = cases();
+    let expected: Vec<Expected> = cases
+        .iter()
+        .map(|c| Expected::of(&c.layout, c.options, &c.frame))
+        .collect();
     let mut findings = Findings::default();
     for tuning in tunings {
-        for (i, case) in cases.iter().enumerate() {
+        for (i, (case, expected)) in cases.iter().zip(&expected).enumerate() {
             progress(tuning, i, cases.len());
             for images in [FullImages::Discarded, FullImages::Kept] {
                 if images == FullImages::Kept && i % 3 != 0 {
@@ -260,7 +293,7 @@ pub fn run(
                     tuning: *tuning,
                     images,
                 };
-                check_case(gpu, case, setup, &mut findings)?;
+                check_case(gpu, case, expected, setup, &mut findings)?;
             }
         }
     }
@@ -283,6 +316,7 @@ impl fmt::Display for Labelled<'_> {
 fn check_case(
     gpu: &Gpu,
     case: &Case,
+    expected: &Expected,
     setup: Setup,
     findings: &mut Findings,
 ) -> Result<(), PipelineError> {
@@ -296,29 +330,27 @@ fn check_case(
     compare_frame(
         findings,
         &label,
-        &case.layout,
-        case.options,
-        &case.frame,
+        expected,
         &result,
         &pictures,
         &case.regions,
     );
     if setup.images == FullImages::Kept {
         let images = result.read_images(gpu)?;
-        let (w, h) = (case.layout.width as usize, case.layout.height as usize);
-        let luma = reference::luma(&case.layout, &case.frame);
-        let (dx, dy) = reference::sobel(&luma, w, h, case.options.border);
-        let magnitude = reference::magnitude(&dx, &dy, case.options.magnitude);
-        let edges = reference::edge_mask(&magnitude, case.options.edge_threshold);
-        let mask = reference::binarize(
-            &luma,
-            reference::otsu_threshold(&reference::histogram(&luma)),
+        let e = expected;
+        let (w, h) = (e.width as usize, e.height as usize);
+        findings.image("sobel", "dx", &label, w, &images.dx, &e.dx);
+        findings.image("sobel", "dy", &label, w, &images.dy, &e.dy);
+        findings.image("sobel", "edge mask", &label, w, &images.edges, &e.edges);
+        findings.image(
+            "otsu",
+            "kept mask",
+            &label,
+            w,
+            &images.pictures.mask,
+            &e.mask,
         );
-        findings.image("sobel", "dx", &label, w, &images.dx, &dx);
-        findings.image("sobel", "dy", &label, w, &images.dy, &dy);
-        findings.image("sobel", "edge mask", &label, w, &images.edges, &edges);
-        findings.image("otsu", "kept mask", &label, w, &images.pictures.mask, &mask);
-        let (sum, sqsum) = reference::integral(&luma, w, h);
+        let (sum, sqsum) = reference::integral(&e.luma, w, h);
         findings.image("integral", "sum", &label, w + 1, &images.integral_sum, &sum);
         findings.image(
             "integral",
@@ -329,8 +361,8 @@ fn check_case(
             &sqsum,
         );
         let counts = [
-            ("edge counts", &images.integral_edges, &edges),
-            ("foreground counts", &images.integral_foreground, &mask),
+            ("edge counts", &images.integral_edges, &e.edges),
+            ("foreground counts", &images.integral_foreground, &e.mask),
         ];
         for (what, got, of) in counts {
             let want = reference::integral_count(of, w, h);
@@ -348,71 +380,62 @@ fn check_case(
     Ok(())
 }
 
-/// Compares one processed frame with the reference: luma, magnitude, the histograms, Otsu's
-/// threshold and mask, the frame's, the regions' and the health cells' sums. What the
-/// daemon reads back of every frame, so also what `verify_every` checks.
-#[allow(clippy::too_many_arguments)]
+/// Compares one processed frame with what the reference made of it: luma, magnitude, the
+/// histograms, Otsu's threshold and mask, the frame's, the regions' and the health cells'
+/// sums. What the daemon reads back of every frame, so also what `verify_every` checks.
 pub fn compare_frame(
     findings: &mut Findings,
     case: &dyn fmt::Display,
-    layout: &FrameLayout,
-    options: PipelineOptions,
-    frame: &[u8],
+    e: &Expected,
     result: &FrameResult,
     pictures: &Pictures,
     regions: &[Region],
 ) {
-    let (w, h) = (layout.width as usize, layout.height as usize);
-    let luma = reference::luma(layout, frame);
-    findings.image("luma", "luma", case, w, &pictures.luma, &luma);
-    let (dx, dy) = reference::sobel(&luma, w, h, options.border);
-    let magnitude = reference::magnitude(&dx, &dy, options.magnitude);
+    let w = e.width as usize;
+    findings.image("luma", "luma", case, w, &pictures.luma, &e.luma);
     findings.image(
         "sobel",
         "magnitude",
         case,
         w,
         &pictures.magnitude,
-        &magnitude,
+        &e.magnitude,
     );
-    let hist = reference::histogram(&luma);
-    findings.bins(
-        "histogram",
-        "luma histogram",
-        case,
-        &result.histogram,
-        &hist,
-    );
+    let hist = &result.histogram;
+    findings.bins("histogram", "luma histogram", case, hist, &e.histogram);
     if result.gradient_sampled {
-        let gradient = reference::histogram(&magnitude);
+        let gradient = reference::histogram(&e.magnitude);
         let got = &result.gradient_histogram;
         findings.bins("histogram", "gradient histogram", case, got, &gradient);
     }
-    let threshold = reference::otsu_threshold(&hist);
-    findings.value("otsu", "threshold", case, result.otsu_threshold, threshold);
-    let mask = reference::binarize(&luma, threshold);
-    findings.image("otsu", "mask", case, w, &pictures.mask, &mask);
+    findings.value(
+        "otsu",
+        "threshold",
+        case,
+        result.otsu_threshold,
+        e.threshold,
+    );
+    findings.image("otsu", "mask", case, w, &pictures.mask, &e.mask);
 
-    let edges = reference::edge_mask(&magnitude, options.edge_threshold);
     let planes = reference::Planes {
-        luma: &luma,
-        edges: &edges,
-        foreground: &mask,
+        luma: &e.luma,
+        edges: &e.edges,
+        foreground: &e.mask,
         width: w,
     };
     let whole = Region {
         name: "(whole frame)".into(),
         x: 0,
         y: 0,
-        width: layout.width,
-        height: layout.height,
+        width: e.width,
+        height: e.height,
     };
     let mut measured = vec![(&whole, &result.frame)];
     measured.extend(regions.iter().zip(result.regions.iter().map(|(_, s)| s)));
     let cells = if result.cells.is_empty() {
         Vec::new()
     } else {
-        region::grid(layout.width, layout.height, health::GRID.0, health::GRID.1)
+        region::grid(e.width, e.height, health::GRID.0, health::GRID.1)
     };
     measured.extend(cells.iter().zip(&result.cells));
     findings.value(

@@ -981,14 +981,13 @@ fn selftest_names_the_first_wrong_pixel_bin_and_region() {
     let mut pictures = processed.read_pictures(&gpu).expect("pictures");
     let mut result = (*processed).clone();
     drop(processed);
+    let expected = selftest::Expected::of(&case.layout, case.options, &case.frame);
     let compare = |result: &_, pictures: &_| {
         let mut findings = Findings::default();
         selftest::compare_frame(
             &mut findings,
             &"case 0",
-            &case.layout,
-            case.options,
-            &case.frame,
+            &expected,
             result,
             pictures,
             &case.regions,

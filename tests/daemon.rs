@@ -1593,9 +1593,7 @@ fn exit_within_after_sigterm(d: Daemon) -> std::process::ExitStatus {
 
 /// The signals `run` masks, as `/proc/PID/status` shows a mask (`SigBlk`, `SigIgn`).
 fn signal_mask(pid: u32, field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with(field))?;
-    u64::from_str_radix(line.split_whitespace().nth(1)?, 16).ok()
+    u64::from_str_radix(&proc_status(pid, field)?, 16).ok()
 }
 
 /// Issue "Resilience and security": a SIGHUP in the first milliseconds after start

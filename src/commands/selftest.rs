@@ -27,17 +27,18 @@ pub(crate) fn selftest(args: &SelftestArgs) -> Result<()> {
         SelftestTunings::One(choice) => vec![choice.resolve(&gpu)],
     };
     let names: Vec<&str> = tunings.iter().map(Tuning::name).collect();
-    let cases = selftest::cases().len();
+    let cases = selftest::cases();
     println!(
-        "edgesight selftest on {}: {cases} frames (every input format, awkward sizes, wider \
+        "edgesight selftest on {}: {} frames (every input format, awkward sizes, wider \
          strides, every border) with the {} tuning{}",
         gpu.info,
+        cases.len(),
         names.join(", "),
         if names.len() > 1 { "s" } else { "" }
     );
     let start = Instant::now();
     let mut err = std::io::stderr();
-    let findings = selftest::run(&gpu, &tunings, |tuning, i, n| {
+    let findings = selftest::run(&gpu, &cases, &tunings, |tuning, i, n| {
         let _ = write!(err, "\r  {} tuning: frame {}/{n} ", tuning.name(), i + 1);
     })?;
     let _ = writeln!(err, "\r{:40}", "");

@@ -275,3 +275,11 @@ pub fn textured_pgm(w: usize, h: usize) -> Vec<u8> {
     }));
     bytes
 }
+
+/// The first word of the line of `/proc/PID/status` that starts with `field` (`VmRSS:`,
+/// `Threads:`, `SigIgn`).
+pub fn proc_status(pid: u32, field: &str) -> Option<String> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
+    Some(line.split_whitespace().nth(1)?.to_string())
+}

@@ -40,7 +40,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use super::common::daemon::{connect_from, exchange, sample, textured_pgm, tmp_dir, Daemon};
+use super::common::daemon::{
+    connect_from, exchange, proc_status, sample, textured_pgm, tmp_dir, Daemon,
+};
 use super::common::Rng;
 use super::fuzz;
 
@@ -428,12 +430,6 @@ fn close_all(held: &mut Vec<TcpStream>) {
     }
 }
 
-fn proc_status(pid: u32, field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with(field))?;
-    line.split_whitespace().nth(1)?.parse().ok()
-}
-
 fn open_files(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
 }
@@ -470,7 +466,7 @@ fn check(script: &[u8]) -> Result<String, String> {
     let now = Instant::now();
     for i in 0..CAMERAS.len() {
         if delivers(port, i, run) {
-            converges(port, i, &run.valid[i].clone(), now)?;
+            converges(port, i, &run.valid[i], now)?;
         }
     }
 
@@ -601,14 +597,14 @@ fn check(script: &[u8]) -> Result<String, String> {
     let counted = Instant::now();
     for (i, up) in up.iter().enumerate() {
         if *up {
-            converges(port, i, &run.valid[i].clone(), counted)?;
+            converges(port, i, &run.valid[i], counted)?;
         }
     }
     if spoiled_here && !up[1] {
         let start = Instant::now();
         while start.elapsed() < Duration::from_secs(4) {
             if delivers(port, 1, run) {
-                converges(port, 1, &run.valid[1].clone(), counted)?;
+                converges(port, 1, &run.valid[1], counted)?;
                 break;
             }
             std::thread::sleep(Duration::from_millis(50));
@@ -622,11 +618,15 @@ fn check(script: &[u8]) -> Result<String, String> {
         ));
     }
     log_lines_are_whole(&run.daemon.log())?;
-    let rss = proc_status(pid, "VmRSS:").unwrap_or(0);
+    let rss = proc_status(pid, "VmRSS:")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
     if rss > RSS_LIMIT_KIB {
         return Err(format!("RSS {rss} KiB over {RSS_LIMIT_KIB} KiB"));
     }
-    let threads = proc_status(pid, "Threads:").unwrap_or(0) as usize;
+    let threads = proc_status(pid, "Threads:")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
     if threads >= TASKS_MAX {
         return Err(format!("{threads} threads: over the unit's TasksMax"));
     }
