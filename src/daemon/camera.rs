@@ -8,6 +8,10 @@
 //! This file holds the frame loop of an open camera (frames, reloads, snapshots);
 //! `supervise` opens the camera, restarts it when it fails, and keeps the state the
 //! thread shows the rest of the daemon.
+//!
+//! Over 500 lines as one room: the frame loop, its reloads and its snapshot answers share
+//! the camera's state on this one thread; under 440 lines are code, the rest its unit
+//! tests.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;

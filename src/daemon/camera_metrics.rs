@@ -3,6 +3,9 @@
 //! ([`CameraMetrics::capture`]) and stage errors ([`CameraMetrics::pipeline_error`]), and
 //! the publisher copies each [`FrameResult`] in ([`CameraMetrics::frame`]); stages never
 //! touch the registry.
+//!
+//! Over 500 lines as one room: a camera's families and the code that sets them, each
+//! family's help text beside it (most of the length); its unit tests follow from line 520.
 
 use std::collections::VecDeque;
 use std::sync::{Mutex, OnceLock};

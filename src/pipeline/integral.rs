@@ -8,6 +8,11 @@
 //! before it, summed from luma and the magnitude. [`HostIntegrals`] assembles OpenCV's
 //! (H+1)x(W+1) images (20 bytes a pixel) on the host for `process --raw`, so no device
 //! ever holds those.
+//!
+//! Over 500 lines, for now: tile geometry, device buffers, host un-blocking, three pass
+//! layouts with two scan families and the region sums live here together; issue 31 moves
+//! the region sums into a stage of their own and the layouts into files of their own (not
+//! done yet).
 
 use opencl3::event::Event;
 use opencl3::kernel::Kernel;

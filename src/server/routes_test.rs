@@ -1,6 +1,9 @@
 //! The routes against fake cameras, in process: no socket, no binary, no OpenCL. A fake
 //! camera is the two ends a camera thread would hold (its latest-frame slot and its
 //! snapshot requests), answered by a plain thread.
+//!
+//! Over 500 lines as one room: a test file, every route against the same fake cameras
+//! (defined at its top), grouped by route.
 
 use std::collections::BTreeMap;
 use std::sync::{mpsc, Arc};
