@@ -23,6 +23,7 @@ pub mod jpeg;
 pub mod mailbox;
 pub mod metrics;
 pub mod pipeline;
+pub(crate) mod priority;
 pub mod reference;
 pub mod region;
 pub mod report;

@@ -6,6 +6,7 @@
 mod common;
 
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -33,11 +34,24 @@ struct Counting;
 
 static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
 
+thread_local! {
+    /// The allocations of the calling thread alone: the camera thread's, while the
+    /// verifier allocates on its own.
+    static THREAD_ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
+}
+
+fn count() {
+    ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+    // A thread being torn down has no counter left; its allocations count only above.
+    let _ = THREAD_ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
+}
+
 // SAFETY: every call is passed on unchanged to the system allocator, which upholds
-// GlobalAlloc's contract; counting touches only an atomic.
+// GlobalAlloc's contract; counting touches only an atomic and a const-initialised
+// thread-local without a destructor, neither of which allocates.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        count();
         // SAFETY: the caller's layout, as GlobalAlloc::alloc requires it.
         unsafe { System.alloc(layout) }
     }
@@ -47,7 +61,7 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        count();
         // SAFETY: as in `dealloc`; `new_size` as the caller gives it.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
@@ -114,6 +128,9 @@ fn settings() -> CameraSettings {
         name: "c".into(),
         device,
         tuning: TuningChoice::Auto,
+        // The verifier's reference allocates, on its own thread: the test that turns it
+        // on counts the camera thread's allocations alone.
+        verify_every: 0,
         source: "pattern:160x120@100".parse().expect("spec"),
         options: PipelineOptions::default(),
         regions: vec![
@@ -131,6 +148,14 @@ impl WarmCamera {
     /// The camera with its own source and publisher, results queued up to 8 as in the
     /// daemon.
     fn start() -> WarmCamera {
+        WarmCamera::start_with(settings(), |source| source)
+    }
+
+    /// [`WarmCamera::start`] with `settings`, and the source `wrap` makes of the camera's.
+    fn start_with(
+        settings: CameraSettings,
+        wrap: impl Fn(Box<dyn FrameSource>) -> Box<dyn FrameSource> + Send + 'static,
+    ) -> WarmCamera {
         let stop = Arc::new(AtomicBool::new(false));
         let (links, ends) = Links::new(Arc::clone(&stop), 8);
         let metrics = Metrics::new();
@@ -138,7 +163,11 @@ impl WarmCamera {
         let (latest_tx, latest) = watch::channel(None);
         let camera = {
             let m = Arc::clone(&m);
-            std::thread::spawn(move || camera::run(settings(), m, links))
+            std::thread::spawn(move || {
+                camera::run_with_source(settings, m, links, |settings, gpu| {
+                    Ok(wrap(capture::open(&settings.source, gpu)?))
+                })
+            })
         };
         let publisher = {
             let m = Arc::clone(&m);
@@ -335,6 +364,87 @@ fn a_warm_camera_and_its_publisher_allocate_nothing_per_frame() {
     );
     camera.stop();
     assert_eq!(during, 0, "{during} allocations from frame {from} to {to}");
+}
+
+/// A source that notes, each time the camera asks it for a frame, how many allocations the
+/// camera's thread has made so far.
+struct CountsCameraThread {
+    inner: Box<dyn FrameSource>,
+    allocations: Arc<AtomicUsize>,
+}
+
+impl FrameSource for CountsCameraThread {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    fn layout(&self) -> FrameLayout {
+        self.inner.layout()
+    }
+    fn io_mode(&self) -> IoMode {
+        self.inner.io_mode()
+    }
+    fn is_up(&self) -> bool {
+        self.inner.is_up()
+    }
+    fn stats(&self) -> CaptureStats {
+        self.inner.stats()
+    }
+    fn next_frame(&mut self, gpu: &Gpu, wait: Duration) -> Result<Next<'_>, CaptureError> {
+        let n = THREAD_ALLOCATIONS.with(Cell::get);
+        self.allocations.store(n, Ordering::Relaxed);
+        self.inner.next_frame(gpu, wait)
+    }
+}
+
+/// `verify_every = 2`: every other frame is copied for the verifier (more often than
+/// the verifier keeps up with, so due frames also find the last check still running).
+/// The camera's thread allocates nothing per frame meanwhile, and every check passes.
+#[test]
+fn a_verifying_camera_thread_allocates_nothing_per_frame() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let allocations = Arc::new(AtomicUsize::new(0));
+    let settings = CameraSettings {
+        verify_every: 2,
+        ..settings()
+    };
+    let camera = {
+        let allocations = Arc::clone(&allocations);
+        WarmCamera::start_with(settings, move |inner| {
+            Box::new(CountsCameraThread {
+                inner,
+                allocations: Arc::clone(&allocations),
+            })
+        })
+    };
+    camera.wait_warm();
+    let verify = &camera.metrics.verify;
+    camera.wait("a check", |_| verify.verified() > 0);
+    let (from, before) = (camera.sequence(), allocations.load(Ordering::Relaxed));
+    let checked = verify.verified();
+    camera.wait("100 more frames and 10 more checks", |c| {
+        c.sequence() >= from + 100 && verify.verified() >= checked + 10
+    });
+    let (to, during) = (
+        camera.sequence(),
+        allocations.load(Ordering::Relaxed) - before,
+    );
+    let mismatches: Vec<u64> = ["luma", "sobel", "histogram", "otsu", "regions"]
+        .iter()
+        .map(|stage| verify.mismatches(stage))
+        .collect();
+    let checks = verify.verified() - checked;
+    camera.stop();
+    // The last check, done after the camera stopped, must not count in the next test.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while edgesight::daemon::verify::pending() > 0 {
+        assert!(Instant::now() < deadline, "the verifier never finished");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(
+        during, 0,
+        "{during} allocations on the camera's thread from frame {from} to {to} ({checks} checks)"
+    );
+    assert_eq!(mismatches, [0; 5]);
 }
 
 /// The same path while frames are dropped, on purpose rather than by the machine's

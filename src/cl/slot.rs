@@ -160,9 +160,15 @@ impl FrameSlot {
 
     /// Reads the slot's bytes back (blocking): what the kernels see.
     pub fn read(&self, gpu: &Gpu) -> Result<Vec<u8>, ClError> {
-        let mut out = vec![0u8; self.len];
-        read_blocking(gpu, &self.buffer, 0, &mut out)?;
+        let mut out = Vec::new();
+        self.read_into(gpu, &mut out)?;
         Ok(out)
+    }
+
+    /// [`FrameSlot::read`] into `out`, which allocates only where it is shorter.
+    pub fn read_into(&self, gpu: &Gpu, out: &mut Vec<u8>) -> Result<(), ClError> {
+        out.resize(self.len, 0);
+        read_blocking(gpu, &self.buffer, 0, out)
     }
 }
 

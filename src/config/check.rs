@@ -46,11 +46,19 @@ pub(super) fn check(
     let web = super::web::check_web(doc, &file.web, overrides)?;
     let default_device: DeviceSpec = file.opencl.device.get_ref().parse().unwrap_or_default();
     let default_tuning: TuningChoice = parse_at(doc, &file.opencl.tuning, "opencl.tuning")?;
+    let every = *file.opencl.verify_every.get_ref();
+    let verify_every = u32::try_from(every).map_err(|_| {
+        doc.at(
+            file.opencl.verify_every.span(),
+            "opencl.verify_every",
+            format!("{every} is not between 0 (no frame) and {}", u32::MAX),
+        )
+    })?;
 
     let mut cameras = Vec::new();
     let mut names = HashSet::new();
     for camera in &file.cameras {
-        let c = check_camera(doc, camera, &default_device, default_tuning)?;
+        let c = check_camera(doc, camera, &default_device, default_tuning, verify_every)?;
         if !names.insert(c.name.clone()) {
             return Err(doc.at(
                 camera.get_ref().name.span(),
@@ -66,6 +74,7 @@ pub(super) fn check(
                 name: "default".into(),
                 device: default_device.clone(),
                 tuning: default_tuning,
+                verify_every,
                 source: source.clone(),
                 options: PipelineOptions::default(),
                 regions: Vec::new(),
@@ -96,6 +105,7 @@ pub(super) fn check(
             name: "default".into(),
             device: default_device,
             tuning: default_tuning,
+            verify_every,
             source: SourceSpec::default_pattern(),
             options: PipelineOptions::default(),
             regions: Vec::new(),
@@ -165,6 +175,7 @@ fn check_camera(
     camera: &Spanned<CameraConfig>,
     default_device: &DeviceSpec,
     default_tuning: TuningChoice,
+    verify_every: u32,
 ) -> Result<CameraSettings, ConfigError> {
     let c = camera.get_ref();
     let name = c.name.get_ref();
@@ -248,6 +259,7 @@ fn check_camera(
             .map(|d| d.get_ref().parse().unwrap_or_default())
             .unwrap_or_else(|| default_device.clone()),
         tuning,
+        verify_every,
         source,
         options: PipelineOptions {
             border,
@@ -493,6 +505,8 @@ mod tests {
             ("[web]\nstale_after_seconds = 1e-10\n", "web.stale_after_seconds", (2, 23)),
             ("[web]\nlisten_address = \"localhost\"\n", "web.listen_address", (2, 18)),
             ("[opencl]\ntuning = \"fast\"\n", "opencl.tuning", (2, 10)),
+            ("[opencl]\nverify_every = -1\n", "opencl.verify_every", (2, 16)),
+            ("[opencl]\nverify_every = 4294967296\n", "opencl.verify_every", (2, 16)),
             (
                 "[[camera]]\nname = \"a b\"\n[camera.source]\nkind = \"pattern\"\n",
                 "camera.name",
@@ -549,6 +563,23 @@ mod tests {
         assert!(printed.contains("opencl_tuning = \"mali\""), "{printed}");
         assert!(printed.contains("opencl_tuning = \"cpu\""), "{printed}");
         assert_eq!(load_text(&printed).unwrap(), s);
+    }
+
+    /// Every camera checks one frame in `[opencl] verify_every`, 1800 unless it says.
+    #[test]
+    fn verify_every_reaches_every_camera() {
+        let every = |text: &str| -> Vec<u32> {
+            let s = load_text(text).unwrap();
+            s.cameras.iter().map(|c| c.verify_every).collect()
+        };
+        assert_eq!(every(""), [1800]);
+        let two = format!(
+            "[opencl]\nverify_every = 0\n{}{}",
+            pattern_camera(""),
+            pattern_camera("").replace("name = \"c\"", "name = \"d\"")
+        );
+        assert_eq!(every(&two), [0, 0]);
+        assert_eq!(every("[opencl]\nverify_every = 30\n"), [30]);
     }
 
     #[test]

@@ -18,6 +18,7 @@ const HIDDEN_HASH: &str = "(bcrypt hash)";
 #[derive(Serialize)]
 struct Printed<'a> {
     log: Log<'a>,
+    opencl: Opencl,
     web: Web,
     metrics: Metrics,
     camera: Vec<Camera>,
@@ -26,6 +27,13 @@ struct Printed<'a> {
 #[derive(Serialize)]
 struct Log<'a> {
     level: &'a str,
+}
+
+/// What `[opencl]` sets for every camera and no camera overrides (device and tuning are
+/// printed per camera).
+#[derive(Serialize)]
+struct Opencl {
+    verify_every: u32,
 }
 
 #[derive(Serialize)]
@@ -196,6 +204,10 @@ impl Settings {
             log: Log {
                 level: &self.log_level,
             },
+            opencl: Opencl {
+                // The same for every camera, and there is always one.
+                verify_every: self.cameras.first().map_or(0, |c| c.verify_every),
+            },
             web: Web {
                 listen_address: w.listen.to_string(),
                 snapshots: w.snapshots,
@@ -233,5 +245,7 @@ mod tests {
         let printed = s.to_toml();
         assert!(printed.contains("[[camera.roi]]"), "{printed}");
         assert_eq!(load_text(&printed).unwrap(), s);
+        let off = load_text(&format!("[opencl]\nverify_every = 0\n{GOOD}")).unwrap();
+        assert_eq!(load_text(&off.to_toml()).unwrap(), off);
     }
 }

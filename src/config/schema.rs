@@ -20,6 +20,13 @@ pub use crate::server::WebSettings;
 /// Prometheus server's own 9090-9094.
 pub(crate) const DEFAULT_PORT: u16 = 8947;
 
+/// `[opencl] verify_every` unless the config says otherwise: once a minute at 30 fps. A
+/// driver that computes a stage wrong does so on most frames, so a minute finds it (and a
+/// camera's first frame is always checked); a check costs about 80 ms of one x86-64 core
+/// for a 1080p frame (BENCHMARKS.md), 0.13 % of that core, and a few times that on a
+/// board's Cortex-A cores, still under one percent.
+pub const DEFAULT_VERIFY_EVERY: u32 = 1800;
+
 /// The file as written (defaults filled in by serde).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -55,6 +62,8 @@ pub(crate) struct OpenclConfig {
     /// The pipelines' work sizes: auto (the device's own) or a tuning's name; cameras
     /// may override it.
     pub tuning: Spanned<String>,
+    /// One live frame in this many is checked against the plain-Rust reference; 0: none.
+    pub verify_every: Spanned<i64>,
 }
 
 impl Default for OpenclConfig {
@@ -62,6 +71,7 @@ impl Default for OpenclConfig {
         OpenclConfig {
             device: Spanned::new(0..0, "default".into()),
             tuning: Spanned::new(0..0, TuningChoice::Auto.to_string()),
+            verify_every: Spanned::new(0..0, i64::from(DEFAULT_VERIFY_EVERY)),
         }
     }
 }
@@ -193,6 +203,9 @@ pub struct CameraSettings {
     /// Fixed for the pipeline's life: a reload that changes it is logged as needing a
     /// restart.
     pub tuning: TuningChoice,
+    /// `[opencl] verify_every`: one frame in this many checked against the reference
+    /// (0: none).
+    pub verify_every: u32,
     pub source: SourceSpec,
     pub options: PipelineOptions,
     pub regions: Vec<Region>,

@@ -6,10 +6,10 @@ use std::path::PathBuf;
 
 /// Threads a camera takes: its capture/GPU thread and its publisher.
 pub(crate) const PER_CAMERA: u64 = 2;
-/// Threads besides the cameras: main, signals, two tokio workers, four blocking workers
-/// and bcrypt (9), and headroom for an OpenCL driver's own (POCL starts one per core,
-/// NVIDIA's a handful); [`needed`] adds the cores.
-const BESIDE_CAMERAS: u64 = 9 + 4;
+/// Threads besides the cameras: main, signals, two tokio workers, four blocking workers,
+/// bcrypt and the verifier of live frames (10), and headroom for an OpenCL driver's own
+/// (POCL starts one per core, NVIDIA's a handful); [`needed`] adds the cores.
+const BESIDE_CAMERAS: u64 = 10 + 4;
 
 /// The threads a daemon of `cameras` cameras needs on a machine of `cores` cores.
 pub(crate) fn needed(cameras: usize, cores: u64) -> u64 {
@@ -88,10 +88,10 @@ mod tests {
             64,
             PathBuf::from("/sys/fs/cgroup/system.slice/edgesight.service/pids.max"),
         ));
-        // 8 cores: 13 + 8 besides the cameras, so 21 cameras fit 64 tasks.
+        // 8 cores: 14 + 8 besides the cameras, so 21 cameras fit 64 tasks.
         assert_eq!(check(21, 8, unit.clone()), Ok(()));
         let err = check(22, 8, unit.clone()).expect_err("too many");
-        assert!(err.starts_with("22 cameras need about 65 threads"), "{err}");
+        assert!(err.starts_with("22 cameras need about 66 threads"), "{err}");
         assert!(err.contains("allows 64 tasks (/sys/fs/cgroup/system.slice/edgesight.service/pids.max): at most 21 cameras fit"), "{err}");
         assert_eq!(
             check(30, 2, unit),

@@ -22,6 +22,7 @@ use anyhow::{Context, Result};
 use tokio::sync::oneshot;
 
 use super::camera_metrics::CameraMetrics;
+use super::verify::Verifier;
 use crate::capture::{self, FrameSource, Next, SourceSpec};
 use crate::cl::{ClError, Gpu};
 use crate::config::CameraSettings;
@@ -58,6 +59,7 @@ pub struct Reload {
     pub options: PipelineOptions,
     pub regions: Vec<Region>,
     pub health: HealthSettings,
+    pub verify_every: u32,
     pub reply: oneshot::Sender<Result<(), String>>,
 }
 
@@ -69,11 +71,13 @@ impl Reload {
             options,
             regions,
             health,
+            verify_every,
             reply: _,
         } = self;
         settings.options = *options;
         settings.regions.clone_from(regions);
         settings.health = *health;
+        settings.verify_every = *verify_every;
     }
 }
 
@@ -268,12 +272,14 @@ fn run_frames(
     // again by the next frame: a camera that outruns its publisher must not allocate a
     // result per dropped frame.
     let mut unused: Option<FrameResult> = None;
+    let mut verifier = Verifier::new(settings.verify_every, Arc::clone(&m.verify));
     // Without a configured rate, the target is the driver's, once the camera is up.
     let mut target_known = target_fps(settings).is_some();
     while !links.stopped() {
         links.state.turn();
         while let Ok(reload) = links.reloads.try_recv() {
             let outcome = apply(cam, settings, &reload);
+            verifier.set_every(settings.verify_every);
             let _ = reload.reply.send(outcome);
         }
         if !target_known {
@@ -314,6 +320,7 @@ fn run_frames(
                 // The frame, so its slot, is held up to here: answer while luma may be
                 // read from it.
                 answer_snapshots(&images, &result, &cam.gpu, &links.snapshots, &settings.name);
+                verifier.offer(&cam.gpu, &images, &result, settings.options, sequence);
             });
         links.state.set_waiting(false);
         m.capture(cam.source.is_up(), &cam.source.stats());
@@ -538,6 +545,7 @@ mod tests {
             name: "t".into(),
             device,
             tuning: TuningChoice::Auto,
+            verify_every: 0,
             source: "pattern:32x24@100".parse().expect("spec"),
             options,
             regions: Vec::new(),

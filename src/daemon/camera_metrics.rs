@@ -8,7 +8,7 @@
 //! family's help text beside it (most of the length); its unit tests follow from line 520.
 
 use std::collections::VecDeque;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use prometheus::{
@@ -16,6 +16,7 @@ use prometheus::{
 };
 
 use super::health_metrics::{HealthFamilies, HealthMetrics};
+use super::verify::{VerifyFamilies, VerifyMetrics};
 use crate::capture::{CaptureStats, DropReason, MAX_FPS};
 use crate::cl::ClDeviceInfo;
 use crate::mailbox::{Activity, DROP_PUBLISH_BACKLOG};
@@ -61,6 +62,7 @@ pub struct CameraFamilies {
     histogram: GaugeVec,
     roi: RoiFamilies,
     health: HealthFamilies,
+    verify: VerifyFamilies,
     histogram_bins: u32,
 }
 
@@ -191,6 +193,7 @@ impl CameraFamilies {
                 ),
             },
             health: HealthFamilies::new(m),
+            verify: VerifyFamilies::new(m),
             histogram_bins,
         }
     }
@@ -244,6 +247,7 @@ impl CameraFamilies {
             }),
             last_capture: Mutex::new(CaptureStats::default()),
             health: self.health.camera(name),
+            verify: self.verify.camera(name),
         }
     }
 }
@@ -361,6 +365,8 @@ pub struct CameraMetrics {
     histogram: Vec<Gauge>,
     roi: Mutex<RoiSeries>,
     pub health: HealthMetrics,
+    /// Live frames checked against the reference (`[opencl] verify_every`).
+    pub verify: Arc<VerifyMetrics>,
     last_capture: Mutex<CaptureStats>,
 }
 

@@ -13,6 +13,7 @@ mod logging;
 mod publish;
 pub mod reload;
 mod signals;
+pub mod verify;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -62,6 +63,7 @@ pub fn run(config_path: Option<PathBuf>, overrides: Overrides) -> Result<()> {
     let metrics = Arc::new(Metrics::new());
     let camera_families = CameraFamilies::new(&metrics, settings.histogram_bins);
     let reloads = ReloadMetrics::new(&metrics);
+    verify::start().context("starting the verifier thread")?;
     let stop = Arc::new(AtomicBool::new(false));
     let (exits_tx, exits_rx) = tmpsc::unbounded_channel::<String>();
 
@@ -303,6 +305,7 @@ mod tests {
                 name: name.into(),
                 device: crate::cl::DeviceSpec::default(),
                 tuning: crate::pipeline::TuningChoice::Auto,
+                verify_every: 0,
                 source: crate::capture::SourceSpec::default_pattern(),
                 options: crate::pipeline::PipelineOptions::default(),
                 regions: Vec::new(),

@@ -249,6 +249,7 @@ async fn send(
                 options: c.options,
                 regions: c.regions.clone(),
                 health: c.health,
+                verify_every: c.verify_every,
                 reply,
             })
             .map_err(|_| anyhow!("camera '{}' is not running", c.name))?;

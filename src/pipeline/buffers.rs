@@ -61,6 +61,11 @@ impl<T: Sentinel> DeviceImage<T> {
         read_buffer(gpu, &self.buf, self.len)
     }
 
+    /// [`DeviceImage::read`] into `out`, in the memory it has once it is large enough.
+    pub(super) fn read_into(&self, gpu: &Gpu, out: &mut Vec<T>) -> Result<(), ClError> {
+        read_buffer_into(gpu, &self.buf, self.len, out)
+    }
+
     pub(super) fn guard_intact(&self, gpu: &Gpu) -> Result<bool, ClError> {
         let mut guard = [T::default(); GUARD_ELEMENTS];
         read_blocking(gpu, &self.buf, self.len, &mut guard)?;
@@ -74,9 +79,20 @@ pub(super) fn read_buffer<T: Plain>(
     buffer: &Buffer<T>,
     len: usize,
 ) -> Result<Vec<T>, ClError> {
-    let mut out = vec![T::default(); len];
-    read_blocking(gpu, buffer, 0, &mut out)?;
+    let mut out = Vec::new();
+    read_buffer_into(gpu, buffer, len, &mut out)?;
     Ok(out)
+}
+
+/// [`read_buffer`] into `out`, which allocates only where it is shorter than `len`.
+pub(super) fn read_buffer_into<T: Plain>(
+    gpu: &Gpu,
+    buffer: &Buffer<T>,
+    len: usize,
+    out: &mut Vec<T>,
+) -> Result<(), ClError> {
+    out.resize(len, T::default());
+    read_blocking(gpu, buffer, 0, out)
 }
 
 /// Where the small results sit in the one device buffer they are read back from, in u64

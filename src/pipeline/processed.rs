@@ -4,10 +4,11 @@
 use std::fmt;
 use std::ops::Deref;
 
-use super::buffers::read_buffer;
+use super::buffers::read_buffer_into;
 #[allow(unused_imports)] // named in the docs
 use super::{FullImages, Pipeline, PipelineError, StageTimings};
 use crate::cl::{FrameSlot, Gpu};
+use crate::frame::FrameLayout;
 use crate::region::{Region, RegionStats};
 
 /// What one frame produced, without the full images.
@@ -133,13 +134,25 @@ pub struct FrameImages<'a> {
 }
 
 impl FrameImages<'_> {
+    /// The layout of the frame these images are of.
+    pub fn layout(&self) -> &FrameLayout {
+        &self.pipeline.layout
+    }
+
     /// Luma, from its buffer or, where the stages read it in place, from the slot.
     fn read_luma(&self, gpu: &Gpu) -> Result<Vec<u8>, PipelineError> {
+        let mut luma = Vec::new();
+        self.read_luma_into(gpu, &mut luma)?;
+        Ok(luma)
+    }
+
+    fn read_luma_into(&self, gpu: &Gpu, out: &mut Vec<u8>) -> Result<(), PipelineError> {
         let p = self.pipeline;
-        Ok(match &p.bufs.luma {
-            None => read_buffer(gpu, self.slot.buffer(), p.layout.pixels())?,
-            Some(luma) => luma.read(gpu)?,
-        })
+        match &p.bufs.luma {
+            None => read_buffer_into(gpu, self.slot.buffer(), p.layout.pixels(), out)?,
+            Some(luma) => luma.read_into(gpu, out)?,
+        }
+        Ok(())
     }
 
     /// Reads back luma and the magnitude, and makes the foreground mask from luma and the
@@ -148,18 +161,36 @@ impl FrameImages<'_> {
     /// it: 255 where luma > threshold (THRESH_BINARY), and the threshold is the very word
     /// (`results[256]`) that kernel reads, read back with the frame's results.
     pub fn read_pictures(&self, gpu: &Gpu) -> Result<Pictures, PipelineError> {
+        let mut pictures = Pictures::default();
+        self.read_pictures_into(gpu, &mut pictures)?;
+        Ok(pictures)
+    }
+
+    /// [`FrameImages::read_pictures`] into `pictures`, in the memory it already has:
+    /// verifying a live frame allocates nothing on the camera's thread.
+    pub fn read_pictures_into(
+        &self,
+        gpu: &Gpu,
+        pictures: &mut Pictures,
+    ) -> Result<(), PipelineError> {
         let p = self.pipeline;
-        let luma = self.read_luma(gpu)?;
+        self.read_luma_into(gpu, &mut pictures.luma)?;
         let threshold = p.read_back.result(256);
-        let mask = luma
-            .iter()
-            .map(|&v| if u32::from(v) > threshold { 255 } else { 0 })
-            .collect();
-        Ok(Pictures {
-            luma,
-            magnitude: p.bufs.magnitude.read(gpu)?,
-            mask,
-        })
+        pictures.mask.clear();
+        pictures.mask.extend((pictures.luma.iter()).map(|&v| {
+            if u32::from(v) > threshold {
+                255
+            } else {
+                0
+            }
+        }));
+        p.bufs.magnitude.read_into(gpu, &mut pictures.magnitude)?;
+        Ok(())
+    }
+
+    /// The frame's bytes as the kernels read them (its slot's), into `out`.
+    pub fn read_frame_into(&self, gpu: &Gpu, out: &mut Vec<u8>) -> Result<(), PipelineError> {
+        Ok(self.slot.read_into(gpu, out)?)
     }
 
     /// Reads back every per-pixel output of the frame, each as its kernel wrote it (the

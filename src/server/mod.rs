@@ -110,18 +110,13 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
 /// setpriority) is logged once and otherwise ignored.
 fn lower_priority() {
     static WARNED: AtomicBool = AtomicBool::new(false);
-    // SAFETY: gettid has no preconditions, and setpriority on the calling thread's own id
-    // changes only that thread's nice value.
-    let rc = unsafe {
-        let tid = libc::gettid();
-        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, HTTP_NICE)
-    };
-    if rc != 0 && !WARNED.swap(true, Ordering::Relaxed) {
-        tracing::warn!(
-            "cannot lower the HTTP threads' priority (setpriority: {}): HTTP load competes \
-             with the cameras",
-            std::io::Error::last_os_error()
-        );
+    if let Err(e) = crate::priority::lower_calling_thread(HTTP_NICE) {
+        if !WARNED.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                "cannot lower the HTTP threads' priority (setpriority: {e}): HTTP load \
+                 competes with the cameras"
+            );
+        }
     }
 }
 

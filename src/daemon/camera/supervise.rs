@@ -277,6 +277,7 @@ mod tests {
             name: "t".into(),
             device: device.clone(),
             tuning: TuningChoice::Auto,
+            verify_every: 0,
             source: "pattern:32x24@100".parse().expect("spec"),
             options: PipelineOptions::default(),
             regions: Vec::new(),
@@ -420,6 +421,7 @@ mod tests {
                 options,
                 regions: regions.clone(),
                 health,
+                verify_every: 7,
                 reply,
             })
             .expect("the camera thread runs");
@@ -435,5 +437,6 @@ mod tests {
         assert_eq!(reopened.options, options);
         assert_eq!(reopened.regions, regions);
         assert_eq!(reopened.health, health);
+        assert_eq!(reopened.verify_every, 7);
     }
 }
