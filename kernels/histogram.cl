@@ -43,9 +43,9 @@
 /* CPUs: SUBS sub-histograms, pixel k of a unit counting into the (k % SUBS)th. A run of
  * equal pixels (any flat area: a dark scene, a saturated sky) would increment one word over
  * and over, each increment waiting for the one before (a store, then a load of the same
- * word); spread over eight words, eight chains run at once. A black 1080p frame on a 2-core
- * Xeon VM: 4.6 ms with one histogram, 1.4 with four, 1.0 with eight; random bytes 0.8 with
- * any (BENCHMARKS.md). */
+ * word); spread over eight words, eight chains run at once: a black frame counts over four
+ * times faster with eight than with one, and random bytes as fast with any (BENCHMARKS.md,
+ * "CPU Sobel by pairs of bytes, and the histogram's runs"). */
 #define SUBS 8
 #define COUNT(k, v) (bins[((k) % SUBS) * BINS + (v)]++)
 #else

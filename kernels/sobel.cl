@@ -466,8 +466,8 @@ __kernel void sobel3x3_pixel(__global const uchar *src, uint src_stride, uint wi
  * so the item loads each source row as one aligned uchar4 plus the two neighbouring bytes
  * and stores whole short4 and uchar4 vectors, a quarter of the memory instructions of one
  * pixel per item. Down its rows the item keeps the last two source rows in registers, so
- * QUAD_ROWS rows load QUAD_ROWS + 2 source rows rather than 3 each (GPU builds set 2:
- * NVIDIA H100 Sobel 23 -> 17 us at 4K; 4 rows gave the same, 8 took 26 us: BENCHMARKS.md).
+ * QUAD_ROWS rows load QUAD_ROWS + 2 source rows rather than 3 each (GPU builds set 2, the
+ * fastest on an NVIDIA H100: BENCHMARKS.md, "Two rows per Sobel work-item").
  */
 #ifndef QUAD_ROWS
 #define QUAD_ROWS 1

@@ -10,9 +10,9 @@ use crate::capture::SourceSpec;
 use crate::cl::{DeviceSpec, Gpu};
 
 /// More cameras than this draw a warning: each is two threads and its own OpenCL queue,
-/// buffers and kernels (the cameras on a device share its context and programs): 17
-/// YUYV test-pattern cameras of 320x240 took 24 MiB (25 MB) and 32 threads more than one
-/// did, with POCL on a 2-core x86-64 VM (158 MB when each had its own context).
+/// buffers and kernels (the cameras on a device share its context and programs), and
+/// past it the memory and threads add up on a small board (BENCHMARKS.md, "Several
+/// cameras").
 pub(crate) const MANY_CAMERAS: usize = 16;
 
 /// A config as `run` takes it: checked by `load` and against the machine.

@@ -178,7 +178,7 @@ impl Walk {
 fn scan_end(bytes: &[u8], mut at: usize) -> Option<usize> {
     loop {
         // memchr's SIMD search: the scan is most of a frame's bytes, and a byte-at-a-time
-        // search cost 0.47 ms of a 1080p frame's 9 ms decode.
+        // search was a noticeable share of the decode (BENCHMARKS.md, "JPEG decoders").
         at += memchr::memchr(0xFF, bytes.get(at..)?)?;
         let mut code = at + 1;
         while bytes.get(code) == Some(&0xFF) {

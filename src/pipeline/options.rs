@@ -260,7 +260,7 @@ pub enum OtsuLaunch {
 pub enum IntegralLayout {
     /// Mali: a work-item per 16 x 16 tile, registers only (no local memory, no barriers:
     /// Arm's guide), then a scan of the tiles along each row. On an NVIDIA H100 its tile
-    /// pass takes 314 us at 4K against [`IntegralLayout::GroupBands`]' 46 (BENCHMARKS.md),
+    /// pass is several times slower than [`IntegralLayout::GroupBands`]' (BENCHMARKS.md),
     /// so [`Tuning::FOR_GPU`] keeps that one.
     ItemTiles,
     /// GPUs: a work-group per run of tiles of a band, one barrier between the prefixes

@@ -24,8 +24,8 @@ use crate::frame::FrameLayout;
 pub(crate) const PIXELS_PER_ITEM: usize = 16;
 
 /// Rows one `sobel3x3_quad` work-item computes (`QUAD_ROWS` in sobel.cl): it loads each
-/// source row once for all of them. 2 gave the shortest Sobel at 4K on an NVIDIA H100
-/// (BENCHMARKS.md).
+/// source row once for all of them. 2 gives the shortest Sobel on an NVIDIA H100; 4 are
+/// no faster and 8 slower (BENCHMARKS.md, "Two rows per Sobel work-item").
 const QUAD_ROWS: usize = 2;
 
 /// The images only a pipeline that keeps its full images has Sobel write.
