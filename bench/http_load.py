@@ -10,6 +10,15 @@
                                                # each holding its last CHURN_HOLD, 16),
                                                # scrapes from 127.0.0.1 one after the
                                                # other for CHURN_SECONDS (default 20)
+  python3 bench/http_load.py pace [PORT]       # a 320x240 test pattern at 30 fps behind
+                                               # basic auth: frames published a second
+                                               # and their share of the frames due, idle,
+                                               # under wrk on /metrics (8 connections,
+                                               # the right password) and under a flood
+                                               # of wrong passwords (32 connections,
+                                               # bcrypt cost 10), PACE_SECONDS each
+                                               # (default 10); what tests/daemon/load.rs
+                                               # holds to a share of one half
 
 EDGESIGHT_BIN names the binary (default target/release/edgesight); the daemon's config
 and log go to target/http-load/.
@@ -29,7 +38,7 @@ def rss(pid):
             return int(l.split()[1]) // 1024
     return 0
 
-def start(config):
+def start(config, auth=""):
     path = f"{OUT}/{mode}.toml"
     open(path, "w").write(config)
     env = dict(os.environ, RUST_LOG="warn")
@@ -39,7 +48,8 @@ def start(config):
     for _ in range(600):
         try:
             s = socket.create_connection(("127.0.0.1", PORT), timeout=1)
-            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            s.sendall(f"GET /healthz HTTP/1.1\r\nHost: x\r\n{auth}Connection: close\r\n\r\n"
+                      .encode())
             if b"200" in s.recv(100):
                 s.close()
                 return p
@@ -130,4 +140,53 @@ elif mode == "churn":
     print(f"churn: a scrape is {size} bytes")
     subprocess.run([os.path.join(ROOT, "target/release/examples/churn"), str(PORT), seconds, threads,
                     hold], check=True)
+    p.terminate(); p.wait()
+elif mode == "pace":
+    import base64, re, signal
+    # bcrypt("s3cret", cost 10): the cost people use (htpasswd -C 10).
+    hashed = "$2b$10$BSKHzbuKStEcMk9gEBxgG.1odO5TPwg6s.ujQxTFNhDrnN730crRW"
+    def basic(password):
+        return "Basic " + base64.b64encode(f"prom:{password}".encode()).decode()
+    good = f"Authorization: {basic('s3cret')}\r\n"
+    p = start(f'[web]\nlisten_address = "127.0.0.1:{PORT}"\n[web.basic_auth_users]\n'
+              f'prom = "{hashed}"\n[[camera]]\nname = "front"\n[camera.source]\n'
+              'kind = "pattern"\nsize = "320x240"\nfps = 30\n', auth=good)
+    def counters():
+        # From another address than the load's, as Prometheus scrapes.
+        s = socket.socket()
+        s.settimeout(10)
+        s.bind(("127.0.0.2", 0))
+        s.connect(("127.0.0.1", PORT))
+        s.sendall(f"GET /metrics HTTP/1.1\r\nHost: x\r\n{good}Connection: close\r\n\r\n"
+                  .encode())
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+        s.close()
+        text = data.partition(b"\r\n\r\n")[2].decode()
+        published = float(re.search(r'^edgesight_frames_total\{camera="front"\} (\S+)$', text,
+                                    re.M).group(1))
+        dropped = sum(float(v) for v in re.findall(
+            r'^edgesight_frames_dropped_total\{camera="front",[^}]*\} (\S+)$', text, re.M))
+        return published, published + dropped
+    seconds = float(os.environ.get("PACE_SECONDS", "10"))
+    url = f"http://127.0.0.1:{PORT}/metrics"
+    for name, wrk in [
+        ("idle", None),
+        ("wrk on /metrics", ["-t2", "-c8", "-H", f"Authorization: {basic('s3cret')}"]),
+        ("wrong-password flood", ["-t1", "-c32", "-H", f"Authorization: {basic('wrong')}"]),
+    ]:
+        load = wrk and subprocess.Popen(["wrk", *wrk, "--timeout", "5s", "-d600s", url],
+                                        stdout=subprocess.DEVNULL)
+        time.sleep(2)
+        (p0, d0), t0 = counters(), time.monotonic()
+        time.sleep(seconds)
+        (p1, d1), t1 = counters(), time.monotonic()
+        if load:
+            load.send_signal(signal.SIGINT)
+            load.wait()
+        published, due = p1 - p0, d1 - d0
+        print(f"pace: {name}: {published / (t1 - t0):.1f} frames/s published, "
+              f"{published:.0f} of {due:.0f} due ({published / max(due, 1):.0%})")
+        time.sleep(2)
     p.terminate(); p.wait()

@@ -666,6 +666,8 @@ mod tests {
         assert!((fps - 4000.0).abs() < 1e-6, "{fps}");
     }
 
+    /// What `/api/v1/latest` and the status page show of a camera's pace is this
+    /// `Activity` (the route tests render a made one): it must be what `/metrics` says.
     #[test]
     fn activity_reads_the_exported_rate_and_drops() {
         let metrics = Metrics::new();
@@ -678,6 +680,10 @@ mod tests {
         m.frame_rate.set(12.5);
         let a = m.activity();
         assert_eq!(a.fps, 12.5);
+        assert_eq!(
+            metrics.sample(r#"edgesight_frame_rate{camera="c"}"#),
+            Some(a.fps)
+        );
         assert_eq!(a.dropped_total(), 7);
         let by_reason: Vec<(&str, u64)> = a.dropped_by_reason().collect();
         assert_eq!(

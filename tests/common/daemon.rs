@@ -30,6 +30,13 @@ pub fn pocl_cache() -> PathBuf {
         .unwrap_or_else(|| Path::new(env!("CARGO_TARGET_TMPDIR")).join("pocl-cache"))
 }
 
+/// The binary under test as a command, with the kernel cache every run of it shares.
+pub fn edgesight_command() -> Command {
+    let mut command = Command::new(bin());
+    command.env("POCL_CACHE_DIR", pocl_cache());
+    command
+}
+
 /// A port nobody listens on now (the kernel's choice, released at once).
 pub fn free_port() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
@@ -95,6 +102,16 @@ pub fn exchange(
     })
 }
 
+/// Waits until `/healthz` on `port` answers 200 without credentials. Kernel builds on a
+/// cold cache take seconds on a small CPU: the minute is only a failure timeout.
+pub fn wait_healthy(port: u16) {
+    wait_until("/healthz to answer 200", Duration::from_secs(60), || {
+        request(port, "GET", "/healthz")
+            .ok()
+            .filter(|r| r.status == 200)
+    });
+}
+
 pub fn get(port: u16, path: &str) -> Response {
     request(port, "GET", path).unwrap_or_else(|e| panic!("GET {path}: {e}"))
 }
@@ -127,13 +144,13 @@ pub struct Daemon {
 impl Daemon {
     /// Starts the daemon on `config` and waits until `/healthz` answers 200.
     pub fn start(dir: &Path, config: &str) -> Daemon {
-        let d = Daemon::spawn(dir, config);
-        // Kernel builds on a cold cache take seconds on a small CPU.
-        wait_until("/healthz to answer 200", Duration::from_secs(60), || {
-            request(d.port, "GET", "/healthz")
-                .ok()
-                .filter(|r| r.status == 200)
-        });
+        Daemon::start_with(dir, config, |_| {})
+    }
+
+    /// [`Daemon::start`] with the command changed by `prepare` first.
+    pub fn start_with(dir: &Path, config: &str, prepare: impl FnOnce(&mut Command)) -> Daemon {
+        let d = Daemon::spawn_with(dir, config, prepare);
+        wait_healthy(d.port);
         d
     }
 
@@ -149,12 +166,11 @@ impl Daemon {
         let path = dir.join("edgesight.toml");
         std::fs::write(&path, config).expect("write the config");
         let log = dir.join("edgesight.log");
-        let mut command = Command::new(bin());
+        let mut command = edgesight_command();
         command
             .args(["run", "--config"])
             .arg(&path)
             .args(["--listen", &format!("127.0.0.1:{port}")])
-            .env("POCL_CACHE_DIR", pocl_cache())
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).expect("log file"));
@@ -183,16 +199,36 @@ impl Daemon {
         self.terminate_after_signal()
     }
 
+    /// SIGTERM, and the daemon must exit with status 0 (its log in the failure); how long
+    /// it took.
+    pub fn stop(self) -> Duration {
+        let log = self.log.clone();
+        let (status, took) = self.terminate();
+        assert_eq!(
+            status.code(),
+            Some(0),
+            "SIGTERM: {status:?}\n{}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        took
+    }
+
     /// The exit status once the process ends by itself, and how long that took.
-    pub fn terminate_after_signal(mut self) -> (std::process::ExitStatus, Duration) {
+    pub fn terminate_after_signal(self) -> (std::process::ExitStatus, Duration) {
+        self.exit_within(Duration::from_secs(30))
+    }
+
+    /// The exit status of a process that must end by itself within `limit` (a failure
+    /// timeout, not a measure), and how long that took.
+    pub fn exit_within(mut self, limit: Duration) -> (std::process::ExitStatus, Duration) {
         let start = Instant::now();
         loop {
             if let Some(status) = self.child.try_wait().expect("wait") {
                 return (status, start.elapsed());
             }
             assert!(
-                start.elapsed() < Duration::from_secs(30),
-                "no exit 30 s after SIGTERM\n{}",
+                start.elapsed() < limit,
+                "no exit within {limit:?}\n{}",
                 self.log()
             );
             std::thread::sleep(Duration::from_millis(5));
@@ -223,6 +259,7 @@ pub fn camera(
     s
 }
 
+/// Runs a tool (promtool, openssl, curl, wrk) to its end with `input` on its stdin.
 pub fn run_tool(cmd: &mut Command, input: Option<&[u8]>) -> Output {
     let name = format!("{cmd:?}");
     let mut child = cmd
@@ -239,6 +276,20 @@ pub fn run_tool(cmd: &mut Command, input: Option<&[u8]>) -> Output {
     }
     drop(stdin);
     child.wait_with_output().expect("tool output")
+}
+
+/// [`run_tool`], and the tool must succeed (its stdout and stderr in the failure).
+pub fn run_tool_ok(cmd: &mut Command, input: Option<&[u8]>) -> Output {
+    let name = format!("{cmd:?}");
+    let out = run_tool(cmd, input);
+    assert!(
+        out.status.success(),
+        "{name}: {}\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
 }
 
 /// A grey PGM image of `w`x`h` whose pixels are `(x + y + seed) % 256`.
@@ -282,4 +333,34 @@ pub fn proc_status(pid: u32, field: &str) -> Option<String> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find(|l| l.starts_with(field))?;
     Some(line.split_whitespace().nth(1)?.to_string())
+}
+
+/// The connections waiting in the kernel's accept queue of the loopback listener on
+/// `port`, and those still in their handshake (SYN_RECV), from /proc/net/tcp; `None`
+/// while nothing listens there. Both 0: the server has accepted every client that
+/// connected.
+pub fn unaccepted(port: u16) -> Option<usize> {
+    let table = std::fs::read_to_string("/proc/net/tcp").ok()?;
+    let local = format!("0100007F:{port:04X}");
+    let mut listening = None;
+    let mut handshakes = 0;
+    for line in table.lines().skip(1) {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let [_, addr, _, state, queues, ..] = fields[..] else {
+            continue;
+        };
+        if addr != local {
+            continue;
+        }
+        match state {
+            // LISTEN: rx_queue is the accept queue's length.
+            "0A" => {
+                let (_, rx) = queues.split_once(':')?;
+                listening = Some(usize::from_str_radix(rx, 16).ok()?);
+            }
+            "03" => handshakes += 1,
+            _ => {}
+        }
+    }
+    Some(listening? + handshakes)
 }

@@ -32,6 +32,12 @@
 //! stays under 384 MiB (the unit allows 512), threads under the unit's 64, and open files
 //! come back to what they were. At the end, SIGTERM with slow clients held ends the daemon
 //! with status 0 within the unit's stop timeout.
+//!
+//! Over 500 lines as one room: one target of the `fuzz` binary (the others have a file
+//! each), one daemon started once and held for every script, and the steps, the script
+//! that plays them and the invariants checked between them share that daemon's state
+//! (`Run`: held clients, the last valid config, spoiled images); split, each part would
+//! take all of it.
 
 use std::collections::BTreeSet;
 use std::io::{Read, Write};

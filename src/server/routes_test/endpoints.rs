@@ -1,0 +1,233 @@
+//! Every route but the snapshots: `/metrics`, HEAD, refused methods and paths,
+//! `/healthz`, `/api/v1/latest` and the status page.
+
+use hyper::header;
+use hyper::{Method, Request, StatusCode};
+
+use super::{ask, frame_seven, get, open, routes, showing, silent};
+use crate::pipeline::Stage;
+use crate::region::{Region, RegionStats};
+use crate::server::page;
+
+#[tokio::test]
+async fn metrics_are_prometheus_text_never_cached() {
+    let s = open(false);
+    let a = get(&s, "/metrics").await;
+    assert_eq!(a.status, StatusCode::OK);
+    assert_eq!(
+        a.header(header::CONTENT_TYPE),
+        "text/plain; version=0.0.4; charset=utf-8"
+    );
+    assert_eq!(a.header(header::CACHE_CONTROL), "no-store");
+    assert!(a.text().contains("# TYPE edgesight_build_info gauge"));
+    // The first request is counted by the time the second renders.
+    let again = get(&s, "/metrics").await;
+    assert!(again
+        .text()
+        .contains(r#"edgesight_http_requests_total{code="200",handler="metrics"} 1"#));
+}
+
+#[tokio::test]
+async fn head_gets_the_length_of_get_and_no_body() {
+    let s = open(true);
+    for path in ["/", "/snapshot/luma.png", "/healthz"] {
+        let full = get(&s, path).await;
+        let head = ask(&s, Method::HEAD, path, None).await;
+        assert_eq!(head.status, full.status, "{path}");
+        assert_eq!(
+            head.header(header::CONTENT_LENGTH),
+            full.body.len().to_string(),
+            "{path}"
+        );
+        assert!(head.body.is_empty(), "{path}");
+        assert_eq!(
+            head.header(header::CONTENT_TYPE),
+            full.header(header::CONTENT_TYPE)
+        );
+    }
+    // The metrics change between two requests; HEAD still says a length.
+    let head = ask(&s, Method::HEAD, "/metrics", None).await;
+    assert!(
+        head.header(header::CONTENT_LENGTH)
+            .parse::<usize>()
+            .expect("number")
+            > 0
+    );
+    assert!(head.body.is_empty());
+}
+
+#[tokio::test]
+async fn other_methods_bodies_and_paths_are_refused() {
+    let s = open(true);
+    let post = ask(&s, Method::POST, "/metrics", None).await;
+    assert_eq!(post.status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(post.header(header::ALLOW), "GET, HEAD");
+
+    let req = Request::get("/metrics")
+        .header(header::CONTENT_LENGTH, "5")
+        .body(())
+        .expect("request");
+    let with_body = routes::handle(&s, req).await;
+    assert_eq!(with_body.status(), StatusCode::PAYLOAD_TOO_LARGE);
+
+    let missing = get(&s, "/nothing").await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        missing.header(header::CONTENT_TYPE),
+        "text/plain; charset=utf-8"
+    );
+}
+
+#[tokio::test]
+async fn healthz_names_the_cameras_without_a_recent_frame() {
+    let s = open(false);
+    let a = get(&s, "/healthz").await;
+    assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(a.text(), "no recent frames from: idle\n");
+}
+
+#[tokio::test]
+async fn latest_is_json_for_a_camera_that_published() {
+    let s = open(false);
+    let a = get(&s, "/api/v1/latest?camera=front").await;
+    assert_eq!(a.status, StatusCode::OK);
+    assert_eq!(a.header(header::CONTENT_TYPE), "application/json");
+    assert_eq!(a.header(header::CACHE_CONTROL), "no-store");
+    let json: serde_json::Value = serde_json::from_slice(&a.body).expect("JSON");
+    assert_eq!(json["camera"], "front");
+    assert_eq!(json["sequence"], 7);
+    assert_eq!(json["width"], 4);
+    assert_eq!(json["otsu_threshold"], 99);
+    assert_eq!(json["fps"], 29.5);
+    assert_eq!(
+        json["dropped"],
+        serde_json::json!({
+            "sequence_gap": 3,
+            "buffer_error": 0,
+            "short_frame": 0,
+            "bad_image": 1,
+            "corrupt_frame": 0,
+            "publish_backlog": 2,
+            "total": 6
+        })
+    );
+    assert_eq!(
+        json["health"],
+        serde_json::json!({
+            "state": "tampered",
+            "learning": false,
+            "sharpness": 0.25,
+            "scene_change": 0.5,
+            "clipped_dark": 0.125,
+            "clipped_bright": 0.0,
+            "mean_luma_ratio": 0.5,
+            "histogram_band": 0.875,
+            "flat_cells": 0.75,
+            "unchanged_seconds": 0.0,
+            "kinds": {
+                "overexposed": "ok",
+                "underexposed": "ok",
+                "covered": "tampered",
+                "frozen": "ok",
+                "moved": "ok",
+                "defocus": "suspect"
+            }
+        })
+    );
+    // Without a camera named, the first one.
+    let first: serde_json::Value =
+        serde_json::from_slice(&get(&s, "/api/v1/latest").await.body).expect("JSON");
+    assert_eq!(first["camera"], "front");
+
+    let idle = get(&s, "/api/v1/latest?camera=idle").await;
+    assert_eq!(idle.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(idle.text(), "no frame yet\n");
+    let unknown = get(&s, "/api/v1/latest?camera=nope").await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND);
+    assert_eq!(unknown.text(), "no camera 'nope'\n");
+}
+
+/// Checks that every element opened is closed, in order, but for HTML's void elements.
+fn assert_balanced(html: &str) {
+    const VOID: [&str; 4] = ["meta", "img", "br", "hr"];
+    let mut open: Vec<&str> = Vec::new();
+    let mut rest = html.strip_prefix("<!doctype html>").expect("a doctype");
+    while let Some(at) = rest.find('<') {
+        let end = rest[at..].find('>').expect("a tag ends") + at;
+        let tag = &rest[at + 1..end];
+        rest = &rest[end + 1..];
+        if let Some(name) = tag.strip_prefix('/') {
+            assert_eq!(open.pop(), Some(name), "</{name}> closes another element");
+            continue;
+        }
+        let name = tag.split_whitespace().next().expect("a tag name");
+        assert!(
+            name.chars().all(|c| c.is_ascii_alphanumeric()),
+            "odd tag <{tag}>"
+        );
+        if !VOID.contains(&name) {
+            open.push(name);
+        }
+    }
+    assert!(open.is_empty(), "left open: {open:?}");
+}
+
+#[test]
+fn the_status_page_draws_the_regions_and_shows_stage_times_rate_and_drops() {
+    let mut latest = frame_seven();
+    latest.result.width = 320;
+    latest.result.height = 240;
+    let region = |name: &str, x, y, width, height| {
+        let r = Region {
+            name: name.into(),
+            x,
+            y,
+            width,
+            height,
+        };
+        (r, RegionStats::default())
+    };
+    latest.result.regions = vec![
+        region("door", 10, 20, 100, 80),
+        region("a<b&\"c\"", 200, 120, 120, 120),
+    ];
+    for (i, stage) in Stage::ALL.iter().enumerate() {
+        // 0.25 ms, 0.5 ms, ... 1.75 ms: 7 ms in all.
+        latest.result.timings.0[*stage as usize] = 250_000 * (i as u64 + 1);
+    }
+    let html = page::status(&[showing("front", latest), silent("idle")]);
+    assert_balanced(&html);
+    for part in [
+        // The luma picture in frame coordinates, the regions over it by name.
+        "<svg class=\"frame\" viewBox=\"0 0 320 240\"><title>luma</title>\
+         <image href=\"/snapshot/luma.png?camera=front\" width=\"320\" height=\"240\"></image>\
+         <rect x=\"10\" y=\"20\" width=\"100\" height=\"80\"></rect>\
+         <text x=\"13\" y=\"32\" font-size=\"12\">door</text>\
+         <rect x=\"200\" y=\"120\" width=\"120\" height=\"120\"></rect>\
+         <text x=\"203\" y=\"132\" font-size=\"12\">a&lt;b&amp;&quot;c&quot;</text></svg>",
+        "<tr><td>ROI a&lt;b&amp;&quot;c&quot;</td>",
+        "<img src=\"/snapshot/edges.png?camera=front\"",
+        "<tr><td>frame rate</td><td>29.5 fps</td></tr>",
+        "<tr><td>dropped</td><td>6: sequence_gap 3, buffer_error 0, short_frame 0, \
+         bad_image 1, corrupt_frame 0, publish_backlog 2</td></tr>",
+        "<table><tr><th>stage</th><th>device time</th></tr>\
+         <tr><td>luma</td><td>0.250 ms</td></tr><tr><td>sobel</td><td>0.500 ms</td></tr>\
+         <tr><td>histogram</td><td>0.750 ms</td></tr><tr><td>otsu</td><td>1.000 ms</td></tr>\
+         <tr><td>binarize</td><td>1.250 ms</td></tr><tr><td>integral</td><td>1.500 ms</td></tr>\
+         <tr><td>regions</td><td>1.750 ms</td></tr><tr><td>health</td><td>2.000 ms</td></tr>\
+         <tr><td>total</td><td>9.000 ms</td></tr></table>",
+        "<table class=\"health\"><tr><th>health</th><th class=\"tampered\">tampered</th></tr>\
+         <tr><td>overexposed</td><td class=\"ok\">ok</td></tr>",
+        "<tr><td>covered</td><td class=\"tampered\">tampered</td></tr>",
+        "<tr><td>defocus</td><td class=\"suspect\">suspect</td></tr>\
+         <tr><td>sharpness</td><td>25 %</td></tr><tr><td>scene change</td><td>50 %</td></tr>\
+         <tr><td>clipped dark / bright</td><td>12.5 % / 0.0 %</td></tr>\
+         <tr><td>unchanged for</td><td>0.0 s</td></tr></table>",
+        // A camera with no frame has no size to draw in: its pictures as they come.
+        "<h2>camera idle</h2><p>no frame yet</p><img src=\"/snapshot/luma.png?camera=idle\"",
+    ] {
+        assert!(html.contains(part), "{part}\nnot in\n{html}");
+    }
+    assert!(!html.contains("a<b"), "a name unescaped");
+    assert_eq!(html.matches("<rect ").count(), 2);
+}

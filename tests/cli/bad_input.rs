@@ -1,0 +1,315 @@
+//! Bad input to every command: exit code 2 and one line naming the culprit and its cause,
+//! never a panic; inputs bounded before they are read.
+
+use std::path::Path;
+
+use crate::{assert_bad_input, bad_input_line, edgesight, out_dir, sample};
+
+#[test]
+fn bad_input_is_named_with_exit_code_2() {
+    let dir = out_dir("cli-bad");
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("out");
+    let out = out.to_str().unwrap();
+    let raw = dir.join("frame.yuyv");
+    std::fs::write(&raw, vec![0u8; 100]).unwrap();
+    let raw = raw.to_str().unwrap();
+    let text = dir.join("notes.png");
+    std::fs::write(&text, "not an image").unwrap();
+    let text = text.to_str().unwrap();
+    let s = sample();
+
+    assert_bad_input(
+        &["process", "/nonexistent/frame.png", "--out", out],
+        "/nonexistent/frame.png",
+    );
+    assert_bad_input(&["process", text, "--out", out], "notes.png");
+    assert_bad_input(
+        &[
+            "process", raw, "--out", out, "--format", "mjpeg", "--size", "10x5",
+        ],
+        "mjpeg",
+    );
+    assert_bad_input(
+        &[
+            "process", raw, "--out", out, "--format", "yuyv", "--size", "10x6",
+        ],
+        "120 bytes",
+    );
+    assert_bad_input(
+        &[
+            "process", raw, "--out", out, "--format", "yuyv", "--size", "0x5",
+        ],
+        "0x5",
+    );
+    assert_bad_input(
+        &["process", raw, "--out", out, "--format", "yuyv"],
+        "--size",
+    );
+    assert_bad_input(
+        &["process", &s, "--out", out, "--roi", "door:600,0,64,48"],
+        "door",
+    );
+    assert_bad_input(
+        &["process", &s, "--out", out, "--roi", "door:1,2,3"],
+        "door:1,2,3",
+    );
+    assert_bad_input(&["process", &s, "--out", out, "--border", "wrap"], "wrap");
+    assert_bad_input(
+        &["process", &s, "--out", out, "--device", "no-such-gpu"],
+        "no-such-gpu",
+    );
+    assert_bad_input(
+        &["process", &s, "--out", "/proc/edgesight-out"],
+        "/proc/edgesight-out",
+    );
+}
+
+/// Issue item 9: a JPEG cut in half, baseline or progressive, is refused naming the byte
+/// where its data ends, never processed with its missing rows made up (grey 128).
+#[test]
+fn r9_a_cut_jpeg_is_refused_naming_it() {
+    let dir = out_dir("cli-cut-jpeg");
+    std::fs::create_dir_all(&dir).unwrap();
+    let whole = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/jpeg/scene-420.jpg");
+    let bytes = std::fs::read(&whole).unwrap();
+    let cut = dir.join("cut.jpg");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    let out = dir.join("out");
+    let out = out.to_str().unwrap();
+    let o = edgesight(&["process", whole.to_str().unwrap(), "--out", out]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        bad_input_line(&["process", cut.to_str().unwrap(), "--out", out]),
+        format!(
+            "edgesight: error: {}: incomplete JPEG image: the data ends at byte {} in a scan, before the end-of-image marker\n",
+            cut.display(),
+            bytes.len() / 2
+        )
+    );
+
+    let progressive = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fuzz/corpus/inputs/progressive-33x17.jpg"
+    ))
+    .unwrap();
+    let cut = dir.join("cut-progressive.jpg");
+    std::fs::write(&cut, &progressive[..progressive.len() - 40]).unwrap();
+    assert_eq!(
+        bad_input_line(&["process", cut.to_str().unwrap(), "--out", out]),
+        format!(
+            "edgesight: error: {}: incomplete JPEG image: the data ends at byte {} in a scan, before the end-of-image marker\n",
+            cut.display(),
+            progressive.len() - 40
+        )
+    );
+}
+
+/// Issue items 10 and 11: a raw input is a regular file of the frame's size, so that
+/// `process /dev/zero` is refused rather than read without end, and a size is checked on
+/// the command line before any byte count is made of it (one of a saturated stride was
+/// named before).
+#[test]
+fn r10_r11_raw_input_is_bounded_and_its_size_checked() {
+    let dir = out_dir("cli-raw-bounds");
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("out");
+    let out = out.to_str().unwrap();
+    let refusal = "edgesight: error: /dev/zero: not a regular file (a character device); give an image file or a raw frame file\n";
+    for args in [
+        &["process", "/dev/zero", "--out", out][..],
+        &[
+            "process",
+            "/dev/zero",
+            "--out",
+            out,
+            "--format",
+            "grey",
+            "--size",
+            "640x480",
+        ],
+    ] {
+        assert_eq!(bad_input_line(args), refusal);
+    }
+    let raw = dir.join("frame.rgbx");
+    std::fs::write(&raw, [0u8; 100]).unwrap();
+    let process_raw = |size: &str| {
+        bad_input_line(&[
+            "process",
+            raw.to_str().unwrap(),
+            "--out",
+            out,
+            "--format",
+            "rgbx",
+            "--size",
+            size,
+        ])
+    };
+    // The command line holds a side to 16384, so an overflowing size never reaches a file.
+    assert_eq!(
+        process_raw("4294967295x1"),
+        "error: invalid value '4294967295x1' for '--size <SIZE>': frame size 4294967295x1 is \
+         too large (at most 16384 on a side)\n\nFor more information, try '--help'.\n"
+    );
+    // A size within the sides but beyond the pipeline's pixel limit is refused there too;
+    // the layout's own checked arithmetic is tested in frame::tests.
+    assert_eq!(
+        process_raw("16384x16384"),
+        "error: invalid value '16384x16384' for '--size <SIZE>': frame size 16384x16384 is \
+         too large (at most 16843009 pixels and a width of at most 65535)\n\nFor more \
+         information, try '--help'.\n"
+    );
+}
+
+/// A file that cannot be opened was named with its cause twice ("No such file or directory
+/// (os error 2): No such file or directory (os error 2)").
+#[test]
+fn r_each_cause_of_an_input_error_is_said_once() {
+    let dir = out_dir("cli-missing");
+    let missing = dir.join("missing.png");
+    let out = dir.join("out");
+    assert_eq!(
+        bad_input_line(&[
+            "process",
+            missing.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap()
+        ]),
+        format!(
+            "edgesight: error: {}: No such file or directory (os error 2)\n",
+            missing.display()
+        )
+    );
+    let replay = format!("replay:{}@5", dir.join("no-dir").display());
+    assert_eq!(
+        bad_input_line(&[
+            "capture",
+            &replay,
+            "--frames",
+            "1",
+            "--out",
+            out.to_str().unwrap()
+        ]),
+        format!(
+            "edgesight: error: replay {}: No such file or directory (os error 2)\n",
+            dir.join("no-dir").display()
+        )
+    );
+}
+
+/// Issue "Resilience and security": `--roi` took names the config refuses (quotes,
+/// newlines, one name twice); both now go through one check.
+#[test]
+fn roi_names_are_checked_as_the_config_checks_them() {
+    let out = out_dir("cli-roi-names");
+    let out = out.to_str().unwrap();
+    let s = sample();
+    for (roi, culprit) in [
+        (
+            "a\"b:0,0,8,8",
+            "--roi: \"a\\\"b\": use 1-64 characters without quotes, backslashes or control characters",
+        ),
+        (
+            "a\nb:0,0,8,8",
+            "--roi: \"a\\nb\": use 1-64 characters without quotes, backslashes or control characters",
+        ),
+    ] {
+        assert_bad_input(&["process", &s, "--out", out, "--roi", roi], culprit);
+    }
+    assert_bad_input(
+        &[
+            "process",
+            &s,
+            "--out",
+            out,
+            "--roi",
+            "door:0,0,8,8",
+            "--roi",
+            "door:8,8,8,8",
+        ],
+        "--roi: ROI 'door' is named twice",
+    );
+    assert_bad_input(
+        &[
+            "capture",
+            "pattern:64x48@5",
+            "--frames",
+            "1",
+            "--out",
+            out,
+            "--roi",
+            "x:0,0,1,1",
+            "--roi",
+            "x:1,1,1,1",
+        ],
+        "--roi: ROI 'x' is named twice",
+    );
+}
+
+/// Issue "Resilience and security", items 2 and 12: rates and sizes are bounded wherever
+/// the command line takes them.
+#[test]
+fn rates_and_sizes_are_bounded_on_the_command_line() {
+    let out = out_dir("cli-bounds");
+    let out = out.to_str().unwrap();
+    for (args, culprit) in [
+        (
+            vec![
+                "capture",
+                "pattern:64x48@1e-300",
+                "--frames",
+                "1",
+                "--out",
+                out,
+            ],
+            "frame rate '1e-300' is not a number from 0.01 to 1000",
+        ),
+        (
+            vec![
+                "capture",
+                "pattern:100000x100000@1",
+                "--frames",
+                "1",
+                "--out",
+                out,
+            ],
+            "frame size 100000x100000 is too large (at most 16384 on a side)",
+        ),
+        (
+            vec![
+                "capture",
+                "/dev/null",
+                "--size",
+                "16385x2",
+                "--frames",
+                "1",
+                "--out",
+                out,
+            ],
+            "frame size 16385x2 is too large (at most 16384 on a side)",
+        ),
+        (
+            vec![
+                "capture",
+                "/dev/null",
+                "--fps",
+                "0.001",
+                "--frames",
+                "1",
+                "--out",
+                out,
+            ],
+            "frame rate '0.001' is not a number from 0.01 to 1000",
+        ),
+        (
+            vec!["run", "--source", "pattern:64x48@6e-20"],
+            "frame rate '6e-20' is not a number from 0.01 to 1000",
+        ),
+        (
+            vec!["bench", "--sizes", "20000x1", "--runs", "1"],
+            "frame size 20000x1 is too large (at most 16384 on a side)",
+        ),
+    ] {
+        assert_bad_input(&args, culprit);
+    }
+}

@@ -1,0 +1,237 @@
+//! Configs `check-config` and `run` refuse alike, at the key and before anything starts;
+//! config and replay paths that are FIFOs or devices; a warning for many cameras.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use crate::common::daemon::*;
+use crate::{assert_refused, edgesight, edgesight_ok, edgesight_within};
+
+#[test]
+fn bad_configs_are_refused_before_anything_starts() {
+    let dir = tmp_dir("daemon-bad-configs");
+    let good = camera("front", "320x240", &[("door", 0, 0, 320, 240)], 64);
+    let port = free_port().to_string();
+    for (name, text, expect) in [
+        (
+            "unknown-key",
+            good.replace("h = 240", "heigth = 240"),
+            ":14:1: camera.roi.heigth: unknown field `heigth`",
+        ),
+        (
+            "wrong-type",
+            good.replace("fps = 30", "fps = \"fast\""),
+            ":6:7: camera.source.fps: invalid type: string \"fast\", expected f64",
+        ),
+        (
+            "roi-outside",
+            good.replace("w = 320", "w = 400"),
+            ":9:1: camera.roi: ROI 'door' (0,0 400x240) lies outside the 320x240 frame",
+        ),
+        (
+            "no-device",
+            "[[camera]]\nname = \"c\"\n[camera.source]\nkind = \"v4l2\"\n".into(),
+            ":3:1: camera.source.device: missing",
+        ),
+        (
+            "snapshots-public",
+            format!("[web]\nlisten_address = \"0.0.0.0:{port}\"\nsnapshots = true\n"),
+            ":3:13: web.snapshots: snapshots and the status page show camera pictures",
+        ),
+        (
+            "unknown-tuning",
+            format!("[opencl]\ntuning = \"valhall\"\n{good}"),
+            ":2:10: opencl.tuning: unknown tuning 'valhall' (expected auto, gpu, cpu or mali)",
+        ),
+    ] {
+        assert_refused(&dir, name, &text, expect);
+    }
+    let (code, err) = edgesight(&[
+        "run",
+        "--listen",
+        "0.0.0.0:1",
+        "--source",
+        "pattern:64x48@1",
+        "--config",
+        "/nonexistent.toml",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("/nonexistent.toml"), "{err}");
+    let (code, err) = edgesight(&["run", "--source", "camera:/dev/video0"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("unknown kind 'camera'"), "{err}");
+}
+
+fn mkfifo(path: &Path) {
+    let _ = std::fs::remove_file(path);
+    let made = Command::new("mkfifo").arg(path).status().expect("mkfifo");
+    assert!(made.success(), "mkfifo {}", path.display());
+}
+
+/// Issue "Resilience and security", item 3: a config path that is a FIFO blocked
+/// `check-config` and `run` forever, and on SIGHUP the signal loop, so that SIGTERM went
+/// unheard until someone wrote to the FIFO.
+#[test]
+fn r3_a_fifo_or_device_as_config_is_refused_at_once() {
+    let dir = tmp_dir("daemon-fifo-config");
+    let fifo = dir.join("fifo.toml");
+    mkfifo(&fifo);
+    let fifo_name = fifo.display().to_string();
+    let limit = Duration::from_secs(30);
+    for args in [
+        vec!["check-config", &fifo_name],
+        vec!["run", "--config", &fifo_name],
+    ] {
+        let (code, err) = edgesight_within(&args, limit);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains(&format!(
+                "{fifo_name}:0:0: (file): not a regular file but a FIFO"
+            )),
+            "{args:?}: {err}"
+        );
+    }
+    let (code, err) = edgesight_within(&["check-config", "/dev/zero"], limit);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("/dev/zero:0:0: (file): not a regular file but a character device"),
+        "{err}"
+    );
+
+    // The running daemon's config turns into a FIFO: the reload is refused, and SIGTERM
+    // still stops the daemon.
+    let d = Daemon::start(&dir, &camera("front", "64x48", &[], 64));
+    mkfifo(&dir.join("edgesight.toml"));
+    d.signal(libc::SIGHUP);
+    wait_until("the refused reload", Duration::from_secs(20), || {
+        sample(
+            &d.metrics(),
+            r#"edgesight_config_reloads_total{result="failure"}"#,
+        )
+        .filter(|v| *v == 1.0)
+    });
+    assert!(
+        d.log().contains("not a regular file but a FIFO"),
+        "{}",
+        d.log()
+    );
+    d.stop();
+}
+
+/// Resilience round 2, item 1: a raw replay path that is a FIFO passed `check-config`,
+/// then blocked the camera thread in open(2) until a writer came (READY never sent,
+/// SIGTERM unheard), and `capture --timeout 2` hung on it. It is refused at once now,
+/// by `check-config`, `run` and `capture`.
+#[test]
+fn round2_1_a_raw_replay_path_that_is_a_fifo_is_refused_at_once() {
+    let dir = tmp_dir("daemon-fifo-replay");
+    let fifo = dir.join("frames.raw");
+    mkfifo(&fifo);
+    let config = dir.join("edgesight.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[camera]]\nname = \"c\"\n[camera.source]\nkind = \"replay\"\npath = \"{}\"\n\
+             size = \"64x48\"\nformat = \"grey\"\nfps = 10\n",
+            fifo.display()
+        ),
+    )
+    .expect("config");
+    let config = config.display().to_string();
+    let limit = Duration::from_secs(30);
+    let refusal = format!(
+        "{}: not a directory of images or a regular file but a FIFO",
+        fifo.display()
+    );
+    for args in [
+        vec!["check-config", &config],
+        vec!["run", "--config", &config],
+    ] {
+        let (code, err) = edgesight_within(&args, limit);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.contains(&refusal), "{args:?}: {err}");
+    }
+    let spec = format!("replay:{}:64x48:grey@10", fifo.display());
+    let out = dir.join("out").display().to_string();
+    let (code, err) = edgesight_within(&["capture", &spec, "--timeout", "2", "--out", &out], limit);
+    assert_ne!(code, Some(0), "{err}");
+    assert!(
+        err.contains(&format!(
+            "replay {}: not a regular file but a FIFO",
+            fifo.display()
+        )),
+        "{err}"
+    );
+}
+
+/// Issue "Resilience and security", item 12: `check-config` said "ok" to configs that
+/// `run` then refused without a position. Both now refuse them alike, at the key.
+#[test]
+fn r12_check_config_refuses_what_run_refuses() {
+    let dir = tmp_dir("daemon-config-parity");
+    let source = |fields: &str| format!("[[camera]]\nname = \"c\"\n[camera.source]\n{fields}");
+    for (name, text, expect) in [
+        (
+            "huge-pattern",
+            source("kind = \"pattern\"\nsize = \"100000x100000\"\n"),
+            ":5:8: camera.source.size: frame size 100000x100000 is too large (at most 16384 on a side)",
+        ),
+        (
+            "tiny-rate",
+            source("kind = \"pattern\"\nfps = 1e-300\n"),
+            ":5:7: camera.source.fps: frame rate 1e-300 is not a number from 0.01 to 1000",
+        ),
+        (
+            "v4l2-null",
+            source("kind = \"v4l2\"\ndevice = \"/dev/null\"\n"),
+            ":5:10: camera.source.device: /dev/null is not a V4L2 device: a character device of major 1, where V4L2's are 81",
+        ),
+        (
+            "no-opencl-device",
+            "[[camera]]\nname = \"c\"\nopencl_device = \"99:99\"\n[camera.source]\nkind = \"pattern\"\n"
+                .to_string(),
+            ":3:17: camera.opencl_device: camera 'c': no OpenCL device matches '99:99'; available: ",
+        ),
+    ] {
+        assert_refused(&dir, name, &text, expect);
+    }
+    // The same check for a source given on the command line.
+    let (code, err) = edgesight_within(
+        &["run", "--source", "v4l2:/dev/null"],
+        Duration::from_secs(60),
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("command line --source: source: /dev/null is not a V4L2 device"),
+        "{err}"
+    );
+}
+
+/// Issue "Resilience and security", item 12: each camera costs two threads and their
+/// memory, which a config of a hundred must not spend without a word; above 16,
+/// `check-config` and `run`'s log say what each one costs.
+#[test]
+fn r12_many_cameras_draw_a_warning() {
+    let dir = tmp_dir("daemon-many-cameras");
+    let config: String = (0..17)
+        .map(|i| camera(&format!("c{i}"), "32x24", &[], 64))
+        .collect();
+    let path = dir.join("many.toml");
+    std::fs::write(&path, &config).expect("write");
+    let warning = "17 cameras: each one is two threads (capture and publisher)";
+    let err = edgesight_ok(&["check-config", &path.display().to_string()]);
+    assert!(
+        err.contains(&format!("{}: warning: {warning}", path.display())),
+        "{err}"
+    );
+    let d = Daemon::spawn(&dir, &config);
+    wait_until("the warning in the log", Duration::from_secs(60), || {
+        d.log().contains(warning).then_some(())
+    });
+    // Cameras that are still building their pipelines stop once that is done: a minute
+    // for seventeen of them on a small CPU.
+    d.signal(libc::SIGTERM);
+    let (status, _) = d.exit_within(Duration::from_secs(60));
+    assert_eq!(status.code(), Some(0));
+}

@@ -1,0 +1,154 @@
+//! The daemon from Prometheus' side: a real Prometheus server scraping two cameras, and
+//! promtool on the deploy files (the config the package installs, its alert rules and
+//! their unit tests).
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use crate::common::daemon::*;
+use crate::edgesight_ok;
+
+/// A Prometheus server on loopback scraping `target` every second.
+struct Prometheus {
+    child: Child,
+    port: u16,
+}
+
+impl Prometheus {
+    fn start(dir: &Path, target: u16) -> Prometheus {
+        let port = free_port();
+        let config = dir.join("prometheus.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  \
+                 - job_name: edgesight\n    static_configs:\n      - targets: ['127.0.0.1:{target}']\n"
+            ),
+        )
+        .expect("prometheus.yml");
+        let child = Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("tsdb").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join("prometheus.log")).expect("log"))
+            .spawn()
+            .expect("start prometheus (scripts/install-deps.sh test installs it)");
+        Prometheus { child, port }
+    }
+
+    /// The result vector of an instant query, or `None` while Prometheus is not up.
+    fn query(&self, q: &str) -> Option<Vec<serde_json::Value>> {
+        let encoded: String = q
+            .bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' | b'-' | b'.' => {
+                    (b as char).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect();
+        let r = request(self.port, "GET", &format!("/api/v1/query?query={encoded}")).ok()?;
+        let v: serde_json::Value = serde_json::from_slice(&r.body).ok()?;
+        (v["status"] == "success").then(|| v["data"]["result"].as_array().cloned())?
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn value(series: &serde_json::Value) -> f64 {
+    series["value"][1]
+        .as_str()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
+#[test]
+fn a_real_prometheus_scrapes_two_cameras() {
+    let dir = tmp_dir("daemon-prometheus");
+    let config = format!(
+        "{}{}",
+        camera("front", "160x120", &[("door", 0, 0, 80, 60)], 64),
+        camera(
+            "rear",
+            "96x64",
+            &[("sky", 0, 0, 96, 20), ("road", 0, 40, 96, 24)],
+            64
+        )
+    );
+    let d = Daemon::start(&dir, &config);
+    let prom = Prometheus::start(&dir, d.port);
+    // The first scrape lands about 5 s after Prometheus starts.
+    let first = wait_until("a first scrape", Duration::from_secs(30), || {
+        prom.query("edgesight_frames_total")
+            .filter(|r| r.len() == 2)
+    });
+    let front_first = first
+        .iter()
+        .find(|s| s["metric"]["camera"] == "front")
+        .map(value)
+        .expect("front camera");
+    wait_until(
+        "edgesight_frames_total to grow",
+        Duration::from_secs(20),
+        || {
+            let now = prom.query(r#"edgesight_frames_total{camera="front"}"#)?;
+            (now.len() == 1 && value(&now[0]) > front_first).then_some(())
+        },
+    );
+    let rois = prom.query("edgesight_roi_mean_luma").expect("ROI series");
+    let mut names: Vec<(String, String)> = rois
+        .iter()
+        .map(|s| {
+            (
+                s["metric"]["camera"].as_str().unwrap_or("").to_string(),
+                s["metric"]["roi"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            ("front".into(), "door".into()),
+            ("rear".into(), "road".into()),
+            ("rear".into(), "sky".into())
+        ]
+    );
+    for s in &rois {
+        let v = value(s);
+        assert!((0.0..=255.0).contains(&v), "mean luma {v}");
+    }
+    let up = prom.query(r#"up{job="edgesight"}"#).expect("up");
+    assert_eq!(up.len(), 1);
+    assert_eq!(value(&up[0]), 1.0);
+    d.stop();
+}
+
+#[test]
+fn deploy_files_check() {
+    let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
+    edgesight_ok(&[
+        "check-config",
+        &deploy.join("edgesight.toml").display().to_string(),
+    ]);
+    for args in [
+        ["check", "rules", "alerts.yml"],
+        ["test", "rules", "alerts.test.yml"],
+        ["check", "config", "prometheus.yml"],
+    ] {
+        run_tool_ok(
+            Command::new("promtool").args(args).current_dir(&deploy),
+            None,
+        );
+    }
+}
