@@ -256,17 +256,24 @@ fn r7_a_bad_password_flood_neither_stops_frames_nor_locks_out_the_scraper() {
         "the flood was not refused:\n{report}"
     );
     assert!(refused(&after) > refused(&flooded), "{report}");
-    // tokio's workers, its blocking pool and bcrypt: a bounded set, all below the cameras.
+    // tokio's workers, its blocking pool and bcrypt: a bounded set, all below the cameras,
+    // and the verifier of live frames below them all.
     assert!(threads.len() <= 16, "{threads:?}");
     for (name, nice) in &threads {
         let expect = match name.as_str() {
             n if n.starts_with("es-tokio") || n == "es-bcrypt" => 10,
             n if n.starts_with("es-cam-") || n.starts_with("es-pub-") => 0,
+            "es-verify" => 19,
             _ => continue,
         };
         assert_eq!(*nice, expect, "{name}: {threads:?}");
     }
-    assert!(threads.iter().any(|(n, _)| n == "es-bcrypt"), "{threads:?}");
+    for name in ["es-bcrypt", "es-verify"] {
+        assert!(
+            threads.iter().any(|(n, _)| n == name),
+            "{name}: {threads:?}"
+        );
+    }
     // The flood's own address gets in again once its connections are gone (until then
     // they fill its share of the slots: answers in flight keep theirs).
     wait_until(

@@ -14,6 +14,7 @@
 //! | `cameras` | an absent camera, a failing one, an MJPEG recording |
 //! | `health` | the camera-health detectors on the pattern and a frozen replay |
 //! | `signals` | systemd's notifications, a SIGHUP right after start |
+//! | `verify` | live frames checked against the reference, and a reload that stops it |
 //!
 //! The daemon itself starts and stops through `common::daemon` (`Daemon::start`,
 //! `Daemon::stop`); what several modules here share is below.
@@ -28,6 +29,7 @@ mod health;
 mod load;
 mod prometheus;
 mod signals;
+mod verify;
 mod web;
 
 use std::net::TcpStream;
