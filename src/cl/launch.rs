@@ -12,9 +12,10 @@
 use opencl3::event::Event;
 use opencl3::kernel::Kernel;
 use opencl3::memory::{Buffer, ClMem};
-use opencl3::types::{cl_event, cl_mem};
+use opencl3::types::cl_mem;
 
-use super::{CallContext, ClError, Gpu};
+use super::raw::{self, Record};
+use super::{ClError, Gpu};
 
 mod sealed {
     use super::{ClError, Kernel};
@@ -41,10 +42,10 @@ impl<T> sealed::Sealed for Buffer<T> {
         // `cl_mem` is certain to be the bytes a `__global` parameter takes.
         let mem: cl_mem = self.get();
         // SAFETY: the parameter takes a `__global` pointer (this function's contract), and
-        // `mem` is a live local holding the handle of a buffer the caller borrows; the
-        // call copies its `size_of::<cl_mem>()` bytes and the driver checks the handle
-        // belongs to the kernel's context (CL_INVALID_MEM_OBJECT otherwise).
-        unsafe { kernel.set_arg(index, &mem) }.call("clSetKernelArg")
+        // `mem` is the handle of a buffer the caller borrows until the launch is enqueued
+        // (the enqueued command retains it); the driver checks it belongs to the kernel's
+        // context (CL_INVALID_MEM_OBJECT otherwise).
+        unsafe { raw::set_kernel_arg(kernel, index, &mem) }
     }
 }
 
@@ -55,52 +56,14 @@ macro_rules! scalar_args {
         impl sealed::Sealed for $t {
             unsafe fn set(&self, kernel: &Kernel, index: u32) -> Result<(), ClError> {
                 // SAFETY: the parameter is a scalar of this type (this function's
-                // contract); the call copies `size_of::<Self>()` bytes from a live
-                // reference to a plain integer, every bit pattern of which is valid.
-                unsafe { kernel.set_arg(index, self) }.call("clSetKernelArg")
+                // contract).
+                unsafe { raw::set_kernel_arg(kernel, index, self) }
             }
         }
     )*};
 }
 
 scalar_args!(i32, u32, i64, u64);
-
-/// Whether an enqueued command gives back an event. Each event is work for the driver
-/// (NVIDIA's records and tracks it on a thread of its own), so the frames whose stage times
-/// are not measured ask none of their kernels.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Record {
-    Event,
-    NoEvent,
-}
-
-impl Record {
-    /// [`Record::Event`] where `wanted`.
-    pub(crate) fn event_if(wanted: bool) -> Record {
-        if wanted {
-            Record::Event
-        } else {
-            Record::NoEvent
-        }
-    }
-
-    /// Where the driver writes the command's event: `slot`, or nowhere (a null pointer,
-    /// which OpenCL takes as "no event").
-    pub(crate) fn out(self, slot: &mut cl_event) -> *mut cl_event {
-        match self {
-            Record::Event => slot,
-            Record::NoEvent => std::ptr::null_mut(),
-        }
-    }
-
-    /// The event a command left in `slot`, where one was asked for.
-    pub(crate) fn take(self, slot: cl_event) -> Option<Event> {
-        match self {
-            Record::Event => Some(Event::new(slot)),
-            Record::NoEvent => None,
-        }
-    }
-}
 
 /// A kernel's arguments gathered on the stack, for kernels whose builds differ in which
 /// parameters they have: up to `N`, pushed in parameter order.
@@ -162,32 +125,8 @@ pub(crate) unsafe fn launch(
         // SAFETY: `arg` is what parameter `index` takes (this function's contract).
         unsafe { arg.set(kernel, index) }?;
     }
-    if global.len() != local.len() || !(1..=3).contains(&global.len()) {
-        return Err(ClError::Call {
-            call: what,
-            code: opencl3::error_codes::ClError(opencl3::error_codes::CL_INVALID_WORK_DIMENSION),
-        });
-    }
-    let runtime = super::runtime()?;
-    let mut event: cl_event = std::ptr::null_mut();
-    // The library loader's wrapper is a safe fn, but the call is not, and sound only
-    // because: `global` and `local` hold the same number (1 to 3) of sizes, checked
-    // above, which is what the call reads through their pointers; no global offset and
-    // no wait list are passed, and the event goes to a live local or nowhere. Every
-    // argument was set just above from a buffer the caller borrows (the enqueued command
-    // retains it) or a scalar, and the caller guarantees (this function's contract) that
-    // the sizes keep the kernel inside those buffers.
-    let status = runtime.clEnqueueNDRangeKernel(
-        gpu.queue.get(),
-        kernel.get(),
-        global.len() as u32,
-        std::ptr::null(),
-        global.as_ptr(),
-        local.as_ptr(),
-        0,
-        std::ptr::null(),
-        record.out(&mut event),
-    );
-    super::status(status, what)?;
-    Ok(record.take(event))
+    // SAFETY: every argument was set just above to what its parameter takes, from a
+    // buffer the caller borrows or a scalar, and the caller guarantees (this function's
+    // contract) that the sizes keep the kernel inside those buffers.
+    unsafe { raw::enqueue_kernel(&gpu.queue, kernel, global, local, record, what) }
 }

@@ -10,10 +10,12 @@
 
 mod device;
 mod launch;
+mod raw;
 mod slot;
 
 pub use device::{list_devices, ClDeviceInfo, DeviceSpec, PlatformDevices};
-pub(crate) use launch::{launch, Args, KernelArg, Record};
+pub(crate) use launch::{launch, Args, KernelArg};
+pub(crate) use raw::{enqueue_fill, ImportMemoryArm, Record};
 pub use slot::FrameSlot;
 
 use opencl3::command_queue::{CommandQueue, CL_QUEUE_PROFILING_ENABLE};
@@ -57,25 +59,6 @@ pub(crate) trait CallContext<T> {
 impl<T> CallContext<T> for Result<T, RawClError> {
     fn call(self, call: &'static str) -> Result<T, ClError> {
         self.map_err(|code| ClError::Call { call, code })
-    }
-}
-
-/// The OpenCL library's functions, for the calls opencl3 wraps only with an event (an
-/// enqueue that should leave none).
-pub(crate) fn runtime() -> Result<&'static cl3::OpenClRuntime, ClError> {
-    cl3::load_library().as_ref().map_err(|_| {
-        ClError::NoLibrary(RawClError(opencl3::error_codes::DLOPEN_RUNTIME_LOAD_FAILED))
-    })
-}
-
-/// A raw call's status (`None`: the library lacks the function) as a result naming `call`.
-pub(crate) fn status(status: Option<i32>, call: &'static str) -> Result<(), ClError> {
-    match status.unwrap_or(opencl3::error_codes::DLOPEN_FUNCTION_NOT_AVAILABLE) {
-        opencl3::error_codes::CL_SUCCESS => Ok(()),
-        code => Err(ClError::Call {
-            call,
-            code: RawClError(code),
-        }),
     }
 }
 
@@ -335,15 +318,23 @@ fn new_queue(context: &Context, device: &Device) -> Result<CommandQueue, ClError
     }
 }
 
-/// An element type a buffer can be copied to and from the host as: a plain integer, for
-/// which every bit pattern the device may write is a valid value.
-pub(crate) trait Plain: Copy + Default {}
+/// An element type a buffer can be copied to and from the host as.
+///
+/// # Safety
+/// Every bit pattern of the type's size is a valid value (the device may write any), and
+/// it has no padding (its bytes are copied to the device as they are): plain integers.
+pub(crate) unsafe trait Plain: Copy + Default {}
 
-impl Plain for u8 {}
-impl Plain for u16 {}
-impl Plain for i16 {}
-impl Plain for u32 {}
-impl Plain for u64 {}
+// SAFETY: integers, for which every bit pattern is a value and which have no padding.
+unsafe impl Plain for u8 {}
+// SAFETY: as above.
+unsafe impl Plain for u16 {}
+// SAFETY: as above.
+unsafe impl Plain for i16 {}
+// SAFETY: as above.
+unsafe impl Plain for u32 {}
+// SAFETY: as above.
+unsafe impl Plain for u64 {}
 
 /// Copies `data` into `buffer` from element `offset` on, and returns once the copy is done.
 pub(crate) fn write_blocking<T: Plain>(

@@ -4,15 +4,11 @@
 //! pages are what the host writes through `clEnqueueMapBuffer`: no copy between capture and
 //! kernels. A slot is allocated once and reused for every frame.
 
-use std::ptr::{self, NonNull};
+use std::ptr::NonNull;
 
-use opencl3::error_codes::{CL_MAP_FAILURE, CL_SUCCESS};
-use opencl3::memory::{
-    Buffer, ClMem, CL_MAP_WRITE_INVALIDATE_REGION, CL_MEM_ALLOC_HOST_PTR, CL_MEM_READ_ONLY,
-};
-use opencl3::types::{cl_int, CL_BLOCKING};
+use opencl3::memory::{Buffer, CL_MEM_ALLOC_HOST_PTR, CL_MEM_READ_ONLY};
 
-use super::{new_buffer, read_blocking, runtime, status, CallContext, ClError, Gpu, RawClError};
+use super::{new_buffer, raw, read_blocking, CallContext, ClError, Gpu};
 
 pub struct FrameSlot {
     buffer: Buffer<u8>,
@@ -83,47 +79,16 @@ impl FrameSlot {
     /// and polling the map, as a frame is waited for on NVIDIA's driver, measured the same
     /// there: BENCHMARKS.md.)
     fn enqueue_map(&self, gpu: &Gpu) -> Result<NonNull<u8>, ClError> {
-        let call = "clEnqueueMapBuffer";
-        let mut code: cl_int = CL_SUCCESS;
-        // The library loader's wrapper is a safe fn, but the call is not, and sound only
-        // because: it writes only `code`, a live local; it maps bytes 0..len of the slot's
-        // buffer, which holds at least `len` (it was made that size, or the driver refuses
-        // the range with CL_INVALID_VALUE); no wait list, no event; blocking, so the
-        // mapping is ready when it returns. Who may use the mapped bytes until the unmap
-        // is up to the callers (`write` and `map`).
-        let mem = runtime()?.clEnqueueMapBuffer(
-            gpu.queue.get(),
-            self.buffer.get(),
-            CL_BLOCKING,
-            CL_MAP_WRITE_INVALIDATE_REGION,
-            0,
-            self.len,
-            0,
-            ptr::null(),
-            ptr::null_mut(),
-            &mut code,
-        );
-        status(mem.map(|_| code), call)?;
-        NonNull::new(mem.unwrap_or(ptr::null_mut()).cast::<u8>()).ok_or(ClError::Call {
-            call,
-            code: RawClError(CL_MAP_FAILURE),
-        })
+        // SAFETY: who may use the mapped bytes until the unmap, and that no command on the
+        // slot is enqueued meanwhile, is up to the callers (`write` and `map`).
+        unsafe { raw::enqueue_map_for_write(&gpu.queue, &self.buffer, self.len) }
     }
 
     fn enqueue_unmap(&self, gpu: &Gpu, ptr: NonNull<u8>) -> Result<(), ClError> {
-        // The wrapper is a safe fn; the call is sound because `ptr` is what `enqueue_map`
-        // returned for this buffer (`write` passes its own map's address, `unmap` the one
-        // `map` kept, taken so it is unmapped once) and the host writes nothing there after
-        // this call; no wait list, no event.
-        let code = runtime()?.clEnqueueUnmapMemObject(
-            gpu.queue.get(),
-            self.buffer.get(),
-            ptr.as_ptr().cast(),
-            0,
-            ptr::null(),
-            ptr::null_mut(),
-        );
-        status(code, "clEnqueueUnmapMemObject")
+        // SAFETY: `ptr` is what `enqueue_map` returned for this buffer (`write` passes its
+        // own map's address, `unmap` the one `map` kept, taken so it is unmapped once) and
+        // the host writes nothing there after this call.
+        unsafe { raw::enqueue_unmap(&gpu.queue, &self.buffer, ptr) }
     }
 
     /// Copies `frame` into the slot; `frame` must be exactly as long as the slot.

@@ -8,7 +8,7 @@
 
 use opencl3::event::Event;
 use opencl3::kernel::Kernel;
-use opencl3::memory::{Buffer, ClMem};
+use opencl3::memory::Buffer;
 
 use super::buffers::held_bytes;
 use super::{device_buffer, HistogramCounting, Launch, Tuning};
@@ -94,25 +94,19 @@ impl HistogramStage {
         hist: &Buffer<u32>,
         record: Record,
     ) -> Result<Option<Event>, ClError> {
-        let zero = 0u32;
-        let runtime = crate::cl::runtime()?;
-        let mut event = std::ptr::null_mut();
-        // Sound (the library loader's wrapper is a safe fn; the call is not): `hist` holds
-        // 256 counts; the pattern outlives the call (OpenCL copies it); no wait list, and
-        // the event goes to a live local or nowhere.
-        let status = runtime.clEnqueueFillBuffer(
-            gpu.queue.get(),
-            hist.get(),
-            (&zero as *const u32).cast(),
-            std::mem::size_of::<u32>(),
-            0,
-            256 * std::mem::size_of::<u32>(),
-            0,
-            std::ptr::null(),
-            record.out(&mut event),
-        );
-        crate::cl::status(status, "clEnqueueFillBuffer(histogram)")?;
-        Ok(record.take(event))
+        // SAFETY: no host mapping of the histogram buffer exists: the pipeline maps
+        // only frame slots.
+        unsafe {
+            crate::cl::enqueue_fill(
+                &gpu.queue,
+                hist,
+                0u32,
+                0,
+                256,
+                record,
+                "clEnqueueFillBuffer(histogram)",
+            )
+        }
     }
 
     /// Enqueues the counting into `hist`, which must hold zeros, and hands `event` each

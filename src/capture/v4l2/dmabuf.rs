@@ -5,29 +5,13 @@
 //! an ICD loader does not export it; platforms without the extension (POCL, desktop GPUs)
 //! report why, and capture falls through to USERPTR.
 
-use std::ffi::c_void;
-use std::os::fd::RawFd;
-
 use opencl3::memory::Buffer;
 use opencl3::platform::Platform;
-use opencl3::types::{cl_context, cl_int, cl_mem, cl_mem_flags, cl_platform_id};
+use opencl3::types::cl_platform_id;
 
-use crate::cl::{ClError, Gpu};
+use crate::cl::{ClError, Gpu, ImportMemoryArm};
 
 const EXTENSION: &str = "cl_arm_import_memory_dma_buf";
-/// `CL_IMPORT_TYPE_ARM` and `CL_IMPORT_TYPE_DMA_BUF_ARM` from Khronos' cl_ext.h.
-const CL_IMPORT_TYPE_ARM: isize = 0x40B2;
-const CL_IMPORT_TYPE_DMA_BUF_ARM: isize = 0x40B4;
-const CL_MEM_READ_ONLY: cl_mem_flags = 1 << 2;
-
-type ImportMemoryArm = unsafe extern "C" fn(
-    context: cl_context,
-    flags: cl_mem_flags,
-    properties: *const isize,
-    memory: *mut c_void,
-    size: usize,
-    errcode_ret: *mut cl_int,
-) -> cl_mem;
 
 /// `clImportMemoryARM` of the GPU's platform.
 pub(crate) struct DmabufImporter {
@@ -47,43 +31,18 @@ impl DmabufImporter {
         if !offered(&platform_ext) && !offered(&device_ext) {
             return Err(format!("the OpenCL platform does not offer {EXTENSION}"));
         }
-        let runtime = cl3::load_library()
-            .as_ref()
-            .map_err(|e| format!("OpenCL library: {e}"))?;
-        let address = runtime
-            .clGetExtensionFunctionAddressForPlatform(platform, c"clImportMemoryARM".as_ptr());
-        match address {
-            Some(f) if !f.is_null() => Ok(DmabufImporter {
-                // SAFETY: the extension defines clImportMemoryARM with this signature.
-                import: unsafe { std::mem::transmute::<*mut c_void, ImportMemoryArm>(f) },
-            }),
-            _ => Err("clGetExtensionFunctionAddressForPlatform has no clImportMemoryARM".into()),
-        }
+        Ok(DmabufImporter {
+            import: ImportMemoryArm::of_platform(platform)?,
+        })
     }
 
     /// A read-only OpenCL buffer over `len` bytes of the dma-buf `fd`.
-    pub fn import(&self, gpu: &Gpu, fd: RawFd, len: usize) -> Result<Buffer<u8>, ClError> {
-        let properties = [CL_IMPORT_TYPE_ARM, CL_IMPORT_TYPE_DMA_BUF_ARM, 0];
-        let mut fd_arg: i32 = fd;
-        let mut status: cl_int = 0;
-        // SAFETY: for a dma-buf import, `memory` points to the file descriptor; the driver
-        // takes its own reference to the buffer.
-        let mem = unsafe {
-            (self.import)(
-                gpu.context().get(),
-                CL_MEM_READ_ONLY,
-                properties.as_ptr(),
-                (&mut fd_arg as *mut i32).cast(),
-                len,
-                &mut status,
-            )
-        };
-        if status != 0 || mem.is_null() {
-            return Err(ClError::Call {
-                call: "clImportMemoryARM",
-                code: opencl3::error_codes::ClError(if status != 0 { status } else { -1 }),
-            });
-        }
-        Ok(Buffer::new(mem))
+    ///
+    /// # Safety
+    /// `fd` is an open dma-buf of at least `len` bytes.
+    pub unsafe fn import(&self, gpu: &Gpu, fd: i32, len: usize) -> Result<Buffer<u8>, ClError> {
+        // SAFETY: the dma-buf is this function's contract; `gpu`'s context is of the
+        // platform the importer was looked up on (`for_gpu`).
+        unsafe { self.import.dma_buf(gpu.context(), fd, len) }
     }
 }

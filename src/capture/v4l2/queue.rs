@@ -323,8 +323,9 @@ impl Stream {
                     }
                     // SAFETY: the driver just created this fd for us.
                     let fd = unsafe { OwnedFd::from_raw_fd(exp.fd) };
-                    let buffer = importer
-                        .import(gpu, exp.fd, length as usize)
+                    // SAFETY: `exp.fd` is the dma-buf the driver just exported for buffer
+                    // `index`, whose length VIDIOC_QUERYBUF gave; `fd` keeps it open.
+                    let buffer = unsafe { importer.import(gpu, exp.fd, length as usize) }
                         .map_err(|e| StartError::Refused(e.to_string()))?;
                     if let Buffers::Dmabuf { slots, _fds } = &mut self.buffers {
                         slots.push(FrameSlot::from_buffer(buffer, length as usize));
