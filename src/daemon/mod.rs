@@ -1,7 +1,10 @@
 //! `edgesight run`: the config is checked and the socket bound before anything starts,
 //! then one capture/GPU thread per camera (`es-cam-NAME`) and one publisher thread per
-//! camera (`es-pub-NAME`), and on a small tokio runtime the HTTP server, systemd
-//! notification and the signal handling.
+//! camera (`es-pub-NAME`), the verifier, and on a small tokio runtime the HTTP server,
+//! systemd notification and the signal handling. Each job has its file: the log
+//! (`logging`), the signal and reload loop (`serve`, `reload`), the publishers
+//! (`publish`), systemd's READY and watchdog (`supervisor`), live-frame checks (`verify`);
+//! this one starts the threads and joins them.
 //!
 //! Shutdown has one switch, the `stop` flag: SIGTERM/SIGINT set it, camera loops see it
 //! within their poll interval, the server stops accepting, and the threads are joined.
@@ -12,7 +15,9 @@ pub mod health_metrics;
 mod logging;
 mod publish;
 pub mod reload;
+mod serve;
 mod signals;
+mod supervisor;
 pub mod verify;
 
 use std::path::PathBuf;
@@ -21,16 +26,15 @@ use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{Context, Result};
 use tokio::sync::{mpsc as tmpsc, watch};
 
-use crate::config::{self, CameraSettings, Overrides, Settings};
+use crate::config::{self, CameraSettings, Overrides};
 use crate::metrics::Metrics;
 use crate::server::{self, CameraView};
 use camera::{CameraState, Links, Reload};
 use camera_metrics::CameraFamilies;
-use reload::{reload, ReloadMetrics};
-use signals::Signal;
+use reload::ReloadMetrics;
 
 pub use logging::init_logging;
 pub use publish::publish;
@@ -103,7 +107,7 @@ pub fn run(config_path: Option<PathBuf>, overrides: Overrides) -> Result<()> {
 
     let tls = listener.tls();
     let runtime = server::runtime()?;
-    let outcome = runtime.block_on(serve(
+    let outcome = runtime.block_on(serve::serve(
         &settings,
         config_path,
         overrides,
@@ -170,126 +174,6 @@ fn join(threads: &mut [CameraThread], within: Duration) -> Vec<String> {
         }
     }
     stuck
-}
-
-#[allow(clippy::too_many_arguments)]
-async fn serve(
-    settings: &Settings,
-    config_path: Option<PathBuf>,
-    overrides: Overrides,
-    metrics: &Arc<Metrics>,
-    reloads: &ReloadMetrics,
-    threads: &[CameraThread],
-    views: Arc<Vec<CameraView>>,
-    listener: server::Listener,
-    tls: Option<server::TlsIdentity>,
-    mut exits: tmpsc::UnboundedReceiver<String>,
-    mut signals: tmpsc::UnboundedReceiver<Signal>,
-) -> Result<()> {
-    let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    let bound = listener.addr;
-    let server = tokio::spawn(server::serve(
-        listener,
-        settings.web.clone(),
-        Arc::clone(metrics),
-        Arc::clone(&views),
-        shutdown_rx.clone(),
-    ));
-    let states: Vec<Arc<CameraState>> = threads.iter().map(|t| Arc::clone(&t.state)).collect();
-    tokio::spawn(supervise(Arc::clone(&views), states, shutdown_rx));
-
-    tracing::info!(listen = %bound, "serving");
-    // A reload runs beside this loop, never inside it: reading the config or waiting for
-    // the cameras' answers must not delay a SIGTERM. A SIGHUP during a reload is kept
-    // and starts one more when it is done.
-    let start_reload = || {
-        Box::pin(reload(
-            config_path.as_deref(),
-            &overrides,
-            settings,
-            threads,
-            tls.as_ref(),
-            reloads,
-        ))
-    };
-    let mut reloading = None;
-    let mut reload_again = false;
-    let outcome = loop {
-        tokio::select! {
-            Some(signal) = signals.recv() => match signal {
-                Signal::Terminate | Signal::Interrupt => {
-                    tracing::info!("{signal:?}: stopping");
-                    break Ok(());
-                }
-                Signal::Hangup if reloading.is_some() => reload_again = true,
-                Signal::Hangup => reloading = Some(start_reload()),
-            },
-            () = async { reloading.as_mut().expect("guarded by the condition").await },
-                if reloading.is_some() =>
-            {
-                reloading = std::mem::take(&mut reload_again).then(start_reload);
-            }
-            // A camera thread ends only when told to stop, or by a panic outside the part
-            // it restarts: then systemd's restart is the way back.
-            Some(name) = exits.recv() => break Err(anyhow!("camera '{name}' stopped")),
-        }
-    };
-    let _ = shutdown_tx.send(true);
-    // The server stops accepting at once; give open responses a moment to finish.
-    let _ = tokio::time::timeout(Duration::from_millis(300), server).await;
-    outcome
-}
-
-/// Tells systemd READY once every camera has published a frame or is waiting for its
-/// device (a board whose camera is unplugged at boot still serves its metrics), and pings
-/// its watchdog only while every camera loop keeps turning, so a hung GPU call gets the
-/// service restarted.
-async fn supervise(
-    views: Arc<Vec<CameraView>>,
-    states: Vec<Arc<CameraState>>,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    let watchdog = sd_notify::watchdog_enabled();
-    let mut ready = false;
-    let mut last_ping: Option<Instant> = None;
-    // Until READY, a look at the cameras every 100 ms; after it, the task wakes only for
-    // the watchdog (an eighth of its period, so the pings, a quarter period apart, stay well
-    // inside it), or not at all without one: no thread woken ten times a second for nothing.
-    let mut tick = tokio::time::interval(Duration::from_millis(100));
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = shutdown.changed() => return,
-        }
-        if !ready
-            && views
-                .iter()
-                .zip(&states)
-                .all(|(v, s)| v.latest().is_some() || s.waiting())
-        {
-            ready = true;
-            tracing::info!("every camera delivers frames or waits for its device: ready");
-            if let Err(e) = sd_notify::notify(&[sd_notify::NotifyState::Ready]) {
-                tracing::warn!("telling systemd READY: {e}");
-            }
-            match watchdog {
-                None => {
-                    let _ = shutdown.changed().await;
-                    return;
-                }
-                Some(period) => {
-                    tick = tokio::time::interval((period / 8).max(Duration::from_millis(10)))
-                }
-            }
-        }
-        let Some(period) = watchdog else { continue };
-        let stuck = states.iter().any(|s| s.since_last_turn() > period / 2);
-        let due = last_ping.is_none_or(|t| t.elapsed() >= period / 4);
-        if ready && !stuck && due {
-            let _ = sd_notify::notify(&[sd_notify::NotifyState::Watchdog]);
-            last_ping = Some(Instant::now());
-        }
-    }
 }
 
 #[cfg(test)]
