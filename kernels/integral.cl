@@ -78,8 +78,8 @@
 /* The scans along a row of tiles or down the bands (left, top, corner) of CPUs and Mali
  * load this many entries before adding them up: each work-item's chain of dependent loads
  * is what bounds these small passes on a GPU, which has few of them to run (one per row or
- * column), so the more loads in flight the shorter the chain (8 at a time: 21 + 33 + 42 us
- * of the integral stage at 4K on an NVIDIA H100, when GPUs ran them too). */
+ * column), so the more loads in flight the shorter the chain (BENCHMARKS.md, the figures
+ * that stood in code comments). */
 #define SCAN_BATCH 32
 
 /* running_sum_T: the inclusive running sum of n entries of type T, entry i read at
@@ -173,8 +173,9 @@ inline uchar16 load_partial16(__global const uchar *p, uint n)
  * totals added to ls, lq, le and lf (one per row of the band: the sums over the band's
  * tiles before it, integral_tile_bands), or where those are null the totals alone
  * (integral_tiles, whose left integral_left_rows then sums along the rows). */
-/* Always inlined: POCL otherwise calls it, with the private arrays and vectors in memory
- * (the CPU pass took twice as long). */
+/* Always inlined: POCL otherwise calls it, with the private arrays and vectors in
+ * memory, which slows the CPU pass down (BENCHMARKS.md, the figures that stood in code
+ * comments). */
 __attribute__((always_inline)) inline void
 integral_tile(uint t, uint b, uint rows, __global const uchar *luma, uint width, uint height,
               __global const uchar *magnitude, uchar16 et, uchar16 threshold, uint keep_local,
@@ -331,16 +332,16 @@ __kernel void integral_tiles(__global const uchar *luma, uint src_stride, uint w
  *            15's, the tile's row sums, and stores row c's at left[t * height + y]
  *            (integral_left_tops adds up the tiles to the left later); in a whole band it
  *            stores its row of top.
- * On an NVIDIA H100 this takes 46 us at 4K and 14 us at 1080p. integral_tile_columns
- * before it (a work-item per column, a 4-step scan across each tile's row in local memory,
- * 3 barriers a row) took 106 and 27 us, and this kernel 100 us at 4K while column 15
- * stored left row by row as it went: those scattered 4-byte stores, not the barriers,
- * were what both waited on.
+ * Left's entries are stored after the loop, 16 neighbouring work-items on 16 neighbouring
+ * entries: stored row by row as column 15 went down, those scattered 4-byte stores among
+ * local's, not the barriers, were what the pass waited on (BENCHMARKS.md, "The GPU
+ * integral's tile pass in one barrier").
  */
 
 /* Tiles a work-group takes at most: 128 work-items, and 16 KiB of local memory (a uint2 a
- * pixel). On an NVIDIA H100 groups of 16 tiles take as long at 4K but 14-17 us at 1080p,
- * where 120 tiles a band leave the last of 8 groups half idle. */
+ * pixel). Groups of 16 tiles are no faster at 4K and slower at 1080p, where 120 tiles a
+ * band leave the last of 8 groups half idle (BENCHMARKS.md, "The GPU integral's tile pass
+ * in one barrier"). */
 #define GROUP_TILES 8
 
 /* Where local memory holds pixel (c, r) of the group's tile t: tile after tile, row after
@@ -530,11 +531,10 @@ __kernel void integral_left_rows(uint width, uint height, __global uint *left,
  * The same scans on GPUs (integral_group_tiles' layout), split: a work-group takes up to
  * SPLIT_LINES neighbouring lines (rows of left, columns of top, tile columns of corner) of
  * one part, and SPLIT_CHUNKS work-items along each, each a run of the line's entries. A
- * line's chain of dependent loads is then its run, not the whole line: integral_left_rows,
- * integral_tops and integral_corners had 960 to 8640 work-items at 4K, walking 135 to 240
- * entries each (26, 26 and 14 us on an NVIDIA H100); split, and left and top in one launch,
- * the integral stage took 73 us at 4K where it took 104, and 28 at 1080p where 43 (16 runs
- * a line took as long, 4 a microsecond longer at 4K).
+ * line's chain of dependent loads is then its run, not the whole line: a GPU has only a
+ * few thousand lines to give work-items (960 to 8640 at 4K), each walking 135 to 240
+ * entries, and 8 runs a line did best (BENCHMARKS.md, "The integral's small passes split
+ * among work-items").
  */
 #define SPLIT_LINES 32
 #define SPLIT_CHUNKS 8
@@ -578,8 +578,8 @@ SPLIT_SCAN(ulong)
 
 /*
  * integral_left_tops (GPUs, after integral_group_tiles): integral_left_rows' and
- * integral_tops' sums in one launch (they are independent, and a launch costs the host
- * about 20 us on NVIDIA's driver), by split scans.
+ * integral_tops' sums in one launch (they are independent, and each launch costs the host
+ * time in NVIDIA's driver: BENCHMARKS.md, "2. Host CPU per frame"), by split scans.
  * Work size: 2-D, local (lines, chunks), lines <= SPLIT_LINES, chunks <= SPLIT_CHUNKS;
  * x = lines times the work-groups: first 4 x ceil(height / lines) of left (the parts in
  * turn, as in integral_left_rows: a group per `lines` rows of one part), then
@@ -692,7 +692,7 @@ __kernel void integral_tops(uint width, uint height, __global uint *top, __globa
  * left[t * height + 16 b' + 15] over the whole bands b' <= b (left in a band's last row
  * holds the band's tiles 0..t whole).
  * Work size: 2-D, x = a whole tile column (W16 rounded up to the work-group size), y = the
- * part as in integral_left_rows. Pixels / 256 values (12 us at 4K on an NVIDIA H100).
+ * part as in integral_left_rows. Pixels / 256 values.
  */
 __kernel void integral_corners(uint width, uint height, __global const uint *left,
                                __global const ulong *left_sq, __global uint *corner,
@@ -775,8 +775,8 @@ inline uint4 row_part(__global const uchar *luma, __global const uchar *magnitud
     uchar16 inside = as_uchar16(lanes < (uchar16)(uchar)n);
     uchar16 l, m;
     if (at + TILE <= pixels) {
-        /* Whole vectors, the lanes past n cleared (byte by byte, the regions took POCL
-         * 1.7 times as long). */
+        /* Whole vectors, the lanes past n cleared: loads byte by byte cost POCL far
+         * more (BENCHMARKS.md, "Integrals without local"). */
         l = vload16(0, luma + at) & inside;
         m = vload16(0, magnitude + at) & inside;
     } else {

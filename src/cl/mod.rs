@@ -118,10 +118,10 @@ pub(crate) const BUILD_OPTIONS: &str = "-cl-std=CL1.2";
 type ProgramKey = (&'static str, &'static str, String);
 
 /// A device with its context and its in-order, profiling command queue. One queue: a
-/// second one beside it, for the histogram and Otsu while Sobel runs, took 5 to 7 µs off
-/// an NVIDIA H100's span and cost 0.03 to 0.05 ms of host CPU a frame in its
-/// synchronisation (BENCHMARKS.md); GPUs now run Otsu inside Sobel's launch instead,
-/// which needs no synchronisation at all.
+/// second one beside it, for the histogram and Otsu while Sobel runs, took less off an
+/// NVIDIA H100's span than its synchronisation cost the host a frame (BENCHMARKS.md,
+/// "4. The NVIDIA H100 against its floor"); GPUs now run Otsu inside Sobel's launch
+/// instead, which needs no synchronisation at all.
 ///
 /// Every `Gpu` of one device in the process shares one context and the programs built in
 /// it (see [`Gpu::open`]); its queue is its own, as are the kernels and buffers made
@@ -138,8 +138,8 @@ pub struct Gpu {
 /// What the `Gpu`s of one device share: its context, and the programs built in it so far,
 /// by file and defines, so that a pipeline built again (new size, new options, a reload,
 /// another camera) reuses them instead of calling the compiler again. POCL keeps with each
-/// program its preprocessed source (in a 2 MB buffer) and its LLVM module: shared, they
-/// took 8 MiB off each camera's anonymous memory, at 320x240 as at 1080p (BENCHMARKS.md).
+/// program its preprocessed source and its LLVM module, which each camera held again
+/// before they were shared (BENCHMARKS.md, "3. Memory").
 /// OpenCL's calls on a context and on programs are thread-safe (clSetKernelArg is the
 /// exception, and kernels are never shared).
 struct Shared {
@@ -181,8 +181,8 @@ pub enum Completion {
     Finish,
     /// Flush, then sleep in steps of [`POLL_STEP`] until the frame's last command reports
     /// complete, then `clFinish` (which then returns at once, with any error). NVIDIA's
-    /// `clFinish` spins on a core until the device is done: 0.13 ms of CPU per 1080p frame
-    /// on an NVIDIA H100 (0.33 ms at 4K), against 0.02 (0.05) this way (BENCHMARKS.md).
+    /// `clFinish` spins on a core until the device is done, which costs the host several
+    /// times the CPU of a polled wait (BENCHMARKS.md, "2. Host CPU per frame").
     Poll,
 }
 
