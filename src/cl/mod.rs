@@ -79,7 +79,8 @@ pub(crate) fn status(status: Option<i32>, call: &'static str) -> Result<(), ClEr
     }
 }
 
-/// One kernel source file, embedded into the binary at build time.
+/// One kernel source, embedded into the binary at build time: a file of `kernels/`, or
+/// files built as one program, one after another (their names joined by " + ").
 #[derive(Clone, Copy, Debug)]
 pub struct KernelSource {
     pub file: &'static str,
@@ -87,10 +88,13 @@ pub struct KernelSource {
 }
 
 macro_rules! kernel_source {
-    ($file:literal) => {
+    ($file:literal $(, $more:literal)*) => {
         KernelSource {
-            file: $file,
-            text: include_str!(concat!("../../kernels/", $file)),
+            file: concat!($file $(, " + ", $more)*),
+            text: concat!(
+                include_str!(concat!("../../kernels/", $file))
+                $(, include_str!(concat!("../../kernels/", $more)))*
+            ),
         }
     };
 }
@@ -100,16 +104,13 @@ pub(crate) const RAW_CL: KernelSource = kernel_source!("raw.cl");
 pub(crate) const SOBEL_CL: KernelSource = kernel_source!("sobel.cl");
 pub(crate) const HISTOGRAM_CL: KernelSource = kernel_source!("histogram.cl");
 pub const OTSU_CL: KernelSource = kernel_source!("otsu.cl");
-pub(crate) const INTEGRAL_CL: KernelSource = kernel_source!("integral.cl");
+/// The integral passes and the region sums that read their blocked form, one program:
+/// regions.cl counts with integral.cl's helpers, and each program costs a build and the
+/// memory POCL keeps with it.
+pub(crate) const INTEGRAL_REGIONS_CL: KernelSource = kernel_source!("integral.cl", "regions.cl");
 /// Sobel's kernels with Otsu's threshold in their launch (`-DOTSU_BESIDE`), whose
 /// `otsu_group` comes first.
-pub(crate) const OTSU_SOBEL_CL: KernelSource = KernelSource {
-    file: "otsu.cl + sobel.cl",
-    text: concat!(
-        include_str!("../../kernels/otsu.cl"),
-        include_str!("../../kernels/sobel.cl")
-    ),
-};
+pub(crate) const OTSU_SOBEL_CL: KernelSource = kernel_source!("otsu.cl", "sobel.cl");
 
 /// Options every program is built with: the OpenCL C version Mali drivers accept.
 pub(crate) const BUILD_OPTIONS: &str = "-cl-std=CL1.2";

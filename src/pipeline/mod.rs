@@ -6,7 +6,7 @@
 //! ```text
 //! slot ─► luma ─┬─► sobel (magnitude) ─────────────────────────┐
 //!               ├─► histogram ─► otsu (threshold on device) ───┤
-//!               └──────────────────────────────────────────────┴─► integral ─► region sums
+//!               └──────────────────────────────────────────────┴─► integral ─► regions
 //! ```
 //!
 //! The integral stage counts edges (magnitude at least the edge threshold) and foreground
@@ -24,16 +24,18 @@
 //! stages read the slot itself, so a frame's images can be read only while its slot is
 //! held ([`Processed`]).
 //!
-//! Each stage lives in its own file with the kernel file it launches. Stages never allocate
-//! capture buffers and never touch metrics or HTTP; they fill a [`FrameResult`]. Around
-//! them: `options` (what is computed, and the work sizes a device gets), `timings`,
-//! `buffers` (guarded device images and read-back memory), `launch` (work-group geometry)
-//! and `processed` (what a frame gives back). This file holds [`Pipeline`], which runs
-//! them.
+//! Each stage lives in its own file with the kernel file it launches; the integral stage
+//! is a folder (`integral/`: the blocked form's geometry and buffers, its passes, its
+//! un-blocking on the host), and the region stage (`regions.rs`) launches
+//! `kernels/regions.cl`, which is built with `kernels/integral.cl` as one program. Stages
+//! never allocate capture buffers and never touch metrics or HTTP; they fill a
+//! [`FrameResult`]. Around them: `options` (what is computed, and the work sizes a device
+//! gets), `timings`, `buffers` (guarded device images and read-back memory), `launch`
+//! (work-group geometry) and `processed` (what a frame gives back). This file holds
+//! [`Pipeline`], which runs them.
 //!
 //! Over 500 lines as one room: the `Pipeline` and the order of its stages on one queue
-//! (what runs, what is read back, in which order); its unit tests follow from line 521. It
-//! shrinks when the region sums become their own stage (issue 31).
+//! (what runs, what is read back, in which order); its unit tests follow from line 588.
 
 // One unsafe operation per block, so each SAFETY comment covers exactly one.
 #![deny(clippy::multiple_unsafe_ops_per_block)]
@@ -42,6 +44,7 @@ mod histogram;
 mod integral;
 mod luma;
 mod otsu;
+mod regions;
 mod sobel;
 
 mod buffers;
@@ -116,6 +119,7 @@ pub struct Pipeline {
     histogram: histogram::HistogramStage,
     otsu: otsu::OtsuStage,
     integral: integral::IntegralStage,
+    regions: regions::RegionsStage,
     bufs: DeviceImages,
     /// The last frame's events, kept so that a frame allocates nothing once warm (none on
     /// a frame that is not timed).
@@ -181,8 +185,9 @@ impl Pipeline {
         layout.validate()?;
         let n = layout.pixels();
         let luma_in_slot = reads_luma_in_place(&layout);
-        let integral = integral::IntegralStage::new(gpu, &layout, regions, &tuning, images)?;
-        let readout = Readout::new(gpu, integral.sums_len())?;
+        let integral = integral::IntegralStage::new(gpu, &layout, &tuning, images)?;
+        let region_stage = regions::RegionsStage::new(gpu, &layout, regions, &tuning)?;
+        let readout = Readout::new(gpu, region_stage.sums_len())?;
         let read_back = ReadBack::new(readout.layout);
         let bufs = DeviceImages {
             luma: if luma_in_slot {
@@ -202,6 +207,7 @@ impl Pipeline {
             histogram: histogram::HistogramStage::new(gpu, &tuning, n).stage(Stage::Histogram)?,
             otsu: otsu::OtsuStage::new(gpu, &tuning, images, n).stage(Stage::Otsu)?,
             integral,
+            regions: region_stage,
             bufs,
             events: Vec::with_capacity(32),
             time_every: 1,
@@ -247,7 +253,8 @@ impl Pipeline {
             + sobel
             + mask
             + self.histogram.held_bytes()?
-            + self.integral.held_bytes()?)
+            + self.integral.held_bytes()?
+            + self.regions.held_bytes()?)
     }
 
     /// The bytes a frame moves through this pipeline, per stage and in all, inputs read
@@ -256,7 +263,7 @@ impl Pipeline {
         Traffic::of(
             &self.layout,
             self.full_images(),
-            self.integral.region_count(),
+            self.regions.region_count(),
         )
     }
 
@@ -277,8 +284,8 @@ impl Pipeline {
 
     /// Replaces the regions measured on each frame.
     pub fn set_regions(&mut self, gpu: &Gpu, regions: &[Region]) -> Result<(), PipelineError> {
-        let cells = self.integral.cells().to_vec();
-        self.integral
+        let cells = self.regions.cells().to_vec();
+        self.regions
             .set_regions(gpu, &self.layout, regions, &cells)?;
         self.new_readout(gpu)
     }
@@ -299,8 +306,8 @@ impl Pipeline {
             ),
             None => (Vec::new(), (0, 0)),
         };
-        let configured = self.integral.configured_regions().to_vec();
-        self.integral
+        let configured = self.regions.configured_regions().to_vec();
+        self.regions
             .set_regions(gpu, &self.layout, &configured, &cells)?;
         self.new_readout(gpu)?;
         self.grid = shape;
@@ -309,7 +316,7 @@ impl Pipeline {
 
     /// Makes the read-back buffers for the regions measured now.
     fn new_readout(&mut self, gpu: &Gpu) -> Result<(), PipelineError> {
-        self.bufs.readout = Readout::new(gpu, self.integral.sums_len())?;
+        self.bufs.readout = Readout::new(gpu, self.regions.sums_len())?;
         self.read_back.resize(self.bufs.readout.layout);
         Ok(())
     }
@@ -369,7 +376,7 @@ impl Pipeline {
         for (i, count) in result.histogram.iter_mut().enumerate() {
             *count = read.result(i);
         }
-        self.integral.fill_regions(
+        self.regions.fill(
             read.sums(),
             &mut result.frame,
             &mut result.regions,
@@ -501,12 +508,12 @@ impl Pipeline {
             results: &r.results,
         };
         self.integral
-            .enqueue_integrals(gpu, &l, &counted, record, |e| keep(Stage::Integral, e))
+            .enqueue(gpu, &l, &counted, record, |e| keep(Stage::Integral, e))
             .stage(Stage::Integral)?;
         keep(
             Stage::Regions,
-            self.integral
-                .enqueue_regions(gpu, &l, &counted, &r.sums, record)
+            self.regions
+                .enqueue(gpu, &l, &counted, self.integral.blocked(), &r.sums, record)
                 .stage(Stage::Regions)?,
         );
         // One read of every result behind the kernels; the caller waits once.
