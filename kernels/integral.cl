@@ -1,6 +1,11 @@
 /*
  * integral.cl: the integrals of luma, of its square and of its edge and foreground pixels,
- * kept in a compact blocked form, and the region sums read from it in O(1).
+ * kept in a compact blocked form, from which regions.cl reads any rectangle's sums in O(1).
+ *
+ * Over 500 lines as one room: the three layouts of the first pass and the two families of
+ * scans after it write one blocked form, defined once below, with the running sums and
+ * row prefixes they share. regions.cl is built after this file in the same program and
+ * counts with its TILE, load_partial16, packed_row and unpacked.
  *
  * What is defined, for 0 <= x <= width and 0 <= y <= height, is OpenCV's exclusive integral
  *   I(x, y) = sum of p(i, j) over j < y, i < x
@@ -46,7 +51,7 @@
  *
  * Local is 8 of these bytes a pixel, and the only part a pixel has: the passes write it
  * only where the host passes keep_local (process --raw, whose OpenCV-layout images the
- * host assembles from it). region_sums never reads it: a corner's local part is at most
+ * host assembles from it). regions.cl never reads it: a corner's local part is at most
  * 15 x 15 pixels, which it sums from luma and the magnitude, so the daemon's integrals
  * are left, top and corner alone, about 2.6 bytes a pixel.
  *
@@ -78,8 +83,8 @@
 /* The scans along a row of tiles or down the bands (left, top, corner) of CPUs and Mali
  * load this many entries before adding them up: each work-item's chain of dependent loads
  * is what bounds these small passes on a GPU, which has few of them to run (one per row or
- * column), so the more loads in flight the shorter the chain (8 at a time: 21 + 33 + 42 us
- * of the integral stage at 4K on an NVIDIA H100, when GPUs ran them too). */
+ * column), so the more loads in flight the shorter the chain (BENCHMARKS.md, the figures
+ * that stood in code comments). */
 #define SCAN_BATCH 32
 
 /* running_sum_T: the inclusive running sum of n entries of type T, entry i read at
@@ -173,8 +178,9 @@ inline uchar16 load_partial16(__global const uchar *p, uint n)
  * totals added to ls, lq, le and lf (one per row of the band: the sums over the band's
  * tiles before it, integral_tile_bands), or where those are null the totals alone
  * (integral_tiles, whose left integral_left_rows then sums along the rows). */
-/* Always inlined: POCL otherwise calls it, with the private arrays and vectors in memory
- * (the CPU pass took twice as long). */
+/* Always inlined: POCL otherwise calls it, with the private arrays and vectors in
+ * memory, which slows the CPU pass down (BENCHMARKS.md, the figures that stood in code
+ * comments). */
 __attribute__((always_inline)) inline void
 integral_tile(uint t, uint b, uint rows, __global const uchar *luma, uint width, uint height,
               __global const uchar *magnitude, uchar16 et, uchar16 threshold, uint keep_local,
@@ -331,16 +337,16 @@ __kernel void integral_tiles(__global const uchar *luma, uint src_stride, uint w
  *            15's, the tile's row sums, and stores row c's at left[t * height + y]
  *            (integral_left_tops adds up the tiles to the left later); in a whole band it
  *            stores its row of top.
- * On an NVIDIA H100 this takes 46 us at 4K and 14 us at 1080p. integral_tile_columns
- * before it (a work-item per column, a 4-step scan across each tile's row in local memory,
- * 3 barriers a row) took 106 and 27 us, and this kernel 100 us at 4K while column 15
- * stored left row by row as it went: those scattered 4-byte stores, not the barriers,
- * were what both waited on.
+ * Left's entries are stored after the loop, 16 neighbouring work-items on 16 neighbouring
+ * entries: stored row by row as column 15 went down, those scattered 4-byte stores among
+ * local's, not the barriers, were what the pass waited on (BENCHMARKS.md, "The GPU
+ * integral's tile pass in one barrier").
  */
 
 /* Tiles a work-group takes at most: 128 work-items, and 16 KiB of local memory (a uint2 a
- * pixel). On an NVIDIA H100 groups of 16 tiles take as long at 4K but 14-17 us at 1080p,
- * where 120 tiles a band leave the last of 8 groups half idle. */
+ * pixel). Groups of 16 tiles are no faster at 4K and slower at 1080p, where 120 tiles a
+ * band leave the last of 8 groups half idle (BENCHMARKS.md, "The GPU integral's tile pass
+ * in one barrier"). */
 #define GROUP_TILES 8
 
 /* Where local memory holds pixel (c, r) of the group's tile t: tile after tile, row after
@@ -379,7 +385,8 @@ inline uint16 running16(uint16 v)
     return v;
 }
 
-/* A row prefix's four parts, unpacked: (luma, luma^2, edges, foreground). */
+/* A row prefix's four parts, unpacked: (luma, luma^2, edges, foreground). regions.cl
+ * counts a corner's rows with this and packed_row too. */
 inline uint4 unpacked(uint2 p)
 {
     return (uint4)(p.x & ((1u << PACK_EDGES) - 1), p.y,
@@ -530,11 +537,10 @@ __kernel void integral_left_rows(uint width, uint height, __global uint *left,
  * The same scans on GPUs (integral_group_tiles' layout), split: a work-group takes up to
  * SPLIT_LINES neighbouring lines (rows of left, columns of top, tile columns of corner) of
  * one part, and SPLIT_CHUNKS work-items along each, each a run of the line's entries. A
- * line's chain of dependent loads is then its run, not the whole line: integral_left_rows,
- * integral_tops and integral_corners had 960 to 8640 work-items at 4K, walking 135 to 240
- * entries each (26, 26 and 14 us on an NVIDIA H100); split, and left and top in one launch,
- * the integral stage took 73 us at 4K where it took 104, and 28 at 1080p where 43 (16 runs
- * a line took as long, 4 a microsecond longer at 4K).
+ * line's chain of dependent loads is then its run, not the whole line: a GPU has only a
+ * few thousand lines to give work-items (960 to 8640 at 4K), each walking 135 to 240
+ * entries, and 8 runs a line did best (BENCHMARKS.md, "The integral's small passes split
+ * among work-items").
  */
 #define SPLIT_LINES 32
 #define SPLIT_CHUNKS 8
@@ -578,8 +584,8 @@ SPLIT_SCAN(ulong)
 
 /*
  * integral_left_tops (GPUs, after integral_group_tiles): integral_left_rows' and
- * integral_tops' sums in one launch (they are independent, and a launch costs the host
- * about 20 us on NVIDIA's driver), by split scans.
+ * integral_tops' sums in one launch (they are independent, and each launch costs the host
+ * time in NVIDIA's driver: BENCHMARKS.md, "2. Host CPU per frame"), by split scans.
  * Work size: 2-D, local (lines, chunks), lines <= SPLIT_LINES, chunks <= SPLIT_CHUNKS;
  * x = lines times the work-groups: first 4 x ceil(height / lines) of left (the parts in
  * turn, as in integral_left_rows: a group per `lines` rows of one part), then
@@ -692,7 +698,7 @@ __kernel void integral_tops(uint width, uint height, __global uint *top, __globa
  * left[t * height + 16 b' + 15] over the whole bands b' <= b (left in a band's last row
  * holds the band's tiles 0..t whole).
  * Work size: 2-D, x = a whole tile column (W16 rounded up to the work-group size), y = the
- * part as in integral_left_rows. Pixels / 256 values (12 us at 4K on an NVIDIA H100).
+ * part as in integral_left_rows. Pixels / 256 values.
  */
 __kernel void integral_corners(uint width, uint height, __global const uint *left,
                                __global const ulong *left_sq, __global uint *corner,
@@ -710,147 +716,4 @@ __kernel void integral_corners(uint width, uint height, __global const uint *lef
     } else {
         running_sum_ulong(left_sq + in, TILE, corner_sq + out, whole_tiles, whole_bands);
     }
-}
-
-/*
- * region_sums reads rects (uint4: x, y, w, h; inside the frame) and writes, per rect, 4
- * ulongs: pixel sum, squared sum, edge count, foreground count, each from the four
- * corners' I as above: left, top and corner from the blocked parts, and the part inside
- * the corner's tile (what local would hold: at most 15 rows of at most 15 pixels) summed
- * from luma and the magnitude, so that local need not exist. Its pixels' edges and
- * foreground are counted as the integral passes count them (magnitude >= edge_threshold,
- * luma > results[256]). Sums run modulo 2^64, and the total, a region's exact sum, fits.
- * Two layouts, the same arguments:
- *   GPUs  region_sums: 1-D, a work-group of REGION_ITEMS per rect, exactly count groups:
- *         work-item (k, j), lid = 16 k + j, takes row j of corner k's in-tile part (k =
- *         0..3: (x, y), (x + w, y), (x, y + h), (x + w, y + h)), the first of each corner
- *         also its blocked parts, each with the corner's sign; the group then adds up its
- *         64 signed parts in local memory.
- *   CPUs and Mali  region_sums_items: 1-D, a work-item per rect (no local memory, no
- *         barriers), the four corners' rows one after another.
- */
-#define REGION_ITEMS 64
-
-/* The blocked parts of I(x, y), corner, left and top, for (sum, squared sum, edges,
- * foreground): each where its condition holds. */
-inline ulong4 blocked_at(uint x, uint y, uint width, uint height, __global const uint *left,
-                         __global const ulong *left_sq, __global const uint *top,
-                         __global const ulong *top_sq, __global const uint *corner,
-                         __global const ulong *corner_sq)
-{
-    uint t = x / TILE, l = x % TILE, b = y / TILE, r = y % TILE;
-    size_t whole_tiles = width / TILE, whole_bands = height / TILE;
-    size_t padded = TILE * (size_t)((width + TILE - 1) / TILE);
-    ulong4 v = 0;
-    if (t > 0 && b > 0) {
-        size_t plane = whole_tiles * whole_bands, i = (b - 1) * whole_tiles + t - 1;
-        v += (ulong4)(corner[i], corner_sq[i], corner[plane + i], corner[2 * plane + i]);
-    }
-    if (t > 0 && r > 0) {
-        size_t plane = whole_tiles * height, i = (size_t)(t - 1) * height + y - 1;
-        v += (ulong4)(left[i], left_sq[i], left[plane + i], left[2 * plane + i]);
-    }
-    if (b > 0 && l > 0) {
-        size_t plane = whole_bands * padded, i = (b - 1) * padded + x - 1;
-        v += (ulong4)(top[i], top_sq[i], top[plane + i], top[2 * plane + i]);
-    }
-    return v;
-}
-
-inline uint sum16(uint16 v)
-{
-    uint8 a = v.lo + v.hi;
-    uint4 b = a.lo + a.hi;
-    uint2 c = b.lo + b.hi;
-    return c.x + c.y;
-}
-
-/* The n < 16 pixels of luma and the magnitude from element at of their `pixels`, as (sum,
- * squared sum, edges, foreground): one row of a corner's in-tile part. Packed as the GPU
- * pass packs a row (15 pixels' sum fits its 12 bits). */
-inline uint4 row_part(__global const uchar *luma, __global const uchar *magnitude, size_t at,
-                      uint n, size_t pixels, uint edge_threshold, uchar threshold)
-{
-    const uchar16 lanes = (uchar16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    uchar16 inside = as_uchar16(lanes < (uchar16)(uchar)n);
-    uchar16 l, m;
-    if (at + TILE <= pixels) {
-        /* Whole vectors, the lanes past n cleared (byte by byte, the regions took POCL
-         * 1.7 times as long). */
-        l = vload16(0, luma + at) & inside;
-        m = vload16(0, magnitude + at) & inside;
-    } else {
-        l = load_partial16(luma + at, n);
-        m = load_partial16(magnitude + at, n);
-    }
-    uint16 v = convert_uint16(l), s = packed_row(l, m, n, edge_threshold, threshold);
-    return unpacked((uint2)(sum16(s), sum16(v * v)));
-}
-
-/* I(x + w, y + h) - I(x + w, y) - I(x, y + h) + I(x, y): corner k's sign. */
-inline ulong4 signed_part(uint k, ulong4 v)
-{
-    return k == 0 || k == 3 ? v : (ulong4)0 - v;
-}
-
-__kernel __attribute__((reqd_work_group_size(REGION_ITEMS, 1, 1))) void
-region_sums(__global const uchar *luma, uint width, uint height,
-            __global const uchar *magnitude, uint edge_threshold,
-            __global const uint *results, __global const uint *left,
-            __global const ulong *left_sq, __global const uint *top,
-            __global const ulong *top_sq, __global const uint *corner,
-            __global const ulong *corner_sq, __global const uint4 *rects, uint count,
-            __global ulong *out)
-{
-    __local ulong4 parts[REGION_ITEMS];
-    /* A whole group returns or none does: the barriers below are never split. */
-    if (get_group_id(0) >= count)
-        return;
-    uint lid = get_local_id(0), k = lid / TILE, j = lid % TILE;
-    uint4 rect = rects[get_group_id(0)];
-    uint x = rect.x + (k & 1 ? rect.z : 0), y = rect.y + (k & 2 ? rect.w : 0);
-    uint l = x % TILE, r = y % TILE;
-    ulong4 v = 0;
-    if (j < r && l > 0)
-        v = convert_ulong4(row_part(luma, magnitude, (size_t)(y - r + j) * width + x - l, l,
-                                    (size_t)width * height, edge_threshold,
-                                    (uchar)results[256]));
-    if (j == 0)
-        v += blocked_at(x, y, width, height, left, left_sq, top, top_sq, corner, corner_sq);
-    parts[lid] = signed_part(k, v);
-    for (uint n = REGION_ITEMS / 2; n > 0; n /= 2) {
-        barrier(CLK_LOCAL_MEM_FENCE);
-        if (lid < n)
-            parts[lid] += parts[lid + n];
-    }
-    if (lid == 0)
-        vstore4(parts[0], get_group_id(0), out);
-}
-
-__kernel void region_sums_items(__global const uchar *luma, uint width, uint height,
-                                __global const uchar *magnitude, uint edge_threshold,
-                                __global const uint *results, __global const uint *left,
-                                __global const ulong *left_sq, __global const uint *top,
-                                __global const ulong *top_sq, __global const uint *corner,
-                                __global const ulong *corner_sq, __global const uint4 *rects,
-                                uint count, __global ulong *out)
-{
-    uint i = get_global_id(0);
-    if (i >= count)
-        return;
-    uint4 rect = rects[i];
-    uchar threshold = (uchar)results[256];
-    ulong4 sums = 0;
-    for (uint k = 0; k < 4; k++) {
-        uint x = rect.x + (k & 1 ? rect.z : 0), y = rect.y + (k & 2 ? rect.w : 0);
-        uint l = x % TILE, r = y % TILE;
-        uint4 inside = 0;
-        for (uint j = 0; l > 0 && j < r; j++)
-            inside += row_part(luma, magnitude, (size_t)(y - r + j) * width + x - l, l,
-                               (size_t)width * height, edge_threshold, threshold);
-        ulong4 v = convert_ulong4(inside) +
-                   blocked_at(x, y, width, height, left, left_sq, top, top_sq, corner, corner_sq);
-        sums += signed_part(k, v);
-    }
-    vstore4(sums, i, out);
 }

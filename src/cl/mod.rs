@@ -62,7 +62,8 @@ impl<T> CallContext<T> for Result<T, RawClError> {
     }
 }
 
-/// One kernel source file, embedded into the binary at build time.
+/// One kernel source, embedded into the binary at build time: a file of `kernels/`, or
+/// files built as one program, one after another (their names joined by " + ").
 #[derive(Clone, Copy, Debug)]
 pub struct KernelSource {
     pub file: &'static str,
@@ -70,10 +71,13 @@ pub struct KernelSource {
 }
 
 macro_rules! kernel_source {
-    ($file:literal) => {
+    ($file:literal $(, $more:literal)*) => {
         KernelSource {
-            file: $file,
-            text: include_str!(concat!("../../kernels/", $file)),
+            file: concat!($file $(, " + ", $more)*),
+            text: concat!(
+                include_str!(concat!("../../kernels/", $file))
+                $(, include_str!(concat!("../../kernels/", $more)))*
+            ),
         }
     };
 }
@@ -83,16 +87,13 @@ pub(crate) const RAW_CL: KernelSource = kernel_source!("raw.cl");
 pub(crate) const SOBEL_CL: KernelSource = kernel_source!("sobel.cl");
 pub(crate) const HISTOGRAM_CL: KernelSource = kernel_source!("histogram.cl");
 pub const OTSU_CL: KernelSource = kernel_source!("otsu.cl");
-pub(crate) const INTEGRAL_CL: KernelSource = kernel_source!("integral.cl");
+/// The integral passes and the region sums that read their blocked form, one program:
+/// regions.cl counts with integral.cl's helpers, and each program costs a build and the
+/// memory POCL keeps with it.
+pub(crate) const INTEGRAL_REGIONS_CL: KernelSource = kernel_source!("integral.cl", "regions.cl");
 /// Sobel's kernels with Otsu's threshold in their launch (`-DOTSU_BESIDE`), whose
 /// `otsu_group` comes first.
-pub(crate) const OTSU_SOBEL_CL: KernelSource = KernelSource {
-    file: "otsu.cl + sobel.cl",
-    text: concat!(
-        include_str!("../../kernels/otsu.cl"),
-        include_str!("../../kernels/sobel.cl")
-    ),
-};
+pub(crate) const OTSU_SOBEL_CL: KernelSource = kernel_source!("otsu.cl", "sobel.cl");
 
 /// Options every program is built with: the OpenCL C version Mali drivers accept.
 pub(crate) const BUILD_OPTIONS: &str = "-cl-std=CL1.2";
@@ -101,9 +102,10 @@ pub(crate) const BUILD_OPTIONS: &str = "-cl-std=CL1.2";
 type ProgramKey = (&'static str, &'static str, String);
 
 /// A device with its context and its in-order, profiling command queue. One queue: a
-/// second one beside it, for the histogram and Otsu while Sobel runs, saved less device
-/// time than its synchronisation cost the host (BENCHMARKS.md, "Otsu beside Sobel"); GPUs
-/// run Otsu inside Sobel's launch instead, which needs no synchronisation at all.
+/// second one beside it, for the histogram and Otsu while Sobel runs, took less off an
+/// NVIDIA H100's span than its synchronisation cost the host a frame (BENCHMARKS.md,
+/// "4. The NVIDIA H100 against its floor"); GPUs now run Otsu inside Sobel's launch
+/// instead, which needs no synchronisation at all.
 ///
 /// Every `Gpu` of one device in the process shares one context and the programs built in
 /// it (see [`Gpu::open`]); its queue is its own, as are the kernels and buffers made
@@ -120,8 +122,8 @@ pub struct Gpu {
 /// What the `Gpu`s of one device share: its context, and the programs built in it so far,
 /// by file and defines, so that a pipeline built again (new size, new options, a reload,
 /// another camera) reuses them instead of calling the compiler again. POCL keeps with each
-/// program its preprocessed source and its LLVM module, megabytes a camera whatever its
-/// frame size, which sharing saves (BENCHMARKS.md, "Memory").
+/// program its preprocessed source and its LLVM module, which each camera held again
+/// before they were shared (BENCHMARKS.md, "3. Memory").
 /// OpenCL's calls on a context and on programs are thread-safe (clSetKernelArg is the
 /// exception, and kernels are never shared).
 struct Shared {
@@ -163,8 +165,8 @@ pub enum Completion {
     Finish,
     /// Flush, then sleep in steps of [`POLL_STEP`] until the frame's last command reports
     /// complete, then `clFinish` (which then returns at once, with any error). NVIDIA's
-    /// `clFinish` spins on a core until the device is done, several times the host CPU of
-    /// this way (BENCHMARKS.md, "Host CPU per frame").
+    /// `clFinish` spins on a core until the device is done, which costs the host several
+    /// times the CPU of a polled wait (BENCHMARKS.md, "2. Host CPU per frame").
     Poll,
 }
 

@@ -6,7 +6,7 @@
 //! ```text
 //! slot ─► luma ─┬─► sobel (magnitude) ─────────────────────────┐
 //!               ├─► histogram ─► otsu (threshold on device) ───┤
-//!               └──────────────────────────────────────────────┴─► integral ─► region sums
+//!               └──────────────────────────────────────────────┴─► integral ─► regions
 //! ```
 //!
 //! The integral stage counts edges (magnitude at least the edge threshold) and foreground
@@ -24,16 +24,16 @@
 //! stages read the slot itself, so a frame's images can be read only while its slot is
 //! held ([`Processed`]).
 //!
-//! Each stage lives in its own file with the kernel file it launches. Stages never allocate
-//! capture buffers and never touch metrics or HTTP; they fill a [`FrameResult`]. Around
-//! them: `options` (what is computed, and the work sizes a device gets), `timings`,
-//! `buffers` (guarded device images and read-back memory), `launch` (work-group geometry)
-//! and `processed` (what a frame gives back). This file holds [`Pipeline`], which runs
-//! them.
-//!
-//! Over 500 lines as one room: the `Pipeline` and the order of its stages on one queue
-//! (what runs, what is read back, in which order); its unit tests follow from line 521. It
-//! shrinks when the region sums become their own stage (issue 31).
+//! Each stage lives in its own file with the kernel file it launches; the integral stage
+//! is a folder (`integral/`: the blocked form's geometry and buffers, its passes, its
+//! un-blocking on the host), and the region stage (`regions.rs`) launches
+//! `kernels/regions.cl`, which is built with `kernels/integral.cl` as one program. Stages
+//! never allocate capture buffers and never touch metrics or HTTP; they fill a
+//! [`FrameResult`]. Around them: `options` (what is computed, and the work sizes a device
+//! gets), `timings`, `buffers` (guarded device images and read-back memory), `launch`
+//! (work-group geometry), `processed` (what a frame gives back), `traffic` and `inspect`
+//! (what a pipeline costs and tells about its last frame). This file holds [`Pipeline`],
+//! which runs them: what runs, what is read back, in which order.
 
 // One unsafe operation per block, so each SAFETY comment covers exactly one.
 #![deny(clippy::multiple_unsafe_ops_per_block)]
@@ -42,9 +42,11 @@ mod histogram;
 mod integral;
 mod luma;
 mod otsu;
+mod regions;
 mod sobel;
 
 mod buffers;
+mod inspect;
 mod launch;
 mod options;
 mod processed;
@@ -53,13 +55,11 @@ mod traffic;
 
 use opencl3::event::Event;
 
-use crate::cl::{event_interval, ClError, FrameSlot, Gpu, RawClError, Record};
+use crate::cl::{ClError, FrameSlot, Gpu, Record};
 use crate::frame::{FrameLayout, LayoutError};
 use crate::region::{Region, RegionError};
 
-use buffers::{
-    device_buffer, held_bytes, DeviceImage, DeviceImages, QueueDrain, ReadBack, Readout,
-};
+use buffers::{device_buffer, DeviceImage, DeviceImages, QueueDrain, ReadBack, Readout};
 pub(crate) use launch::Launch;
 use launch::StageContext;
 pub use options::{
@@ -116,6 +116,7 @@ pub struct Pipeline {
     histogram: histogram::HistogramStage,
     otsu: otsu::OtsuStage,
     integral: integral::IntegralStage,
+    regions: regions::RegionsStage,
     bufs: DeviceImages,
     /// The last frame's events, kept so that a frame allocates nothing once warm (none on
     /// a frame that is not timed).
@@ -181,8 +182,9 @@ impl Pipeline {
         layout.validate()?;
         let n = layout.pixels();
         let luma_in_slot = reads_luma_in_place(&layout);
-        let integral = integral::IntegralStage::new(gpu, &layout, regions, &tuning, images)?;
-        let readout = Readout::new(gpu, integral.sums_len())?;
+        let integral = integral::IntegralStage::new(gpu, &layout, &tuning, images)?;
+        let region_stage = regions::RegionsStage::new(gpu, &layout, regions, &tuning)?;
+        let readout = Readout::new(gpu, region_stage.sums_len())?;
         let read_back = ReadBack::new(readout.layout);
         let bufs = DeviceImages {
             luma: if luma_in_slot {
@@ -202,6 +204,7 @@ impl Pipeline {
             histogram: histogram::HistogramStage::new(gpu, &tuning, n).stage(Stage::Histogram)?,
             otsu: otsu::OtsuStage::new(gpu, &tuning, images, n).stage(Stage::Otsu)?,
             integral,
+            regions: region_stage,
             bufs,
             events: Vec::with_capacity(32),
             time_every: 1,
@@ -230,36 +233,6 @@ impl Pipeline {
         }
     }
 
-    /// The bytes this pipeline holds on the device: every buffer it allocated (images with
-    /// their guard bands, the integral passes' scratch, the small results), as the driver
-    /// reports their sizes. The frame slots are not counted: they belong to the source
-    /// ([`Pipeline::new_slot`] makes one of `frame_bytes()`).
-    pub fn device_bytes(&self) -> Result<u64, ClError> {
-        let sobel = match self.sobel.kept() {
-            Some(k) => held_bytes(&k.dx.buf)? + held_bytes(&k.dy.buf)? + held_bytes(&k.edges.buf)?,
-            None => 0,
-        };
-        let mask = match self.otsu.mask() {
-            Some(mask) => held_bytes(&mask.buf)?,
-            None => 0,
-        };
-        Ok(self.bufs.held_bytes()?
-            + sobel
-            + mask
-            + self.histogram.held_bytes()?
-            + self.integral.held_bytes()?)
-    }
-
-    /// The bytes a frame moves through this pipeline, per stage and in all, inputs read
-    /// once and outputs written once ([`Traffic`]), with the regions it measures now.
-    pub fn traffic(&self) -> Traffic {
-        Traffic::of(
-            &self.layout,
-            self.full_images(),
-            self.integral.region_count(),
-        )
-    }
-
     /// Measures the stage times on one frame in `frames` from the next frame on (every
     /// frame until this is called; 0 counts as 1). Each timed frame asks the driver for an
     /// event per kernel and reads two timestamps from each; the others ask none of their
@@ -277,8 +250,8 @@ impl Pipeline {
 
     /// Replaces the regions measured on each frame.
     pub fn set_regions(&mut self, gpu: &Gpu, regions: &[Region]) -> Result<(), PipelineError> {
-        let cells = self.integral.cells().to_vec();
-        self.integral
+        let cells = self.regions.cells().to_vec();
+        self.regions
             .set_regions(gpu, &self.layout, regions, &cells)?;
         self.new_readout(gpu)
     }
@@ -299,8 +272,8 @@ impl Pipeline {
             ),
             None => (Vec::new(), (0, 0)),
         };
-        let configured = self.integral.configured_regions().to_vec();
-        self.integral
+        let configured = self.regions.configured_regions().to_vec();
+        self.regions
             .set_regions(gpu, &self.layout, &configured, &cells)?;
         self.new_readout(gpu)?;
         self.grid = shape;
@@ -309,7 +282,7 @@ impl Pipeline {
 
     /// Makes the read-back buffers for the regions measured now.
     fn new_readout(&mut self, gpu: &Gpu) -> Result<(), PipelineError> {
-        self.bufs.readout = Readout::new(gpu, self.integral.sums_len())?;
+        self.bufs.readout = Readout::new(gpu, self.regions.sums_len())?;
         self.read_back.resize(self.bufs.readout.layout);
         Ok(())
     }
@@ -369,7 +342,7 @@ impl Pipeline {
         for (i, count) in result.histogram.iter_mut().enumerate() {
             *count = read.result(i);
         }
-        self.integral.fill_regions(
+        self.regions.fill(
             read.sums(),
             &mut result.frame,
             &mut result.regions,
@@ -383,16 +356,7 @@ impl Pipeline {
             }
         }
         if timed {
-            let mut timings = StageTimings::default();
-            let (mut first, mut last) = (u64::MAX, 0);
-            for (stage, event) in self.events.iter() {
-                let (start, end) = event_interval(event)?;
-                timings.0[*stage as usize] += end.saturating_sub(start);
-                first = first.min(start);
-                last = last.max(end);
-            }
-            self.last_timings = timings;
-            self.last_span = last.saturating_sub(first);
+            (self.last_timings, self.last_span) = StageTimings::of_events(&self.events)?;
         }
         result.width = l.width;
         result.height = l.height;
@@ -501,12 +465,12 @@ impl Pipeline {
             results: &r.results,
         };
         self.integral
-            .enqueue_integrals(gpu, &l, &counted, record, |e| keep(Stage::Integral, e))
+            .enqueue(gpu, &l, &counted, record, |e| keep(Stage::Integral, e))
             .stage(Stage::Integral)?;
         keep(
             Stage::Regions,
-            self.integral
-                .enqueue_regions(gpu, &l, &counted, &r.sums, record)
+            self.regions
+                .enqueue(gpu, &l, &counted, self.integral.blocked(), &r.sums, record)
                 .stage(Stage::Regions)?,
         );
         // One read of every result behind the kernels; the caller waits once.
@@ -515,245 +479,7 @@ impl Pipeline {
         // it while `process_into` holds the pipeline.
         unsafe { self.read_back.enqueue(gpu, r).stage(Stage::Regions) }
     }
-
-    /// How many of the last frame's commands (kernels and reads) the device has not
-    /// completed yet.
-    #[cfg(test)]
-    fn unfinished_commands(&self) -> usize {
-        let complete = |e: &Event| {
-            e.command_execution_status().map(|s| s.0) == Ok(opencl3::event::CL_COMPLETE)
-        };
-        let kernels = self.events.iter().map(|(_, e)| e);
-        let reads = self.read_back.event.iter();
-        kernels.chain(reads).filter(|e| !complete(e)).count()
-    }
-
-    /// Device time from the first kernel's start to the last one's end for the last frame
-    /// processed, in nanoseconds: the stages' times plus the gaps between kernels.
-    pub(crate) fn last_device_span_nanos(&self) -> u64 {
-        self.last_span
-    }
-
-    /// How many commands the last frame enqueued with an event: its kernels and the fills
-    /// that clear a histogram if it was timed, none if not.
-    pub(crate) fn last_command_count(&self) -> usize {
-        self.events.len()
-    }
-
-    /// When the last frame's read of its results ended, on the device clock in
-    /// nanoseconds: the end of every frame, timed or not.
-    pub(crate) fn last_read_end_nanos(&self) -> Result<u64, ClError> {
-        match &self.read_back.event {
-            Some(read) => Ok(event_interval(read)?.1),
-            None => Err(ClError::Call {
-                call: "clGetEventProfilingInfo(the frame's read)",
-                code: RawClError(opencl3::error_codes::CL_INVALID_EVENT),
-            }),
-        }
-    }
-
-    /// Names of the per-pixel buffers whose guard band a kernel overwrote (none, if every
-    /// kernel kept within its image), of those the pipeline has (luma only where not read
-    /// from the slot, the full images only when kept). For tests.
-    pub fn broken_guards(&self, gpu: &Gpu) -> Result<Vec<&'static str>, ClError> {
-        let b = &self.bufs;
-        let mut images = vec![("magnitude", b.magnitude.guard_intact(gpu)?)];
-        if let Some(luma) = &b.luma {
-            images.push(("luma", luma.guard_intact(gpu)?));
-        }
-        if let Some(k) = self.sobel.kept() {
-            images.push(("dx", k.dx.guard_intact(gpu)?));
-            images.push(("dy", k.dy.guard_intact(gpu)?));
-            images.push(("edges", k.edges.guard_intact(gpu)?));
-        }
-        if let Some(mask) = self.otsu.mask() {
-            images.push(("mask", mask.guard_intact(gpu)?));
-        }
-        Ok(images
-            .into_iter()
-            .chain(self.integral.guard_checks(gpu)?)
-            .filter(|&(_, intact)| !intact)
-            .map(|(name, _)| name)
-            .collect())
-    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::frame::PixelFormat;
-    use crate::reference;
-
-    fn gpu() -> Gpu {
-        crate::cl::test_gpu()
-    }
-
-    /// Both ways of waiting (NVIDIA's: the frame's last read polled, no clFinish once it
-    /// completed), run on the test device, timing one frame in 3 as the daemon times a
-    /// few: every command of a frame has completed when it returns; the untimed frames
-    /// keep no events and carry the last timed frame's stage times; and the results, all
-    /// come back with one read, are exact (histogram, threshold, regions, the grid's
-    /// cells, the gradient histogram), for frames read in place and through the luma
-    /// stage, for every tuning (the Mali one's histogram scratch is shared by the two
-    /// histograms).
-    #[test]
-    fn timed_and_untimed_frames_give_exact_results_with_every_command_complete() {
-        for completion in [crate::cl::Completion::Finish, crate::cl::Completion::Poll] {
-            let mut gpu = gpu();
-            gpu.completion = completion;
-            let formats = [PixelFormat::Grey, PixelFormat::Yuyv];
-            for ((name, tuning), format) in Tuning::ALL.into_iter().zip(formats.iter().cycle()) {
-                let what = format!("{completion:?}, {name}, {format}");
-                let layout = FrameLayout::packed(*format, 641, 479);
-                let regions = ["door:10,20,300,200".parse().expect("region")];
-                let options = PipelineOptions::default();
-                let mut pipeline = Pipeline::with_tuning(&gpu, layout, options, &regions, tuning)
-                    .expect("pipeline");
-                pipeline
-                    .set_health_grid(&gpu, Some(crate::health::GRID))
-                    .expect("health grid");
-                pipeline.time_every(3);
-                let mut slot = pipeline.new_slot(&gpu).expect("slot");
-                let mut last_timed = StageTimings::default();
-                for n in 0..5usize {
-                    let what = format!("{what}, frame {n}");
-                    let frame: Vec<u8> = (0..layout.frame_bytes())
-                        .map(|i| ((i * (7 + n)) % 251) as u8)
-                        .collect();
-                    slot.write_bytes(&gpu, &frame).expect("write the frame");
-                    let result = pipeline
-                        .process(&gpu, &slot)
-                        .expect("a frame")
-                        .into_result();
-                    assert_eq!(pipeline.unfinished_commands(), 0, "{what}");
-                    assert_eq!(result.timed, n % 3 == 0, "{what}");
-                    if result.timed {
-                        assert!(result.timings.get(Stage::Sobel) > 0, "{what}");
-                        last_timed = result.timings;
-                    } else {
-                        assert_eq!(result.timings, last_timed, "{what}");
-                        assert!(pipeline.events.is_empty(), "{what}");
-                    }
-                    let luma = reference::luma(&layout, &frame);
-                    let hist = reference::histogram(&luma);
-                    assert_eq!(result.histogram, hist, "{what}");
-                    assert_eq!(result.otsu_threshold, reference::otsu_threshold(&hist));
-                    let (sum, sqsum) = reference::integral(&luma, 641, 479);
-                    let at = |x: usize, y: usize| u64::from(sum[y * 642 + x]);
-                    let door = at(310, 220) + at(10, 20) - at(310, 20) - at(10, 220);
-                    assert_eq!(result.regions[0].1.sum, door, "{what}");
-                    assert_eq!(result.frame.sum, at(641, 479), "{what}");
-                    assert_eq!(result.frame.sqsum, sqsum[479 * 642 + 641], "{what}");
-                    let cells: u64 = result.cells.iter().map(|c| c.sum).sum();
-                    assert_eq!(cells, at(641, 479), "{what}");
-                    let foreground =
-                        luma.iter().filter(|&&v| v > result.otsu_threshold).count() as u64;
-                    assert_eq!(result.frame.foreground, foreground, "{what}");
-                    assert_eq!(result.gradient_sampled, n % 4 == 0, "{what}");
-                    if result.gradient_sampled {
-                        let (dx, dy) = reference::sobel(&luma, 641, 479, options.border);
-                        let magnitude = reference::magnitude(&dx, &dy, options.magnitude);
-                        let gradients = reference::histogram(&magnitude);
-                        assert_eq!(result.gradient_histogram, gradients, "{what}");
-                    }
-                }
-            }
-        }
-    }
-
-    /// Two cameras on one device share its context and built programs: their pipelines,
-    /// each with its own queue, kernels (and so kernel arguments) and buffers, run at
-    /// once on two threads, one on grey frames read in place, one on YUYV through the luma
-    /// stage, of other sizes and regions, and every frame of each is exact.
-    #[test]
-    fn two_cameras_sharing_a_context_run_at_once_with_exact_results() {
-        let _turn = crate::cl::SHARING_TESTS
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        let cameras = [
-            (PixelFormat::Grey, 641, 479, "door:10,20,300,200"),
-            (PixelFormat::Yuyv, 333, 250, "door:3,5,100,90"),
-        ];
-        let gpus = [gpu(), gpu()];
-        assert!(gpus[0].shares_context_with(&gpus[1]));
-        std::thread::scope(|scope| {
-            for (n, (gpu, (format, w, h, region))) in gpus.iter().zip(cameras).enumerate() {
-                scope.spawn(move || {
-                    let layout = FrameLayout::packed(format, w, h);
-                    let regions = [region.parse::<Region>().expect("region")];
-                    let r = &regions[0];
-                    let (x, y, rw, rh) = (r.x, r.y, r.width, r.height);
-                    let mut pipeline =
-                        Pipeline::new(gpu, layout, PipelineOptions::default(), &regions)
-                            .expect("pipeline");
-                    let mut slot = pipeline.new_slot(gpu).expect("slot");
-                    for f in 0..20usize {
-                        let what = format!("camera {n}, frame {f}");
-                        let frame: Vec<u8> = (0..layout.frame_bytes())
-                            .map(|i| ((i * (3 + f + 5 * n)) % 253) as u8)
-                            .collect();
-                        slot.write_bytes(gpu, &frame).expect("write the frame");
-                        let result = pipeline.process(gpu, &slot).expect("a frame").into_result();
-                        let luma = reference::luma(&layout, &frame);
-                        let hist = reference::histogram(&luma);
-                        assert_eq!(result.histogram, hist, "{what}");
-                        assert_eq!(result.otsu_threshold, reference::otsu_threshold(&hist));
-                        let (sum, _) = reference::integral(&luma, w as usize, h as usize);
-                        let at = |x: u32, y: u32| u64::from(sum[(y * (w + 1) + x) as usize]);
-                        let door = at(x + rw, y + rh) + at(x, y) - at(x + rw, y) - at(x, y + rh);
-                        assert_eq!(result.regions[0].1.sum, door, "{what}");
-                        assert_eq!(result.frame.sum, at(w, h), "{what}");
-                    }
-                });
-            }
-        });
-    }
-
-    /// Issue 4: a frame that fails after a non-blocking read was enqueued returned while
-    /// the device could still write into a stack array. Here the failure comes right
-    /// after the read, the last point before the wait; a 1080p frame keeps the device busy
-    /// for milliseconds, so a return without waiting finds its commands still running.
-    /// What this proves: every command the frame enqueued has completed when
-    /// `process_into` returns its error, so no write is pending into host memory. It
-    /// cannot see a write into freed memory itself, only that none can still come.
-    #[test]
-    fn r4_a_frame_failing_after_its_reads_returns_with_every_command_complete() {
-        let gpu = gpu();
-        let layout = FrameLayout::packed(PixelFormat::Yuyv, 1920, 1080);
-        let regions = ["door:10,20,640,480".parse().expect("region")];
-        let mut pipeline =
-            Pipeline::new(&gpu, layout, PipelineOptions::default(), &regions).expect("pipeline");
-        let mut slot = pipeline.new_slot(&gpu).expect("slot");
-        let frame: Vec<u8> = (0..layout.frame_bytes())
-            .map(|i| (i * 7 % 251) as u8)
-            .collect();
-        slot.write_bytes(&gpu, &frame).expect("write the frame");
-        for attempt in 0..3 {
-            pipeline.read_back.fail_after_read = true;
-            let err = pipeline
-                .process(&gpu, &slot)
-                .expect_err("the injected failure");
-            let chain = format!(
-                "{err}: {}",
-                std::error::Error::source(&err).expect("a cause")
-            );
-            assert_eq!(
-                chain,
-                "regions stage: a step after clEnqueueReadBuffer(results), failing as a test \
-                 asked failed: CL_OUT_OF_RESOURCES",
-                "attempt {attempt}"
-            );
-            assert!(pipeline.read_back.event.is_some(), "the read was enqueued");
-            assert_eq!(pipeline.unfinished_commands(), 0, "attempt {attempt}");
-        }
-        // The failed frames left nothing behind: the next one is exact.
-        pipeline.read_back.fail_after_read = false;
-        let result = pipeline.process(&gpu, &slot).expect("a frame");
-        let luma = reference::luma(&layout, &frame);
-        let hist = reference::histogram(&luma);
-        assert_eq!(result.histogram, hist);
-        assert_eq!(result.otsu_threshold, reference::otsu_threshold(&hist));
-        assert_eq!(result.regions[0].1.area, 640 * 480);
-        assert_eq!(pipeline.unfinished_commands(), 0);
-    }
-}
+mod tests;

@@ -1,5 +1,9 @@
 //! The stages' names and their device time per frame.
 
+use opencl3::event::Event;
+
+use crate::cl::{event_interval, ClError};
+
 /// The stages, in the order they run; their names label timings and metrics.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stage {
@@ -47,6 +51,20 @@ pub struct StageTimings(pub [u64; Stage::ALL.len()]);
 impl StageTimings {
     pub fn get(&self, stage: Stage) -> u64 {
         self.0[stage as usize]
+    }
+
+    /// A frame's stage times from its commands' events, each command's time added to its
+    /// stage's, and the span from the first command's start to the last one's end.
+    pub(super) fn of_events(events: &[(Stage, Event)]) -> Result<(StageTimings, u64), ClError> {
+        let mut timings = StageTimings::default();
+        let (mut first, mut last) = (u64::MAX, 0);
+        for (stage, event) in events {
+            let (start, end) = event_interval(event)?;
+            timings.0[*stage as usize] += end.saturating_sub(start);
+            first = first.min(start);
+            last = last.max(end);
+        }
+        Ok((timings, last.saturating_sub(first)))
     }
 
     /// Each stage's median over several frames (the upper middle for an even count).

@@ -1,0 +1,230 @@
+//! The scans after the tile pass: left summed along the rows (where the pass left each
+//! tile's own row sums), top down the bands, and the corners from left's band ends. A
+//! work-item a line on CPUs and Mali; on GPUs each line shared by a group's work-items.
+
+use opencl3::event::Event;
+use opencl3::kernel::Kernel;
+use opencl3::program::Program;
+
+use super::{kernel, Blocked, Tiles};
+use crate::cl::{launch, CallContext, ClError, Gpu, KernelArg, Record};
+use crate::frame::FrameLayout;
+use crate::pipeline::{IntegralLayout, Launch};
+
+/// Work-items per group of the scans a work-item a line.
+const LINE_GROUP_SIZE: usize = 64;
+/// The parts of left, top and corner: the three u32 planes (sum, edges, foreground) and
+/// the u64 squared sums, the second dimension of their passes.
+const PARTS: usize = 4;
+/// Lines and runs along each line in a group of the split scans (`SPLIT_LINES` and
+/// `SPLIT_CHUNKS` in integral.cl, which sizes its local memory by them).
+const SPLIT_LINES: usize = 32;
+const SPLIT_CHUNKS: usize = 8;
+
+/// How left, top and corner are summed over whole tiles after the tile pass.
+pub(super) enum Scans {
+    /// A work-item a line walking all of it: `integral_left_rows` where the tile pass
+    /// left each tile's own row sums (`rows`), then `integral_tops` and
+    /// `integral_corners`. CPUs and Mali.
+    Chains {
+        rows: Option<(Kernel, Launch)>,
+        tops: Kernel,
+        tops_launch: Launch,
+        corners: Kernel,
+        corners_launch: Launch,
+    },
+    /// Groups of `local` = (lines, runs a line) work-items: `integral_left_tops`, then
+    /// `integral_corners_split`. GPUs (`integral_group_tiles`).
+    Split {
+        left_tops: Kernel,
+        corners: Kernel,
+        local: [usize; 2],
+    },
+}
+
+impl Scans {
+    pub(super) fn new(
+        gpu: &Gpu,
+        program: &Program,
+        layout: IntegralLayout,
+    ) -> Result<Scans, ClError> {
+        if layout == IntegralLayout::GroupBands {
+            let left_tops = kernel(program, "integral_left_tops")?;
+            let corners = kernel(program, "integral_corners_split")?;
+            let most = [&left_tops, &corners]
+                .into_iter()
+                .map(|k| k.get_work_group_size(gpu.device.id()))
+                .try_fold(usize::MAX, |m, s| Ok(m.min(s?)))
+                .call("clGetKernelWorkGroupInfo")?
+                .max(1);
+            let lines = SPLIT_LINES.min(most);
+            return Ok(Scans::Split {
+                left_tops,
+                corners,
+                local: [lines, (most / lines).min(SPLIT_CHUNKS)],
+            });
+        }
+        let rows = match layout {
+            IntegralLayout::ItemTiles => {
+                let rows = kernel(program, "integral_left_rows")?;
+                let launch = Launch::one_d(gpu, &rows, LINE_GROUP_SIZE)?;
+                Some((rows, launch))
+            }
+            _ => None,
+        };
+        let (tops, corners) = (
+            kernel(program, "integral_tops")?,
+            kernel(program, "integral_corners")?,
+        );
+        Ok(Scans::Chains {
+            rows,
+            tops_launch: Launch::one_d(gpu, &tops, LINE_GROUP_SIZE)?,
+            tops,
+            corners_launch: Launch::one_d(gpu, &corners, LINE_GROUP_SIZE)?,
+            corners,
+        })
+    }
+
+    /// Enqueues the scans of `g`, which `Blocked::new` made from `layout`'s [`Tiles`] and
+    /// the tile pass wrote, handing each kernel's event to `event`.
+    pub(super) fn enqueue(
+        &self,
+        gpu: &Gpu,
+        layout: &FrameLayout,
+        g: &Blocked,
+        record: Record,
+        mut event: impl FnMut(Option<Event>),
+    ) -> Result<(), ClError> {
+        let (w, h) = (layout.width, layout.height);
+        let t = Tiles::new(layout);
+        let what = "clEnqueueNDRangeKernel(integral)";
+        // integral_corners' and integral_corners_split's arguments (width, height, left,
+        // left_sq, corner, corner_sq).
+        let corner_args: [&dyn KernelArg; 6] = [
+            &w,
+            &h,
+            &g.left.buf,
+            &g.left_sq.buf,
+            &g.corner.buf,
+            &g.corner_sq.buf,
+        ];
+        match self {
+            Scans::Chains {
+                rows,
+                tops,
+                tops_launch,
+                corners,
+                corners_launch,
+            } => {
+                if let Some((rows, rows_launch)) = rows {
+                    // SAFETY: the arguments are integral_left_rows' (width, height, left,
+                    // left_sq). Work-item (y, part) returns unless y < height and part < 4,
+                    // and walks row y of the whole tiles of one part of left, `left_len()`
+                    // elements a plane as `Blocked::new` made them for this layout.
+                    event(unsafe {
+                        launch(
+                            gpu,
+                            rows,
+                            &[&w, &h, &g.left.buf, &g.left_sq.buf],
+                            &[rows_launch.global_1d(t.height), PARTS],
+                            &[rows_launch.local[0], 1],
+                            what,
+                            record,
+                        )
+                    }?);
+                }
+                // SAFETY: the arguments are integral_tops' (width, height, top, top_sq). Work-item
+                // (q, part) returns unless 4q < the padded width and part < 4, and walks columns
+                // 4q..4q + 3 down the whole bands of one part of top, `top_len()` elements a plane
+                // as `Blocked::new` made them for this layout (the padded width is a multiple of
+                // 16, so no vector crosses a plane's end). At least one work-item is launched.
+                event(unsafe {
+                    launch(
+                        gpu,
+                        tops,
+                        &[&w, &h, &g.top.buf, &g.top_sq.buf],
+                        &[tops_launch.global_1d(t.padded() / 4), PARTS],
+                        &[tops_launch.local[0], 1],
+                        what,
+                        record,
+                    )
+                }?);
+                // SAFETY: the arguments are integral_corners' (width, height, left, left_sq,
+                // corner, corner_sq). Work-item (t, part) returns unless t is a whole tile column
+                // and part < 4, reads left's rows 16 b + 15 of whole bands b in column t and writes
+                // corner's column t, `left_len()` and `corner_len()` elements a plane as
+                // `Blocked::new` made them for this layout. At least one work-item is launched.
+                event(unsafe {
+                    launch(
+                        gpu,
+                        corners,
+                        &corner_args,
+                        &[corners_launch.global_1d(t.whole_across().max(1)), PARTS],
+                        &[corners_launch.local[0], 1],
+                        what,
+                        record,
+                    )
+                }?);
+            }
+            Scans::Split {
+                left_tops,
+                corners,
+                local,
+            } => {
+                let lines = local[0];
+                let row_groups = t.height.div_ceil(lines);
+                let column_groups = t.padded().div_ceil(lines);
+                // SAFETY: the arguments are integral_left_tops' (width, height, left,
+                // left_sq, top, top_sq), and `local` is at most SPLIT_LINES x SPLIT_CHUNKS,
+                // the work-items its local buffer holds (and at most what the kernel
+                // allows). The groups are exactly 4 x ceil(height / lines) of left and then
+                // 4 x ceil(padded width / lines) of top as the kernel counts them, from the
+                // same width, height and lines: work-item (line, k) of a group touches one
+                // part's row (or padded column) `line`, only where it is below height (the
+                // padded width), and of it only whole tiles' entries of left (whole bands'
+                // of top), `left_len()` (`top_len()`) elements a plane as `Blocked::new`
+                // made them for this layout; every work-item of a group reaches its one
+                // barrier.
+                event(unsafe {
+                    launch(
+                        gpu,
+                        left_tops,
+                        &[
+                            &w,
+                            &h,
+                            &g.left.buf,
+                            &g.left_sq.buf,
+                            &g.top.buf,
+                            &g.top_sq.buf,
+                        ],
+                        &[PARTS * (row_groups + column_groups) * lines, local[1]],
+                        local,
+                        what,
+                        record,
+                    )
+                }?);
+                let tile_groups = t.whole_across().max(1).div_ceil(lines);
+                // SAFETY: the arguments are integral_corners_split's (width, height, left,
+                // left_sq, corner, corner_sq), `local` as above. The groups are exactly
+                // 4 x ceil(max(W16, 1) / lines) as the kernel counts them: work-item
+                // (line, k) of a group takes tile column `line` of one part only where it
+                // is a whole tile column, reads left's rows 16 b + 15 of whole bands b in
+                // that column and writes corner's column, `left_len()` and `corner_len()`
+                // elements a plane as `Blocked::new` made them for this layout; every
+                // work-item of a group reaches its one barrier.
+                event(unsafe {
+                    launch(
+                        gpu,
+                        corners,
+                        &corner_args,
+                        &[PARTS * tile_groups * lines, local[1]],
+                        local,
+                        what,
+                        record,
+                    )
+                }?);
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,154 @@
+//! The first pass over the tiles, which writes local (with the full images), left and top,
+//! in the layout the tuning picks ([`IntegralLayout`]): a work-item per run of bands
+//! (CPUs), per tile (Mali) or per column of a group of tiles (GPUs).
+
+use opencl3::event::Event;
+use opencl3::kernel::Kernel;
+use opencl3::program::Program;
+
+use super::{kernel, Blocked, Counted, Tiles};
+use crate::cl::{launch, Args, CallContext, ClError, Gpu, Record};
+use crate::frame::FrameLayout;
+use crate::pipeline::{FullImages, IntegralLayout};
+
+/// Work-items per group of `integral_tiles` (a multiple of 4 of 64 to 128: Mali's guide).
+const TILES_GROUP: usize = 64;
+/// Runs of bands per compute unit in the CPU pass: a few, so a slow core holds up little.
+const BANDS_PER_COMPUTE_UNIT: usize = 4;
+/// Most work-items in a group of the GPU pass: `GROUP_TILES` tiles of 16 columns in
+/// integral.cl, whose local memory holds that many tiles.
+const TILE_GROUP_MAX: usize = 128;
+
+/// The pass's kernel, how it is laid out on the device, and whether it writes local.
+pub(super) struct TilePass {
+    kernel: Kernel,
+    shape: Shape,
+    /// 1 where the pass writes local, 0 where not: only for the full images.
+    keep_local: u32,
+}
+
+enum Shape {
+    /// CPUs: `integral_tile_bands`, `items` work-items of one, each a run of bands.
+    ItemBands { items: u32 },
+    /// GPUs: a 2-D pass, `across` work-items a band in groups of `group`, whose left then
+    /// needs summing along the rows: `integral_group_tiles`, a work-item per column and a
+    /// group per `group / 16` tiles (`group` a multiple of 16), or `integral_tiles`, a
+    /// work-item per tile.
+    Grid { across: usize, group: usize },
+}
+
+impl TilePass {
+    pub(super) fn new(
+        gpu: &Gpu,
+        program: &Program,
+        layout: IntegralLayout,
+        tiles: &Tiles,
+        images: FullImages,
+    ) -> Result<TilePass, ClError> {
+        let keep_local = u32::from(images == FullImages::Kept);
+        if layout == IntegralLayout::ItemBands {
+            let items =
+                (gpu.info.compute_units as usize * BANDS_PER_COMPUTE_UNIT).clamp(1, tiles.bands());
+            return Ok(TilePass {
+                kernel: kernel(program, "integral_tile_bands")?,
+                shape: Shape::ItemBands {
+                    items: items as u32,
+                },
+                keep_local,
+            });
+        }
+        // The kernel, pixels a work-item takes across a band, the group size wanted and
+        // what it must be a multiple of: integral_group_tiles gives each tile 16
+        // work-items, so its groups hold whole tiles.
+        let (name, per_item, wanted, multiple) = match layout {
+            IntegralLayout::ItemTiles => ("integral_tiles", Tiles::SIZE, TILES_GROUP, 1),
+            _ => ("integral_group_tiles", 1, TILE_GROUP_MAX, Tiles::SIZE),
+        };
+        let kernel = kernel(program, name)?;
+        let most = kernel
+            .get_work_group_size(gpu.device.id())
+            .call("clGetKernelWorkGroupInfo")?;
+        Ok(TilePass {
+            kernel,
+            shape: Shape::Grid {
+                across: tiles.padded() / per_item,
+                group: (wanted.min(most) / multiple).max(1) * multiple,
+            },
+            keep_local,
+        })
+    }
+
+    /// Enqueues the pass over `counted` for frames of `layout`, into `g`, which
+    /// `Blocked::new` made from that layout's [`Tiles`] and with local where this pass
+    /// writes it.
+    pub(super) fn enqueue(
+        &self,
+        gpu: &Gpu,
+        layout: &FrameLayout,
+        counted: &Counted,
+        g: &Blocked,
+        record: Record,
+    ) -> Result<Option<Event>, ClError> {
+        let Counted {
+            luma,
+            magnitude,
+            results,
+            ..
+        } = *counted;
+        let (w, h) = (&layout.width, &layout.height);
+        let et = u32::from(counted.edge_threshold);
+        // Luma and the magnitude are dense: their rows are `w` apart (src_stride).
+        let mut args = Args::<17>::new(w);
+        args.push(&[luma, w, w, h, magnitude, &et, results]);
+        let (global, local, dims) = match &self.shape {
+            Shape::ItemBands { items } => {
+                args.push(&[items]);
+                ([*items as usize, 1], [1, 1], 1)
+            }
+            Shape::Grid { across, group } => {
+                let bands = Tiles::new(layout).bands();
+                ([across.next_multiple_of(*group), bands], [*group, 1], 2)
+            }
+        };
+        args.push(&[
+            &self.keep_local,
+            &g.sum.buf,
+            &g.sqsum.buf,
+            &g.edges.buf,
+            &g.foreground.buf,
+            &g.left.buf,
+            &g.left_sq.buf,
+            &g.top.buf,
+            &g.top_sq.buf,
+        ]);
+        // SAFETY: the arguments are those of integral.cl's integral_tile_bands (luma,
+        // src_stride, width, height, magnitude, edge_threshold, results, items, keep_local,
+        // sum, sqsum, edges, foreground, left, left_sq, top, top_sq), and of
+        // integral_group_tiles and integral_tiles (the same without items), src_stride =
+        // width; none writes local unless `keep_local` is 1, and `Blocked::new` made local
+        // `local_len()` long exactly where it is 1 (the integral stage made both from one
+        // `FullImages`), and left and top `left_len()` and `top_len()` a plane, all from
+        // this layout's `Tiles`. Every work-item reads rows below `height` of the two
+        // `pixels()`-byte inputs only within `width` columns (a partial tile byte by byte),
+        // and word 256 of `results`. integral_tile_bands' work-item k < `items` writes its
+        // bands' elements of local, left and top. Of the 2-D passes, band b's work-items
+        // write within that band: integral_group_tiles' item (x, b) element x of the band's
+        // rows of local only where x < the padded width (`group` a multiple of 16 of at
+        // most TILE_GROUP_MAX, the tiles its local buffer holds), integral_tiles' item
+        // (t, b) its tile's elements only where the tile lies in the frame; both write left
+        // only for whole tiles and rows of the band, and top only for whole bands. The
+        // pipeline, the only caller, passes the layout the stage was built for, its inputs
+        // of `pixels()` bytes and its 257-word results.
+        unsafe {
+            launch(
+                gpu,
+                &self.kernel,
+                args.as_slice(),
+                &global[..dims],
+                &local[..dims],
+                "clEnqueueNDRangeKernel(integral)",
+                record,
+            )
+        }
+    }
+}
