@@ -197,10 +197,7 @@ impl WarmCamera {
             let m = Arc::clone(&m);
             std::thread::spawn(move || {
                 camera::run_with_source(settings(), m, links, |settings, gpu| {
-                    Ok(Box::new(FallsBehind {
-                        inner: capture::open(&settings.source, gpu)?,
-                        turns: 0,
-                    }))
+                    Ok(falls_behind(capture::open(&settings.source, gpu)?))
                 })
             })
         };
@@ -315,15 +312,14 @@ impl Events {
     }
 }
 
-/// A source whose camera loop falls behind: every 25th turn it sleeps 40 ms before asking
-/// for a frame, so the source finds frames missed (sequence gaps), as it would behind a
-/// slow pipeline.
-struct FallsBehind {
+/// A camera's source with `before` run on the camera's thread each time the camera asks
+/// it for a frame.
+struct Hooked<F> {
     inner: Box<dyn FrameSource>,
-    turns: u64,
+    before: F,
 }
 
-impl FrameSource for FallsBehind {
+impl<F: FnMut() + Send> FrameSource for Hooked<F> {
     fn describe(&self) -> String {
         self.inner.describe()
     }
@@ -340,12 +336,25 @@ impl FrameSource for FallsBehind {
         self.inner.stats()
     }
     fn next_frame(&mut self, gpu: &Gpu, wait: Duration) -> Result<Next<'_>, CaptureError> {
-        self.turns += 1;
-        if self.turns.is_multiple_of(25) {
-            std::thread::sleep(Duration::from_millis(40));
-        }
+        (self.before)();
         self.inner.next_frame(gpu, wait)
     }
+}
+
+/// A source whose camera loop falls behind: every 25th turn it sleeps 40 ms before asking
+/// for a frame, so the source finds frames missed (sequence gaps), as it would behind a
+/// slow pipeline.
+fn falls_behind(inner: Box<dyn FrameSource>) -> Box<dyn FrameSource> {
+    let mut turns = 0u64;
+    Box::new(Hooked {
+        inner,
+        before: move || {
+            turns += 1;
+            if turns.is_multiple_of(25) {
+                std::thread::sleep(Duration::from_millis(40));
+            }
+        },
+    })
 }
 
 /// The daemon's per-frame path: the camera thread (pipeline with two ROIs and the health
@@ -366,36 +375,6 @@ fn a_warm_camera_and_its_publisher_allocate_nothing_per_frame() {
     assert_eq!(during, 0, "{during} allocations from frame {from} to {to}");
 }
 
-/// A source that notes, each time the camera asks it for a frame, how many allocations the
-/// camera's thread has made so far.
-struct CountsCameraThread {
-    inner: Box<dyn FrameSource>,
-    allocations: Arc<AtomicUsize>,
-}
-
-impl FrameSource for CountsCameraThread {
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-    fn layout(&self) -> FrameLayout {
-        self.inner.layout()
-    }
-    fn io_mode(&self) -> IoMode {
-        self.inner.io_mode()
-    }
-    fn is_up(&self) -> bool {
-        self.inner.is_up()
-    }
-    fn stats(&self) -> CaptureStats {
-        self.inner.stats()
-    }
-    fn next_frame(&mut self, gpu: &Gpu, wait: Duration) -> Result<Next<'_>, CaptureError> {
-        let n = THREAD_ALLOCATIONS.with(Cell::get);
-        self.allocations.store(n, Ordering::Relaxed);
-        self.inner.next_frame(gpu, wait)
-    }
-}
-
 /// `verify_every = 2`: every other frame is copied for the verifier (more often than
 /// the verifier keeps up with, so due frames also find the last check still running).
 /// The camera's thread allocates nothing per frame meanwhile, and every check passes.
@@ -410,9 +389,15 @@ fn a_verifying_camera_thread_allocates_nothing_per_frame() {
     let camera = {
         let allocations = Arc::clone(&allocations);
         WarmCamera::start_with(settings, move |inner| {
-            Box::new(CountsCameraThread {
+            // How many allocations the camera's thread has made, each time it asks for a
+            // frame.
+            let allocations = Arc::clone(&allocations);
+            Box::new(Hooked {
                 inner,
-                allocations: Arc::clone(&allocations),
+                before: move || {
+                    let n = THREAD_ALLOCATIONS.with(Cell::get);
+                    allocations.store(n, Ordering::Relaxed);
+                },
             })
         })
     };
