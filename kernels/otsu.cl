@@ -1,6 +1,10 @@
 /*
  * otsu.cl: Otsu's threshold from the 256-bin histogram, on the device, and the 0/255 mask.
  *
+ * Over 500 lines as one room: the threshold is OpenCV's only with its double arithmetic
+ * rounded as OpenCV's is, so the binary64 emulation (most of the file) lives beside the
+ * one loop that uses it, and is built into Sobel's program with it (-DOTSU_BESIDE).
+ *
  * otsu_threshold reads hist[256] and total (= width * height), writes the counts and the
  *   threshold to results[0..256] and results[256], and leaves hist zeroed for the next
  *   frame's counting (no separate command to clear it).

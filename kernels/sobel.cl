@@ -1,6 +1,11 @@
 /*
  * sobel.cl: 3x3 Sobel derivatives, gradient magnitude and edge mask in one pass over luma.
  *
+ * Over 500 lines as one room: one program holds every Sobel kernel (the runs of 16, the
+ * CPU's byte pairs, the GPU's four-pixel rows) because they share the border rules, the
+ * magnitude's rounding and the edge test, which must be the same code to give the same
+ * bytes with every tuning; most of the length is the comments that say why each is so.
+ *
  * sobel3x3 reads  src (uchar luma, row stride src_stride bytes), width x height;
  *          writes dx, dy (short, full precision), mag (uchar) and edges (uchar, 0 or 255),
  *          all with a row stride of dst_stride elements.

@@ -2,6 +2,10 @@
 //! sizes, every pixel format, every border mode, strides wider than the width, guard bands
 //! after every output, every tuning of `Tuning::ALL` with and without the full images
 //! kept, and Otsu on the histograms where rounding decides ties.
+//!
+//! Over 500 lines as one room: one test binary, so that the emulated boards and the second
+//! OpenCL implementation run it as one executable (tests/arm, tests/rusticl); each test is
+//! a kernel's property against `reference`, and the length is the number of kernels.
 
 mod common;
 

@@ -2,6 +2,9 @@
 //! frame, also while frames are dropped because the camera or the publisher fell behind:
 //! every Rust allocation of the process is counted while frames go through (the tests of
 //! this binary take turns, so none counts another's).
+//!
+//! Over 500 lines as one room: its tests share the counting allocator, which is global to
+//! the binary, and the warm camera they drive; apart, each binary would need its own.
 
 mod common;
 

@@ -7,6 +7,10 @@ kind how soon each tamper was reported and how many false alarms normal footage 
     python3 bench/health/eval.py [--binary B] [--sequences DIR] [--subset] [--only NAME,...]
                                  [--parallel N] [--set KEY=VALUE ...] [--json OUT] [--check]
 
+Over 500 lines as one file: the daemon runs, the event parsing and the scoring feed one
+another and test_eval.py tests them together; apart they would pass the same records
+around.
+
 The events (one stderr line each, from the daemon's tracing subscriber):
     WARN camera health: tampered camera=NAME kind=KIND frame=N
     INFO camera health: ok again camera=NAME kind=KIND frame=N

@@ -6,6 +6,10 @@ and an index.json listing them all.
     python3 bench/health/make_sequences.py [--images DIR] [--out DIR] [--only NAME,...]
                                            [--subset] [--jobs N]
 
+Over 500 lines as one file: every sequence's recipe (the scene, the tamper and its frame
+numbers) sits beside the image operations it uses, so that a label and the frames it
+describes are read together; the file is a table of those recipes more than code.
+
     --images   the photographs (default target/health/images)
     --out      where the sequences go (default target/health/sequences); a sequence's
                directory is emptied of PGM files and written afresh
