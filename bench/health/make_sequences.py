@@ -6,10 +6,6 @@ and an index.json listing them all.
     python3 bench/health/make_sequences.py [--images DIR] [--out DIR] [--only NAME,...]
                                            [--subset] [--jobs N]
 
-Over 500 lines as one file: every sequence's recipe (the scene, the tamper and its frame
-numbers) sits beside the image operations it uses, so that a label and the frames it
-describes are read together; the file is a table of those recipes more than code.
-
     --images   the photographs (default target/health/images)
     --out      where the sequences go (default target/health/sequences); a sequence's
                directory is emptied of PGM files and written afresh
@@ -25,6 +21,10 @@ Every frame is a clean rendering (the photograph, its lighting, objects, blur, c
 plus sensor noise drawn afresh for that frame: Gaussian read noise and a little shot noise
 (variance growing with the signal), rounded and clipped to 0..255. A frozen frame is the
 previous file's bytes again, noise included.
+
+Over 500 lines as one file: every sequence's recipe (the scene, the tamper and its frame
+numbers) sits beside the image operations it uses, so that a label and the frames it
+describes are read together; the file is a table of those recipes more than code.
 """
 import argparse
 import hashlib
