@@ -1,8 +1,13 @@
 # make demo: run the daemon on the test pattern on loopback (status page on) until Ctrl-C.
 # make demo-process: run the pipeline once on the bundled sample and say where the results are.
-# make test: every test: format, lints, unit and OpenCL tests, OpenCV conformance, the board
-#            builds (cross), the Debian packages, the V4L2 capture tests against the vivid
-#            virtual camera in a QEMU VM, and the package under real systemd in a QEMU VM.
+# make test: every test: format, lints, unit and OpenCL tests, OpenCV conformance, the same
+#            OpenCL tests on a second implementation (test-rusticl), the board builds
+#            (cross), the Debian packages, the V4L2 capture tests against the vivid virtual
+#            camera in a QEMU VM, and the package under real systemd in a QEMU VM.
+# make test-rusticl: the kernel tests (every tuning), the OpenCV conformance test (--board
+#            subset) and `edgesight selftest` on Mesa's Rusticl (Debian 12's
+#            mesa-opencl-icd on its CPU device, llvmpipe: the open-source OpenCL of Mali
+#            boards), unpacked under target/rusticl, never installed: POCL stays the default.
 # make test-arm: the kernel tests and the OpenCV conformance test on emulated aarch64 and
 #            armv7 (qemu-user, Debian's POCL for those boards); CI runs it after make test.
 # make cross: release binaries for aarch64 and armv7 boards with cross-rs, offline.
@@ -25,7 +30,7 @@ DEMO_OUT := target/demo
 DEMO_LISTEN ?= 127.0.0.1:8947
 HEALTH_CHECK ?= --check
 
-.PHONY: demo demo-process test test-arm bench health-eval health-subset deps-run deps-test build lint unit conformance cross package vm-test vm-systemd clean
+.PHONY: demo demo-process test test-arm test-rusticl bench health-eval health-subset deps-run deps-test build lint unit conformance cross package vm-test vm-systemd clean
 
 demo: deps-run build
 	@mkdir -p $(POCL_CACHE_DIR)
@@ -49,7 +54,8 @@ bench: deps-run build
 	@mkdir -p $(POCL_CACHE_DIR) target/bench
 	./target/release/edgesight bench --json target/bench/bench.json $(BENCH_ARGS)
 
-test: deps-test lint unit build health-subset conformance cross package vm-test vm-systemd
+test: deps-test lint unit build health-subset conformance test-rusticl cross package vm-test \
+	vm-systemd
 	@echo "make test: all passed"
 
 # All 21 sequences, four cameras to a daemon (about 2 minutes, 807 MB of frames).
@@ -87,6 +93,11 @@ unit:
 
 conformance: build
 	python3 tests/conformance.py --bin target/release/edgesight
+
+# The OpenCL tests on Mesa's Rusticl (tests/rusticl/run.sh says what, and how it is kept
+# apart from the system's OpenCL).
+test-rusticl: deps-test build
+	tests/rusticl/run.sh
 
 # Release binaries for the boards, built by cross-rs in a Debian 11 image made from Debian
 # packages (glibc 2.31), into target/cross/<triple>/release/. CROSS_ARGS=--tests adds the

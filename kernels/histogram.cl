@@ -79,35 +79,47 @@ __kernel void histogram_count(__global const uchar *src, uint src_stride, uint w
 #endif
 
     uint units = (count + PIXELS_PER_ITEM - 1) / PIXELS_PER_ITEM;
+    /* The whole units; a last, partial one is counted after the loop, by the work-item it
+     * falls to. Inside the loop its byte-by-byte loop would cost an iteration of every
+     * unit's even where it is not taken: Mesa's llvmpipe runs both sides of a branch
+     * (masked) and ends a work-item's loops after 65535 iterations in all (integral.cl),
+     * which the CPU tuning's 32 work-items, 32897 units each at the largest frame, then
+     * overran, leaving the counts unmerged. */
+    uint whole = count / PIXELS_PER_ITEM;
 #ifdef ONE_ITEM_PER_GROUP
     /* CPUs: a work-item counts one run of whole units, streaming through it, where striding
      * by the global size would read 16 bytes of every 128 and every item pass over the
      * whole image. */
     uint items = get_global_size(0), k = get_global_id(0);
+    uint first = (uint)((ulong)units * k / items);
     uint end = (uint)((ulong)units * (k + 1) / items);
-    for (uint c = (uint)((ulong)units * k / items); c < end; c++) {
+    bool tail = first <= whole && whole < end;
+    for (uint c = first; c < min(end, whole); c++) {
 #else
-    for (uint c = get_global_id(0); c < units; c += get_global_size(0)) {
+    /* The work-item's index first, outside any branch: it adds the global work offset,
+     * which Rusticl passes as a hidden kernel argument (integral.cl says why it matters). */
+    uint items = get_global_size(0), k = get_global_id(0);
+    bool tail = whole < units && k == whole % items;
+    for (uint c = k; c < whole; c += items) {
 #endif
         uint x0 = c * PIXELS_PER_ITEM;
-        if (x0 + PIXELS_PER_ITEM <= count) {
 #ifdef ONE_ITEM_PER_GROUP
-            __global const uchar *unit = src + x0;
+        __global const uchar *unit = src + x0;
 #else
-            uchar16 v = ((__global const uchar16 *)src)[c];
+        uchar16 v = ((__global const uchar16 *)src)[c];
 #endif
-            COUNT(0, PIXEL(0, 0)); COUNT(1, PIXEL(1, 1));
-            COUNT(2, PIXEL(2, 2)); COUNT(3, PIXEL(3, 3));
-            COUNT(4, PIXEL(4, 4)); COUNT(5, PIXEL(5, 5));
-            COUNT(6, PIXEL(6, 6)); COUNT(7, PIXEL(7, 7));
-            COUNT(8, PIXEL(8, 8)); COUNT(9, PIXEL(9, 9));
-            COUNT(10, PIXEL(10, a)); COUNT(11, PIXEL(11, b));
-            COUNT(12, PIXEL(12, c)); COUNT(13, PIXEL(13, d));
-            COUNT(14, PIXEL(14, e)); COUNT(15, PIXEL(15, f));
-        } else {
-            for (uint x = x0; x < count; x++)
-                COUNT(x, src[x]);
-        }
+        COUNT(0, PIXEL(0, 0)); COUNT(1, PIXEL(1, 1));
+        COUNT(2, PIXEL(2, 2)); COUNT(3, PIXEL(3, 3));
+        COUNT(4, PIXEL(4, 4)); COUNT(5, PIXEL(5, 5));
+        COUNT(6, PIXEL(6, 6)); COUNT(7, PIXEL(7, 7));
+        COUNT(8, PIXEL(8, 8)); COUNT(9, PIXEL(9, 9));
+        COUNT(10, PIXEL(10, a)); COUNT(11, PIXEL(11, b));
+        COUNT(12, PIXEL(12, c)); COUNT(13, PIXEL(13, d));
+        COUNT(14, PIXEL(14, e)); COUNT(15, PIXEL(15, f));
+    }
+    if (tail) {
+        for (uint x = whole * PIXELS_PER_ITEM; x < count; x++)
+            COUNT(x, src[x]);
     }
 
 #ifndef ITEM_SUB_HISTOGRAMS

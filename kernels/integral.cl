@@ -76,9 +76,46 @@
  * The kernels that read the width x height inputs take (luma, src_stride, width, height,
  * magnitude, edge_threshold, results, ...): luma and the magnitude are dense and share
  * their row offsets, so src_stride must equal width.
+ *
+ * Loops per work-item: Mesa's llvmpipe (Rusticl's CPU device, seen with Mesa 22.3.6 of
+ * Debian 12) counts every iteration of every loop a work-item runs (8 work-items side by
+ * side as vector lanes, counted together) against one budget, LP_MAX_TGSI_LOOP_ITERATIONS
+ * = 65535 (gallivm's guard against endless shaders), and once it is spent ends each loop
+ * after its current iteration, silently: the results are left incomplete. It runs both
+ * sides of a branch (masked), so a loop inside a branch costs an iteration wherever it is
+ * reached, taken or not. OpenCL has no such limit (POCL and GPU drivers run any loop to
+ * its end); llvmpipe's compute units are 8, and its work-groups at most 32. On the
+ * 65535 x 257 frame one work-item of integral_tile_bands walked a band of 4096 tiles of
+ * 16 rows (about 18 iterations a tile) and wrote nothing past its 3640th tile or so; a
+ * one-pixel-wide frame lost most of its 1052688 bands in the CPU pass and in
+ * integral_left_tops (one work-item a column, as llvmpipe allows groups of only 32). So
+ * every work-item here stays far inside that budget on any device, results unchanged:
+ *   integral_tile takes a tile's rows four at a time (ROWS_PER_STEP, written out: Mesa
+ *   unrolls no loop this large), about 6 iterations a tile where there were 18, and the
+ *   host gives a work-item of integral_tile_bands at most 4096 tiles, each band counted
+ *   one more (ITEM_TILES_MAX in integral.rs): at most about 25000 iterations;
+ *   the split scans keep SPLIT_CHUNKS runs a line where a device allows fewer work-items
+ *   a group, and take fewer lines (integral.rs): a run is at most 131586 entries, two
+ *   loops of 16449 steps of 8;
+ *   the chains walk at most 1052688 (integral_tops), 65793 (integral_corners) and 4095
+ *   (integral_left_rows) entries a work-item in steps of SCAN_BATCH, whose inner loops
+ *   Mesa unrolls: at most 32896 iterations.
+ * llvmpipe also says "Treating load_kernel_arg in control flow as uniform, results may be
+ * incorrect" (once a process) when a kernel argument is first read inside a branch or a
+ * loop, including the hidden ones Rusticl appends (the global work offset, the address of
+ * the program's constant data). It reads the argument at the first lane's offset, the
+ * same in every lane for an argument, so nothing is wrong then; the kernels still avoid
+ * it (integral_tile sets its prefix member by member, as an initializer would be copied
+ * from constant memory inside the loops; sobel.cl), so that the warning, should it come
+ * back, points at something new.
  */
 
 #define TILE 16
+
+/* The rows of a tile integral_tile takes in one step of its loop (written out four times):
+ * Mesa's llvmpipe counts every iteration of a work-item's loops against one budget (see
+ * the top of the file). */
+#define ROWS_PER_STEP 4
 
 /* The scans along a row of tiles or down the bands (left, top, corner) of CPUs and Mali
  * load this many entries before adding them up: each work-item's chain of dependent loads
@@ -173,11 +210,80 @@ inline uchar16 load_partial16(__global const uchar *p, uint n)
  * band's last row, widened, is its row of top, which integral_tops then sums down the
  * bands. No local memory, no barriers: each work-item streams through its own bands.
  */
-/* Tile t of band b (rows of it, from row 16 b): its local prefixes, its top row where the
- * band is whole, and left for each of its rows where the tile is whole: the tile's row
- * totals added to ls, lq, le and lf (one per row of the band: the sums over the band's
- * tiles before it, integral_tile_bands), or where those are null the totals alone
- * (integral_tiles, whose left integral_left_rows then sums along the rows). */
+/* A tile's prefix over its rows so far (integral_tile): the sum, the squared sum and the
+ * edge and foreground counts, per column. The counts run in bytes: only the tile's last
+ * pixel can reach 256 and wrap, and it is never read; its exact column of counts (the
+ * tile's rows, whole) is kept in ce and cf instead. */
+typedef struct {
+    ushort16 s;
+    uint16 q;
+    uchar16 e, f;
+    uint ce, cf;
+} TilePrefix;
+
+/* Row r of tile t of the band from row y0 (`rows` rows): adds the row's 16-lane prefixes
+ * to a, stores local's row where keep_local is 1, and for a whole tile its entry of left
+ * for the row: the tile's row total added to ls, lq, le and lf (one per row of the band:
+ * the sums over the band's tiles before it, integral_tile_bands), or where those are null
+ * the total alone (integral_tiles, whose left integral_left_rows then sums along the
+ * rows; no private array is kept, which a GPU would keep in slow memory). Always inlined,
+ * as integral_tile is. */
+__attribute__((always_inline)) inline void
+tile_row(uint r, uint t, uint y0, uint rows, uint cols, uchar16 inside, TilePrefix *a,
+         __global const uchar *luma, uint width, uint height,
+         __global const uchar *magnitude, uchar16 et, uchar16 threshold, uint keep_local,
+         __global ushort *sum, __global uint *sqsum, __global uchar *edges,
+         __global uchar *foreground, __global uint *left, __global ulong *left_sq, uint *ls,
+         ulong *lq, uint *le, uint *lf)
+{
+    uint x0 = TILE * t;
+    size_t in = (size_t)(y0 + r) * width + x0;
+    uchar16 l, m;
+    if (cols == TILE) {
+        l = vload16(0, luma + in);
+        m = vload16(0, magnitude + in);
+    } else {
+        l = load_partial16(luma + in, cols);
+        m = load_partial16(magnitude + in, cols);
+    }
+    ushort16 v = convert_ushort16(l);
+    /* A vector comparison gives all ones where true. */
+    uchar16 e = prefix16_uchar(as_uchar16(m >= et) & inside & (uchar16)1);
+    uchar16 f = prefix16_uchar(as_uchar16(l > threshold) & (uchar16)1);
+    a->s += prefix16_ushort(v);
+    a->q += prefix16_uint(convert_uint16(v * v)); /* 255^2 fits ushort */
+    a->e += e;
+    a->f += f;
+    a->ce += e.sf;
+    a->cf += f.sf;
+    if (keep_local) {
+        size_t padded = (size_t)TILE * ((width + TILE - 1) / TILE);
+        size_t i = (size_t)y0 * padded + (size_t)TILE * (rows * t + r);
+        STORE_ALIGNED(a->s, (__global ushort16 *)(sum + i));
+        STORE_ALIGNED(a->q, (__global uint16 *)(sqsum + i));
+        STORE_ALIGNED(a->e, (__global uchar16 *)(edges + i));
+        STORE_ALIGNED(a->f, (__global uchar16 *)(foreground + i));
+    }
+    uint whole_tiles = width / TILE;
+    if (t < whole_tiles) {
+        uint s1 = a->s.sf, se = a->ce, sf = a->cf;
+        ulong s2 = a->q.sf;
+        if (ls) {
+            s1 = ls[r] += s1;
+            s2 = lq[r] += s2;
+            se = le[r] += se;
+            sf = lf[r] += sf;
+        }
+        size_t left_plane = (size_t)whole_tiles * height, li = (size_t)t * height + y0 + r;
+        left[li] = s1;
+        left[left_plane + li] = se;
+        left[2 * left_plane + li] = sf;
+        left_sq[li] = s2;
+    }
+}
+
+/* Tile t of band b (rows of it, from row 16 b): its local prefixes and left for each of
+ * its rows (tile_row), and its top row where the band is whole. */
 /* Always inlined: POCL otherwise calls it, with the private arrays and vectors in
  * memory, which slows the CPU pass down (BENCHMARKS.md, the figures that stood in code
  * comments). */
@@ -190,79 +296,44 @@ integral_tile(uint t, uint b, uint rows, __global const uchar *luma, uint width,
               uint *lf)
 {
     const uchar16 lanes = (uchar16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    uint tiles = (width + TILE - 1) / TILE;
-    uint whole_tiles = width / TILE, whole_bands = height / TILE;
-    size_t padded = (size_t)TILE * tiles;
-    size_t left_plane = (size_t)whole_tiles * height, top_plane = (size_t)whole_bands * padded;
-    uint y0 = TILE * b;
-    size_t band = (size_t)y0 * padded;
-    uint x0 = TILE * t, cols = min((uint)TILE, width - x0);
-    /* Past the width a lane counts 0: its magnitude reads 0, which an edge
-     * threshold of 0 would count. */
+    uint y0 = TILE * b, cols = min((uint)TILE, width - TILE * t);
+    /* Past the width a lane counts 0: its magnitude reads 0, which an edge threshold of 0
+     * would count. */
     uchar16 inside = as_uchar16(lanes < (uchar16)(uchar)cols);
-    /* The tile's prefix over the rows so far. The counts run in bytes: only the
-     * tile's last pixel can reach 256 and wrap, and it is never read; its exact
-     * column of counts (the tile's rows, whole) is kept in ce and cf instead. */
-    ushort16 as = 0;
-    uint16 aq = 0;
-    uchar16 ae = 0, af = 0;
-    uint ce = 0, cf = 0;
-    size_t o = band + (size_t)TILE * rows * t;
-    for (uint r = 0; r < rows; r++) {
-        size_t in = (size_t)(y0 + r) * width + x0;
-        uchar16 l, m;
-        if (cols == TILE) {
-            l = vload16(0, luma + in);
-            m = vload16(0, magnitude + in);
-        } else {
-            l = load_partial16(luma + in, cols);
-            m = load_partial16(magnitude + in, cols);
-        }
-        ushort16 v = convert_ushort16(l);
-        /* A vector comparison gives all ones where true. */
-        uchar16 e = prefix16_uchar(as_uchar16(m >= et) & inside & (uchar16)1);
-        uchar16 f = prefix16_uchar(as_uchar16(l > threshold) & (uchar16)1);
-        as += prefix16_ushort(v);
-        aq += prefix16_uint(convert_uint16(v * v)); /* 255^2 fits ushort */
-        ae += e;
-        af += f;
-        ce += e.sf;
-        cf += f.sf;
-        if (keep_local) {
-            size_t i = o + (size_t)TILE * r;
-            STORE_ALIGNED(as, (__global ushort16 *)(sum + i));
-            STORE_ALIGNED(aq, (__global uint16 *)(sqsum + i));
-            STORE_ALIGNED(ae, (__global uchar16 *)(edges + i));
-            STORE_ALIGNED(af, (__global uchar16 *)(foreground + i));
-        }
-        if (t < whole_tiles) {
-            /* ls and the others are null where the caller sums along the rows later:
-             * the tile's own row totals go to left, and no private array is kept (a GPU
-             * would keep it in slow memory). */
-            uint s1 = as.sf, se = ce, sf = cf;
-            ulong s2 = aq.sf;
-            if (ls) {
-                s1 = ls[r] += s1;
-                s2 = lq[r] += s2;
-                se = le[r] += se;
-                sf = lf[r] += sf;
-            }
-            size_t li = (size_t)t * height + y0 + r;
-            left[li] = s1;
-            left[left_plane + li] = se;
-            left[2 * left_plane + li] = sf;
-            left_sq[li] = s2;
-        }
+    /* Set member by member: Rusticl copies an initializer of the struct from constant
+     * memory, whose address is a hidden kernel argument, read here inside the caller's
+     * loops (see the top of the file). */
+    TilePrefix a;
+    a.s = 0;
+    a.q = 0;
+    a.e = 0;
+    a.f = 0;
+    a.ce = 0;
+    a.cf = 0;
+    /* ROWS_PER_STEP rows a step: 4 iterations a tile, not 16. */
+    for (uint r = 0; r < rows; r += ROWS_PER_STEP) {
+#define ROW(k)                                                                              \
+    if (r + (k) < rows)                                                                     \
+        tile_row(r + (k), t, y0, rows, cols, inside, &a, luma, width, height, magnitude,    \
+                 et, threshold, keep_local, sum, sqsum, edges, foreground, left, left_sq,   \
+                 ls, lq, le, lf)
+        ROW(0);
+        ROW(1);
+        ROW(2);
+        ROW(3);
+#undef ROW
     }
+    uint whole_bands = height / TILE;
     if (b < whole_bands) {
-        size_t i = (size_t)b * padded + x0;
-        uint16 te = convert_uint16(ae), tf = convert_uint16(af);
-        te.sf = ce;
-        tf.sf = cf;
-        vstore16(convert_uint16(as), 0, top + i);
+        size_t padded = (size_t)TILE * ((width + TILE - 1) / TILE);
+        size_t top_plane = (size_t)whole_bands * padded, i = (size_t)b * padded + TILE * t;
+        uint16 te = convert_uint16(a.e), tf = convert_uint16(a.f);
+        te.sf = a.ce;
+        tf.sf = a.cf;
+        vstore16(convert_uint16(a.s), 0, top + i);
         vstore16(te, 0, top + top_plane + i);
         vstore16(tf, 0, top + 2 * top_plane + i);
-        vstore16(convert_ulong16(aq), 0, top_sq + i);
+        vstore16(convert_ulong16(a.q), 0, top_sq + i);
     }
 }
 

@@ -70,19 +70,23 @@
  * work-groups, the first: that row's first group computes the threshold of the counts
  * (otsu_group, with the group's work-items), the rest of the row returns, and Sobel's rows
  * start at the second row of groups. Sobel never reads the threshold, so the one launch
- * does both at once where a GPU runs them side by side; the first group starts first. */
+ * does both at once where a GPU runs them side by side; the first group starts first.
+ * The item's row is worked out before that branch: get_global_id reads the global work
+ * offset, which Rusticl (Mesa 22.3) passes as a hidden kernel argument, and Mesa's
+ * llvmpipe warns of an argument first read after the branch ("Treating load_kernel_arg in
+ * control flow as uniform": harmless for an argument, integral.cl says why). */
 #ifdef OTSU_BESIDE
 #define OTSU_PARAMS , __global uint *hist, uint total, __global uint *results
 #define SOBEL_ITEM_ROW(item_row)                                                            \
     __local OtsuScratch otsu_scratch;                                                       \
+    int item_row = (int)(get_global_id(1) - get_local_size(1));                             \
     if (get_group_id(1) == 0) {                                                             \
         if (get_group_id(0) == 0)                                                           \
             otsu_group(hist, total, results, &otsu_scratch,                                 \
                        (uint)(get_local_id(1) * get_local_size(0) + get_local_id(0)),       \
                        (uint)(get_local_size(0) * get_local_size(1)));                      \
         return;                                                                             \
-    }                                                                                       \
-    int item_row = (int)(get_global_id(1) - get_local_size(1))
+    }
 #else
 #define OTSU_PARAMS
 #define SOBEL_ITEM_ROW(item_row) int item_row = (int)get_global_id(1)

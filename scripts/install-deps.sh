@@ -22,6 +22,11 @@
 #                          For the deployment tests: podman, runc and debootstrap (the
 #                          cross-rs image), lintian (the .debs), mmdebstrap and e2fsprogs
 #                          (the systemd VM's Debian root).
+#                          For the tests on Mesa's Rusticl (tests/rusticl/run.sh): the
+#                          libraries of Debian's mesa-opencl-icd (libclc-15's SPIR-V
+#                          library, LLVM 15 and its SPIR-V translator, libdrm, ...), which
+#                          itself is only unpacked under target/rusticl, never installed,
+#                          so POCL stays the system's OpenCL.
 set -euo pipefail
 
 mode=${1:-run}
@@ -35,7 +40,10 @@ if [ "$mode" = test ]; then
                    qemu-system-x86 busybox-static kmod cpio xz-utils zstd
                    gcc-12 make ffmpeg v4l-utils
                    podman runc debootstrap lintian mmdebstrap e2fsprogs file
-                   binutils-aarch64-linux-gnu binutils-arm-linux-gnueabihf)
+                   binutils-aarch64-linux-gnu binutils-arm-linux-gnueabihf
+                   libclc-15 libclang-cpp15 libllvm15 libllvmspirvlib15 libdrm2
+                   libdrm-amdgpu1 libdrm-nouveau2 libdrm-radeon1 libelf1 libexpat1
+                   libsensors5 libzstd1 zlib1g)
 fi
 
 missing=()

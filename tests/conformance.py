@@ -3,7 +3,8 @@
 
 Usage:
     python3 tests/conformance.py --bin target/release/edgesight [--quick]
-                                 [--jobs N] [--filter SUBSTR] [--verbose]
+                                 [--board] [--device D] [--jobs N] [--filter SUBSTR]
+                                 [--verbose]
 
 For every case the script writes an input (PNG / PGM / PPM / JPEG file or a
 raw frame), runs
@@ -27,6 +28,10 @@ printed (`ok  <label>` or `FAIL <label>: <what>`), then a final line
 Requires Python 3 with numpy and opencv-python-headless.  OpenCV's optimized
 paths (Intel IPP) are disabled with cv2.setUseOptimized(False) so Otsu uses
 OpenCV's own reference code (IPP breaks ties differently).
+
+Over 500 lines as one file: each case's input, the OpenCV call that defines it and the
+comparison of edgesight's raw outputs sit together, so that a case is read in one place;
+most of the length is the table of cases.
 """
 
 import argparse
@@ -761,7 +766,7 @@ class Result:
     seconds: float = 0.0
 
 
-def run_case(binary: str, case: Case, timeout: float, verbose: bool) -> Result:
+def run_case(binary: str, case: Case, timeout: float, verbose: bool, device: str = "") -> Result:
     t0 = time.monotonic()
     res = Result(case.label)
     try:
@@ -775,6 +780,8 @@ def run_case(binary: str, case: Case, timeout: float, verbose: bool) -> Result:
             outdir = os.path.join(tmp, "out")
             os.mkdir(outdir)
             cmd = [binary, "process", inp, "--out", outdir, "--raw", "--border", case.border] + extra
+            if device:
+                cmd += ["--device", device]
             try:
                 p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
             except subprocess.TimeoutExpired:
@@ -803,6 +810,8 @@ def main(argv=None) -> int:
     ap.add_argument("--board", action="store_true",
                     help="for an emulated board: of the formats added since the first eight, "
                          "one case per kernel variant (BOARD_PICKS)")
+    ap.add_argument("--device", default="",
+                    help="edgesight's --device for every run (default: its own default)")
     ap.add_argument("--jobs", type=int, default=2, help="parallel binary runs (default 2)")
     ap.add_argument("--filter", default="", help="only run cases whose label contains this")
     ap.add_argument("--timeout", type=float, default=120.0, help="per-run timeout in seconds")
@@ -826,7 +835,8 @@ def main(argv=None) -> int:
     t0 = time.monotonic()
     passed = failed = 0
     with ThreadPoolExecutor(max_workers=max(1, args.jobs), initializer=reference_mode) as pool:
-        for r in pool.map(lambda c: run_case(binary, c, args.timeout, args.verbose), cases):
+        for r in pool.map(lambda c: run_case(binary, c, args.timeout, args.verbose, args.device),
+                          cases):
             timing = f" ({r.seconds:.2f}s)" if args.verbose else ""
             if r.errors:
                 failed += 1

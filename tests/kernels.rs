@@ -753,9 +753,24 @@ fn device_bytes_are_the_blocked_integrals_and_the_full_images_only_where_kept() 
     let counts = 4 * 256 + readout;
     // One region: four u32 corners in.
     let regions = 4 * 4;
-    // The Mali tuning's histogram: 512 bytes a work-item, two groups of 64 per compute
-    // unit (none of these frames needs more).
-    let sub_histograms = 2 * u64::from(gpu.info.compute_units).max(1) * 64 * 512;
+    // The Mali tuning's histogram: 512 bytes a work-item, two groups per compute unit (none
+    // of these frames needs more) of 64 work-items, or of as many as histogram_count allows
+    // on this device (CL_KERNEL_WORK_GROUP_SIZE: 32 on Rusticl's llvmpipe), rounded down
+    // to a multiple of 4 as the pipeline does.
+    let histogram = edgesight::cl::KernelSource {
+        file: "histogram.cl",
+        text: include_str!("../kernels/histogram.cl"),
+    };
+    let program = gpu.build_with(histogram, "-DITEM_SUB_HISTOGRAMS").unwrap();
+    let most = opencl3::kernel::Kernel::create(&program, "histogram_count")
+        .and_then(|k| k.get_work_group_size(gpu.device.id()))
+        .expect("histogram_count's work-group size");
+    let group = match most {
+        64.. => 64,
+        4.. => most - most % 4,
+        _ => most,
+    };
+    let sub_histograms = 2 * u64::from(gpu.info.compute_units).max(1) * group as u64 * 512;
     for (format, w, h) in [
         (PixelFormat::Grey, 40u64, 2u64),
         (PixelFormat::Yuyv, 40, 2),
@@ -956,10 +971,13 @@ fn region_sums_of_rectangles_on_tile_edges_equal_the_reference() {
 /// threshold 0) and foreground (a one-level histogram's threshold is 0): every sum is the
 /// largest it can be. At exactly the pixel limit (257 x 65537 = 16843009 pixels) the whole
 /// frame's sum is 255 x 16843009 = 2^32 - 1, the most the u32 sum image holds; the widest
-/// row (65535) and a tall narrow frame take the other extremes. Region sums of the whole
-/// frame, of its last row and column, of its last pixel and of tile-straddling rectangles
-/// are compared with their areas times (255, 255^2, 1, 1), for both tunings; the OpenCV-layout
-/// images assembled from the largest frame end in exactly 2^32 - 1 and its area.
+/// row (65535), a frame one tile wide and one a pixel wide (the most bands, 1052688: a
+/// work-item's longest loops, which Mesa's llvmpipe cuts short past 65535 iterations, see
+/// integral.cl) take the other extremes. Region sums of the whole frame, of its last row
+/// and column, of its last pixel and of tile-straddling rectangles are compared with their
+/// areas times (255, 255^2, 1, 1), and the histogram's last bin with the frame's area, for
+/// every tuning; the OpenCV-layout images assembled from the largest frame end in exactly
+/// 2^32 - 1 and its area.
 #[test]
 fn the_largest_frames_do_not_overflow() {
     let gpu = gpu();
@@ -976,7 +994,12 @@ fn the_largest_frames_do_not_overflow() {
         edge_threshold: 0,
         ..PipelineOptions::default()
     };
-    for (w, h) in [(257u32, 65537u32), (65535, 257), (16, 1_052_688)] {
+    for (w, h) in [
+        (257u32, 65537u32),
+        (65535, 257),
+        (16, 1_052_688),
+        (1, 16_843_009),
+    ] {
         let layout = FrameLayout::packed(PixelFormat::Grey, w, h);
         let frame = vec![255u8; layout.frame_bytes()];
         let rect = |name: &str, x: u32, y: u32, width: u32, height: u32| Region {
@@ -991,7 +1014,7 @@ fn the_largest_frames_do_not_overflow() {
             rect("last-column", w - 1, 0, 1, h),
             rect("last-pixel", w - 1, h - 1, 1, 1),
             rect("straddling", 15.min(w - 1), 17, w - 15.min(w - 1), h - 34),
-            rect("inner", 1, 1, w - 2, h - 2),
+            rect("inner", 1.min(w - 1), 1, w.saturating_sub(2).max(1), h - 2),
         ];
         for (_, tuning) in Tuning::ALL {
             let label = format!("{w}x{h}, {tuning:?}");
@@ -1001,6 +1024,7 @@ fn the_largest_frames_do_not_overflow() {
             slot.write_bytes(&gpu, &frame).unwrap();
             let result = pipeline.process(&gpu, &slot).unwrap();
             assert_eq!(result.otsu_threshold, 0, "{label}");
+            assert_eq!(result.histogram[255], w * h, "{label}");
             let whole = (&result.frame, u64::from(w) * u64::from(h));
             let each = result
                 .regions

@@ -57,11 +57,14 @@ impl Scans {
                 .try_fold(usize::MAX, |m, s| Ok(m.min(s?)))
                 .call("clGetKernelWorkGroupInfo")?
                 .max(1);
-            let lines = SPLIT_LINES.min(most);
+            // Where the kernels allow fewer work-items a group, fewer lines, each still in
+            // SPLIT_CHUNKS runs: a run's length bounds a work-item's loops, which Mesa's
+            // llvmpipe ends after 65535 iterations in all (integral.cl).
+            let chunks = SPLIT_CHUNKS.min(most);
             return Ok(Scans::Split {
                 left_tops,
                 corners,
-                local: [lines, (most / lines).min(SPLIT_CHUNKS)],
+                local: [SPLIT_LINES.min(most / chunks), chunks],
             });
         }
         let rows = match layout {

@@ -15,6 +15,10 @@ use crate::pipeline::{FullImages, IntegralLayout};
 const TILES_GROUP: usize = 64;
 /// Runs of bands per compute unit in the CPU pass: a few, so a slow core holds up little.
 const BANDS_PER_COMPUTE_UNIT: usize = 4;
+/// Most tiles one work-item of the CPU pass walks, each band counted as a tile more: Mesa's
+/// llvmpipe ends a work-item's loops after 65535 iterations in all, and the pass takes
+/// about 6 a tile (integral.cl).
+const ITEM_TILES_MAX: usize = 4096;
 /// Most work-items in a group of the GPU pass: `GROUP_TILES` tiles of 16 columns in
 /// integral.cl, whose local memory holds that many tiles.
 const TILE_GROUP_MAX: usize = 128;
@@ -47,8 +51,10 @@ impl TilePass {
     ) -> Result<TilePass, ClError> {
         let keep_local = u32::from(images == FullImages::Kept);
         if layout == IntegralLayout::ItemBands {
-            let items =
-                (gpu.info.compute_units as usize * BANDS_PER_COMPUTE_UNIT).clamp(1, tiles.bands());
+            let steps = tiles.bands() * (tiles.padded() / Tiles::SIZE + 1);
+            let items = (gpu.info.compute_units as usize * BANDS_PER_COMPUTE_UNIT)
+                .max(steps.div_ceil(ITEM_TILES_MAX))
+                .clamp(1, tiles.bands());
             return Ok(TilePass {
                 kernel: kernel(program, "integral_tile_bands")?,
                 shape: Shape::ItemBands {
