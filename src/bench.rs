@@ -420,7 +420,7 @@ fn launch_floor_ms(gpu: &Gpu, kernels: usize, record: Record, runs: usize) -> Re
                 launch(
                     gpu,
                     &kernel,
-                    &[],
+                    &(),
                     &[1],
                     &[1],
                     "clEnqueueNDRangeKernel(nothing)",

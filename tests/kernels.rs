@@ -10,15 +10,16 @@
 mod common;
 
 use common::{assert_image_eq, gpu, Rng};
-use edgesight::cl::Gpu;
+use edgesight::cl::{launch, Gpu, KernelParams, Record};
 use edgesight::frame::{Cfa, FrameLayout, PixelFormat, Samples};
 use edgesight::health;
 use edgesight::pipeline::{
     Border, FullImages, Magnitude, OtsuLaunch, Pipeline, PipelineError, PipelineOptions, Setup,
-    Tuning,
+    ThresholdParams, Tuning,
 };
 use edgesight::reference;
 use edgesight::region::{self, Region};
+use opencl3::memory::Buffer;
 use proptest::prelude::*;
 
 /// Whether frames run through fewer setups (`EDGESIGHT_KERNEL_SETUPS=lean`): every tuning
@@ -1229,47 +1230,49 @@ fn binary64_emulation_is_exact() {
     }
 }
 
-/// Runs the 1-D `kernel` with `args` (buffers and scalars already made) over `global`
-/// work-items in groups of `local`, and waits for it.
-fn run_1d(
+edgesight::kernel_params! {
+    /// The parameters of otsu.cl's self-test kernels: the bit patterns of the pairs' first
+    /// and second doubles, how many pairs, and the words out.
+    struct PairParams<'a> {
+        a: &'a Buffer<u64>,
+        b: &'a Buffer<u64>,
+        count: u32,
+        out: &'a Buffer<u64>,
+    }
+}
+
+/// Launches the 1-D `kernel` with `params` over `global` work-items in groups of `local`
+/// through the crate's own launch (which, in this debug build, checks `params` against
+/// the kernel's parameters), and waits for it.
+///
+/// # Safety
+/// As `edgesight::cl::launch`: `params` is the kernel's parameter list, and the sizes keep
+/// its work-items inside the buffers.
+unsafe fn run_1d(
     gpu: &Gpu,
     kernel: &opencl3::kernel::Kernel,
-    args: &[&dyn KernelArg],
+    params: &dyn KernelParams,
     global: usize,
     local: usize,
 ) {
-    let mut exec = opencl3::kernel::ExecuteKernel::new(kernel);
-    for arg in args {
-        arg.set(&mut exec);
-    }
+    // SAFETY: this function's contract.
     unsafe {
-        exec.set_global_work_size(global)
-            .set_local_work_size(local)
-            .enqueue_nd_range(&gpu.queue)
-            .unwrap();
+        launch(
+            gpu,
+            kernel,
+            params,
+            &[global],
+            &[local],
+            "a test kernel",
+            Record::NoEvent,
+        )
     }
-    gpu.queue.finish().unwrap();
-}
-
-/// An argument `run_1d` passes: a buffer or a scalar.
-trait KernelArg {
-    fn set(&self, exec: &mut opencl3::kernel::ExecuteKernel);
-}
-
-impl<T> KernelArg for opencl3::memory::Buffer<T> {
-    fn set(&self, exec: &mut opencl3::kernel::ExecuteKernel) {
-        unsafe { exec.set_arg(self) };
-    }
-}
-
-impl KernelArg for u32 {
-    fn set(&self, exec: &mut opencl3::kernel::ExecuteKernel) {
-        unsafe { exec.set_arg(self) };
-    }
+    .unwrap();
+    gpu.finish().unwrap();
 }
 
 /// A device buffer holding `data`.
-fn buffer_of<T: Copy + Default>(gpu: &Gpu, data: &[T]) -> opencl3::memory::Buffer<T> {
+fn buffer_of<T: Copy + Default>(gpu: &Gpu, data: &[T]) -> Buffer<T> {
     use opencl3::memory::{Buffer, CL_MEM_READ_WRITE};
     use opencl3::types::CL_BLOCKING;
     unsafe {
@@ -1288,11 +1291,7 @@ fn buffer_of<T: Copy + Default>(gpu: &Gpu, data: &[T]) -> opencl3::memory::Buffe
 }
 
 /// The contents of `buffer`, `len` elements.
-fn read_back<T: Copy + Default>(
-    gpu: &Gpu,
-    buffer: &opencl3::memory::Buffer<T>,
-    len: usize,
-) -> Vec<T> {
+fn read_back<T: Copy + Default>(gpu: &Gpu, buffer: &Buffer<T>, len: usize) -> Vec<T> {
     let mut out = vec![T::default(); len];
     unsafe {
         gpu.queue
@@ -1317,13 +1316,17 @@ fn run_on_pairs(
     let a = buffer_of(gpu, &bits(|p| p.0));
     let b = buffer_of(gpu, &bits(|p| p.1));
     let out = buffer_of(gpu, &vec![0u64; per_pair * n]);
-    run_1d(
-        gpu,
-        kernel,
-        &[&a, &b, &(n as u32), &out],
-        n.div_ceil(64) * 64,
-        64,
-    );
+    let params = PairParams {
+        a: &a,
+        b: &b,
+        count: n as u32,
+        out: &out,
+    };
+    // SAFETY: `PairParams` is the self-test kernels' parameter list; a work-item returns
+    // unless its pair i < count, reads pair i of `a` and `b` (n words each) and writes
+    // words per_pair * i .. per_pair * (i + 1) of `out`, per_pair * n words (the
+    // callers pass each kernel's own per_pair).
+    unsafe { run_1d(gpu, kernel, &params, n.div_ceil(64) * 64, 64) };
     read_back(gpu, &out, per_pair * n)
 }
 
@@ -1393,7 +1396,14 @@ fn otsu_kernel_threshold(gpu: &Gpu, defines: &str, hist: &[u32; 256], local: usi
     let total: u32 = hist.iter().sum();
     let counts = buffer_of(gpu, hist);
     let results = buffer_of(gpu, &[u32::MAX; 257]);
-    run_1d(gpu, &kernel, &[&counts, &total, &results], local, local);
+    let params = ThresholdParams {
+        hist: &counts,
+        total,
+        results: &results,
+    };
+    // SAFETY: `ThresholdParams` is otsu_threshold's parameter list; its one group reads and
+    // clears the 256 counts and writes 257 words of `results`, the buffers' lengths.
+    unsafe { run_1d(gpu, &kernel, &params, local, local) };
     let results = read_back(gpu, &results, 257);
     assert_eq!(results[..256], hist[..], "{defines}: the counts");
     assert_eq!(

@@ -14,8 +14,9 @@ mod raw;
 mod slot;
 
 pub use device::{list_devices, ClDeviceInfo, DeviceSpec, PlatformDevices};
-pub(crate) use launch::{launch, Args, KernelArg};
-pub(crate) use raw::{enqueue_fill, ImportMemoryArm, Record};
+pub use launch::{launch, ArgKind, KernelArg, KernelParams, ParamVisitor};
+pub use raw::Record;
+pub(crate) use raw::{enqueue_fill, ImportMemoryArm};
 pub use slot::FrameSlot;
 
 use opencl3::command_queue::{CommandQueue, CL_QUEUE_PROFILING_ENABLE};
@@ -95,8 +96,10 @@ pub(crate) const INTEGRAL_REGIONS_CL: KernelSource = kernel_source!("integral.cl
 /// `otsu_group` comes first.
 pub(crate) const OTSU_SOBEL_CL: KernelSource = kernel_source!("otsu.cl", "sobel.cl");
 
-/// Options every program is built with: the OpenCL C version Mali drivers accept.
-pub(crate) const BUILD_OPTIONS: &str = "-cl-std=CL1.2";
+/// Options every program is built with: the OpenCL C version Mali drivers accept, and the
+/// descriptions of the kernels' parameters, against which debug builds check every
+/// launch's parameter struct (`launch`); they cost the device nothing when it runs.
+pub(crate) const BUILD_OPTIONS: &str = "-cl-std=CL1.2 -cl-kernel-arg-info";
 
 /// A built program's file name, source text and `-D` defines.
 type ProgramKey = (&'static str, &'static str, String);

@@ -2,23 +2,29 @@
 //! has no wrapper that fits: an enqueue that must leave no event (opencl3's always ask
 //! for one), a map without one, the extension function `clImportMemoryARM`.
 //!
-//! The loader's function table is made of safe `fn`s, but none of these calls is safe: a
-//! driver reads and writes through the pointers it is given, and a CPU driver runs
-//! kernels in this process. So each call has one `unsafe fn` here whose `# Safety` says
-//! what makes it sound, and the callers (launches, frame slots, the histogram's clear,
-//! dma-buf capture) say why they meet it. Nothing else calls the table.
+//! The loader's function table is made of safe `fn`s, but none of these calls is safe in
+//! general: a driver reads and writes through the pointers it is given, and a CPU driver
+//! runs kernels in this process. So each call has one `unsafe fn` here whose `# Safety`
+//! says what makes it sound, and the callers (launches, frame slots, the histogram's
+//! clear, dma-buf capture) say why they meet it; a call that its arguments alone make
+//! sound (a query into a slice it is given the length of) is a safe `fn` that says why.
+//! Nothing else calls the table.
 
 use std::ffi::c_void;
 use std::ptr::{self, NonNull};
 
 use opencl3::command_queue::CommandQueue;
 use opencl3::context::Context;
-use opencl3::error_codes::{CL_INVALID_WORK_DIMENSION, CL_MAP_FAILURE, CL_SUCCESS};
+use opencl3::error_codes::{
+    CL_INVALID_WORK_DIMENSION, CL_KERNEL_ARG_INFO_NOT_AVAILABLE, CL_MAP_FAILURE, CL_SUCCESS,
+};
 use opencl3::event::Event;
 use opencl3::kernel::Kernel;
 use opencl3::memory::{Buffer, ClMem, CL_MAP_WRITE_INVALIDATE_REGION};
 use opencl3::types::CL_BLOCKING;
-use opencl3::types::{cl_context, cl_event, cl_int, cl_mem, cl_mem_flags, cl_platform_id};
+use opencl3::types::{
+    cl_context, cl_event, cl_int, cl_kernel_arg_info, cl_mem, cl_mem_flags, cl_platform_id,
+};
 
 use super::{ClError, Plain, RawClError};
 
@@ -44,7 +50,7 @@ fn status(status: Option<i32>, call: &'static str) -> Result<(), ClError> {
 /// (NVIDIA's records and tracks it on a thread of its own), so the frames whose stage times
 /// are not measured ask none of their commands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Record {
+pub enum Record {
     Event,
     NoEvent,
 }
@@ -94,6 +100,35 @@ pub(crate) unsafe fn set_kernel_arg<T>(
         call: "clSetKernelArg",
         code,
     })
+}
+
+/// What `clGetKernelArgInfo` says of parameter `index` of `kernel` under `param`, written
+/// into `buf`: the bytes written, or `None` where the program kept no description of its
+/// parameters (it was built without `-cl-kernel-arg-info`). A query whose answer does not
+/// fit `buf` is an error (CL_INVALID_VALUE).
+pub(crate) fn kernel_arg_info<'b>(
+    kernel: &Kernel,
+    index: u32,
+    param: cl_kernel_arg_info,
+    buf: &'b mut [u8],
+) -> Result<Option<&'b [u8]>, ClError> {
+    let runtime = runtime()?;
+    let mut size = 0usize;
+    // Safe whatever the arguments: the driver writes at most `buf.len()` bytes into `buf`
+    // (a longer answer is refused) and one size into a live local.
+    let code = runtime.clGetKernelArgInfo(
+        kernel.get(),
+        index,
+        param,
+        buf.len(),
+        buf.as_mut_ptr().cast(),
+        &mut size,
+    );
+    if code == Some(CL_KERNEL_ARG_INFO_NOT_AVAILABLE) {
+        return Ok(None);
+    }
+    status(code, "clGetKernelArgInfo")?;
+    Ok(Some(&buf[..size.min(buf.len())]))
 }
 
 /// Enqueues `kernel` on `queue` over `global` work-items in groups of `local` (1 to 3

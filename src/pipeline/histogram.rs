@@ -14,6 +14,7 @@ use super::buffers::held_bytes;
 use super::{device_buffer, HistogramCounting, Launch, Tuning};
 use crate::cl::{launch, CallContext, ClError, Gpu, Record, HISTOGRAM_CL};
 use crate::frame::FrameLayout;
+use crate::kernel_params;
 
 /// Work-groups per compute unit: enough to keep every unit busy.
 const GROUPS_PER_COMPUTE_UNIT: usize = 4;
@@ -28,6 +29,27 @@ const PIXELS_PER_UNIT: usize = 16;
 const UNITS_PER_SUB_HISTOGRAM: usize = 4095;
 /// Words of one packed sub-histogram: 256 counts of 16 bits.
 const SUB_HISTOGRAM_WORDS: usize = 128;
+
+kernel_params! {
+    /// The parameters of histogram.cl's `histogram_count`: `hist` is the 256 counts, or
+    /// built with ITEM_SUB_HISTOGRAMS, the work-items' sub-histograms.
+    struct CountParams<'a> {
+        src: &'a Buffer<u8>,
+        src_stride: u32,
+        width: u32,
+        height: u32,
+        hist: &'a Buffer<u32>,
+    }
+}
+
+kernel_params! {
+    /// The parameters of histogram.cl's `histogram_sum`.
+    struct SumParams<'a> {
+        subs: &'a Buffer<u32>,
+        rows: u32,
+        hist: &'a Buffer<u32>,
+    }
+}
 
 pub(super) struct HistogramStage {
     kernel: Kernel,
@@ -121,24 +143,28 @@ impl HistogramStage {
         mut event: impl FnMut(Option<Event>),
     ) -> Result<(), ClError> {
         let (width, height) = (layout.width, layout.height);
-        // The kernel reads luma as one flat run: the pipeline's luma is dense (a slot is
-        // read in place only at stride = width).
-        let src_stride = width;
+        let count = |hist| CountParams {
+            src: luma,
+            // The kernel reads luma as one flat run: the pipeline's luma is dense (a slot
+            // is read in place only at stride = width).
+            src_stride: width,
+            width,
+            height,
+            hist,
+        };
         let local = self.launch.local[0];
         let items = self.groups * local;
         let Some((sum_kernel, sum_launch, subs)) = &self.sum else {
-            // SAFETY: the arguments are histogram.cl's (src, src_stride, width, height,
-            // hist), with src_stride = width. Work-items stride over the width * height =
-            // `pixels()` bytes of `src` (whole uchar16s, then a byte at a time for the
-            // tail) and add to the 256 counts of `hist`. The pipeline, the only caller,
-            // passes its luma or gradient magnitude of `pixels()` bytes (or a grey slot of
-            // at least that) and a 256-count buffer, made for the one layout it was built
-            // for and always passes.
+            // SAFETY: `CountParams` is the kernel's parameter list. Work-items stride over the
+            // width * height = `pixels()` bytes of `src` (whole uchar16s, then a byte at a time for
+            // the tail) and add to the 256 counts of `hist`. The pipeline, the only caller, passes
+            // its luma or gradient magnitude of `pixels()` bytes (or a grey slot of at least that)
+            // and a 256-count buffer, made for the one layout it was built for and always passes.
             event(unsafe {
                 launch(
                     gpu,
                     &self.kernel,
-                    &[luma, &src_stride, &width, &height, hist],
+                    &count(hist),
                     &[items],
                     &[local],
                     "clEnqueueNDRangeKernel(histogram_count)",
@@ -147,8 +173,8 @@ impl HistogramStage {
             }?);
             return Ok(());
         };
-        // SAFETY: the arguments are histogram.cl's (src, src_stride, width, height, subs)
-        // built with ITEM_SUB_HISTOGRAMS, src_stride = width. Work-items stride over the
+        // SAFETY: `CountParams` is the kernel's parameter list, built with
+        // ITEM_SUB_HISTOGRAMS, `hist` the sub-histograms. Work-items stride over the
         // width * height = `pixels()` bytes of `src` as above, and work-item i writes only
         // words 128 i to 128 i + 127 of `subs`, which holds 128 words for each of the
         // `items` work-items (made in `new` for this group count and local size). `new`
@@ -158,16 +184,15 @@ impl HistogramStage {
             launch(
                 gpu,
                 &self.kernel,
-                &[luma, &src_stride, &width, &height, subs],
+                &count(subs),
                 &[items],
                 &[local],
                 "clEnqueueNDRangeKernel(histogram_count)",
                 record,
             )
         }?);
-        let rows = items as u32;
         let sum_local = sum_launch.local[0];
-        // SAFETY: the arguments are histogram_sum's (subs, rows, hist). Work-item w < 128
+        // SAFETY: `SumParams` is the kernel's parameter list. Work-item w < 128
         // reads word w of each of the `rows` = `items` sub-histograms of `subs` (128 words
         // each, as made in `new`) and adds to counts 2w and 2w + 1 of `hist`, which holds
         // 256; the others return.
@@ -175,7 +200,11 @@ impl HistogramStage {
             launch(
                 gpu,
                 sum_kernel,
-                &[subs, &rows, hist],
+                &SumParams {
+                    subs,
+                    rows: items as u32,
+                    hist,
+                },
                 &[sum_launch.global_1d(SUB_HISTOGRAM_WORDS)],
                 &[sum_local],
                 "clEnqueueNDRangeKernel(histogram_sum)",

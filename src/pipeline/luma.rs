@@ -9,26 +9,42 @@ use opencl3::kernel::Kernel;
 use opencl3::memory::Buffer;
 
 use super::{Launch, Tuning};
-use crate::cl::{launch, Args, CallContext, ClError, Gpu, KernelSource, Record, LUMA_CL, RAW_CL};
+use crate::cl::{launch, CallContext, ClError, Gpu, KernelSource, Record, LUMA_CL, RAW_CL};
 use crate::frame::{FrameLayout, PixelFormat, Samples};
+use crate::kernel_params;
 
 /// Pixels one work-item converts (the uchar16 fast path).
 pub(crate) const PIXELS_PER_ITEM: usize = 16;
 
-/// What `kernels/raw.cl` takes besides the images: the sample's bits beyond 8 and the
-/// red pixel's column and row parities (0 for mono).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct RawArgs {
-    shift: u32,
-    red_x: u32,
-    red_y: u32,
+kernel_params! {
+    /// The parameters of luma.cl's kernels, and of raw.cl's, which add `raw`.
+    struct LumaParams<'a> {
+        src: &'a Buffer<u8>,
+        src_stride: u32,
+        width: u32,
+        height: u32,
+        dst: &'a Buffer<u8>,
+        dst_stride: u32,
+        raw: Option<RawParams>,
+    }
+}
+
+kernel_params! {
+    /// What `kernels/raw.cl` takes besides the images: the sample's bits beyond 8 and the
+    /// red pixel's column and row parities (0 for mono).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    struct RawParams {
+        shift: u32,
+        red_x: u32,
+        red_y: u32,
+    }
 }
 
 pub(super) struct LumaStage {
     kernel: Kernel,
     launch: Launch,
     /// The raw kernels' extra arguments; `None` for `luma.cl`'s kernels.
-    raw: Option<RawArgs>,
+    raw: Option<RawParams>,
 }
 
 /// The kernel file, kernel and the `-D` option of the samples' storage for `format`.
@@ -70,14 +86,14 @@ impl LumaStage {
         let kernel = Kernel::create(&program, name).call("clCreateKernel")?;
         let launch = Launch::two_d(gpu, &kernel)?;
         let raw = match format {
-            PixelFormat::Mono(samples) => Some(RawArgs {
+            PixelFormat::Mono(samples) => Some(RawParams {
                 shift: samples.shift(),
                 red_x: 0,
                 red_y: 0,
             }),
             PixelFormat::Bayer(cfa, samples) => {
                 let (red_x, red_y) = cfa.red_at();
-                Some(RawArgs {
+                Some(RawParams {
                     shift: samples.shift(),
                     red_x,
                     red_y,
@@ -104,32 +120,28 @@ impl LumaStage {
             (layout.width as usize).div_ceil(PIXELS_PER_ITEM),
             layout.height as usize,
         );
-        let mut args = Args::<9>::new(src);
-        args.push(&[
+        let params = LumaParams {
             src,
-            &layout.stride,
-            &layout.width,
-            &layout.height,
-            luma,
-            &layout.width,
-        ]);
-        if let Some(raw) = &self.raw {
-            args.push(&[&raw.shift, &raw.red_x, &raw.red_y]);
-        }
-        // SAFETY: the arguments are luma.cl's (src, src_stride, width, height, dst,
-        // dst_stride), or raw.cl's, which add (shift, red_x, red_y), three uints. A
-        // work-item returns unless x < width and y < height and touches only row y's
-        // `width` pixels (raw.cl's Bayer kernel also rows y - 1 and y + 1, clamped into
-        // the frame), `src_stride` apart in `src` (at most `frame_bytes()` bytes, stride
-        // >= a row's bytes by `FrameLayout::validate`) and `width` apart in `dst`
-        // (`pixels()` bytes). The pipeline, the only caller, keeps the sizes: `src` is a
-        // slot it checked holds `frame_bytes()` and `luma` its buffer of `pixels()`, both
-        // for the one layout it was built for and always passes.
+            src_stride: layout.stride,
+            width: layout.width,
+            height: layout.height,
+            dst: luma,
+            dst_stride: layout.width,
+            raw: self.raw,
+        };
+        // SAFETY: `LumaParams` is the kernel's parameter list (the raw ones exactly for
+        // raw.cl's kernels). A work-item returns unless x < width and y < height and
+        // touches only row y's `width` pixels (raw.cl's Bayer kernel also rows y - 1 and
+        // y + 1, clamped into the frame), `src_stride` apart in `src` (at most
+        // `frame_bytes()` bytes, stride >= a row's bytes by `FrameLayout::validate`) and
+        // `width` apart in `dst` (`pixels()` bytes). The pipeline, the only caller, keeps
+        // the sizes: `src` is a slot it checked holds `frame_bytes()` and `luma` its
+        // buffer of `pixels()`, both for the one layout it was built for and always passes.
         unsafe {
             launch(
                 gpu,
                 &self.kernel,
-                args.as_slice(),
+                &params,
                 &global,
                 &self.launch.local,
                 "clEnqueueNDRangeKernel(luma)",

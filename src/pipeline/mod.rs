@@ -67,6 +67,7 @@ pub use options::{
     PipelineOptions, Setup, SobelLayout, Stores, Tuning, TuningChoice, UnknownBorder,
     UnknownTuning, SOBEL_RUN_CHUNKS,
 };
+pub use otsu::ThresholdParams;
 pub use processed::{FrameImages, FrameResult, Images, Pictures, Processed};
 pub use timings::{Stage, StageTimings};
 pub use traffic::Traffic;

@@ -13,9 +13,33 @@ use super::buffers::DeviceImage;
 use super::{FullImages, Launch, OtsuArithmetic, OtsuLaunch, Tuning};
 use crate::cl::{launch, CallContext, ClError, Gpu, Record, OTSU_CL};
 use crate::frame::FrameLayout;
+use crate::kernel_params;
 
 /// Pixels one binarize work-item writes.
 pub(crate) const PIXELS_PER_ITEM: usize = 16;
+
+kernel_params! {
+    /// The parameters of otsu.cl's `otsu_threshold`, which sobel.cl's kernels add when
+    /// they run it (`-DOTSU_BESIDE`): the 256 counts it reads and clears, the frame's
+    /// pixels, and the 257 words it writes (the counts, then the threshold).
+    pub struct ThresholdParams<'a> {
+        pub hist: &'a Buffer<u32>,
+        pub total: u32,
+        pub results: &'a Buffer<u32>,
+    }
+}
+
+kernel_params! {
+    /// The parameters of otsu.cl's `binarize`.
+    struct BinarizeParams<'a> {
+        src: &'a Buffer<u8>,
+        src_stride: u32,
+        width: u32,
+        height: u32,
+        results: &'a Buffer<u32>,
+        dst: &'a Buffer<u8>,
+    }
+}
 
 /// The `binarize` kernel and the mask it writes, in a pipeline that keeps them.
 struct Binarize {
@@ -112,9 +136,13 @@ impl OtsuStage {
         let Some((kernel, threshold_launch)) = &self.threshold else {
             return Ok(None);
         };
-        let total = layout.width * layout.height;
+        let params = ThresholdParams {
+            hist,
+            total: layout.width * layout.height,
+            results,
+        };
         let local = threshold_launch.local[0];
-        // SAFETY: the arguments are otsu.cl's (hist, total, results). Its one work-group
+        // SAFETY: `ThresholdParams` is the kernel's parameter list. Its one work-group
         // reads and clears the 256 counts of `hist` and writes them and the threshold to
         // the 257 words of `results`, whatever `total` is. The pipeline, the only caller,
         // passes its buffers of 256 and 257 words.
@@ -122,7 +150,7 @@ impl OtsuStage {
             launch(
                 gpu,
                 kernel,
-                &[hist, &total, results],
+                &params,
                 &[local],
                 &[local],
                 "clEnqueueNDRangeKernel(otsu_threshold)",
@@ -145,25 +173,32 @@ impl OtsuStage {
             return Ok(None);
         };
         let (width, height) = (layout.width, layout.height);
-        // The kernel reads luma as one flat run: the pipeline's luma is dense (a slot is
-        // read in place only at stride = width).
-        let src_stride = width;
+        let params = BinarizeParams {
+            src: luma,
+            // The kernel reads luma as one flat run: the pipeline's luma is dense (a slot
+            // is read in place only at stride = width).
+            src_stride: width,
+            width,
+            height,
+            results,
+            dst: &b.mask.buf,
+        };
         let global = b
             .launch
             .global_1d(layout.pixels().div_ceil(PIXELS_PER_ITEM));
-        // SAFETY: the arguments are otsu.cl's (src, src_stride, width, height, results, dst),
-        // with src_stride = width. A work-item returns unless its first pixel is below `count`
-        // = width * height = `pixels()`, reads and writes at most 16 bytes from there but never
-        // past `count` (the tail goes byte by byte), and reads the threshold at word 256 of
-        // `results`. The mask holds the `pixels` bytes the stage was built for; the pipeline,
-        // the only caller, passes luma of `pixels()` bytes (or a grey slot of at least that)
-        // and its 257-word results, made for the one layout it (and this stage with it) was
-        // built for and always passes.
+        // SAFETY: `BinarizeParams` is the kernel's parameter list. A work-item returns
+        // unless its first pixel is below `count` = width * height = `pixels()`, reads and
+        // writes at most 16 bytes from there but never past `count` (the tail goes byte by
+        // byte), and reads the threshold at word 256 of `results`. The mask holds the
+        // `pixels` bytes the stage was built for; the pipeline, the only caller, passes
+        // luma of `pixels()` bytes (or a grey slot of at least that) and its 257-word
+        // results, made for the one layout it (and this stage with it) was built for and
+        // always passes.
         unsafe {
             launch(
                 gpu,
                 &b.kernel,
-                &[luma, &src_stride, &width, &height, results, &b.mask.buf],
+                &params,
                 &[global],
                 &[b.launch.local[0]],
                 "clEnqueueNDRangeKernel(binarize)",

@@ -11,11 +11,12 @@ use opencl3::kernel::Kernel;
 use opencl3::memory::Buffer;
 
 use super::buffers::held_bytes;
-use super::integral::{self, Blocked, Counted};
+use super::integral::{self, Blocked, CornerParams, Counted, LeftParams, TopParams};
 use super::launch::StageContext;
 use super::{device_buffer, IntegralLayout, Launch, PipelineError, Stage, Tuning};
 use crate::cl::{launch, write_blocking, ClError, Gpu, Record};
 use crate::frame::FrameLayout;
+use crate::kernel_params;
 use crate::region::{Region, RegionStats};
 
 /// Work-items per group of `region_sums`, a group a region (`REGION_ITEMS` in
@@ -23,6 +24,24 @@ use crate::region::{Region, RegionStats};
 const REGION_ITEMS: usize = 64;
 /// Work-items per group of `region_sums_items`, a work-item a region.
 const ITEMS_GROUP_SIZE: usize = 64;
+
+kernel_params! {
+    /// The parameters of regions.cl's `region_sums` and `region_sums_items`.
+    struct RegionParams<'a> {
+        luma: &'a Buffer<u8>,
+        width: u32,
+        height: u32,
+        magnitude: &'a Buffer<u8>,
+        edge_threshold: u32,
+        results: &'a Buffer<u32>,
+        left: LeftParams<'a>,
+        top: TopParams<'a>,
+        corner: CornerParams<'a>,
+        rects: &'a Buffer<u32>,
+        count: u32,
+        out: &'a Buffer<u64>,
+    }
+}
 
 /// How the region sums are laid out (the same arguments either way).
 enum RegionSums {
@@ -125,50 +144,43 @@ impl RegionsStage {
         sums: &Buffer<u64>,
         record: Record,
     ) -> Result<Option<Event>, ClError> {
-        let count = self.regions.len() as u32;
-        let et = u32::from(counted.edge_threshold);
         let n = self.regions.len();
         let (kernel, global, local) = match &self.region_sums {
             RegionSums::Groups(kernel) => (kernel, REGION_ITEMS * n, REGION_ITEMS),
             RegionSums::Items(kernel, launch) => (kernel, launch.global_1d(n), launch.local[0]),
         };
-        // SAFETY: the arguments are those of region_sums and of region_sums_items (the same
-        // parameters: luma, width, height, magnitude, edge_threshold, results, left,
-        // left_sq, top, top_sq, corner, corner_sq, rects, count, out). region_sums' groups
-        // are exactly `count` of REGION_ITEMS, the size the kernel requires, and
-        // region_sums_items' work-item i returns unless i < `count`. Region i (a group, or
-        // a work-item) reads rectangle i of `rects` (4 x `count` words); for
-        // each of its four corners (inside the frame) at most one element of each of left,
-        // top and corner at the indices integral.cl's formula gives (the lengths
-        // `Blocked::new` made from this layout's `Tiles`), and of the dense `pixels()`-byte
-        // luma and magnitude at most 15 rows of at most 15 pixels left of the corner and
-        // above it within its tile, and word 256 of `results`; it writes 4 ulongs at 4i of
-        // `out`. `set_regions` makes `rects` for exactly `self.regions` (4 words each),
-        // after checking that every region lies inside this layout's frame, and the
-        // pipeline, the only caller, passes the layout both stages were built for, its
-        // integral stage's blocked integrals, its inputs, its 257-word results and `sums`
-        // of `sums_len()` words, made for those regions.
+        let params = RegionParams {
+            luma: counted.luma,
+            width: layout.width,
+            height: layout.height,
+            magnitude: counted.magnitude,
+            edge_threshold: u32::from(counted.edge_threshold),
+            results: counted.results,
+            left: g.left_params(),
+            top: g.top_params(),
+            corner: g.corner_params(),
+            rects: &self.rects,
+            count: n as u32,
+            out: sums,
+        };
+        // SAFETY: `RegionParams` is the kernel's parameter list. region_sums' groups are
+        // exactly `count` of REGION_ITEMS, the size the kernel requires, and region_sums_items'
+        // work-item i returns unless i < `count`. Region i (a group, or a work-item) reads
+        // rectangle i of `rects` (4 x `count` words); for each of its four corners (inside the
+        // frame) at most one element of each of left, top and corner at the indices
+        // integral.cl's formula gives (the lengths `Blocked::new` made from this layout's
+        // `Tiles`), and of the dense `pixels()`-byte luma and magnitude at most 15 rows of at
+        // most 15 pixels left of the corner and above it within its tile, and word 256 of
+        // `results`; it writes 4 ulongs at 4i of `out`. `set_regions` makes `rects` for exactly
+        // `self.regions` (4 words each), after checking that every region lies inside this
+        // layout's frame, and the pipeline, the only caller, passes the layout both stages were
+        // built for, its integral stage's blocked integrals, its inputs, its 257-word results
+        // and `sums` of `sums_len()` words, made for those regions.
         unsafe {
             launch(
                 gpu,
                 kernel,
-                &[
-                    counted.luma,
-                    &layout.width,
-                    &layout.height,
-                    counted.magnitude,
-                    &et,
-                    counted.results,
-                    &g.left.buf,
-                    &g.left_sq.buf,
-                    &g.top.buf,
-                    &g.top_sq.buf,
-                    &g.corner.buf,
-                    &g.corner_sq.buf,
-                    &self.rects,
-                    &count,
-                    sums,
-                ],
+                &params,
                 &[global],
                 &[local],
                 "clEnqueueNDRangeKernel(region_sums)",

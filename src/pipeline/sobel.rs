@@ -13,12 +13,14 @@ use opencl3::kernel::Kernel;
 use opencl3::memory::Buffer;
 
 use super::buffers::DeviceImage;
+use super::otsu::ThresholdParams;
 use super::{
     otsu, FullImages, Launch, Magnitude, OtsuLaunch, PipelineOptions, SobelLayout, Tuning,
     SOBEL_RUN_CHUNKS,
 };
-use crate::cl::{launch, Args, CallContext, ClError, Gpu, Record, OTSU_SOBEL_CL, SOBEL_CL};
+use crate::cl::{launch, CallContext, ClError, Gpu, Record, OTSU_SOBEL_CL, SOBEL_CL};
 use crate::frame::FrameLayout;
+use crate::kernel_params;
 
 /// Pixels in one of `sobel3x3`'s runs; it reads 18 x 3 input pixels for them.
 pub(crate) const PIXELS_PER_ITEM: usize = 16;
@@ -27,6 +29,32 @@ pub(crate) const PIXELS_PER_ITEM: usize = 16;
 /// source row once for all of them. 2 gives the shortest Sobel on an NVIDIA H100; 4 are
 /// no faster and 8 slower (BENCHMARKS.md, "Two rows per Sobel work-item").
 const QUAD_ROWS: usize = 2;
+
+kernel_params! {
+    /// The parameters of sobel.cl's kernels: the gradients and the edge mask exactly where
+    /// the program was built to write them, Otsu's exactly where it runs the threshold.
+    struct SobelParams<'a> {
+        src: &'a Buffer<u8>,
+        src_stride: u32,
+        width: u32,
+        height: u32,
+        border: i32,
+        l2: i32,
+        edge_threshold: i32,
+        gradients: Option<Gradients<'a>>,
+        mag: &'a Buffer<u8>,
+        edges: Option<&'a Buffer<u8>>,
+        dst_stride: u32,
+        otsu: Option<ThresholdParams<'a>>,
+    }
+}
+
+kernel_params! {
+    struct Gradients<'a> {
+        dx: &'a Buffer<i16>,
+        dy: &'a Buffer<i16>,
+    }
+}
 
 /// The images only a pipeline that keeps its full images has Sobel write.
 pub(super) struct SobelImages {
@@ -157,50 +185,50 @@ impl SobelStage {
             // Otsu's row of work-groups, before Sobel's.
             global[1] += geometry.local[1];
         }
-        let l2 = i32::from(options.magnitude == Magnitude::L2);
-        let threshold = i32::from(options.edge_threshold);
-        let border = options.border.kernel_code();
-        let w = &layout.width;
-        let total = layout.width * layout.height;
-        // The kernel's arguments: dx, dy and the edges exactly when the stage holds them,
-        // Otsu's exactly when it runs the threshold.
-        let mut args = Args::<15>::new(w);
-        args.push(&[luma, w, w, &layout.height, &border, &l2, &threshold]);
-        if let Some(kept) = &self.kept {
-            args.push(&[&kept.dx.buf, &kept.dy.buf]);
-        }
-        args.push(&[magnitude]);
-        if let Some(kept) = &self.kept {
-            args.push(&[&kept.edges.buf]);
-        }
-        args.push(&[w]);
-        if self.otsu == OtsuLaunch::BesideSobel {
-            args.push(&[otsu.hist, &total, otsu.results]);
-        }
-        // SAFETY: the arguments are sobel.cl's (src, src_stride, width, height, border, l2,
-        // edge_threshold, [dx, dy,] mag, [edges,] dst_stride[, hist, total, results]), with
-        // both strides `width`; dx, dy and edges are passed exactly when the stage holds
-        // them, which is exactly when its program was built without NO_GRADIENTS and
-        // NO_EDGE_MASK, i.e. with those three parameters, and Otsu's three exactly when it
-        // was built with OTSU_BESIDE. A work-item of Sobel's groups returns unless its
-        // first pixel lies inside the frame; for each of its rows y < height (one, or the
-        // quad kernel's QUAD_ROWS, cut at the height) it reads rows y - 1 to y + 1 clamped
-        // (or, in constant mode, skipped) at the frame's edges and columns within
-        // [0, width), and writes its pixels of row y: within `pixels()` elements of luma
-        // and of each output. dx, dy and edges hold the `pixels` elements the stage was
-        // built for, and the pipeline, the only caller, passes its magnitude of `pixels()`
-        // bytes and luma of as many (or a grey slot of at least that at stride = width),
-        // all made for the one layout it was built for (and this stage with it) and always
-        // passes. With OTSU_BESIDE the first row of groups is Otsu's (Sobel's rows are
-        // shifted past it, as `global` adds it): its first group, of at most 256 work-items
-        // (asserted when the stage was built), reads and clears the 256 counts of `hist`
-        // and writes 257 words of `results`, whatever `total` is; the pipeline passes its
-        // buffers of 256 and 257 words.
+        let width = layout.width;
+        let params = SobelParams {
+            src: luma,
+            src_stride: width,
+            width,
+            height: layout.height,
+            border: options.border.kernel_code(),
+            l2: i32::from(options.magnitude == Magnitude::L2),
+            edge_threshold: i32::from(options.edge_threshold),
+            gradients: self.kept.as_ref().map(|kept| Gradients {
+                dx: &kept.dx.buf,
+                dy: &kept.dy.buf,
+            }),
+            mag: magnitude,
+            edges: self.kept.as_ref().map(|kept| &kept.edges.buf),
+            dst_stride: width,
+            otsu: (self.otsu == OtsuLaunch::BesideSobel).then_some(ThresholdParams {
+                hist: otsu.hist,
+                total: width * layout.height,
+                results: otsu.results,
+            }),
+        };
+        // SAFETY: `SobelParams` is the kernel's parameter list: the stage holds dx, dy and
+        // edges exactly when its program was built without NO_GRADIENTS and NO_EDGE_MASK,
+        // and passes Otsu's exactly when it was built with OTSU_BESIDE. Both strides are
+        // `width`. A work-item of Sobel's groups returns unless its first pixel lies
+        // inside the frame; for each of its rows y < height (one, or the quad kernel's
+        // QUAD_ROWS, cut at the height) it reads rows y - 1 to y + 1 clamped (or, in
+        // constant mode, skipped) at the frame's edges and columns within [0, width), and
+        // writes its pixels of row y: within `pixels()` elements of luma and of each
+        // output. dx, dy and edges hold the `pixels` elements the stage was built for, and
+        // the pipeline, the only caller, passes its magnitude of `pixels()` bytes and luma
+        // of as many (or a grey slot of at least that at stride = width), all made for the
+        // one layout it was built for (and this stage with it) and always passes. With
+        // OTSU_BESIDE the first row of groups is Otsu's (Sobel's rows are shifted past it,
+        // as `global` adds it): its first group, of at most 256 work-items (asserted when
+        // the stage was built), reads and clears the 256 counts of `hist` and writes 257
+        // words of `results`, whatever `total` is; the pipeline passes its buffers of 256
+        // and 257 words.
         unsafe {
             launch(
                 gpu,
                 k,
-                args.as_slice(),
+                &params,
                 &global,
                 &geometry.local,
                 "clEnqueueNDRangeKernel(sobel3x3)",

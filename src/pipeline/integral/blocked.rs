@@ -1,10 +1,37 @@
 //! The blocked integrals' buffers on the device, each part with its guard band, and their
 //! reading back.
 
+use opencl3::memory::Buffer;
+
 use super::{HostIntegrals, Tiles};
 use crate::cl::{ClError, Gpu};
+use crate::kernel_params;
 use crate::pipeline::buffers::held_bytes;
 use crate::pipeline::{DeviceImage, FullImages};
+
+kernel_params! {
+    /// Left's sums and squared sums, as the kernels that take them name them.
+    pub(in crate::pipeline) struct LeftParams<'a> {
+        left: &'a Buffer<u32>,
+        left_sq: &'a Buffer<u64>,
+    }
+}
+
+kernel_params! {
+    /// Top's sums and squared sums.
+    pub(in crate::pipeline) struct TopParams<'a> {
+        top: &'a Buffer<u32>,
+        top_sq: &'a Buffer<u64>,
+    }
+}
+
+kernel_params! {
+    /// Corner's sums and squared sums.
+    pub(in crate::pipeline) struct CornerParams<'a> {
+        corner: &'a Buffer<u32>,
+        corner_sq: &'a Buffer<u64>,
+    }
+}
 
 /// Local per pixel (u16 sum, u32 squared sum, u8 edge and foreground counts), empty unless
 /// the full images are kept; left, top and corner with their u32 sum, edges and foreground
@@ -39,6 +66,30 @@ impl Blocked {
             corner: DeviceImage::new(gpu, 3 * t.corner_len())?,
             corner_sq: DeviceImage::new(gpu, t.corner_len())?,
         })
+    }
+
+    /// Left, as kernel parameters.
+    pub(in crate::pipeline) fn left_params(&self) -> LeftParams<'_> {
+        LeftParams {
+            left: &self.left.buf,
+            left_sq: &self.left_sq.buf,
+        }
+    }
+
+    /// Top, as kernel parameters.
+    pub(in crate::pipeline) fn top_params(&self) -> TopParams<'_> {
+        TopParams {
+            top: &self.top.buf,
+            top_sq: &self.top_sq.buf,
+        }
+    }
+
+    /// Corner, as kernel parameters.
+    pub(in crate::pipeline) fn corner_params(&self) -> CornerParams<'_> {
+        CornerParams {
+            corner: &self.corner.buf,
+            corner_sq: &self.corner_sq.buf,
+        }
     }
 
     pub(super) fn held_bytes(&self) -> Result<u64, ClError> {

@@ -25,7 +25,7 @@ use opencl3::kernel::Kernel;
 use opencl3::memory::Buffer;
 use opencl3::program::Program;
 
-pub(super) use blocked::Blocked;
+pub(super) use blocked::{Blocked, CornerParams, LeftParams, TopParams};
 pub(super) use host::HostIntegrals;
 pub(super) use tiles::Tiles;
 

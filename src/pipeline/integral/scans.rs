@@ -6,9 +6,11 @@ use opencl3::event::Event;
 use opencl3::kernel::Kernel;
 use opencl3::program::Program;
 
+use super::blocked::{CornerParams, LeftParams, TopParams};
 use super::{kernel, Blocked, Tiles};
-use crate::cl::{launch, CallContext, ClError, Gpu, KernelArg, Record};
+use crate::cl::{launch, CallContext, ClError, Gpu, Record};
 use crate::frame::FrameLayout;
+use crate::kernel_params;
 use crate::pipeline::{IntegralLayout, Launch};
 
 /// Work-items per group of the scans a work-item a line.
@@ -20,6 +22,19 @@ const PARTS: usize = 4;
 /// `SPLIT_CHUNKS` in integral.cl, which sizes its local memory by them).
 const SPLIT_LINES: usize = 32;
 const SPLIT_CHUNKS: usize = 8;
+
+kernel_params! {
+    /// The parameters of integral.cl's scans: `integral_left_rows` takes left,
+    /// `integral_tops` top, `integral_left_tops` both, `integral_corners` and
+    /// `integral_corners_split` left and corner.
+    struct ScanParams<'a> {
+        width: u32,
+        height: u32,
+        left: Option<LeftParams<'a>>,
+        top: Option<TopParams<'a>>,
+        corner: Option<CornerParams<'a>>,
+    }
+}
 
 /// How left, top and corner are summed over whole tiles after the tile pass.
 pub(super) enum Scans {
@@ -101,16 +116,13 @@ impl Scans {
         let (w, h) = (layout.width, layout.height);
         let t = Tiles::new(layout);
         let what = "clEnqueueNDRangeKernel(integral)";
-        // integral_corners' and integral_corners_split's arguments (width, height, left,
-        // left_sq, corner, corner_sq).
-        let corner_args: [&dyn KernelArg; 6] = [
-            &w,
-            &h,
-            &g.left.buf,
-            &g.left_sq.buf,
-            &g.corner.buf,
-            &g.corner_sq.buf,
-        ];
+        let scan = |left: bool, top: bool, corner: bool| ScanParams {
+            width: w,
+            height: h,
+            left: left.then(|| g.left_params()),
+            top: top.then(|| g.top_params()),
+            corner: corner.then(|| g.corner_params()),
+        };
         match self {
             Scans::Chains {
                 rows,
@@ -120,15 +132,15 @@ impl Scans {
                 corners_launch,
             } => {
                 if let Some((rows, rows_launch)) = rows {
-                    // SAFETY: the arguments are integral_left_rows' (width, height, left,
-                    // left_sq). Work-item (y, part) returns unless y < height and part < 4,
-                    // and walks row y of the whole tiles of one part of left, `left_len()`
-                    // elements a plane as `Blocked::new` made them for this layout.
+                    // SAFETY: `ScanParams` with left is the kernel's parameter list. Work-item
+                    // (y, part) returns unless y < height and part < 4, and walks row y of the
+                    // whole tiles of one part of left, `left_len()` elements a plane as
+                    // `Blocked::new` made them for this layout.
                     event(unsafe {
                         launch(
                             gpu,
                             rows,
-                            &[&w, &h, &g.left.buf, &g.left_sq.buf],
+                            &scan(true, false, false),
                             &[rows_launch.global_1d(t.height), PARTS],
                             &[rows_launch.local[0], 1],
                             what,
@@ -136,32 +148,33 @@ impl Scans {
                         )
                     }?);
                 }
-                // SAFETY: the arguments are integral_tops' (width, height, top, top_sq). Work-item
-                // (q, part) returns unless 4q < the padded width and part < 4, and walks columns
-                // 4q..4q + 3 down the whole bands of one part of top, `top_len()` elements a plane
-                // as `Blocked::new` made them for this layout (the padded width is a multiple of
-                // 16, so no vector crosses a plane's end). At least one work-item is launched.
+                // SAFETY: `ScanParams` with top is the kernel's parameter list. Work-item (q,
+                // part) returns unless 4q < the padded width and part < 4, and walks columns
+                // 4q..4q + 3 down the whole bands of one part of top, `top_len()` elements a
+                // plane as `Blocked::new` made them for this layout (the padded width is a
+                // multiple of 16, so no vector crosses a plane's end). At least one work-item
+                // is launched.
                 event(unsafe {
                     launch(
                         gpu,
                         tops,
-                        &[&w, &h, &g.top.buf, &g.top_sq.buf],
+                        &scan(false, true, false),
                         &[tops_launch.global_1d(t.padded() / 4), PARTS],
                         &[tops_launch.local[0], 1],
                         what,
                         record,
                     )
                 }?);
-                // SAFETY: the arguments are integral_corners' (width, height, left, left_sq,
-                // corner, corner_sq). Work-item (t, part) returns unless t is a whole tile column
-                // and part < 4, reads left's rows 16 b + 15 of whole bands b in column t and writes
-                // corner's column t, `left_len()` and `corner_len()` elements a plane as
-                // `Blocked::new` made them for this layout. At least one work-item is launched.
+                // SAFETY: `ScanParams` with left and corner is the kernel's parameter list.
+                // Work-item (t, part) returns unless t is a whole tile column and part < 4,
+                // reads left's rows 16 b + 15 of whole bands b in column t and writes corner's
+                // column t, `left_len()` and `corner_len()` elements a plane as `Blocked::new`
+                // made them for this layout. At least one work-item is launched.
                 event(unsafe {
                     launch(
                         gpu,
                         corners,
-                        &corner_args,
+                        &scan(true, false, true),
                         &[corners_launch.global_1d(t.whole_across().max(1)), PARTS],
                         &[corners_launch.local[0], 1],
                         what,
@@ -177,29 +190,21 @@ impl Scans {
                 let lines = local[0];
                 let row_groups = t.height.div_ceil(lines);
                 let column_groups = t.padded().div_ceil(lines);
-                // SAFETY: the arguments are integral_left_tops' (width, height, left,
-                // left_sq, top, top_sq), and `local` is at most SPLIT_LINES x SPLIT_CHUNKS,
-                // the work-items its local buffer holds (and at most what the kernel
-                // allows). The groups are exactly 4 x ceil(height / lines) of left and then
-                // 4 x ceil(padded width / lines) of top as the kernel counts them, from the
-                // same width, height and lines: work-item (line, k) of a group touches one
-                // part's row (or padded column) `line`, only where it is below height (the
-                // padded width), and of it only whole tiles' entries of left (whole bands'
-                // of top), `left_len()` (`top_len()`) elements a plane as `Blocked::new`
-                // made them for this layout; every work-item of a group reaches its one
-                // barrier.
+                // SAFETY: `ScanParams` with left and top is the kernel's parameter list, and
+                // `local` is at most SPLIT_LINES x SPLIT_CHUNKS, the work-items its local
+                // buffer holds (and at most what the kernel allows). The groups are exactly 4 x
+                // ceil(height / lines) of left and then 4 x ceil(padded width / lines) of top
+                // as the kernel counts them, from the same width, height and lines: work-item
+                // (line, k) of a group touches one part's row (or padded column) `line`, only
+                // where it is below height (the padded width), and of it only whole tiles'
+                // entries of left (whole bands' of top), `left_len()` (`top_len()`) elements a
+                // plane as `Blocked::new` made them for this layout; every work-item of a group
+                // reaches its one barrier.
                 event(unsafe {
                     launch(
                         gpu,
                         left_tops,
-                        &[
-                            &w,
-                            &h,
-                            &g.left.buf,
-                            &g.left_sq.buf,
-                            &g.top.buf,
-                            &g.top_sq.buf,
-                        ],
+                        &scan(true, true, false),
                         &[PARTS * (row_groups + column_groups) * lines, local[1]],
                         local,
                         what,
@@ -207,19 +212,18 @@ impl Scans {
                     )
                 }?);
                 let tile_groups = t.whole_across().max(1).div_ceil(lines);
-                // SAFETY: the arguments are integral_corners_split's (width, height, left,
-                // left_sq, corner, corner_sq), `local` as above. The groups are exactly
-                // 4 x ceil(max(W16, 1) / lines) as the kernel counts them: work-item
-                // (line, k) of a group takes tile column `line` of one part only where it
-                // is a whole tile column, reads left's rows 16 b + 15 of whole bands b in
-                // that column and writes corner's column, `left_len()` and `corner_len()`
-                // elements a plane as `Blocked::new` made them for this layout; every
-                // work-item of a group reaches its one barrier.
+                // SAFETY: `ScanParams` with left and corner is the kernel's parameter list,
+                // `local` as above. The groups are exactly 4 x ceil(max(W16, 1) / lines) as the
+                // kernel counts them: work-item (line, k) of a group takes tile column `line`
+                // of one part only where it is a whole tile column, reads left's rows 16 b + 15
+                // of whole bands b in that column and writes corner's column, `left_len()` and
+                // `corner_len()` elements a plane as `Blocked::new` made them for this layout;
+                // every work-item of a group reaches its one barrier.
                 event(unsafe {
                     launch(
                         gpu,
                         corners,
-                        &corner_args,
+                        &scan(true, false, true),
                         &[PARTS * tile_groups * lines, local[1]],
                         local,
                         what,

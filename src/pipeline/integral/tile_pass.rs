@@ -4,11 +4,14 @@
 
 use opencl3::event::Event;
 use opencl3::kernel::Kernel;
+use opencl3::memory::Buffer;
 use opencl3::program::Program;
 
+use super::blocked::{LeftParams, TopParams};
 use super::{kernel, Blocked, Counted, Tiles};
-use crate::cl::{launch, Args, CallContext, ClError, Gpu, Record};
+use crate::cl::{launch, CallContext, ClError, Gpu, Record};
 use crate::frame::FrameLayout;
+use crate::kernel_params;
 use crate::pipeline::{FullImages, IntegralLayout};
 
 /// Work-items per group of `integral_tiles` (a multiple of 4 of 64 to 128: Mali's guide).
@@ -22,6 +25,28 @@ const ITEM_TILES_MAX: usize = 4096;
 /// Most work-items in a group of the GPU pass: `GROUP_TILES` tiles of 16 columns in
 /// integral.cl, whose local memory holds that many tiles.
 const TILE_GROUP_MAX: usize = 128;
+
+kernel_params! {
+    /// The parameters of integral.cl's `integral_tile_bands` and, without `items`, of
+    /// `integral_group_tiles` and `integral_tiles`.
+    struct TileParams<'a> {
+        luma: &'a Buffer<u8>,
+        src_stride: u32,
+        width: u32,
+        height: u32,
+        magnitude: &'a Buffer<u8>,
+        edge_threshold: u32,
+        results: &'a Buffer<u32>,
+        items: Option<u32>,
+        keep_local: u32,
+        sum: &'a Buffer<u16>,
+        sqsum: &'a Buffer<u32>,
+        edges: &'a Buffer<u8>,
+        foreground: &'a Buffer<u8>,
+        left: LeftParams<'a>,
+        top: TopParams<'a>,
+    }
+}
 
 /// The pass's kernel, how it is laid out on the device, and whether it writes local.
 pub(super) struct TilePass {
@@ -101,55 +126,56 @@ impl TilePass {
             results,
             ..
         } = *counted;
-        let (w, h) = (&layout.width, &layout.height);
-        let et = u32::from(counted.edge_threshold);
-        // Luma and the magnitude are dense: their rows are `w` apart (src_stride).
-        let mut args = Args::<17>::new(w);
-        args.push(&[luma, w, w, h, magnitude, &et, results]);
-        let (global, local, dims) = match &self.shape {
-            Shape::ItemBands { items } => {
-                args.push(&[items]);
-                ([*items as usize, 1], [1, 1], 1)
-            }
+        let (global, local, dims, items) = match &self.shape {
+            Shape::ItemBands { items } => ([*items as usize, 1], [1, 1], 1, Some(*items)),
             Shape::Grid { across, group } => {
                 let bands = Tiles::new(layout).bands();
-                ([across.next_multiple_of(*group), bands], [*group, 1], 2)
+                (
+                    [across.next_multiple_of(*group), bands],
+                    [*group, 1],
+                    2,
+                    None,
+                )
             }
         };
-        args.push(&[
-            &self.keep_local,
-            &g.sum.buf,
-            &g.sqsum.buf,
-            &g.edges.buf,
-            &g.foreground.buf,
-            &g.left.buf,
-            &g.left_sq.buf,
-            &g.top.buf,
-            &g.top_sq.buf,
-        ]);
-        // SAFETY: the arguments are those of integral.cl's integral_tile_bands (luma,
-        // src_stride, width, height, magnitude, edge_threshold, results, items, keep_local,
-        // sum, sqsum, edges, foreground, left, left_sq, top, top_sq), and of
-        // integral_group_tiles and integral_tiles (the same without items), src_stride =
-        // width; none writes local unless `keep_local` is 1, and `Blocked::new` made local
-        // `local_len()` long exactly where it is 1 (the integral stage made both from one
-        // `FullImages`), and left and top `left_len()` and `top_len()` a plane, all from
-        // this layout's `Tiles`. Every work-item reads rows below `height` of the two
-        // `pixels()`-byte inputs only within `width` columns (a partial tile byte by byte),
-        // and word 256 of `results`. integral_tile_bands' work-item k < `items` writes its
-        // bands' elements of local, left and top. Of the 2-D passes, band b's work-items
+        let params = TileParams {
+            luma,
+            // Luma and the magnitude are dense: their rows are `width` apart.
+            src_stride: layout.width,
+            width: layout.width,
+            height: layout.height,
+            magnitude,
+            edge_threshold: u32::from(counted.edge_threshold),
+            results,
+            items,
+            keep_local: self.keep_local,
+            sum: &g.sum.buf,
+            sqsum: &g.sqsum.buf,
+            edges: &g.edges.buf,
+            foreground: &g.foreground.buf,
+            left: g.left_params(),
+            top: g.top_params(),
+        };
+        // SAFETY: `TileParams` is the kernel's parameter list, `items` exactly for
+        // integral_tile_bands (`Shape::ItemBands`); none writes local unless `keep_local` is 1,
+        // and `Blocked::new` made local `local_len()` long exactly where it is 1 (the integral
+        // stage made both from one `FullImages`), and left and top `left_len()` and `top_len()`
+        // a plane, all from this layout's `Tiles`. Every work-item reads rows below `height` of
+        // the two `pixels()`-byte inputs only within `width` columns (a partial tile byte by
+        // byte), and word 256 of `results`. integral_tile_bands' work-item k < `items` writes
+        // its bands' elements of local, left and top. Of the 2-D passes, band b's work-items
         // write within that band: integral_group_tiles' item (x, b) element x of the band's
-        // rows of local only where x < the padded width (`group` a multiple of 16 of at
-        // most TILE_GROUP_MAX, the tiles its local buffer holds), integral_tiles' item
-        // (t, b) its tile's elements only where the tile lies in the frame; both write left
-        // only for whole tiles and rows of the band, and top only for whole bands. The
-        // pipeline, the only caller, passes the layout the stage was built for, its inputs
-        // of `pixels()` bytes and its 257-word results.
+        // rows of local only where x < the padded width (`group` a multiple of 16 of at most
+        // TILE_GROUP_MAX, the tiles its local buffer holds), integral_tiles' item (t, b) its
+        // tile's elements only where the tile lies in the frame; both write left only for whole
+        // tiles and rows of the band, and top only for whole bands. The pipeline, the only
+        // caller, passes the layout the stage was built for, its inputs of `pixels()` bytes and
+        // its 257-word results.
         unsafe {
             launch(
                 gpu,
                 &self.kernel,
-                args.as_slice(),
+                &params,
                 &global[..dims],
                 &local[..dims],
                 "clEnqueueNDRangeKernel(integral)",
