@@ -234,9 +234,12 @@ impl PipelineArgs {
 
 #[derive(clap::Args)]
 pub(crate) struct ProcessArgs {
-    /// A PNG, JPEG or PGM/PPM image, or a raw frame with --format and --size.
-    pub(crate) input: PathBuf,
-    /// Directory for report.json and the pictures (created if missing).
+    /// PNG, JPEG or PGM/PPM images, or raw frames with --format and --size: one or more,
+    /// each through the pipeline with the same options.
+    #[arg(required = true, value_name = "INPUT")]
+    pub(crate) inputs: Vec<PathBuf>,
+    /// Directory for report.json and the pictures (created if missing); with several
+    /// inputs, one directory in it for each, named as the input's file.
     #[arg(long)]
     pub(crate) out: PathBuf,
     /// Also write the exact outputs as little-endian raw files (luma.u8, sobel_dx.s16, ...).

@@ -72,7 +72,16 @@ fn main() -> ExitCode {
 
 /// 2 when the error is the user's input (file, size, ROI, device choice), else 1.
 fn exit_code(err: &anyhow::Error) -> u8 {
-    let input = err.chain().any(|e| {
+    if is_bad_input(err) {
+        2
+    } else {
+        1
+    }
+}
+
+/// Whether `err` is the user's input (file, size, ROI, device choice).
+fn is_bad_input(err: &anyhow::Error) -> bool {
+    err.chain().any(|e| {
         e.is::<InputError>()
             || e.is::<RegionError>()
             || e.is::<LayoutError>()
@@ -86,10 +95,7 @@ fn exit_code(err: &anyhow::Error) -> u8 {
                 Some(CaptureError::Source { .. })
             )
             || matches!(e.downcast_ref::<ClError>(), Some(ClError::NoDevice { .. }))
-    });
-    if input {
-        2
-    } else {
-        1
-    }
+            || e.downcast_ref::<commands::process::InputsFailed>()
+                .is_some_and(|f| f.all_bad_input)
+    })
 }

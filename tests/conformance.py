@@ -9,10 +9,11 @@ Usage:
 For every case the script writes an input (PNG / PGM / PPM / JPEG file or a
 raw frame), runs
 
-    edgesight process INPUT --out DIR --raw --border B [--format F --size WxH]
-                                                       [--scale 1/N]
+    edgesight process INPUT... --out DIR --raw --border B [--format F --size WxH]
+                                                          [--scale 1/N]
 
-and compares DIR/{luma.u8, sobel_dx.s16, sobel_dy.s16, mask.u8,
+(the inputs of the cases of one set of options in one run, each input's outputs in
+DIR/<its name>/) and compares DIR/{luma.u8, sobel_dx.s16, sobel_dy.s16, mask.u8,
 integral_sum.u32, integral_sqsum.u64, report.json} against what OpenCV
 computes from the same pixels (np.array_equal, exact).  The luma of a raw
 sensor frame (wide mono, Bayer) is its samples unpacked here with numpy and
@@ -766,40 +767,90 @@ class Result:
     seconds: float = 0.0
 
 
-def run_case(binary: str, case: Case, timeout: float, verbose: bool, device: str = "") -> Result:
+# Cases of one set of options share a run of edgesight (`process IN... --out DIR`, each
+# input's outputs in DIR/<its file name>/): under emulation or with a compiler that caches
+# little, starting OpenCL and loading the kernels cost more than the frames.  Runs hold at
+# most GROUP_CASES cases, so that a large set spreads over the parallel jobs.
+GROUP_CASES = 12
+
+
+def case_groups(cases: List[Case]) -> List[List[Case]]:
+    """The cases in runs: by their options (extra arguments and border), in order, at most
+    GROUP_CASES a run."""
+    by_options: dict = {}
+    with tempfile.TemporaryDirectory(prefix="edgesight-conf-") as tmp:
+        for c in cases:
+            # The extra arguments come from making the input (cheap for every case).
+            _, extra, _ = c.make_input(tmp)
+            by_options.setdefault((tuple(extra), c.border), []).append(c)
+    groups = []
+    for same in by_options.values():
+        for at in range(0, len(same), GROUP_CASES):
+            groups.append(same[at:at + GROUP_CASES])
+    return groups
+
+
+def run_group(binary: str, cases: List[Case], timeout: float, verbose: bool,
+              device: str = "") -> List[Result]:
+    """Runs edgesight once on the inputs of `cases` (one set of options) and checks each
+    case's outputs."""
     t0 = time.monotonic()
-    res = Result(case.label)
+    results = [Result(c.label) for c in cases]
     try:
         with tempfile.TemporaryDirectory(prefix="edgesight-conf-") as tmp:
-            inp, extra, luma = case.make_input(tmp)
-            exp = expected_outputs(luma, case.border)
-            if case.expect_otsu is not None and exp["otsu"] != case.expect_otsu:
-                # Not a failure of the binary; flag that OpenCV itself changed.
-                print(f"note {case.label}: OpenCV Otsu gave {exp['otsu']}, "
-                      f"script expected {case.expect_otsu}", file=sys.stderr)
-            outdir = os.path.join(tmp, "out")
-            os.mkdir(outdir)
-            cmd = [binary, "process", inp, "--out", outdir, "--raw", "--border", case.border] + extra
+            inputs, outdirs, expected = [], [], []
+            extra = []
+            for n, case in enumerate(cases):
+                own = os.path.join(tmp, f"case{n}")
+                os.mkdir(own)
+                inp, extra, luma = case.make_input(own)
+                exp = expected_outputs(luma, case.border)
+                if case.expect_otsu is not None and exp["otsu"] != case.expect_otsu:
+                    # Not a failure of the binary; flag that OpenCV itself changed.
+                    print(f"note {case.label}: OpenCV Otsu gave {exp['otsu']}, "
+                          f"script expected {case.expect_otsu}", file=sys.stderr)
+                # A name of its own in the run, where its outputs' directory takes it.
+                name = f"c{n:03d}{os.path.splitext(inp)[1]}"
+                os.symlink(os.path.abspath(inp), os.path.join(tmp, name))
+                inputs.append(os.path.join(tmp, name))
+                expected.append(exp)
+            out = os.path.join(tmp, "out")
+            os.mkdir(out)
+            # One input's outputs go into --out itself.
+            outdirs = [out] if len(cases) == 1 else [
+                os.path.join(out, os.path.basename(i)) for i in inputs]
+            cmd = ([binary, "process"] + inputs + ["--out", out, "--raw", "--border",
+                                                   cases[0].border] + list(extra))
             if device:
                 cmd += ["--device", device]
             try:
-                p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+                p = subprocess.run(cmd, capture_output=True, text=True,
+                                   timeout=timeout * len(cases))
             except subprocess.TimeoutExpired:
-                res.errors.append(f"timed out after {timeout:.0f}s: {' '.join(cmd)}")
-                return res
-            if p.returncode != 0:
-                tail = (p.stderr or p.stdout or "").strip().splitlines()[-3:]
-                res.errors.append(f"exit code {p.returncode}: {' | '.join(tail)}"
-                                  + (f" [cmd: {' '.join(cmd)}]" if verbose else ""))
-                return res
-            res.errors.extend(check_outputs(outdir, exp))
-            if res.errors and verbose:
-                res.errors.append(f"[cmd: {' '.join(cmd)}]")
+                for r in results:
+                    r.errors.append(f"timed out after {timeout * len(cases):.0f}s: "
+                                    f"{' '.join(cmd)}")
+                return results
+            stderr = (p.stderr or p.stdout or "").strip().splitlines()
+            for r, inp, outdir, exp in zip(results, inputs, outdirs, expected):
+                # Its own failure names its input; a run that failed before any input
+                # fails every case.
+                said = [line for line in stderr if os.path.basename(inp) in line]
+                if p.returncode != 0 and (said or len(cases) == 1 or not os.path.isdir(outdir)):
+                    tail = said or stderr[-3:]
+                    r.errors.append(f"exit code {p.returncode}: {' | '.join(tail)}"
+                                    + (f" [cmd: {' '.join(cmd)}]" if verbose else ""))
+                    continue
+                r.errors.extend(check_outputs(outdir, exp))
+                if r.errors and verbose:
+                    r.errors.append(f"[cmd: {' '.join(cmd)}]")
     except Exception as e:  # a bug in the harness should show up, not crash the run
-        res.errors.append(f"harness error: {type(e).__name__}: {e}")
+        for r in results:
+            r.errors.append(f"harness error: {type(e).__name__}: {e}")
     finally:
-        res.seconds = time.monotonic() - t0
-    return res
+        for r in results:
+            r.seconds = (time.monotonic() - t0) / len(cases)
+    return results
 
 
 def main(argv=None) -> int:
@@ -814,7 +865,8 @@ def main(argv=None) -> int:
                     help="edgesight's --device for every run (default: its own default)")
     ap.add_argument("--jobs", type=int, default=2, help="parallel binary runs (default 2)")
     ap.add_argument("--filter", default="", help="only run cases whose label contains this")
-    ap.add_argument("--timeout", type=float, default=120.0, help="per-run timeout in seconds")
+    ap.add_argument("--timeout", type=float, default=120.0,
+                    help="timeout in seconds per case (a run's is this times its cases)")
     ap.add_argument("--verbose", action="store_true", help="print commands and per-case times")
     args = ap.parse_args(argv)
 
@@ -834,9 +886,11 @@ def main(argv=None) -> int:
     cases = [c for c in build_cases(args.quick, repo_root, args.board) if args.filter in c.label]
     t0 = time.monotonic()
     passed = failed = 0
+    groups = case_groups(cases)
     with ThreadPoolExecutor(max_workers=max(1, args.jobs), initializer=reference_mode) as pool:
-        for r in pool.map(lambda c: run_case(binary, c, args.timeout, args.verbose, args.device),
-                          cases):
+        runs = pool.map(lambda g: run_group(binary, g, args.timeout, args.verbose, args.device),
+                        groups)
+        for r in (r for results in runs for r in results):
             timing = f" ({r.seconds:.2f}s)" if args.verbose else ""
             if r.errors:
                 failed += 1
@@ -845,7 +899,7 @@ def main(argv=None) -> int:
                 passed += 1
                 print(f"ok  {r.label}{timing}", flush=True)
     if args.verbose:
-        print(f"({len(cases)} cases in {time.monotonic() - t0:.1f}s)")
+        print(f"({len(cases)} cases in {len(groups)} runs, {time.monotonic() - t0:.1f}s)")
     print(f"conformance: {passed} passed, {failed} failed")
     return 1 if failed else 0
 

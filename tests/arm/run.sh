@@ -25,7 +25,8 @@
 # 48 on x86: each costs seconds under emulation), EDGESIGHT_KERNEL_SETUPS (default lean
 # here: each frame through every tuning, the full images kept with one; "all" as on x86),
 # EDGESIGHT_TEST_DEVICE (as for `make unit`; the sysroot has only POCL, and the tests run
-# both tunings on it). POCL's kernel caches are kept in target/arm/pocl-cache-ARCH: a
+# both tunings on it), EDGESIGHT_ARM_SIDE_BY_SIDE=0 (the boards one after the other; by
+# default they run side by side, each board's output shown when it is done). POCL's kernel caches are kept in target/arm/pocl-cache-ARCH: a
 # second run skips the kernel compiles, which are slow under emulation. Logs:
 # target/arm/logs/. Needs root (mount namespaces, chroot).
 set -uo pipefail
@@ -225,13 +226,48 @@ if [ "$profile" = release ] && [ -z "${EDGESIGHT_ARM_HOST_BUILD:-}" ]; then
     fi
     cross_built=true
 fi
-for arch in "${arches[@]}"; do
+# One board's phases; its summary and failures go to files, for the runs side by side.
+# Run in a subshell: the arrays it adds to stay its own.
+board() {
+    local arch=$1 triple
+    summary=() failed=()
     triple=$(triple_of "$arch") || exit 2
-    phase "$arch" sysroot "$here/sysroot.sh" "$arch" || continue
-    phase "$arch" build build "$arch" "$triple" || continue
-    phase "$arch" "kernel tests" kernel_tests "$arch"
-    phase "$arch" conformance conformance "$arch"
-    phase "$arch" "raw outputs = x86" raw_compare "$arch"
+    phase "$arch" sysroot "$here/sysroot.sh" "$arch" &&
+        phase "$arch" build build "$arch" "$triple" &&
+        {
+            phase "$arch" "kernel tests" kernel_tests "$arch"
+            phase "$arch" conformance conformance "$arch"
+            phase "$arch" "raw outputs = x86" raw_compare "$arch"
+        }
+    printf '%s\n' "${summary[@]}" > "$logs/$arch-summary.txt"
+    printf '%s\n' "${failed[@]}" > "$logs/$arch-failed.txt"
+}
+
+for arch in "${arches[@]}"; do rm -f "$logs/$arch-summary.txt" "$logs/$arch-failed.txt"; done
+# The boards side by side: each spends long stretches in one emulated compiler thread
+# (POCL's, building a kernel), which leaves the other core to the other board.
+if [ "${EDGESIGHT_ARM_SIDE_BY_SIDE:-1}" = 1 ] && [ ${#arches[@]} -gt 1 ]; then
+    pids=()
+    for arch in "${arches[@]}"; do
+        echo "=== $arch: started beside the others, log in target/arm/logs/$arch-run.log"
+        (board "$arch") > "$logs/$arch-run.log" 2>&1 &
+        pids+=($!)
+    done
+    for i in "${!arches[@]}"; do
+        wait "${pids[$i]}" || failed+=("${arches[$i]} (exit status)")
+        cat "$logs/${arches[$i]}-run.log"
+    done
+else
+    for arch in "${arches[@]}"; do
+        (board "$arch") || failed+=("$arch (exit status)")
+    done
+fi
+for arch in "${arches[@]}"; do
+    [ -f "$logs/$arch-summary.txt" ] || continue
+    mapfile -t lines < "$logs/$arch-summary.txt"
+    for l in "${lines[@]}"; do [ -n "$l" ] && summary+=("$l"); done
+    mapfile -t lines < "$logs/$arch-failed.txt"
+    for l in "${lines[@]}"; do [ -n "$l" ] && failed+=("$l"); done
 done
 
 echo

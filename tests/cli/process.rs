@@ -264,3 +264,85 @@ fn process_takes_every_tuning_with_the_same_results() {
         "unknown tuning 'bifrost' (expected auto, gpu, cpu or mali)",
     );
 }
+
+/// Several inputs in one run: each one's results in its own directory, byte for byte what
+/// a run of its own gives; a bad one among them is named, the others are still written,
+/// and the exit status says so; two inputs of one file name are refused before anything.
+#[test]
+fn several_inputs_are_processed_each_into_its_own_directory() {
+    let dir = out_dir("cli-several");
+    std::fs::create_dir_all(&dir).unwrap();
+    let scene = dir.join("scene.png");
+    std::fs::copy(sample(), &scene).unwrap();
+    let mut rng = common::Rng::new(7);
+    let grey: Vec<u8> = (0..641 * 479).map(|_| rng.next_u64() as u8).collect();
+    let pgm = dir.join("grey.pgm");
+    let mut file = b"P5\n641 479\n255\n".to_vec();
+    file.extend_from_slice(&grey);
+    std::fs::write(&pgm, file).unwrap();
+    let broken = dir.join("broken.png");
+    std::fs::write(&broken, "not a picture").unwrap();
+    let (scene, pgm, broken) = (
+        scene.to_str().unwrap(),
+        pgm.to_str().unwrap(),
+        broken.to_str().unwrap(),
+    );
+
+    let alone = dir.join("alone");
+    let o = edgesight(&["process", scene, "--out", alone.to_str().unwrap(), "--raw"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let together = dir.join("together");
+    let o = edgesight(&[
+        "process",
+        scene,
+        broken,
+        pgm,
+        "--out",
+        together.to_str().unwrap(),
+        "--raw",
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert_eq!(
+        stderr.lines().collect::<Vec<_>>(),
+        [
+            format!(
+                "edgesight: error: {broken}: not a readable PNG, JPEG or PGM/PPM image (The \
+                 image format could not be determined); for a raw frame give --format and --size"
+            )
+            .as_str(),
+            "edgesight: error: 1 of 3 inputs failed (each named above)",
+        ],
+    );
+    for name in RAW_OUTPUTS {
+        let want = std::fs::read(alone.join(name)).unwrap();
+        let got = std::fs::read(together.join("scene.png").join(name)).unwrap();
+        assert!(got == want, "scene.png's {name} differs from its own run's");
+    }
+    let luma = std::fs::read(together.join("grey.pgm").join("luma.u8")).unwrap();
+    assert!(luma == grey, "grey.pgm's luma is not its pixels");
+    assert!(!together.join("broken.png").exists());
+
+    let elsewhere = dir.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let twin = elsewhere.join("scene.png");
+    std::fs::copy(sample(), &twin).unwrap();
+    let twins = dir.join("twins");
+    let line = bad_input_line(&[
+        "process",
+        scene,
+        twin.to_str().unwrap(),
+        "--out",
+        twins.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        line,
+        format!(
+            "edgesight: error: output directory {}: inputs {scene} and {} have one file name, \
+             so their results would share it; rename or copy one\n",
+            twins.join("scene.png").display(),
+            twin.display()
+        )
+    );
+    assert!(!twins.exists());
+}
