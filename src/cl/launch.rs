@@ -368,43 +368,56 @@ mod tests {
 
     /// What a launch with `params` panics with, before anything is enqueued.
     #[cfg(debug_assertions)]
-    fn refusal(params: &dyn KernelParams) -> String {
-        let gpu = test_gpu();
-        let kernel = fill_kernel(&gpu);
-        let panic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+    fn refusal(gpu: &Gpu, params: &dyn KernelParams) -> String {
+        let kernel = fill_kernel(gpu);
+        let launched = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             // SAFETY: not sound for the wrong structs, which is what the check stops
-            // before the enqueue; the right one writes the 8 words of its buffer.
-            let _ = unsafe { launch(&gpu, &kernel, params, &[8], &[8], "fill", Record::NoEvent) };
-        }))
-        .expect_err("the launch is refused");
-        panic.downcast_ref::<String>().cloned().unwrap_or_default()
+            // before the enqueue.
+            unsafe { launch(&gpu, &kernel, params, &[8], &[8], "fill", Record::NoEvent) }.map(drop)
+        }));
+        match launched {
+            Err(panic) => panic.downcast_ref::<String>().cloned().unwrap_or_default(),
+            Ok(result) => panic!("the launch was not refused: {result:?}"),
+        }
     }
 
     #[cfg(debug_assertions)]
     #[test]
     fn a_parameter_of_another_name_or_type_is_refused() {
+        // One `Gpu` for the buffer and the kernel: another test may make the next one
+        // open a context of its own (`Gpu::stop_sharing`).
+        let gpu = test_gpu();
         let out: Buffer<u32> =
-            new_buffer(&test_gpu(), opencl3::memory::CL_MEM_READ_WRITE, 8).expect("buffer");
-        let misnamed = refusal(&MisnamedFillParams {
-            out: &out,
-            count: 1,
-        });
+            new_buffer(&gpu, opencl3::memory::CL_MEM_READ_WRITE, 8).expect("buffer");
+        let misnamed = refusal(
+            &gpu,
+            &MisnamedFillParams {
+                out: &out,
+                count: 1,
+            },
+        );
         assert!(
             misnamed.contains("parameter 1 is `value`, its parameter struct passes `count`"),
             "{misnamed}"
         );
-        let signed = refusal(&SignedFillParams {
-            out: &out,
-            value: 1,
-        });
+        let signed = refusal(
+            &gpu,
+            &SignedFillParams {
+                out: &out,
+                value: 1,
+            },
+        );
         assert!(
             signed.contains("`value` is passed a int, but the kernel takes a Some(\"uint\")"),
             "{signed}"
         );
-        let buffer_for_scalar = refusal(&BufferFillParams {
-            out: &out,
-            value: &out,
-        });
+        let buffer_for_scalar = refusal(
+            &gpu,
+            &BufferFillParams {
+                out: &out,
+                value: &out,
+            },
+        );
         assert!(
             buffer_for_scalar.contains("is passed a buffer"),
             "{buffer_for_scalar}"
