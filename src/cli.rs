@@ -203,12 +203,13 @@ pub(crate) struct PipelineArgs {
 
 #[derive(clap::Args)]
 pub(crate) struct RunArgs {
-    /// The TOML config file (see deploy/edgesight.toml); built-in defaults without it.
+    /// The TOML config file (the package installs /etc/edgesight/edgesight.toml, every key
+    /// explained in it); built-in defaults without it.
     #[arg(long, value_name = "FILE")]
     pub(crate) config: Option<PathBuf>,
     /// Frame source, replacing the config's (which must have at most one camera):
-    /// pattern:1280x720@30, pattern:WxH:FORMAT@FPS, v4l2:/dev/video0,
-    /// replay:FILE:WxH:FORMAT@FPS or replay:DIR@FPS.
+    /// a V4L2 device (/dev/video0, or v4l2:/dev/video0), pattern:1280x720@30,
+    /// pattern:WxH:FORMAT@FPS, replay:FILE:WxH:FORMAT@FPS or replay:DIR@FPS.
     #[arg(long, value_name = "SPEC")]
     pub(crate) source: Option<SourceSpec>,
     /// Address to serve HTTP on, IP:PORT, replacing [web] listen_address.

@@ -42,7 +42,7 @@ extern "C" fn block_signals_first() {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::try_parse().unwrap_or_else(|e| with_suggestion(e).exit());
     if !matches!(cli.command, Command::Run(_)) {
         if let Err(e) = edgesight::daemon::unblock_signals() {
             eprintln!("edgesight: error: unblocking signals: {e}");
@@ -98,4 +98,89 @@ fn is_bad_input(err: &anyhow::Error) -> bool {
             || e.downcast_ref::<commands::process::InputsFailed>()
                 .is_some_and(|f| f.all_bad_input)
     })
+}
+
+/// `e`, with the subcommand meant where clap has none to suggest: its own suggestions miss
+/// two letters swapped (`rnu`), the commonest slip on a small keyboard.
+fn with_suggestion(mut e: clap::Error) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    use clap::CommandFactory;
+    if e.kind() != ErrorKind::InvalidSubcommand || e.get(ContextKind::SuggestedSubcommand).is_some()
+    {
+        return e;
+    }
+    let Some(ContextValue::String(typed)) = e.get(ContextKind::InvalidSubcommand) else {
+        return e;
+    };
+    let typed = typed.clone();
+    let command = Cli::command();
+    let nearest = command
+        .get_subcommands()
+        .map(|c| c.get_name())
+        .filter(|name| edit_distance(&typed, name) <= 2.min(name.len() / 2))
+        .min_by_key(|name| edit_distance(&typed, name));
+    if let Some(name) = nearest {
+        e.insert(
+            ContextKind::SuggestedSubcommand,
+            ContextValue::Strings(vec![name.to_string()]),
+        );
+    }
+    e
+}
+
+/// Edits (insert, delete, replace, or swap two neighbours) from `a` to `b`.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for j in 0..=b.len() {
+        d[0][j] = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            d[i][j] = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                d[i][j] = d[i][j].min(d[i - 2][j - 2] + 1);
+            }
+        }
+    }
+    d[a.len()][b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn swapped_and_missing_letters_are_one_edit() {
+        assert_eq!(edit_distance("rnu", "run"), 1);
+        assert_eq!(edit_distance("proces", "process"), 1);
+        assert_eq!(edit_distance("devcies", "devices"), 1);
+        assert_eq!(edit_distance("run", "run"), 0);
+        assert_eq!(edit_distance("xyz", "run"), 3);
+    }
+
+    #[test]
+    fn a_slip_of_the_keyboard_gets_the_subcommand_meant() {
+        let e = with_suggestion(
+            Cli::try_parse_from(["edgesight", "rnu"])
+                .err()
+                .expect("refused"),
+        );
+        assert!(
+            e.to_string().contains("a similar subcommand exists: 'run'"),
+            "{e}"
+        );
+        let e = with_suggestion(
+            Cli::try_parse_from(["edgesight", "xyz"])
+                .err()
+                .expect("refused"),
+        );
+        assert!(!e.to_string().contains("similar"), "{e}");
+    }
 }

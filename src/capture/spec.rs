@@ -11,7 +11,8 @@ use crate::frame::{CaptureFormat, FrameLayout, PixelFormat, Size};
 use crate::jpeg::Scale;
 
 /// Where frames come from, as the command line and the config spell it:
-/// `pattern:1280x720@30` (optionally `pattern:1280x720:yuyv@30`), `v4l2:/dev/video0`,
+/// `pattern:1280x720@30` (optionally `pattern:1280x720:yuyv@30`), `v4l2:/dev/video0` (or
+/// the device's absolute path alone, `/dev/video0`),
 /// `replay:FILE:WxH:FORMAT@FPS`, `replay:DIR@FPS` (a directory of PNG, JPEG or PGM/PPM
 /// images), `replay:FILE@FPS` (JPEG images back to back: an MJPEG recording). The scale of
 /// JPEG frames is set by the config or `capture --scale`, not in the spec.
@@ -60,7 +61,7 @@ impl SourceSpec {
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error("invalid source '{spec}': {reason} (expected pattern:WxH[:FORMAT]@FPS, v4l2:DEVICE, replay:FILE:WxH:FORMAT@FPS, replay:DIR@FPS or replay:FILE.mjpeg@FPS)")]
+#[error("invalid source '{spec}': {reason} (expected pattern:WxH[:FORMAT]@FPS, a device path, v4l2:DEVICE, replay:FILE:WxH:FORMAT@FPS, replay:DIR@FPS or replay:FILE.mjpeg@FPS)")]
 pub struct InvalidSource {
     pub spec: String,
     pub reason: String,
@@ -118,6 +119,16 @@ impl FromStr for SourceSpec {
         };
         let build =
             |kind: SourceKind, parts: SourceParts| parts.build(kind).map_err(|e| bad(e.message));
+        if s.starts_with('/') {
+            // A device's path alone, as `capture` takes it: what `v4l2:` would say.
+            return build(
+                SourceKind::V4l2,
+                SourceParts {
+                    device: Some(PathBuf::from(s)),
+                    ..SourceParts::default()
+                },
+            );
+        }
         let (kind, rest) = s
             .split_once(':')
             .ok_or_else(|| bad("no kind before ':'".into()))?;
@@ -237,6 +248,11 @@ mod tests {
             }
         );
         assert_eq!(
+            "/dev/video0".parse::<SourceSpec>().unwrap(),
+            "v4l2:/dev/video0".parse::<SourceSpec>().unwrap(),
+            "a device's path alone is a V4L2 source"
+        );
+        assert_eq!(
             "v4l2:/dev/video0".parse::<SourceSpec>().unwrap(),
             SourceSpec::V4l2 {
                 device: "/dev/video0".into(),
@@ -280,7 +296,7 @@ mod tests {
             ("v4l2:", "no device path"),
             ("camera:/dev/video0", "unknown kind 'camera'"),
             ("replay:@30", "no file or directory"),
-            ("/dev/video0", "no kind"),
+            ("dev/video0", "no kind"),
         ] {
             let err = spec.parse::<SourceSpec>().unwrap_err().to_string();
             assert!(err.contains(reason), "{spec}: {err}");

@@ -1,5 +1,6 @@
 //! Configs `check-config` and `run` refuse alike, at the key and before anything starts;
-//! config and replay paths that are FIFOs or devices; a warning for many cameras.
+//! config and replay paths that are FIFOs or devices; a warning for many cameras; the demo
+//! config with other sources.
 
 use std::path::Path;
 use std::process::Command;
@@ -234,4 +235,54 @@ fn r12_many_cameras_draw_a_warning() {
     d.signal(libc::SIGTERM);
     let (status, _) = d.exit_within(Duration::from_secs(60));
     assert_eq!(status.code(), Some(0));
+}
+
+/// `make demo`'s config runs with `--source` of another size (its regions fit any frame
+/// from 320x240 up) and with a device's bare path, which is waited for while absent.
+#[test]
+fn the_demo_config_takes_another_source() {
+    let demo = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/demo.toml"))
+        .expect("deploy/demo.toml");
+    for (n, source) in ["pattern:320x240@30", "pattern:1920x1080:yuyv@30"]
+        .iter()
+        .enumerate()
+    {
+        let dir = tmp_dir(&format!("demo-source-{n}"));
+        let d = Daemon::start_with(&dir, &demo, |c| {
+            c.args(["--source", source]);
+        });
+        let latest = wait_until("a frame", Duration::from_secs(20), || {
+            serde_json::from_str::<serde_json::Value>(&get_text(d.port, "/api/v1/latest")).ok()
+        });
+        let (w, h) = source[8..]
+            .split_once('@')
+            .unwrap()
+            .0
+            .split_once('x')
+            .unwrap();
+        let h = h.split(':').next().unwrap();
+        assert_eq!(latest["camera"], "demo", "{source}: {latest}");
+        assert_eq!(latest["width"].to_string(), w, "{source}");
+        assert_eq!(latest["height"].to_string(), h, "{source}");
+        let rois: Vec<&str> = latest["rois"]
+            .as_array()
+            .expect("rois")
+            .iter()
+            .map(|r| r["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(rois, ["top", "left"], "{source}");
+        d.stop();
+    }
+    let dir = tmp_dir("demo-source-device");
+    // Not healthy while its one camera is away: spawned, not waited for.
+    let d = Daemon::spawn_with(&dir, &demo, |c| {
+        c.args(["--source", "/dev/edgesight-no-such-camera"]);
+    });
+    let log = wait_until("the device waited for", Duration::from_secs(10), || {
+        let log = d.log();
+        log.contains("/dev/edgesight-no-such-camera is not present now")
+            .then_some(log)
+    });
+    assert!(!log.contains("ERROR"), "{log}");
+    d.stop();
 }
