@@ -215,6 +215,13 @@ pub(crate) struct RunArgs {
     /// Address to serve HTTP on, IP:PORT, replacing [web] listen_address.
     #[arg(long, alias = "web.listen-address", value_name = "IP:PORT")]
     pub(crate) listen: Option<String>,
+    /// Log level, replacing [log] level: error, warn, info, debug or trace.
+    #[arg(long = "log.level", value_name = "LEVEL")]
+    pub(crate) log_level: Option<String>,
+    /// Log line format, replacing [log] format: text (for people), logfmt (as
+    /// node_exporter's, for Loki's `| logfmt`) or json.
+    #[arg(long = "log.format", value_name = "FORMAT")]
+    pub(crate) log_format: Option<String>,
 }
 
 #[derive(clap::Args)]

@@ -373,7 +373,7 @@ mod tests {
         let launched = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             // SAFETY: not sound for the wrong structs, which is what the check stops
             // before the enqueue.
-            unsafe { launch(&gpu, &kernel, params, &[8], &[8], "fill", Record::NoEvent) }.map(drop)
+            unsafe { launch(gpu, &kernel, params, &[8], &[8], "fill", Record::NoEvent) }.map(drop)
         }));
         match launched {
             Err(panic) => panic.downcast_ref::<String>().cloned().unwrap_or_default(),

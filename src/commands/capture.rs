@@ -106,7 +106,7 @@ struct CaptureSummary {
 }
 
 pub(crate) fn capture(args: &CaptureArgs) -> Result<()> {
-    edgesight::daemon::init_logging("info");
+    edgesight::daemon::init_logging("info", Default::default());
     check_roi_names(&args.pipeline.rois)?;
     let spec = capture_source(args)?;
     create_out_dir(&args.out)?;

@@ -14,6 +14,8 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
         Overrides {
             source: args.source,
             listen: args.listen,
+            log_level: args.log_level,
+            log_format: args.log_format,
         },
     )
 }

@@ -27,14 +27,37 @@ pub(super) fn check(
     file: &FileConfig,
     overrides: &Overrides,
 ) -> Result<Settings, ConfigError> {
-    let level = file.log.level.get_ref().to_ascii_lowercase();
-    if !["error", "warn", "info", "debug", "trace"].contains(&level.as_str()) {
-        return Err(doc.at(
-            file.log.level.span(),
-            "log.level",
-            format!("unknown level '{level}' (expected error, warn, info, debug or trace)"),
-        ));
-    }
+    let unknown_level = |level: &str| {
+        format!("unknown level '{level}' (expected error, warn, info, debug or trace)")
+    };
+    let known = |level: &str| ["error", "warn", "info", "debug", "trace"].contains(&level);
+    let level = match &overrides.log_level {
+        Some(level) => {
+            let level = level.to_ascii_lowercase();
+            if !known(&level) {
+                return Err(flag("--log.level", "log.level", unknown_level(&level)));
+            }
+            level
+        }
+        None => {
+            let level = file.log.level.get_ref().to_ascii_lowercase();
+            if !known(&level) {
+                return Err(doc.at(file.log.level.span(), "log.level", unknown_level(&level)));
+            }
+            level
+        }
+    };
+    let log_format: LogFormat = match &overrides.log_format {
+        Some(format) => format
+            .parse()
+            .map_err(|m| flag("--log.format", "log.format", m))?,
+        None => file
+            .log
+            .format
+            .get_ref()
+            .parse()
+            .map_err(|m| doc.at(file.log.format.span(), "log.format", m))?,
+    };
     let bins = *file.metrics.histogram_bins.get_ref();
     if !(1..=256).contains(&bins) || !bins.is_power_of_two() {
         return Err(doc.at(
@@ -114,6 +137,7 @@ pub(super) fn check(
     }
     Ok(Settings {
         log_level: level,
+        log_format,
         web,
         histogram_bins: bins,
         cameras,
@@ -484,22 +508,53 @@ mod tests {
         };
         let small = Overrides {
             source: Some("pattern:160x120@5".parse().unwrap()),
-            listen: None,
+            ..Overrides::default()
         };
         let err = check(&doc, &file, &small).unwrap_err();
         assert_eq!(err.origin, Origin::Flag("--source"));
         assert!(err.message.contains("outside the 160x120 frame"), "{err}");
         let listen = Overrides {
-            source: None,
             listen: Some("127.0.0.1:1234".into()),
+            ..Overrides::default()
         };
         assert_eq!(check(&doc, &file, &listen).unwrap().web.listen.port(), 1234);
+        let log = Overrides {
+            log_level: Some("DEBUG".into()),
+            log_format: Some("json".into()),
+            ..Overrides::default()
+        };
+        let settings = check(&doc, &file, &log).unwrap();
+        assert_eq!(
+            (settings.log_level.as_str(), settings.log_format),
+            ("debug", LogFormat::Json)
+        );
+        for (flag_name, log) in [
+            (
+                "--log.level",
+                Overrides {
+                    log_level: Some("loud".into()),
+                    ..Overrides::default()
+                },
+            ),
+            (
+                "--log.format",
+                Overrides {
+                    log_format: Some("xml".into()),
+                    ..Overrides::default()
+                },
+            ),
+        ] {
+            let err = check(&doc, &file, &log).unwrap_err();
+            assert_eq!(err.origin, Origin::Flag(flag_name));
+            assert!(err.message.contains("unknown"), "{err}");
+        }
     }
 
     #[test]
     fn bad_values_name_their_key() {
         for (text, key, pos) in [
             ("[log]\nlevel = \"loud\"\n", "log.level", (2, 9)),
+            ("[log]\nformat = \"xml\"\n", "log.format", (2, 10)),
             ("[metrics]\nhistogram_bins = 24\n", "metrics.histogram_bins", (2, 18)),
             // Found by the config fuzz target: accepted, it became a time of 0.
             ("[web]\nstale_after_seconds = 1e-10\n", "web.stale_after_seconds", (2, 23)),

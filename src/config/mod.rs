@@ -118,6 +118,10 @@ fn table_header(line: &str) -> Option<String> {
 pub struct Overrides {
     pub source: Option<SourceSpec>,
     pub listen: Option<String>,
+    /// `--log.level`, replacing `[log] level`.
+    pub log_level: Option<String>,
+    /// `--log.format`, replacing `[log] format`.
+    pub log_format: Option<String>,
 }
 
 /// The text of a config and where it came from, to place errors.

@@ -27,6 +27,7 @@ struct Printed<'a> {
 #[derive(Serialize)]
 struct Log<'a> {
     level: &'a str,
+    format: &'static str,
 }
 
 /// What `[opencl]` sets for every camera and no camera overrides (device and tuning are
@@ -203,6 +204,7 @@ impl Settings {
         let printed = Printed {
             log: Log {
                 level: &self.log_level,
+                format: self.log_format.name(),
             },
             opencl: Opencl {
                 // The same for every camera, and there is always one.

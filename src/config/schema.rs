@@ -44,13 +44,54 @@ pub(crate) struct FileConfig {
 pub(crate) struct LogConfig {
     /// error, warn, info, debug or trace; `RUST_LOG` naming a level overrides it.
     pub level: Spanned<String>,
+    /// text, logfmt or json ([`LogFormat`]).
+    pub format: Spanned<String>,
 }
 
 impl Default for LogConfig {
     fn default() -> Self {
         LogConfig {
             level: Spanned::new(0..0, "info".into()),
+            format: Spanned::new(0..0, "text".into()),
         }
+    }
+}
+
+/// How each log line is written: `text` for people (a time, the level, the message, then
+/// `key=value` fields, quoted where logfmt needs it), `logfmt` (`ts=... level=info
+/// msg="..." key=value`, as node_exporter logs and Loki's `| logfmt` reads), or `json`
+/// (one object a line). Under journald every format keeps the line's priority in front.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Logfmt,
+    Json,
+}
+
+impl LogFormat {
+    pub const NAMES: [(&'static str, LogFormat); 3] = [
+        ("text", LogFormat::Text),
+        ("logfmt", LogFormat::Logfmt),
+        ("json", LogFormat::Json),
+    ];
+
+    pub fn name(self) -> &'static str {
+        LogFormat::NAMES
+            .iter()
+            .find(|(_, f)| *f == self)
+            .map_or("text", |(name, _)| name)
+    }
+}
+
+impl std::str::FromStr for LogFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<LogFormat, String> {
+        LogFormat::NAMES
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case(s.trim()))
+            .map(|(_, f)| *f)
+            .ok_or_else(|| format!("unknown log format '{s}' (expected text, logfmt or json)"))
     }
 }
 
@@ -191,6 +232,7 @@ pub(crate) struct RoiConfig {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Settings {
     pub log_level: String,
+    pub log_format: LogFormat,
     pub web: WebSettings,
     pub histogram_bins: u32,
     pub cameras: Vec<CameraSettings>,

@@ -1,23 +1,30 @@
-//! The log: `tracing` to stderr, at a level, with each line's syslog priority in front
-//! under systemd, and every field (the message too) escaped so that a value cannot make
-//! a line of its own.
+//! The log: `tracing` to stderr, at a level, in one of three formats ([`LogFormat`]: text
+//! for people, logfmt, JSON), with each line's syslog priority in front under systemd, and
+//! every field (the message too) escaped so that a value cannot make a line of its own.
 //!
 //! File names, device names, region names and the text of errors reach the log: a
 //! newline in one would start a new line, and under journald a forged `<3>` at its start
-//! would give that line priority "err". Control characters are written as `\n`, `\r`,
-//! `\t` or `\x1b`-style escapes instead.
+//! would give that line priority "err". In text and logfmt, a value with a space, `=`,
+//! `"` or a control character is quoted as logfmt's grammar requires (go-logfmt, which
+//! Loki's `| logfmt` follows), control characters written as `\n`, `\r`, `\t` or
+//! `\u001b`-style escapes; JSON escapes them itself.
 
 use std::fmt;
 
-use tracing_subscriber::field::RecordFields;
-use tracing_subscriber::fmt::format::{DefaultFields, Writer};
-use tracing_subscriber::fmt::{FormatEvent, FormatFields, MakeWriter};
+use tracing::field::{Field, Visit};
+use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, MakeWriter};
+use tracing_subscriber::registry::LookupSpan;
 
-/// Installs the `tracing` subscriber at `level`, or at `RUST_LOG` when that names a level
-/// (error, warn, info, debug, trace). Per-module filters are left out to keep the binary
-/// small. Under systemd (stderr is the journal's stream) each line starts with its
-/// syslog priority (`<3>` for errors), so `journalctl -p err` finds the errors.
-pub fn init_logging(level: &str) {
+use crate::config::LogFormat;
+
+/// Installs the `tracing` subscriber at `level` writing `format`, or at `RUST_LOG` when
+/// that names a level (error, warn, info, debug, trace). Per-module filters are left out
+/// to keep the binary small. Under systemd (stderr is the journal's stream) each line
+/// starts with its syslog priority (`<3>` for errors), so `journalctl -p err` finds the
+/// errors, and carries no time of its own (journald stamps each line).
+pub fn init_logging(level: &str, format: LogFormat) {
     let parse = |s: &str| s.trim().parse::<tracing::Level>().ok();
     let level = std::env::var("RUST_LOG")
         .ok()
@@ -28,38 +35,31 @@ pub fn init_logging(level: &str) {
     // A second call (tests) keeps the first subscriber.
     let _ = tracing::subscriber::set_global_default(subscriber(
         level,
-        stderr_is_journal(),
-        ansi,
+        Lines {
+            format,
+            journal: stderr_is_journal(),
+            ansi,
+        },
         std::io::stderr,
     ));
 }
 
-/// The subscriber [`init_logging`] installs, writing to `writer`.
+/// The subscriber [`init_logging`] installs, writing `lines` to `writer`.
 fn subscriber<W>(
     level: tracing::Level,
-    journal: bool,
-    ansi: bool,
+    lines: Lines,
     writer: W,
 ) -> Box<dyn tracing::Subscriber + Send + Sync>
 where
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
 {
-    let builder = tracing_subscriber::fmt()
-        .with_max_level(level)
-        .with_writer(writer)
-        // Colour codes only for a terminal: journald and log files get plain text.
-        .with_ansi(ansi)
-        .with_target(false)
-        .fmt_fields(EscapedFields);
-    if journal {
-        // journald stamps each line itself.
-        let format = tracing_subscriber::fmt::format()
-            .with_target(false)
-            .without_time();
-        Box::new(builder.event_format(JournalPriority(format)).finish())
-    } else {
-        Box::new(builder.finish())
-    }
+    Box::new(
+        tracing_subscriber::fmt()
+            .with_max_level(level)
+            .with_writer(writer)
+            .event_format(lines)
+            .finish(),
+    )
 }
 
 /// Whether stderr is the stream systemd connected to the journal (`JOURNAL_STREAM` holds
@@ -80,63 +80,249 @@ fn stderr_is_journal() -> bool {
         .is_ok_and(|m| dev.parse() == Ok(m.dev()) && ino.parse() == Ok(m.ino()))
 }
 
-/// Prefixes each line with its sd-daemon(3) priority.
-struct JournalPriority<F>(F);
+/// How each event becomes a line.
+#[derive(Clone, Copy, Debug)]
+struct Lines {
+    format: LogFormat,
+    /// Under journald: the sd-daemon(3) priority in front, no time.
+    journal: bool,
+    /// The text format's level in colour (a terminal).
+    ansi: bool,
+}
 
-impl<S, N, F> FormatEvent<S, N> for JournalPriority<F>
+/// A field's value as the event gave it.
+enum Value {
+    Text(String),
+    Int(i128),
+    Float(f64),
+    Bool(bool),
+}
+
+/// An event's message and fields, in the order given.
+#[derive(Default)]
+struct Fields {
+    message: String,
+    fields: Vec<(&'static str, Value)>,
+}
+
+impl Fields {
+    fn push(&mut self, field: &Field, value: Value) {
+        match (field.name(), value) {
+            ("message", Value::Text(text)) => self.message = text,
+            (name, value) => self.fields.push((name, value)),
+        }
+    }
+}
+
+impl Visit for Fields {
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        // `%x` fields and the message arrive here, formatted as Display.
+        self.push(field, Value::Text(format!("{value:?}")));
+    }
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.push(field, Value::Text(value.to_string()));
+    }
+    fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
+        self.push(field, Value::Text(value.to_string()));
+    }
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.push(field, Value::Int(value.into()));
+    }
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.push(field, Value::Int(value.into()));
+    }
+    fn record_i128(&mut self, field: &Field, value: i128) {
+        self.push(field, Value::Int(value));
+    }
+    fn record_u128(&mut self, field: &Field, value: u128) {
+        let value = i128::try_from(value).map_or(Value::Text(value.to_string()), Value::Int);
+        self.push(field, value);
+    }
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.push(field, Value::Float(value));
+    }
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.push(field, Value::Bool(value));
+    }
+}
+
+impl<S, N> FormatEvent<S, N> for Lines
 where
-    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    S: tracing::Subscriber + for<'a> LookupSpan<'a>,
     N: for<'a> FormatFields<'a> + 'static,
-    F: FormatEvent<S, N>,
 {
     fn format_event(
         &self,
-        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        _: &FmtContext<'_, S, N>,
         mut writer: Writer<'_>,
         event: &tracing::Event<'_>,
     ) -> fmt::Result {
-        let priority = match *event.metadata().level() {
-            tracing::Level::ERROR => 3,
-            tracing::Level::WARN => 4,
-            tracing::Level::INFO => 6,
-            tracing::Level::DEBUG | tracing::Level::TRACE => 7,
-        };
-        write!(writer, "<{priority}>")?;
-        self.0.format_event(ctx, writer, event)
-    }
-}
-
-/// `tracing`'s own field format, with control characters escaped.
-struct EscapedFields;
-
-impl<'w> FormatFields<'w> for EscapedFields {
-    fn format_fields<R: RecordFields>(&self, writer: Writer<'w>, fields: R) -> fmt::Result {
-        // The inner writer is plain: the field names lose their italics on a terminal,
-        // the level keeps its colour.
-        let mut escaping = Escaping(writer);
-        DefaultFields::new().format_fields(Writer::new(&mut escaping), fields)
-    }
-}
-
-/// Passes text on with every control character escaped.
-struct Escaping<W>(W);
-
-impl<W: fmt::Write> fmt::Write for Escaping<W> {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        let mut rest = s;
-        while let Some(i) = rest.find(|c: char| c.is_control()) {
-            self.0.write_str(&rest[..i])?;
-            let c = rest[i..].chars().next().expect("found at i");
-            match c {
-                '\n' => self.0.write_str("\\n")?,
-                '\r' => self.0.write_str("\\r")?,
-                '\t' => self.0.write_str("\\t")?,
-                c => write!(self.0, "\\x{:02x}", u32::from(c))?,
-            }
-            rest = &rest[i + c.len_utf8()..];
+        let mut fields = Fields::default();
+        event.record(&mut fields);
+        let level = *event.metadata().level();
+        if self.journal {
+            write!(writer, "<{}>", priority(level))?;
         }
-        self.0.write_str(rest)
+        let mut time = String::new();
+        if !self.journal {
+            SystemTime.format_time(&mut Writer::new(&mut time))?;
+        }
+        match self.format {
+            LogFormat::Text => self.text(&mut writer, &time, level, &fields)?,
+            LogFormat::Logfmt => logfmt(&mut writer, &time, level, &fields)?,
+            LogFormat::Json => json(&mut writer, &time, level, &fields)?,
+        }
+        writeln!(writer)
     }
+}
+
+/// The sd-daemon(3) priority of `level`.
+fn priority(level: tracing::Level) -> u8 {
+    match level {
+        tracing::Level::ERROR => 3,
+        tracing::Level::WARN => 4,
+        tracing::Level::INFO => 6,
+        tracing::Level::DEBUG | tracing::Level::TRACE => 7,
+    }
+}
+
+impl Lines {
+    /// `TIME LEVEL message key=value ...`: the level right-aligned in five columns, the
+    /// message as it is (its control characters escaped), the values as logfmt writes them.
+    fn text(
+        &self,
+        w: &mut Writer<'_>,
+        time: &str,
+        level: tracing::Level,
+        f: &Fields,
+    ) -> fmt::Result {
+        if !time.is_empty() {
+            write!(w, "{time} ")?;
+        }
+        let colour = match level {
+            tracing::Level::ERROR => "31",
+            tracing::Level::WARN => "33",
+            tracing::Level::INFO => "32",
+            tracing::Level::DEBUG => "34",
+            tracing::Level::TRACE => "35",
+        };
+        if self.ansi {
+            write!(w, "\x1b[{colour}m{:>5}\x1b[0m ", level.as_str())?;
+        } else {
+            write!(w, "{:>5} ", level.as_str())?;
+        }
+        write_escaped(w, &f.message)?;
+        for (name, value) in &f.fields {
+            write!(w, " {name}=")?;
+            logfmt_value(w, value)?;
+        }
+        Ok(())
+    }
+}
+
+/// `ts=TIME level=LEVEL msg=MESSAGE key=value ...`, as go-logfmt writes it.
+fn logfmt(w: &mut Writer<'_>, time: &str, level: tracing::Level, f: &Fields) -> fmt::Result {
+    if !time.is_empty() {
+        write!(w, "ts={time} ")?;
+    }
+    write!(w, "level={} msg=", level.as_str().to_ascii_lowercase())?;
+    logfmt_value(w, &Value::Text(f.message.clone()))?;
+    for (name, value) in &f.fields {
+        write!(w, " {name}=")?;
+        logfmt_value(w, value)?;
+    }
+    Ok(())
+}
+
+/// `{"ts":TIME,"level":LEVEL,"msg":MESSAGE,"key":value,...}`.
+fn json(w: &mut Writer<'_>, time: &str, level: tracing::Level, f: &Fields) -> fmt::Result {
+    w.write_char('{')?;
+    if !time.is_empty() {
+        write!(w, "\"ts\":")?;
+        json_string(w, time)?;
+        w.write_char(',')?;
+    }
+    write!(
+        w,
+        "\"level\":\"{}\",\"msg\":",
+        level.as_str().to_ascii_lowercase()
+    )?;
+    json_string(w, &f.message)?;
+    for (name, value) in &f.fields {
+        w.write_char(',')?;
+        json_string(w, name)?;
+        w.write_char(':')?;
+        match value {
+            Value::Text(text) => json_string(w, text)?,
+            Value::Int(n) => write!(w, "{n}")?,
+            Value::Float(x) if x.is_finite() => write!(w, "{x}")?,
+            Value::Float(x) => json_string(w, &x.to_string())?,
+            Value::Bool(b) => write!(w, "{b}")?,
+        }
+    }
+    w.write_char('}')
+}
+
+/// A logfmt value: bare where it may be, else quoted (go-logfmt quotes a value that is
+/// empty or holds a space, `=`, `"` or any character at or below the space).
+fn logfmt_value(w: &mut Writer<'_>, value: &Value) -> fmt::Result {
+    let text = match value {
+        Value::Text(text) => text.as_str(),
+        Value::Int(n) => return write!(w, "{n}"),
+        Value::Float(x) => return write!(w, "{x}"),
+        Value::Bool(b) => return write!(w, "{b}"),
+    };
+    let bare = !text.is_empty()
+        && !text
+            .chars()
+            .any(|c| c <= ' ' || c == '=' || c == '"' || c.is_control());
+    if bare {
+        return w.write_str(text);
+    }
+    w.write_char('"')?;
+    for c in text.chars() {
+        match c {
+            '"' => w.write_str("\\\"")?,
+            '\\' => w.write_str("\\\\")?,
+            '\n' => w.write_str("\\n")?,
+            '\r' => w.write_str("\\r")?,
+            '\t' => w.write_str("\\t")?,
+            c if c.is_control() => write!(w, "\\u{:04x}", u32::from(c))?,
+            c => w.write_char(c)?,
+        }
+    }
+    w.write_char('"')
+}
+
+/// `text` as a JSON string.
+fn json_string(w: &mut Writer<'_>, text: &str) -> fmt::Result {
+    w.write_char('"')?;
+    for c in text.chars() {
+        match c {
+            '"' => w.write_str("\\\"")?,
+            '\\' => w.write_str("\\\\")?,
+            '\n' => w.write_str("\\n")?,
+            '\r' => w.write_str("\\r")?,
+            '\t' => w.write_str("\\t")?,
+            c if u32::from(c) < 0x20 || c.is_control() => write!(w, "\\u{:04x}", u32::from(c))?,
+            c => w.write_char(c)?,
+        }
+    }
+    w.write_char('"')
+}
+
+/// `text` with every control character escaped (a message in the text format, unquoted).
+fn write_escaped(w: &mut Writer<'_>, text: &str) -> fmt::Result {
+    for c in text.chars() {
+        match c {
+            '\n' => w.write_str("\\n")?,
+            '\r' => w.write_str("\\r")?,
+            '\t' => w.write_str("\\t")?,
+            c if c.is_control() => write!(w, "\\x{:02x}", u32::from(c))?,
+            c => w.write_char(c)?,
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -146,9 +332,9 @@ mod tests {
 
     /// The lines a subscriber wrote.
     #[derive(Clone, Default)]
-    struct Lines(Arc<Mutex<Vec<u8>>>);
+    struct Output(Arc<Mutex<Vec<u8>>>);
 
-    impl std::io::Write for Lines {
+    impl std::io::Write for Output {
         fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
             self.0.lock().expect("lock").extend_from_slice(bytes);
             Ok(bytes.len())
@@ -158,40 +344,141 @@ mod tests {
         }
     }
 
-    impl<'w> MakeWriter<'w> for Lines {
-        type Writer = Lines;
-        fn make_writer(&'w self) -> Lines {
+    impl<'w> MakeWriter<'w> for Output {
+        type Writer = Output;
+        fn make_writer(&'w self) -> Output {
             self.clone()
         }
     }
 
+    /// What `log` writes in `format` (under journald where `journal`).
+    fn logged(format: LogFormat, journal: bool, log: impl FnOnce()) -> String {
+        let out = Output::default();
+        let lines = Lines {
+            format,
+            journal,
+            ansi: false,
+        };
+        tracing::subscriber::with_default(
+            subscriber(tracing::Level::INFO, lines, out.clone()),
+            log,
+        );
+        let text = String::from_utf8(out.0.lock().expect("lock").clone()).expect("UTF-8");
+        text
+    }
+
+    /// An awkward event: a message and values with spaces, quotes, `=`, a backslash,
+    /// control characters, an empty value and numbers.
+    fn awkward_event() {
+        let device = "pthread-haswell-AMD EPYC (Portable Computing Language)";
+        let path = "/srv/a \"b\"=c\\d\te\u{1b}[2K";
+        tracing::warn!(
+            camera = %"front",
+            device = %device,
+            path = %path,
+            empty = %"",
+            frames = 42u64,
+            ratio = 0.5f64,
+            up = true,
+            "replay {path}: not an image"
+        );
+    }
+
+    /// A logfmt line as go-logfmt writes it: bare values where they may be, quoted and
+    /// escaped where not; under journald the priority in front and no time.
+    #[test]
+    fn logfmt_lines_quote_and_escape_as_go_logfmt() {
+        let text = logged(LogFormat::Logfmt, false, awkward_event);
+        let (time, line) = text
+            .strip_prefix("ts=")
+            .expect("ts first")
+            .split_once(' ')
+            .expect("more");
+        assert!(time.ends_with('Z') && time.len() >= 20, "{text}");
+        let want = concat!(
+            r#"level=warn msg="replay /srv/a \"b\"=c\\d\te\u001b[2K: not an image" camera=front "#,
+            r#"device="pthread-haswell-AMD EPYC (Portable Computing Language)" "#,
+            r#"path="/srv/a \"b\"=c\\d\te\u001b[2K" empty="" frames=42 ratio=0.5 up=true"#,
+            "\n"
+        );
+        assert_eq!(line, want);
+        let journal = logged(LogFormat::Logfmt, true, awkward_event);
+        assert_eq!(journal, format!("<4>{want}"));
+    }
+
+    /// Every JSON line is one object that serde_json parses, numbers and booleans as such.
+    #[test]
+    fn json_lines_are_objects_with_every_value_whole() {
+        let device = "pthread-haswell-AMD EPYC (Portable Computing Language)";
+        let path = "/srv/a \"b\"=c\\d\te\u{1b}[2K";
+        let text = logged(LogFormat::Json, false, awkward_event);
+        assert_eq!(text.matches('\n').count(), 1, "{text:?}");
+        let v: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+        assert_eq!(v["level"], "warn");
+        assert_eq!(v["msg"], format!("replay {path}: not an image"));
+        assert_eq!(v["camera"], "front");
+        assert_eq!(v["device"], device);
+        assert_eq!(v["path"], path);
+        assert_eq!(v["empty"], "");
+        assert_eq!(v["frames"], 42);
+        assert_eq!(v["ratio"], 0.5);
+        assert_eq!(v["up"], true);
+        assert!(v["ts"].as_str().is_some_and(|t| t.ends_with('Z')), "{text}");
+        let journal = logged(LogFormat::Json, true, awkward_event);
+        let v: serde_json::Value =
+            serde_json::from_str(journal.strip_prefix("<4>").expect("priority")).expect("JSON");
+        assert!(v.get("ts").is_none(), "{journal}");
+    }
+
+    /// The text format keeps its layout for people, with values quoted as logfmt's.
+    #[test]
+    fn text_lines_quote_values_that_need_it() {
+        let text = logged(LogFormat::Text, false, awkward_event);
+        let (time, rest) = text.split_once(' ').expect("a time first");
+        assert!(time.ends_with('Z'), "{text}");
+        assert!(
+            rest.starts_with(
+                " WARN replay /srv/a \"b\"=c\\d\\te\\x1b[2K: not an image camera=front "
+            ),
+            "{text}"
+        );
+        assert!(
+            rest.contains(r#" device="pthread-haswell-AMD EPYC (Portable Computing Language)" "#),
+            "{text}"
+        );
+        assert!(
+            rest.contains(r#" empty="" frames=42 ratio=0.5 up=true"#),
+            "{text}"
+        );
+    }
+
     /// Resilience round 2, item 8: a newline in a replay image's file name split the
     /// warning, and the forged line's `<3>` gave it priority "err" under journald;
-    /// carriage returns went out raw.
+    /// carriage returns went out raw. In every format.
     #[test]
     fn round2_8_a_file_name_cannot_forge_a_log_line() {
-        for journal in [true, false] {
-            let lines = Lines::default();
-            let subscriber = subscriber(tracing::Level::INFO, journal, false, lines.clone());
-            let name = "x.png\n<3>edgesight: camera 'front' failed\r\x1b[2Kok";
-            tracing::subscriber::with_default(subscriber, || {
-                tracing::warn!(camera = %name, "replay /srv/{name}: not an image");
-            });
-            let text = String::from_utf8(lines.0.lock().expect("lock").clone()).expect("UTF-8");
-            assert_eq!(text.matches('\n').count(), 1, "one line: {text:?}");
-            assert!(text.ends_with('\n'), "{text:?}");
-            assert!(!text.contains('\r') && !text.contains('\x1b'), "{text:?}");
-            let escaped = r"x.png\n<3>edgesight: camera 'front' failed\r\x1b[2Kok";
-            assert_eq!(
-                text.matches(escaped).count(),
-                2,
-                "message and field: {text:?}"
-            );
-            assert_eq!(
-                text.starts_with("<4>"),
-                journal,
-                "the priority only under journald: {text:?}"
-            );
+        let name = "x.png\n<3>edgesight: camera 'front' failed\r\x1b[2Kok";
+        for (format, _) in LogFormat::NAMES.map(|(n, f)| (f, n)) {
+            for journal in [true, false] {
+                let text = logged(format, journal, || {
+                    tracing::warn!(camera = %name, "replay /srv/{name}: not an image");
+                });
+                assert_eq!(text.matches('\n').count(), 1, "one line: {text:?}");
+                assert!(text.ends_with('\n'), "{text:?}");
+                assert!(!text.contains('\r') && !text.contains('\x1b'), "{text:?}");
+                let quoted = r#""x.png\n<3>edgesight: camera 'front' failed\r\u001b[2Kok""#;
+                assert!(text.contains(quoted), "the field, quoted: {text:?}");
+                if format == LogFormat::Text {
+                    let escaped =
+                        r"replay /srv/x.png\n<3>edgesight: camera 'front' failed\r\x1b[2Kok";
+                    assert!(text.contains(escaped), "the message: {text:?}");
+                }
+                assert_eq!(
+                    text.starts_with("<4>"),
+                    journal,
+                    "the priority only under journald: {text:?}"
+                );
+            }
         }
     }
 }

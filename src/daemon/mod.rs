@@ -59,7 +59,7 @@ pub fn run(config_path: Option<PathBuf>, overrides: Overrides) -> Result<()> {
     let signals = signals::forward().context("starting the signal thread")?;
     let checked = config::validate(config_path.as_deref(), &overrides)?;
     let settings = checked.settings;
-    init_logging(&settings.log_level);
+    init_logging(&settings.log_level, settings.log_format);
     for warning in &checked.warnings {
         tracing::warn!("{warning}");
     }

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod daemon;
+pub mod logfmt;
 
 use std::sync::Once;
 

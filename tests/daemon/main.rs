@@ -9,6 +9,7 @@
 //! | `endpoints` | every route on one camera, a reload by SIGHUP, HEAD, port 0 |
 //! | `prometheus` | a real Prometheus scraping two cameras; the deploy files' rules |
 //! | `load` | frames and scrapes under wrk, a bad-password flood and idle connections |
+//! | `logs` | `--log.format` logfmt and JSON, every line parsed strictly |
 //! | `web` | basic auth, TLS and its renewal, the open-file limit, `[web]` checks |
 //! | `config` | configs refused before anything starts, FIFOs, many cameras |
 //! | `cameras` | an absent camera, a failing one, an MJPEG recording |
@@ -27,6 +28,7 @@ mod config;
 mod endpoints;
 mod health;
 mod load;
+mod logs;
 mod prometheus;
 mod signals;
 mod verify;
