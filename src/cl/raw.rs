@@ -15,16 +15,12 @@ use std::ptr::{self, NonNull};
 
 use opencl3::command_queue::CommandQueue;
 use opencl3::context::Context;
-use opencl3::error_codes::{
-    CL_INVALID_WORK_DIMENSION, CL_KERNEL_ARG_INFO_NOT_AVAILABLE, CL_MAP_FAILURE, CL_SUCCESS,
-};
+use opencl3::error_codes::{CL_INVALID_WORK_DIMENSION, CL_MAP_FAILURE, CL_SUCCESS};
 use opencl3::event::Event;
 use opencl3::kernel::Kernel;
 use opencl3::memory::{Buffer, ClMem, CL_MAP_WRITE_INVALIDATE_REGION};
 use opencl3::types::CL_BLOCKING;
-use opencl3::types::{
-    cl_context, cl_event, cl_int, cl_kernel_arg_info, cl_mem, cl_mem_flags, cl_platform_id,
-};
+use opencl3::types::{cl_context, cl_event, cl_int, cl_mem, cl_mem_flags, cl_platform_id};
 
 use super::{ClError, Plain, RawClError};
 
@@ -105,13 +101,15 @@ pub(crate) unsafe fn set_kernel_arg<T>(
 /// What `clGetKernelArgInfo` says of parameter `index` of `kernel` under `param`, written
 /// into `buf`: the bytes written, or `None` where the program kept no description of its
 /// parameters (it was built without `-cl-kernel-arg-info`). A query whose answer does not
-/// fit `buf` is an error (CL_INVALID_VALUE).
+/// fit `buf` is an error (CL_INVALID_VALUE). Debug builds check launches with it.
+#[cfg(debug_assertions)]
 pub(crate) fn kernel_arg_info<'b>(
     kernel: &Kernel,
     index: u32,
-    param: cl_kernel_arg_info,
+    param: opencl3::types::cl_kernel_arg_info,
     buf: &'b mut [u8],
 ) -> Result<Option<&'b [u8]>, ClError> {
+    use opencl3::error_codes::CL_KERNEL_ARG_INFO_NOT_AVAILABLE;
     let runtime = runtime()?;
     let mut size = 0usize;
     // Safe whatever the arguments: the driver writes at most `buf.len()` bytes into `buf`
