@@ -212,9 +212,15 @@ pub(crate) struct RunArgs {
     /// pattern:WxH:FORMAT@FPS, replay:FILE:WxH:FORMAT@FPS or replay:DIR@FPS.
     #[arg(long, value_name = "SPEC")]
     pub(crate) source: Option<SourceSpec>,
-    /// Address to serve HTTP on, IP:PORT, replacing [web] listen_address.
-    #[arg(long, alias = "web.listen-address", value_name = "IP:PORT")]
-    pub(crate) listen: Option<String>,
+    /// Address to serve HTTP on, replacing [web] listen_address: IP:PORT, [IPv6]:PORT,
+    /// :PORT (every address) or HOST:PORT (each address the name resolves to); give it
+    /// again for more addresses.
+    #[arg(
+        long = "web.listen-address",
+        visible_alias = "listen",
+        value_name = "ADDRESS"
+    )]
+    pub(crate) listen: Vec<String>,
     /// Log level, replacing [log] level: error, warn, info, debug or trace.
     #[arg(long = "log.level", value_name = "LEVEL")]
     pub(crate) log_level: Option<String>,

@@ -438,13 +438,14 @@ mod tests {
     use super::super::{parse, Origin};
     use super::*;
     use crate::pipeline::Tuning;
+    use crate::server::ListenAddress;
 
     #[test]
     fn defaults_run_one_pattern_camera_on_loopback() {
         let s = load_text("").unwrap();
         assert_eq!(
             s.web.listen,
-            format!("127.0.0.1:{DEFAULT_PORT}").parse().unwrap()
+            [ListenAddress::parse(&format!("127.0.0.1:{DEFAULT_PORT}")).unwrap()]
         );
         assert!(!s.web.snapshots);
         assert_eq!(s.cameras.len(), 1);
@@ -514,10 +515,12 @@ mod tests {
         assert_eq!(err.origin, Origin::Flag("--source"));
         assert!(err.message.contains("outside the 160x120 frame"), "{err}");
         let listen = Overrides {
-            listen: Some("127.0.0.1:1234".into()),
+            listen: vec![":1234".into(), "localhost:1235".into()],
             ..Overrides::default()
         };
-        assert_eq!(check(&doc, &file, &listen).unwrap().web.listen.port(), 1234);
+        let listen = check(&doc, &file, &listen).unwrap().web.listen;
+        let listen: Vec<String> = listen.iter().map(|l| l.to_string()).collect();
+        assert_eq!(listen, [":1234", "localhost:1235"]);
         let log = Overrides {
             log_level: Some("DEBUG".into()),
             log_format: Some("json".into()),

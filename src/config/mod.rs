@@ -117,7 +117,9 @@ fn table_header(line: &str) -> Option<String> {
 #[derive(Clone, Debug, Default)]
 pub struct Overrides {
     pub source: Option<SourceSpec>,
-    pub listen: Option<String>,
+    /// `--web.listen-address` (or `--listen`), each time given; replacing
+    /// `[web] listen_address` unless empty.
+    pub listen: Vec<String>,
     /// `--log.level`, replacing `[log] level`.
     pub log_level: Option<String>,
     /// `--log.format`, replacing `[log] format`.

@@ -37,9 +37,17 @@ struct Opencl {
     verify_every: u32,
 }
 
+/// One listen address as a string, more as a list, as the config takes them.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum ListenPrinted {
+    One(String),
+    Many(Vec<String>),
+}
+
 #[derive(Serialize)]
 struct Web {
-    listen_address: String,
+    listen_address: ListenPrinted,
     snapshots: bool,
     stale_after_seconds: f64,
     max_connections: u32,
@@ -211,7 +219,10 @@ impl Settings {
                 verify_every: self.cameras.first().map_or(0, |c| c.verify_every),
             },
             web: Web {
-                listen_address: w.listen.to_string(),
+                listen_address: match w.listen.as_slice() {
+                    [one] => ListenPrinted::One(one.to_string()),
+                    many => ListenPrinted::Many(many.iter().map(|l| l.to_string()).collect()),
+                },
                 snapshots: w.snapshots,
                 stale_after_seconds: w.stale_after.as_secs_f64(),
                 max_connections: w.max_connections,

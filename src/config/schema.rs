@@ -117,10 +117,28 @@ impl Default for OpenclConfig {
     }
 }
 
+/// A key that takes one string or a list of them.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub(crate) enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    pub(crate) fn items(&self) -> &[String] {
+        match self {
+            OneOrMany::One(one) => std::slice::from_ref(one),
+            OneOrMany::Many(many) => many,
+        }
+    }
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct WebConfig {
-    pub listen_address: Spanned<String>,
+    /// One address, or a list of them.
+    pub listen_address: Spanned<OneOrMany>,
     /// Serve `/snapshot/*.png` and the status page `/` with pictures.
     pub snapshots: Spanned<bool>,
     /// `/healthz` answers 503 once the newest frame is older than this.
@@ -136,7 +154,7 @@ pub(crate) struct WebConfig {
 impl Default for WebConfig {
     fn default() -> Self {
         WebConfig {
-            listen_address: Spanned::new(0..0, format!("127.0.0.1:{DEFAULT_PORT}")),
+            listen_address: Spanned::new(0..0, OneOrMany::One(format!("127.0.0.1:{DEFAULT_PORT}"))),
             snapshots: Spanned::new(0..0, false),
             stale_after_seconds: Spanned::new(0..0, 5.0),
             max_connections: Spanned::new(0..0, 64),

@@ -3,32 +3,38 @@
 //! hashes parsed with its verifier; pictures beyond loopback need basic auth.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use super::schema::{WebConfig, WebSettings};
 use super::{flag, ConfigError, Doc, Overrides};
+use crate::server::ListenAddress;
 
 pub(super) fn check_web(
     doc: &Doc,
     web: &WebConfig,
     overrides: &Overrides,
 ) -> Result<WebSettings, ConfigError> {
-    let listen = match &overrides.listen {
-        Some(addr) => addr.parse::<SocketAddr>().map_err(|e| {
-            flag(
-                "--listen",
-                "web.listen_address",
-                format!("'{addr}': {e} (expected IP:PORT)"),
-            )
-        })?,
-        None => web.listen_address.get_ref().parse().map_err(|e| {
-            doc.at(
+    let listen: Vec<ListenAddress> = if overrides.listen.is_empty() {
+        let given = web.listen_address.get_ref().items();
+        if given.is_empty() {
+            return Err(doc.at(
                 web.listen_address.span(),
                 "web.listen_address",
-                format!("'{}': {e} (expected IP:PORT)", web.listen_address.get_ref()),
-            )
-        })?,
+                "an empty list: give at least one address",
+            ));
+        }
+        given
+            .iter()
+            .map(|a| ListenAddress::parse(a))
+            .collect::<Result<_, _>>()
+            .map_err(|m| doc.at(web.listen_address.span(), "web.listen_address", m))?
+    } else {
+        overrides
+            .listen
+            .iter()
+            .map(|a| ListenAddress::parse(a))
+            .collect::<Result<_, _>>()
+            .map_err(|m| flag("--web.listen-address", "web.listen_address", m))?
     };
     let stale = *web.stale_after_seconds.get_ref();
     // From 1 ms: a shorter time is 0 once it is a Duration, and every frame is stale.
@@ -107,15 +113,20 @@ pub(super) fn check_web(
     }
     let snapshots = *web.snapshots.get_ref();
     // TLS only hides the pictures from the network; who may see them is auth's to say.
-    if snapshots && users.is_empty() && !listen.ip().is_loopback() {
+    if let Some(open) = listen
+        .iter()
+        .find(|l| !l.is_loopback())
+        .filter(|_| snapshots && users.is_empty())
+    {
         let message = format!(
-            "snapshots and the status page show camera pictures: listening on {listen}, \
+            "snapshots and the status page show camera pictures: listening on {open}, \
              beyond loopback, they need basic_auth_users (TLS encrypts them but lets \
              anyone see them)"
         );
-        return Err(match &overrides.listen {
-            Some(_) => flag("--listen", "web.snapshots", message),
-            None => doc.at(web.snapshots.span(), "web.snapshots", message),
+        return Err(if overrides.listen.is_empty() {
+            doc.at(web.snapshots.span(), "web.snapshots", message)
+        } else {
+            flag("--web.listen-address", "web.snapshots", message)
         });
     }
     Ok(WebSettings {

@@ -34,7 +34,12 @@ pub(super) async fn serve(
     mut signals: tmpsc::UnboundedReceiver<Signal>,
 ) -> Result<()> {
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    let bound = listener.addr;
+    let bound = listener
+        .addrs
+        .iter()
+        .map(|a| a.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
     let server = tokio::spawn(server::serve(
         listener,
         settings.web.clone(),

@@ -6,6 +6,7 @@
 
 mod auth;
 mod limits;
+mod listen;
 mod page;
 mod routes;
 #[cfg(test)]
@@ -35,12 +36,14 @@ use crate::files;
 use crate::metrics::Metrics;
 
 pub(crate) use auth::{check_hash, mixed_costs};
+pub use listen::ListenAddress;
 pub use routes::{CameraView, HttpMetrics};
 
 /// The `[web]` table as the server runs it; config checks it and re-exports it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct WebSettings {
-    pub listen: SocketAddr,
+    /// Every address served on (at least one).
+    pub listen: Vec<ListenAddress>,
     pub snapshots: bool,
     pub stale_after: Duration,
     pub max_connections: u32,
@@ -123,13 +126,15 @@ fn lower_priority() {
 /// The bound socket, TLS and auth setup, made before any camera starts so that a taken
 /// port, a bad certificate or a bad hash refuses the start.
 pub struct Listener {
-    socket: std::net::TcpListener,
+    sockets: Vec<std::net::TcpListener>,
     /// `web.max_connections`, or fewer where the open-file limit leaves less room.
     connections: u32,
     tls: Option<TlsIdentity>,
     auth: Arc<auth::Auth>,
-    /// The address bound (with the port the kernel chose for port 0).
+    /// The first address bound (with the port the kernel chose for port 0).
     pub addr: SocketAddr,
+    /// Every address bound.
+    pub addrs: Vec<SocketAddr>,
 }
 
 impl Listener {
@@ -145,12 +150,22 @@ impl Listener {
                 web.max_connections
             );
         }
-        let socket = std::net::TcpListener::bind(web.listen)
-            .with_context(|| format!("cannot listen on {}", web.listen))?;
-        socket
-            .set_nonblocking(true)
-            .context("making the socket non-blocking")?;
-        let addr = socket.local_addr().context("reading the bound address")?;
+        let mut sockets = Vec::new();
+        for listen in &web.listen {
+            sockets.extend(
+                listen
+                    .bind()
+                    .with_context(|| format!("cannot listen on {listen}"))?,
+            );
+        }
+        let mut addrs = Vec::with_capacity(sockets.len());
+        for socket in &sockets {
+            socket
+                .set_nonblocking(true)
+                .context("making the socket non-blocking")?;
+            addrs.push(socket.local_addr().context("reading the bound address")?);
+        }
+        let addr = *addrs.first().context("no listen address")?;
         let tls = match &web.tls {
             Some((cert, key)) => Some(TlsIdentity::load(cert, key)?),
             None => None,
@@ -158,11 +173,12 @@ impl Listener {
         let auth = auth::Auth::new(web.users.clone())
             .map_err(|e| anyhow::anyhow!("web.basic_auth_users: {e}"))?;
         Ok(Listener {
-            socket,
+            sockets,
             connections,
             tls,
             auth: Arc::new(auth),
             addr,
+            addrs,
         })
     }
 }
@@ -270,19 +286,44 @@ pub(crate) fn tls_config(cert: &Path, key: &Path) -> Result<rustls::ServerConfig
         })
 }
 
-/// Serves until `shutdown` turns true.
+/// Serves until `shutdown` turns true: an accept loop for each socket, sharing the
+/// connection slots.
 pub async fn serve(
     listener: Listener,
     web: WebSettings,
     metrics: Arc<Metrics>,
     cameras: Arc<Vec<CameraView>>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) -> Result<()> {
-    let socket = tokio::net::TcpListener::from_std(listener.socket)
-        .context("handing the socket to tokio")?;
     let slots = slots::Slots::new(listener.connections as usize);
-    let mut accept_failures = AcceptFailures::default();
     let state = Arc::new(routes::State::new(web, metrics, cameras, listener.auth));
+    let mut loops = Vec::new();
+    for socket in listener.sockets {
+        let socket =
+            tokio::net::TcpListener::from_std(socket).context("handing the socket to tokio")?;
+        loops.push(tokio::spawn(accept_loop(
+            socket,
+            Arc::clone(&slots),
+            Arc::clone(&state),
+            listener.tls.clone(),
+            shutdown.clone(),
+        )));
+    }
+    for accepting in loops {
+        accepting.await.context("an accept loop")?;
+    }
+    Ok(())
+}
+
+/// Accepts on `socket` until `shutdown` turns true.
+async fn accept_loop(
+    socket: tokio::net::TcpListener,
+    slots: Arc<slots::Slots>,
+    state: Arc<routes::State>,
+    tls: Option<TlsIdentity>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut accept_failures = AcceptFailures::default();
     loop {
         let (stream, peer) = tokio::select! {
             accepted = socket.accept() => match accepted {
@@ -295,7 +336,7 @@ pub async fn serve(
                     continue;
                 }
             },
-            _ = shutdown.changed() => return Ok(()),
+            _ = shutdown.changed() => return,
         };
         // Accepting at once and refusing here, rather than leaving clients in the
         // kernel's backlog, lets a newcomer take an idle connection's slot.
@@ -305,7 +346,7 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let state = Arc::clone(&state);
-        let tls = listener.tls.as_ref().map(TlsIdentity::acceptor);
+        let tls = tls.as_ref().map(TlsIdentity::acceptor);
         tokio::spawn(async move {
             let conn = Arc::clone(&slot.connection);
             let served = async {

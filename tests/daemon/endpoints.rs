@@ -1,5 +1,5 @@
 //! Every route of a running daemon on one camera, its reload by SIGHUP and its stop by
-//! SIGTERM; HEAD on every route; `--listen` on port 0.
+//! SIGTERM; HEAD on every route; `--listen` on port 0; every listen address given.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -319,6 +319,32 @@ fn listen_on_port_0_logs_the_port_bound() {
     });
     assert_ne!(port, 0, "{}", d.log());
     wait_healthy(port);
+    d.stop();
+}
+
+/// `--web.listen-address` in every form exporters take, given more than once: the daemon
+/// serves on each address (`:PORT` to IPv4 clients too, a host name on what it resolves
+/// to) and logs them all.
+#[test]
+fn every_listen_address_given_is_served() {
+    let dir = tmp_dir("daemon-listen-addresses");
+    let (any, named) = (free_port(), free_port());
+    let d = Daemon::start_with(&dir, &camera("c", "64x48", &[], 64), |c| {
+        c.args(["--web.listen-address", &format!(":{any}")])
+            .args(["--web.listen-address", &format!("localhost:{named}")]);
+    });
+    for port in [d.port, any, named] {
+        let r = get(port, "/healthz");
+        assert_eq!(r.status, 200, "127.0.0.1:{port}");
+    }
+    let log = d.log();
+    let line = log
+        .lines()
+        .find(|l| l.contains("serving"))
+        .expect("the serving line");
+    assert!(line.contains(&format!("127.0.0.1:{},", d.port)), "{line}");
+    assert!(line.contains(&format!(":{any},")), "{line}");
+    assert!(line.contains(&format!("127.0.0.1:{named}")), "{line}");
     d.stop();
 }
 

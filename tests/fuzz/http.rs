@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use edgesight::config::WebSettings;
 use edgesight::metrics::Metrics;
-use edgesight::server::{self, CameraView, Listener};
+use edgesight::server::{self, CameraView, ListenAddress, Listener};
 
 use super::fuzz;
 
@@ -28,7 +28,7 @@ fn server_port() -> u16 {
     static PORT: OnceLock<u16> = OnceLock::new();
     *PORT.get_or_init(|| {
         let web = WebSettings {
-            listen: "127.0.0.1:0".parse().expect("address"),
+            listen: vec![ListenAddress::parse("127.0.0.1:0").expect("address")],
             snapshots: true,
             stale_after: Duration::from_secs(5),
             max_connections: 64,

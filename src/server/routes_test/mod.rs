@@ -28,7 +28,7 @@ use tokio::sync::watch;
 
 use super::auth::Auth;
 use super::routes::{self, CameraView, State};
-use super::WebSettings;
+use super::{ListenAddress, WebSettings};
 use crate::health::{self, HealthReport, Kind};
 use crate::mailbox::{Activity, Latest, Snapshot, SnapshotReply, SourceInfo};
 use crate::metrics::Metrics;
@@ -38,7 +38,7 @@ const PASSWORD: &str = "s3cret";
 
 fn web(snapshots: bool) -> WebSettings {
     WebSettings {
-        listen: "127.0.0.1:0".parse().expect("address"),
+        listen: vec![ListenAddress::parse("127.0.0.1:0").expect("address")],
         snapshots,
         stale_after: Duration::from_secs(60),
         max_connections: 8,
