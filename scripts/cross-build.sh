@@ -46,6 +46,9 @@ export CROSS_CONTAINER_ENGINE=podman
 # Without it cross 0.2.5 checks the toolchain's targets and components with rustup, which
 # goes to the network; the host toolchain already has the targets (added below).
 export CROSS_CUSTOM_TOOLCHAIN=1
+# The commit, for edgesight_build_info: the image has no git (Cross.toml passes it through).
+EDGESIGHT_REVISION=${EDGESIGHT_REVISION:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)}
+export EDGESIGHT_REVISION
 
 # --- host prerequisites: the Rust targets (cross mounts the host toolchain into the
 # container, so its std for the target must be there), qemu-user and the boards' libcs to

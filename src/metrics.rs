@@ -39,10 +39,17 @@ impl Metrics {
         let metrics = Metrics { registry };
         let build = metrics.int_gauges(
             "edgesight_build_info",
-            "Always 1; the labels say which edgesight is running.",
-            &["version"],
+            "Always 1; the labels say which edgesight is running: its version, the source \
+             revision it was built from and the Rust compiler's version.",
+            &["version", "revision", "rustversion"],
         );
-        build.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
+        build
+            .with_label_values(&[
+                env!("CARGO_PKG_VERSION"),
+                env!("EDGESIGHT_REVISION"),
+                env!("EDGESIGHT_RUSTC_VERSION"),
+            ])
+            .set(1);
         metrics
     }
 
@@ -102,5 +109,41 @@ impl Metrics {
             )
             .expect("valid histogram"),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The build's labels are filled: a commit of 12 hex digits (this is a git checkout;
+    /// an unpacked source says "unknown") and the compiler's version.
+    #[test]
+    fn build_info_names_the_revision_and_the_compiler() {
+        let metrics = Metrics::new();
+        let text = String::from_utf8(metrics.encode()).expect("UTF-8");
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("edgesight_build_info{"))
+            .expect("build_info");
+        let label = |name: &str| {
+            let labels = line.split_once('{').expect("labels").1;
+            labels
+                .split(',')
+                .find_map(|l| l.strip_prefix(&format!("{name}=\"")))
+                .and_then(|v| v.split('"').next())
+                .expect(name)
+                .to_string()
+        };
+        let revision = label("revision");
+        assert!(
+            revision == "unknown"
+                || (revision.len() == 12 && revision.chars().all(|c| c.is_ascii_hexdigit())),
+            "{line}"
+        );
+        let rust = label("rustversion");
+        assert_eq!(rust.split('.').count(), 3, "{line}");
+        assert!(rust.split('.').all(|n| n.parse::<u32>().is_ok()), "{line}");
+        assert_eq!(label("version"), env!("CARGO_PKG_VERSION"));
     }
 }

@@ -161,7 +161,7 @@ fn rendered() -> String {
     normalise(&String::from_utf8(metrics.encode()).expect("UTF-8"))
 }
 
-/// The values that depend on the process and the build, made fixed.
+/// The values that depend on the process, the build and the clock, made fixed.
 fn normalise(text: &str) -> String {
     let version = format!("version=\"{}\"", env!("CARGO_PKG_VERSION"));
     let mut out = String::new();
@@ -171,6 +171,16 @@ fn normalise(text: &str) -> String {
             format!("{series} 0")
         } else if line.starts_with("edgesight_build_info{") {
             line.replace(&version, "version=\"VERSION\"")
+                .replace(
+                    &format!("revision=\"{}\"", env!("EDGESIGHT_REVISION")),
+                    "revision=\"REVISION\"",
+                )
+                .replace(
+                    &format!("rustversion=\"{}\"", env!("EDGESIGHT_RUSTC_VERSION")),
+                    "rustversion=\"RUSTVERSION\"",
+                )
+        } else if line.starts_with("edgesight_config_last_reload_success_timestamp_seconds ") {
+            "edgesight_config_last_reload_success_timestamp_seconds 0".to_string()
         } else {
             line.to_string()
         };

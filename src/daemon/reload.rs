@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
-use prometheus::IntCounterVec;
+use prometheus::{GaugeVec, IntCounterVec};
 use tokio::sync::oneshot;
 
 use super::camera::Reload;
@@ -17,11 +17,14 @@ use crate::server::TlsIdentity;
 /// result: reloads are rare, so nothing is resolved ahead.
 pub struct ReloadMetrics {
     results: IntCounterVec,
+    /// Prometheus' own names for its reloads, so the usual alert reads the same here.
+    last_successful: GaugeVec,
+    last_success: GaugeVec,
 }
 
 impl ReloadMetrics {
     pub fn new(metrics: &Metrics) -> ReloadMetrics {
-        ReloadMetrics {
+        let metrics = ReloadMetrics {
             results: metrics.counters(
                 "edgesight_config_reloads_total",
                 "Configuration reloads on SIGHUP, by result: success (taken by every \
@@ -29,7 +32,22 @@ impl ReloadMetrics {
                  (refused whole, nothing changed).",
                 &["result"],
             ),
-        }
+            last_successful: metrics.gauges(
+                "edgesight_config_last_reload_successful",
+                "1 when the last configuration load (at start, or a reload on SIGHUP) was \
+                 taken by every camera, 0 when it was refused or taken by some only.",
+                &[],
+            ),
+            last_success: metrics.gauges(
+                "edgesight_config_last_reload_success_timestamp_seconds",
+                "When the configuration was last loaded whole (at start, or a reload on \
+                 SIGHUP taken by every camera), in seconds since the epoch.",
+                &[],
+            ),
+        };
+        // The configuration the daemon started on was loaded whole.
+        metrics.succeeded();
+        metrics
     }
 
     pub fn count(&self, result: ReloadResult) {
@@ -39,6 +57,19 @@ impl ReloadMetrics {
             ReloadResult::Failure => "failure",
         };
         self.results.with_label_values(&[label]).inc();
+        if result == ReloadResult::Success {
+            self.succeeded();
+        } else {
+            self.last_successful.with_label_values::<&str>(&[]).set(0.0);
+        }
+    }
+
+    fn succeeded(&self) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        self.last_successful.with_label_values::<&str>(&[]).set(1.0);
+        self.last_success.with_label_values::<&str>(&[]).set(now);
     }
 }
 
@@ -269,6 +300,36 @@ mod tests {
         let (reply, answer) = oneshot::channel();
         let camera = camera.to_string();
         (Sent { camera, answer }, reply)
+    }
+
+    /// The start counts as a whole load; a partial or refused reload turns the gauge to
+    /// 0 and leaves the time of the last whole one; a whole reload sets both again.
+    #[test]
+    fn the_last_reload_gauges_follow_prometheus_own() {
+        let metrics = Metrics::new();
+        let reloads = ReloadMetrics::new(&metrics);
+        let successful = || metrics.sample("edgesight_config_last_reload_successful");
+        let at = || {
+            metrics
+                .sample("edgesight_config_last_reload_success_timestamp_seconds")
+                .expect("the time")
+        };
+        let started = at();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after 1970")
+            .as_secs_f64();
+        assert_eq!(successful(), Some(1.0));
+        assert!((now - started).abs() < 60.0, "{started} vs {now}");
+        for result in [ReloadResult::Partial, ReloadResult::Failure] {
+            reloads.count(result);
+            assert_eq!(successful(), Some(0.0), "{result:?}");
+            assert_eq!(at(), started, "{result:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        reloads.count(ReloadResult::Success);
+        assert_eq!(successful(), Some(1.0));
+        assert!(at() > started);
     }
 
     /// A camera slow to answer (one being opened) makes the reload partial, not refused:
