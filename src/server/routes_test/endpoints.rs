@@ -4,7 +4,7 @@
 use hyper::header;
 use hyper::{Method, Request, StatusCode};
 
-use super::{ask, frame_seven, get, open, routes, showing, silent};
+use super::{ask, ask_with, frame_seven, get, open, routes, showing, silent};
 use crate::pipeline::Stage;
 use crate::region::{Region, RegionStats};
 use crate::server::page;
@@ -25,6 +25,56 @@ async fn metrics_are_prometheus_text_never_cached() {
     assert!(again
         .text()
         .contains(r#"edgesight_http_requests_total{code="200",handler="metrics"} 1"#));
+}
+
+/// `/metrics` comes gzip-compressed to a scraper that accepts it, as Prometheus does, and
+/// as text to one that does not or refuses it with `q=0`; it varies by Accept-Encoding.
+#[tokio::test]
+async fn metrics_are_gzipped_when_the_scraper_accepts_it() {
+    use std::io::Read as _;
+    let s = open(false);
+    let plain = get(&s, "/metrics").await;
+    assert!(plain.headers.get(header::CONTENT_ENCODING).is_none());
+    assert_eq!(plain.header(header::VARY), "Accept-Encoding");
+    for accept in ["gzip", "br, GZIP;q=0.5", "*", "identity, gzip"] {
+        let gz = ask_with(
+            &s,
+            Method::GET,
+            "/metrics",
+            &[(header::ACCEPT_ENCODING, accept)],
+        )
+        .await;
+        assert_eq!(gz.header(header::CONTENT_ENCODING), "gzip", "{accept}");
+        assert_eq!(gz.header(header::VARY), "Accept-Encoding");
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(&gz.body[..])
+            .read_to_string(&mut text)
+            .expect("gzip");
+        assert!(
+            text.contains("# TYPE edgesight_build_info gauge"),
+            "{accept}"
+        );
+        assert!(
+            gz.body.len() * 2 < text.len(),
+            "{} of {}",
+            gz.body.len(),
+            text.len()
+        );
+    }
+    for accept in ["gzip;q=0", "identity", "deflate, br"] {
+        let r = ask_with(
+            &s,
+            Method::GET,
+            "/metrics",
+            &[(header::ACCEPT_ENCODING, accept)],
+        )
+        .await;
+        assert!(
+            r.headers.get(header::CONTENT_ENCODING).is_none(),
+            "{accept}"
+        );
+        assert!(r.text().starts_with("# HELP"), "{accept}");
+    }
 }
 
 #[tokio::test]

@@ -235,9 +235,22 @@ impl Answer {
 }
 
 async fn ask(state: &State, method: Method, uri: &str, authorization: Option<&str>) -> Answer {
+    let headers: Vec<(header::HeaderName, &str)> = authorization
+        .map(|a| (header::AUTHORIZATION, a))
+        .into_iter()
+        .collect();
+    ask_with(state, method, uri, &headers).await
+}
+
+async fn ask_with(
+    state: &State,
+    method: Method,
+    uri: &str,
+    headers: &[(header::HeaderName, &str)],
+) -> Answer {
     let mut req = Request::builder().method(method).uri(uri);
-    if let Some(a) = authorization {
-        req = req.header(header::AUTHORIZATION, a);
+    for (name, value) in headers {
+        req = req.header(name, *value);
     }
     let resp = routes::handle(state, req.body(()).expect("request")).await;
     let (parts, body) = resp.into_parts();
