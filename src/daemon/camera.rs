@@ -266,6 +266,7 @@ fn run_frames(
             device = %cam.gpu.info,
             "camera waiting for its device"
         );
+        links.state.status.waiting_for_device();
     }
     let mut failures_logged = 0u32;
     // A result that went nowhere (the publish queue was full, or the frame failed), filled
@@ -292,6 +293,11 @@ fn run_frames(
         let Next::Frame(frame) = next else {
             let up = cam.source.is_up();
             links.state.set_waiting(!up);
+            if up {
+                links.state.status.up();
+            } else {
+                links.state.status.waiting_for_device();
+            }
             m.capture(up, &cam.source.stats());
             // The last frame's slot may be refilled by now and luma may be read from it:
             // requests wait for the next frame (the server gives up after a while).
@@ -323,6 +329,7 @@ fn run_frames(
                 verifier.offer(&cam.gpu, &images, &result, settings.options, sequence);
             });
         links.state.set_waiting(false);
+        links.state.status.up();
         m.capture(cam.source.is_up(), &cam.source.stats());
         match processed {
             Ok(()) => {}

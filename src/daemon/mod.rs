@@ -96,7 +96,10 @@ pub fn run(config_path: Option<PathBuf>, overrides: Overrides) -> Result<()> {
             .name(format!("es-pub-{}", c.name))
             .spawn(move || publish(published, spare, m, latest_tx))
             .with_context(|| format!("starting the publisher of camera '{}'", c.name))?;
-        views.push(CameraView::new(c.name.clone(), latest_rx, ends.snapshots));
+        views.push(
+            CameraView::new(c.name.clone(), latest_rx, ends.snapshots)
+                .with_status(Arc::clone(&ends.state.status)),
+        );
         threads.push(CameraThread {
             settings: c.clone(),
             state: ends.state,

@@ -13,6 +13,7 @@ mod routes;
 mod routes_test;
 mod slots;
 mod snapshots;
+mod status;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -38,6 +39,7 @@ use crate::metrics::Metrics;
 pub(crate) use auth::{check_hash, mixed_costs};
 pub use listen::ListenAddress;
 pub use routes::{CameraView, HttpMetrics};
+pub use status::{CameraState, CameraStatus};
 
 /// The `[web]` table as the server runs it; config checks it and re-exports it.
 #[derive(Clone, Debug, PartialEq)]

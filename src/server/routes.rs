@@ -16,6 +16,7 @@ use tokio::sync::watch;
 use super::auth::{Auth, Verdict};
 use super::page;
 use super::snapshots::{NoPicture, Picture, Pictures, PngBudget, DOWN_AFTER, PNG_BUDGET};
+use super::status::{CameraState, CameraStatus};
 use super::WebSettings;
 use crate::health::HealthReport;
 use crate::mailbox::{Latest, SnapshotReply};
@@ -29,6 +30,7 @@ pub struct CameraView {
     pub name: String,
     latest: watch::Receiver<Option<Arc<Latest>>>,
     pictures: Pictures,
+    status: Arc<CameraStatus>,
 }
 
 impl CameraView {
@@ -41,7 +43,13 @@ impl CameraView {
             pictures: Pictures::new(name.clone(), snapshots),
             name,
             latest,
+            status: Arc::default(),
         }
+    }
+
+    /// The view with the camera thread's own status, which it sets.
+    pub fn with_status(self, status: Arc<CameraStatus>) -> CameraView {
+        CameraView { status, ..self }
     }
 
     pub fn latest(&self) -> Option<Arc<Latest>> {
@@ -216,6 +224,7 @@ fn handler_label(path: &str) -> &'static str {
         "/metrics" => "metrics",
         "/healthz" => "healthz",
         "/api/v1/latest" => "latest",
+        "/api/v1/cameras" => "cameras",
         "/" => "status",
         p if p.starts_with("/snapshot/") => "snapshot",
         _ => "other",
@@ -267,6 +276,7 @@ async fn route<B>(state: &State, req: &Request<B>, path: &str) -> Response<Body>
         "/metrics" => metrics(state, req.headers()),
         "/healthz" => healthz(state),
         "/api/v1/latest" => latest(state, query),
+        "/api/v1/cameras" => cameras(state),
         "/" if state.web.snapshots => response(
             StatusCode::OK,
             "text/html; charset=utf-8",
@@ -313,6 +323,59 @@ fn healthz(state: &State) -> Response<Body> {
             StatusCode::SERVICE_UNAVAILABLE,
             format!("no recent frames from: {}\n", stale.join(", ")),
         )
+    }
+}
+
+/// One camera in `/api/v1/cameras`: its name, what it is doing and since when, why it
+/// failed and when it is opened again (while restarting), and its newest frame's age and
+/// the frame rate (null before its first frame).
+#[derive(Serialize)]
+struct CameraJson<'a> {
+    name: &'a str,
+    state: &'static str,
+    since_seconds: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retry_in_seconds: Option<f64>,
+    last_frame_age_seconds: Option<f64>,
+    fps: Option<f64>,
+}
+
+fn cameras(state: &State) -> Response<Body> {
+    let list: Vec<CameraJson> = state
+        .cameras
+        .iter()
+        .map(|c| {
+            let (camera_state, since) = c.status.get();
+            let latest = c.latest();
+            let (error, retry_in_seconds) = match &camera_state {
+                CameraState::Restarting { error, retry_at } => (
+                    Some(error.clone()),
+                    Some(
+                        retry_at
+                            .saturating_duration_since(std::time::Instant::now())
+                            .as_secs_f64(),
+                    ),
+                ),
+                _ => (None, None),
+            };
+            CameraJson {
+                name: &c.name,
+                state: camera_state.name(),
+                since_seconds: since.as_secs_f64(),
+                error,
+                retry_in_seconds,
+                last_frame_age_seconds: latest
+                    .as_ref()
+                    .map(|l| l.published.elapsed().as_secs_f64()),
+                fps: latest.as_ref().map(|l| l.activity.fps),
+            }
+        })
+        .collect();
+    match serde_json::to_vec_pretty(&list) {
+        Ok(json) => response(StatusCode::OK, "application/json", json),
+        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")),
     }
 }
 

@@ -1,5 +1,6 @@
 //! Cameras as the daemon runs them: one that is absent is waited for, one that fails is
-//! opened again alone while the others go on, and an MJPEG recording is decoded.
+//! opened again alone while the others go on, and an MJPEG recording is decoded; the
+//! camera list says which is doing what.
 
 use std::path::Path;
 use std::time::Duration;
@@ -171,5 +172,67 @@ fn an_mjpeg_recording_runs_decoded_at_half_size_with_its_corrupt_frames_counted(
         (latest["width"].as_u64(), latest["height"].as_u64()),
         (Some(80), Some(60))
     );
+    d.stop();
+}
+
+/// `/api/v1/cameras` lists every camera with what it is doing: one delivering frames, one
+/// waiting for its absent device, and one restarting after a failure, with the error
+/// naming the file at fault and when it is opened again.
+#[test]
+fn the_camera_list_says_what_each_camera_is_doing() {
+    let dir = tmp_dir("daemon-camera-list");
+    let broken = dir.join("broken");
+    std::fs::create_dir_all(&broken).expect("mkdir");
+    std::fs::write(broken.join("a.png"), "not a picture").expect("write");
+    let config = format!(
+        "[[camera]]\nname = \"front\"\n[camera.source]\nkind = \"pattern\"\nsize = \"64x48\"\nfps = 20\n\
+         [[camera]]\nname = \"absent\"\n[camera.source]\nkind = \"v4l2\"\ndevice = \"/dev/video-edgesight-none\"\n\
+         [[camera]]\nname = \"broken\"\n[camera.source]\nkind = \"replay\"\npath = \"{}\"\nfps = 20\n",
+        broken.display()
+    );
+    let d = Daemon::spawn(&dir, &config);
+    let list = wait_until("every camera in its state", Duration::from_secs(20), || {
+        // Not listening yet at first: the daemon binds after its config checks.
+        let body = request(d.port, "GET", "/api/v1/cameras").ok()?;
+        let list: serde_json::Value = serde_json::from_slice(&body.body).ok()?;
+        let states: Vec<&str> = list
+            .as_array()?
+            .iter()
+            .filter_map(|c| c["state"].as_str())
+            .collect();
+        (states == ["up", "waiting_for_device", "restarting"]).then_some(list)
+    });
+    let names: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["front", "absent", "broken"]);
+    let (front, absent, restarting) = (&list[0], &list[1], &list[2]);
+    assert!(front["fps"].as_f64().is_some_and(|f| f > 0.0), "{front}");
+    assert!(
+        front["last_frame_age_seconds"]
+            .as_f64()
+            .is_some_and(|a| a < 5.0),
+        "{front}"
+    );
+    assert!(
+        absent["fps"].is_null() && absent.get("error").is_none(),
+        "{absent}"
+    );
+    let error = restarting["error"].as_str().expect("the error");
+    assert!(
+        error.contains(&broken.join("a.png").display().to_string()),
+        "{error}"
+    );
+    let retry = restarting["retry_in_seconds"].as_f64().expect("when");
+    assert!((0.0..=30.0).contains(&retry), "{restarting}");
+    for camera in list.as_array().unwrap() {
+        assert!(
+            camera["since_seconds"].as_f64().is_some_and(|s| s >= 0.0),
+            "{camera}"
+        );
+    }
     d.stop();
 }

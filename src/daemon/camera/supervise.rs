@@ -16,6 +16,7 @@ use crate::cl::Gpu;
 use crate::config::CameraSettings;
 use crate::daemon::camera_metrics::CameraMetrics;
 use crate::frame::FrameLayout;
+use crate::server::CameraStatus;
 
 /// A camera that failed waits this long before it is opened again, doubled after each
 /// failure up to [`MAX_RESTART_DELAY`]; a camera that ran for [`RESTART_RESET`] starts
@@ -35,6 +36,8 @@ pub struct CameraState {
     waiting: AtomicBool,
     /// The layout the pipeline is built for; `None` until the camera delivered a frame.
     layout: Mutex<Option<FrameLayout>>,
+    /// What the camera is doing, for `/api/v1/cameras`.
+    pub status: Arc<CameraStatus>,
 }
 
 impl CameraState {
@@ -44,6 +47,7 @@ impl CameraState {
             epoch: Instant::now(),
             waiting: AtomicBool::new(false),
             layout: Mutex::new(None),
+            status: Arc::default(),
         }
     }
 
@@ -130,6 +134,7 @@ fn run_with(
         m.set_up(false);
         m.restarts.inc();
         links.state.set_waiting(true);
+        links.state.status.restarting(problem.clone(), delay);
         if attempt_start.elapsed() >= RESTART_RESET {
             delay = MIN_RESTART_DELAY;
         }
