@@ -239,7 +239,7 @@ fn json(w: &mut Writer<'_>, time: &str, level: tracing::Level, f: &Fields) -> fm
     w.write_char('{')?;
     if !time.is_empty() {
         write!(w, "\"ts\":")?;
-        json_string(w, time)?;
+        quoted(w, time)?;
         w.write_char(',')?;
     }
     write!(
@@ -247,16 +247,16 @@ fn json(w: &mut Writer<'_>, time: &str, level: tracing::Level, f: &Fields) -> fm
         "\"level\":\"{}\",\"msg\":",
         level.as_str().to_ascii_lowercase()
     )?;
-    json_string(w, &f.message)?;
+    quoted(w, &f.message)?;
     for (name, value) in &f.fields {
         w.write_char(',')?;
-        json_string(w, name)?;
+        quoted(w, name)?;
         w.write_char(':')?;
         match value {
-            Value::Text(text) => json_string(w, text)?,
+            Value::Text(text) => quoted(w, text)?,
             Value::Int(n) => write!(w, "{n}")?,
             Value::Float(x) if x.is_finite() => write!(w, "{x}")?,
-            Value::Float(x) => json_string(w, &x.to_string())?,
+            Value::Float(x) => quoted(w, &x.to_string())?,
             Value::Bool(b) => write!(w, "{b}")?,
         }
     }
@@ -279,6 +279,12 @@ fn logfmt_value(w: &mut Writer<'_>, value: &Value) -> fmt::Result {
     if bare {
         return w.write_str(text);
     }
+    quoted(w, text)
+}
+
+/// `text` quoted, as logfmt and JSON both quote a string: `"` and `\` escaped, `\n`,
+/// `\r`, `\t`, and every other control character as `\u00XX`.
+fn quoted(w: &mut Writer<'_>, text: &str) -> fmt::Result {
     w.write_char('"')?;
     for c in text.chars() {
         match c {
@@ -288,23 +294,6 @@ fn logfmt_value(w: &mut Writer<'_>, value: &Value) -> fmt::Result {
             '\r' => w.write_str("\\r")?,
             '\t' => w.write_str("\\t")?,
             c if c.is_control() => write!(w, "\\u{:04x}", u32::from(c))?,
-            c => w.write_char(c)?,
-        }
-    }
-    w.write_char('"')
-}
-
-/// `text` as a JSON string.
-fn json_string(w: &mut Writer<'_>, text: &str) -> fmt::Result {
-    w.write_char('"')?;
-    for c in text.chars() {
-        match c {
-            '"' => w.write_str("\\\"")?,
-            '\\' => w.write_str("\\\\")?,
-            '\n' => w.write_str("\\n")?,
-            '\r' => w.write_str("\\r")?,
-            '\t' => w.write_str("\\t")?,
-            c if u32::from(c) < 0x20 || c.is_control() => write!(w, "\\u{:04x}", u32::from(c))?,
             c => w.write_char(c)?,
         }
     }
