@@ -64,6 +64,11 @@ impl Metrics {
         out
     }
 
+    /// The OpenMetrics 1.0 exposition of every family (what Prometheus asks for first).
+    pub fn encode_openmetrics(&self) -> Vec<u8> {
+        openmetrics(&self.encode())
+    }
+
     /// The value of the series `name{labels}`, written exactly so, in a scrape; for the
     /// crate's unit tests.
     #[cfg(test)]
@@ -112,12 +117,73 @@ impl Metrics {
     }
 }
 
+/// Prometheus' text format 0.0.4, as the registry writes it, in OpenMetrics 1.0: a
+/// counter's family is named without its `_total` (its samples keep it), `untyped` is
+/// `unknown`, HELP escapes `"` too, and `# EOF` ends it. Samples are the same text.
+fn openmetrics(text: &[u8]) -> Vec<u8> {
+    let text = String::from_utf8_lossy(text);
+    let mut out = String::with_capacity(text.len() + 16);
+    let mut help: Option<(&str, &str)> = None;
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            help = Some(rest.split_once(' ').unwrap_or((rest, "")));
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap_or((rest, "untyped"));
+            let (family, kind) = match kind {
+                "counter" => (name.strip_suffix("_total").unwrap_or(name), kind),
+                "untyped" => (name, "unknown"),
+                _ => (name, kind),
+            };
+            if let Some(doc) = help.take().filter(|(n, _)| *n == name).map(|(_, doc)| doc) {
+                out.push_str("# HELP ");
+                out.push_str(family);
+                out.push(' ');
+                // 0.0.4 escapes `\` and newlines in HELP; OpenMetrics also wants `"`.
+                out.push_str(&doc.replace('"', "\\\""));
+                out.push('\n');
+            }
+            out.push_str("# TYPE ");
+            out.push_str(family);
+            out.push(' ');
+            out.push_str(kind);
+            out.push('\n');
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out.push_str("# EOF\n");
+    out.into_bytes()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     /// The build's labels are filled: a commit of 12 hex digits (this is a git checkout;
     /// an unpacked source says "unknown") and the compiler's version.
+    /// Counters lose `_total` in their family's name, HELP escapes quotes, and `# EOF`
+    /// ends the exposition; the samples are unchanged.
+    #[test]
+    fn openmetrics_names_counter_families_without_total_and_ends_with_eof() {
+        let text = "# HELP a_total Frames \"seen\\\\n\".\n# TYPE a_total counter\na_total{camera=\"x\"} 3\n\
+                    # HELP b Level.\n# TYPE b gauge\nb 1.5\n# HELP c c.\n# TYPE c untyped\nc 2\n";
+        let om = String::from_utf8(openmetrics(text.as_bytes())).expect("UTF-8");
+        assert_eq!(
+            om,
+            "# HELP a Frames \\\"seen\\\\n\\\".\n# TYPE a counter\na_total{camera=\"x\"} 3\n\
+             # HELP b Level.\n# TYPE b gauge\nb 1.5\n# HELP c c.\n# TYPE c unknown\nc 2\n# EOF\n"
+        );
+        let whole = String::from_utf8(Metrics::new().encode_openmetrics()).expect("UTF-8");
+        assert!(whole.ends_with("# EOF\n"), "{whole}");
+        assert!(
+            whole.contains("# TYPE edgesight_build_info gauge"),
+            "{whole}"
+        );
+    }
+
     #[test]
     fn build_info_names_the_revision_and_the_compiler() {
         let metrics = Metrics::new();

@@ -142,15 +142,25 @@ fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
     response(status, "text/plain; charset=utf-8", body)
 }
 
-/// The scrape, gzip-compressed where the scraper accepts it (Prometheus always does): a
-/// board with a few cameras sends about a sixth of the bytes over its link.
+/// The scrape in OpenMetrics where the scraper prefers it (Prometheus asks for it first),
+/// else in the text format 0.0.4; gzip-compressed where the scraper accepts it (Prometheus
+/// always does): a board with a few cameras sends about a sixth of the bytes.
 fn metrics(state: &State, headers: &hyper::HeaderMap) -> Response<Body> {
-    let text = state.metrics.encode();
-    let content_type = "text/plain; version=0.0.4; charset=utf-8";
+    let (text, content_type) = if prefers_openmetrics(headers) {
+        (
+            state.metrics.encode_openmetrics(),
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )
+    } else {
+        (
+            state.metrics.encode(),
+            "text/plain; version=0.0.4; charset=utf-8",
+        )
+    };
+    let vary = HeaderValue::from_static("Accept, Accept-Encoding");
     if !accepts_gzip(headers) {
         let mut r = response(StatusCode::OK, content_type, text);
-        r.headers_mut()
-            .insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+        r.headers_mut().insert(header::VARY, vary);
         return r;
     }
     use std::io::Write as _;
@@ -166,9 +176,39 @@ fn metrics(state: &State, headers: &hyper::HeaderMap) -> Response<Body> {
     let mut r = response(StatusCode::OK, content_type, body);
     r.headers_mut()
         .insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
-    r.headers_mut()
-        .insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+    r.headers_mut().insert(header::VARY, vary);
     r
+}
+
+/// Whether `Accept` rates OpenMetrics (version 1.0.0, or none named) above the text
+/// format: a scraper that names neither gets the text format.
+fn prefers_openmetrics(headers: &hyper::HeaderMap) -> bool {
+    let (mut openmetrics, mut text) = (0.0f32, 0.0f32);
+    for range in headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+    {
+        let mut parts = range.split(';').map(str::trim);
+        let kind = parts.next().unwrap_or_default().to_ascii_lowercase();
+        let (mut q, mut version) = (1.0f32, None);
+        for p in parts {
+            if let Some(v) = p.strip_prefix("q=") {
+                q = v.parse().unwrap_or(0.0);
+            } else if let Some(v) = p.strip_prefix("version=") {
+                version = Some(v.to_string());
+            }
+        }
+        match kind.as_str() {
+            "application/openmetrics-text" if version.as_deref().is_none_or(|v| v == "1.0.0") => {
+                openmetrics = openmetrics.max(q)
+            }
+            "text/plain" => text = text.max(q),
+            _ => {}
+        }
+    }
+    openmetrics > 0.0 && openmetrics >= text
 }
 
 fn text_error(message: String) -> Response<Body> {

@@ -35,7 +35,7 @@ async fn metrics_are_gzipped_when_the_scraper_accepts_it() {
     let s = open(false);
     let plain = get(&s, "/metrics").await;
     assert!(plain.headers.get(header::CONTENT_ENCODING).is_none());
-    assert_eq!(plain.header(header::VARY), "Accept-Encoding");
+    assert_eq!(plain.header(header::VARY), "Accept, Accept-Encoding");
     for accept in ["gzip", "br, GZIP;q=0.5", "*", "identity, gzip"] {
         let gz = ask_with(
             &s,
@@ -45,7 +45,7 @@ async fn metrics_are_gzipped_when_the_scraper_accepts_it() {
         )
         .await;
         assert_eq!(gz.header(header::CONTENT_ENCODING), "gzip", "{accept}");
-        assert_eq!(gz.header(header::VARY), "Accept-Encoding");
+        assert_eq!(gz.header(header::VARY), "Accept, Accept-Encoding");
         let mut text = String::new();
         flate2::read::GzDecoder::new(&gz.body[..])
             .read_to_string(&mut text)
@@ -74,6 +74,41 @@ async fn metrics_are_gzipped_when_the_scraper_accepts_it() {
             "{accept}"
         );
         assert!(r.text().starts_with("# HELP"), "{accept}");
+    }
+}
+
+/// OpenMetrics to a scraper that prefers it (Prometheus' own Accept header), the text
+/// format to one that prefers that, names neither, or only an OpenMetrics version other
+/// than 1.0.0.
+#[tokio::test]
+async fn metrics_are_openmetrics_when_the_scraper_prefers_it() {
+    let s = open(false);
+    let prometheus = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;\
+                      version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+    let om = ask_with(&s, Method::GET, "/metrics", &[(header::ACCEPT, prometheus)]).await;
+    assert_eq!(
+        om.header(header::CONTENT_TYPE),
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    );
+    let text = om.text();
+    assert!(text.ends_with("# EOF\n"), "{text}");
+    assert!(text.contains("# TYPE edgesight_build_info gauge"), "{text}");
+    assert!(
+        !text.contains("_total counter"),
+        "counter families lose _total: {text}"
+    );
+    for accept in [
+        "text/plain;version=0.0.4;q=0.9,application/openmetrics-text;q=0.5",
+        "application/openmetrics-text;version=0.0.1",
+        "*/*",
+    ] {
+        let r = ask_with(&s, Method::GET, "/metrics", &[(header::ACCEPT, accept)]).await;
+        assert_eq!(
+            r.header(header::CONTENT_TYPE),
+            "text/plain; version=0.0.4; charset=utf-8",
+            "{accept}"
+        );
+        assert!(!r.text().contains("# EOF"), "{accept}");
     }
 }
 
