@@ -45,6 +45,10 @@ impl ReloadMetrics {
                 &[],
             ),
         };
+        // Every result from 0, so that the first refused reload is an increase.
+        for result in ["success", "partial", "failure"] {
+            metrics.results.with_label_values(&[result]);
+        }
         // The configuration the daemon started on was loaded whole.
         metrics.succeeded();
         metrics

@@ -95,11 +95,35 @@ pub fn exchange(
         .nth(1)
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| std::io::Error::other("no status"))?;
+    let body = &raw[split + 4..];
+    let body = if headers.contains("transfer-encoding: chunked") {
+        dechunk(body)?
+    } else {
+        body.to_vec()
+    };
     Ok(Response {
         status,
         headers,
-        body: raw[split + 4..].to_vec(),
+        body,
     })
+}
+
+/// A chunked body's bytes (Prometheus' longer answers come chunked).
+fn dechunk(mut rest: &[u8]) -> std::io::Result<Vec<u8>> {
+    let bad = || std::io::Error::other("a malformed chunked body");
+    let mut out = Vec::new();
+    loop {
+        let line = rest.windows(2).position(|w| w == b"\r\n").ok_or_else(bad)?;
+        let size = std::str::from_utf8(&rest[..line]).map_err(|_| bad())?;
+        let size = usize::from_str_radix(size.split(';').next().unwrap_or("").trim(), 16)
+            .map_err(|_| bad())?;
+        rest = &rest[line + 2..];
+        if size == 0 {
+            return Ok(out);
+        }
+        out.extend_from_slice(rest.get(..size).ok_or_else(bad)?);
+        rest = rest.get(size + 2..).ok_or_else(bad)?;
+    }
 }
 
 /// Waits until `/healthz` on `port` answers 200 without credentials. Kernel builds on a

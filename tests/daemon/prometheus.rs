@@ -1,6 +1,7 @@
-//! The daemon from Prometheus' side: a real Prometheus server scraping two cameras, and
-//! promtool on the deploy files (the config the package installs, its alert rules and
-//! their unit tests).
+//! The daemon from Prometheus' side: a real Prometheus server scraping two cameras (in
+//! OpenMetrics, which it asks for first) and running every expression of the Grafana
+//! dashboard and the alert rules on that scrape, and promtool on the deploy files (the
+//! config the package installs, its alert rules and their unit tests).
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -131,7 +132,85 @@ fn a_real_prometheus_scrapes_two_cameras() {
     let up = prom.query(r#"up{job="edgesight"}"#).expect("up");
     assert_eq!(up.len(), 1);
     assert_eq!(value(&up[0]), 1.0);
+    every_deploy_expression_runs_on_the_scrape(&prom);
     d.stop();
+}
+
+/// Every expression of the Grafana dashboard and the alert rules is a query this
+/// Prometheus runs on the live scrape, and every metric each names has series in it (the
+/// health families apart: these cameras run without health).
+fn every_deploy_expression_runs_on_the_scrape(prom: &Prometheus) {
+    let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
+    let dashboard: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(deploy.join("grafana-dashboard.json")).expect("dashboard"),
+    )
+    .expect("dashboard JSON");
+    let mut expressions: Vec<String> = dashboard["panels"]
+        .as_array()
+        .expect("panels")
+        .iter()
+        .flat_map(|p| p["targets"].as_array().cloned().unwrap_or_default())
+        .filter_map(|t| t["expr"].as_str().map(str::to_string))
+        .collect();
+    let alerts = std::fs::read_to_string(deploy.join("alerts.yml")).expect("alerts");
+    let lines: Vec<&str> = alerts.lines().collect();
+    for (n, line) in lines.iter().enumerate() {
+        let Some(value) = line.trim().strip_prefix("expr: ") else {
+            continue;
+        };
+        if !value.starts_with(['|', '>']) {
+            expressions.push(value.to_string());
+            continue;
+        }
+        // A block scalar: the lines indented past `expr:`.
+        let indent = line.len() - line.trim_start().len();
+        let block: Vec<&str> = lines[n + 1..]
+            .iter()
+            .take_while(|l| l.trim().is_empty() || l.len() - l.trim_start().len() > indent)
+            .map(|l| l.trim())
+            .collect();
+        expressions.push(block.join(" "));
+    }
+    assert!(expressions.len() > 20, "{expressions:?}");
+    for expr in &expressions {
+        let q = expr
+            .replace("$instance", ".*")
+            .replace("$camera", ".*")
+            .replace("$__rate_interval", "1m");
+        assert!(prom.query(&q).is_some(), "Prometheus refuses {q}");
+        for (i, _) in q.match_indices(['e', 'p']) {
+            let name: String = q[i..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            let known = name.starts_with("edgesight_") || name.starts_with("process_");
+            let at_word =
+                i == 0 || !q[..i].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_');
+            if !known
+                || !at_word
+                || name.starts_with("edgesight_camera_")
+                    && name != "edgesight_camera_up"
+                    && !name.contains("restarts")
+                    && !name.contains("reconnects")
+            {
+                continue;
+            }
+            let base = ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|s| name.strip_suffix(s))
+                .unwrap_or(&name);
+            let family = if base == name {
+                name.clone()
+            } else {
+                format!("{base}_count")
+            };
+            let series = prom.query(&family).unwrap_or_default();
+            assert!(
+                !series.is_empty(),
+                "{family} (in {expr}) has no series in the scrape"
+            );
+        }
+    }
 }
 
 #[test]
