@@ -221,6 +221,11 @@ pub(crate) struct RunArgs {
         value_name = "ADDRESS"
     )]
     pub(crate) listen: Vec<String>,
+    /// An exporter web config file (Prometheus' exporter-toolkit YAML, as node_exporter
+    /// takes it): TLS, client certificates, basic auth users and headers, instead of
+    /// [web]'s TLS and users.
+    #[arg(long = "web.config.file", value_name = "FILE")]
+    pub(crate) web_config_file: Option<PathBuf>,
     /// Log level, replacing [log] level: error, warn, info, debug or trace.
     #[arg(long = "log.level", value_name = "LEVEL")]
     pub(crate) log_level: Option<String>,

@@ -16,6 +16,7 @@ pub(crate) fn run(args: RunArgs) -> Result<()> {
             listen: args.listen,
             log_level: args.log_level,
             log_format: args.log_format,
+            web_config_file: args.web_config_file,
         },
     )
 }

@@ -19,6 +19,7 @@ pub mod schema;
 mod threads;
 mod validate;
 mod web;
+mod web_file;
 
 use std::fmt;
 use std::ops::Range;
@@ -124,6 +125,8 @@ pub struct Overrides {
     pub log_level: Option<String>,
     /// `--log.format`, replacing `[log] format`.
     pub log_format: Option<String>,
+    /// `--web.config.file`: TLS, users and headers from an exporter web config file.
+    pub web_config_file: Option<std::path::PathBuf>,
 }
 
 /// The text of a config and where it came from, to place errors.

@@ -226,8 +226,8 @@ impl Settings {
                 snapshots: w.snapshots,
                 stale_after_seconds: w.stale_after.as_secs_f64(),
                 max_connections: w.max_connections,
-                tls_cert_file: w.tls.as_ref().map(|(cert, _)| cert.display().to_string()),
-                tls_key_file: w.tls.as_ref().map(|(_, key)| key.display().to_string()),
+                tls_cert_file: w.tls.as_ref().map(|t| t.cert.display().to_string()),
+                tls_key_file: w.tls.as_ref().map(|t| t.key.display().to_string()),
                 basic_auth_users: w
                     .users
                     .iter()

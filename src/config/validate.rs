@@ -90,6 +90,12 @@ pub fn validate(path: Option<&Path>, overrides: &Overrides) -> Result<Checked, C
             settings.cameras.len()
         ));
     }
+    if let Some(web_file) = &overrides.web_config_file {
+        // Read already by the checks, which refuse a file that cannot be read.
+        if let Ok(read) = super::web_file::read(web_file) {
+            warnings.extend(read.not_applied);
+        }
+    }
     Ok(Checked { settings, warnings })
 }
 

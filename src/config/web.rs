@@ -7,7 +7,10 @@ use std::time::Duration;
 
 use super::schema::{WebConfig, WebSettings};
 use super::{flag, ConfigError, Doc, Overrides};
-use crate::server::ListenAddress;
+use crate::server::{ListenAddress, TlsSettings};
+
+/// Makes the error of one entry, placed where the entry was given.
+type ErrorAt<'a> = Box<dyn Fn(String) -> ConfigError + 'a>;
 
 pub(super) fn check_web(
     doc: &Doc,
@@ -65,15 +68,16 @@ pub(super) fn check_web(
                     ));
                 }
             }
+            let settings = TlsSettings::new(cert.get_ref().clone(), key.get_ref().clone());
             // The server's own loader: what passes here is what `run` serves.
-            if let Err(e) = crate::server::tls_config(cert.get_ref(), key.get_ref()) {
+            if let Err(e) = crate::server::tls_config(&settings) {
                 let (file, name) = match e {
-                    crate::server::TlsError::Cert(_) => (cert, "web.tls_cert_file"),
                     crate::server::TlsError::Key(_) => (key, "web.tls_key_file"),
+                    _ => (cert, "web.tls_cert_file"),
                 };
                 return Err(doc.at(file.span(), name, e.to_string()));
             }
-            Some((cert.get_ref().clone(), key.get_ref().clone()))
+            Some(settings)
         }
         (Some(one), None) | (None, Some(one)) => {
             return Err(doc.at(
@@ -83,33 +87,105 @@ pub(super) fn check_web(
             ))
         }
     };
+    // A web config file (`--web.config.file`) sets TLS, users and headers instead of
+    // `[web]`: both at once would leave one of them silently unused.
+    let web_file = match &overrides.web_config_file {
+        None => None,
+        Some(path) => {
+            let file = super::web_file::read(path).map_err(|(key, message)| {
+                flag(
+                    "--web.config.file",
+                    if key.is_empty() {
+                        "web.config.file"
+                    } else {
+                        &key
+                    },
+                    message,
+                )
+            })?;
+            let set_here = [
+                (
+                    web.tls_cert_file.as_ref().map(|s| s.span()),
+                    "web.tls_cert_file",
+                ),
+                (
+                    web.tls_key_file.as_ref().map(|s| s.span()),
+                    "web.tls_key_file",
+                ),
+                (
+                    (!web.basic_auth_users.get_ref().is_empty())
+                        .then(|| web.basic_auth_users.span()),
+                    "web.basic_auth_users",
+                ),
+            ];
+            if let Some((Some(span), key)) = set_here.into_iter().find(|(s, _)| s.is_some()) {
+                return Err(doc.at(
+                    span,
+                    key,
+                    format!(
+                        "set here and --web.config.file {} given: TLS and users come from \
+                         one of them",
+                        path.display()
+                    ),
+                ));
+            }
+            if let Some(settings) = &file.tls {
+                crate::server::tls_config(settings)
+                    .map_err(|e| flag("--web.config.file", "tls_server_config", e.to_string()))?;
+            }
+            Some(file)
+        }
+    };
+    let tls = match &web_file {
+        Some(file) => file.tls.clone(),
+        None => tls,
+    };
     let mut users = BTreeMap::new();
     // Every user's hash must have one cost: a wrong password answers in its user's
     // time, an unknown user in the dummy's, and a difference would name the users.
     let mut first_cost: Option<(String, u32)> = None;
-    for (user, hash) in web.basic_auth_users.get_ref() {
-        let key = format!("web.basic_auth_users.{user}");
+    let entries: Vec<(&String, &String, ErrorAt)> = match &web_file {
+        Some(file) => file
+            .users
+            .iter()
+            .map(|(user, hash)| {
+                let key = format!("basic_auth_users.{user}");
+                let at: ErrorAt = Box::new(move |m| flag("--web.config.file", &key, m));
+                (user, hash, at)
+            })
+            .collect(),
+        None => web
+            .basic_auth_users
+            .get_ref()
+            .iter()
+            .map(|(user, hash)| {
+                let key = format!("web.basic_auth_users.{user}");
+                let at: ErrorAt = Box::new(move |m| doc.at(hash.span(), &key, m));
+                (user, hash.get_ref(), at)
+            })
+            .collect(),
+    };
+    for (user, hash, at) in entries {
         if user.contains(':') || user.is_empty() {
-            return Err(doc.at(
-                hash.span(),
-                key,
-                format!("user '{user}': a user name is not empty and has no ':'"),
-            ));
+            return Err(at(format!(
+                "user '{user}': a user name is not empty and has no ':'"
+            )));
         }
         // The verifier's own parser: a hash that passes here is one `run` can check.
-        let cost = crate::server::check_hash(hash.get_ref())
-            .map_err(|e| doc.at(hash.span(), &key, format!("user '{user}': {e}")))?;
+        let cost =
+            crate::server::check_hash(hash).map_err(|e| at(format!("user '{user}': {e}")))?;
         if let Some((first, first_cost)) = &first_cost {
             if cost != *first_cost {
-                return Err(doc.at(
-                    hash.span(),
-                    key,
-                    crate::server::mixed_costs(first, *first_cost, user, cost),
-                ));
+                return Err(at(crate::server::mixed_costs(
+                    first,
+                    *first_cost,
+                    user,
+                    cost,
+                )));
             }
         }
         first_cost.get_or_insert((user.clone(), cost));
-        users.insert(user.clone(), hash.get_ref().clone());
+        users.insert(user.clone(), hash.clone());
     }
     let snapshots = *web.snapshots.get_ref();
     // TLS only hides the pictures from the network; who may see them is auth's to say.
@@ -136,6 +212,7 @@ pub(super) fn check_web(
         max_connections,
         tls,
         users,
+        headers: web_file.map(|f| f.headers).unwrap_or_default(),
     })
 }
 

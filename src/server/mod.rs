@@ -14,10 +14,10 @@ mod routes_test;
 mod slots;
 mod snapshots;
 mod status;
+mod tls;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,18 +28,15 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
-use tokio_rustls::rustls;
-use tokio_rustls::rustls::pki_types::pem::{self, PemObject};
-use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use tokio_rustls::TlsAcceptor;
 
-use crate::files;
 use crate::metrics::Metrics;
 
 pub(crate) use auth::{check_hash, mixed_costs};
 pub use listen::ListenAddress;
 pub use routes::{CameraView, HttpMetrics};
 pub use status::{CameraState, CameraStatus};
+pub(crate) use tls::{tls_config, TlsError};
+pub use tls::{ClientAuth, TlsIdentity, TlsSettings, TlsVersion};
 
 /// The `[web]` table as the server runs it; config checks it and re-exports it.
 #[derive(Clone, Debug, PartialEq)]
@@ -49,7 +46,9 @@ pub struct WebSettings {
     pub snapshots: bool,
     pub stale_after: Duration,
     pub max_connections: u32,
-    pub tls: Option<(PathBuf, PathBuf)>,
+    pub tls: Option<TlsSettings>,
+    /// Headers every answer carries (`http_server_config.headers` of a web config file).
+    pub headers: Vec<(String, String)>,
     pub users: BTreeMap<String, String>,
 }
 
@@ -169,7 +168,7 @@ impl Listener {
         }
         let addr = *addrs.first().context("no listen address")?;
         let tls = match &web.tls {
-            Some((cert, key)) => Some(TlsIdentity::load(cert, key)?),
+            Some(settings) => Some(TlsIdentity::load(settings)?),
             None => None,
         };
         let auth = auth::Auth::new(web.users.clone())
@@ -190,102 +189,6 @@ impl Listener {
     pub fn tls(&self) -> Option<TlsIdentity> {
         self.tls.clone()
     }
-}
-
-/// The certificate and key served, read again on SIGHUP: a certificate renewed in place
-/// (as ACME clients do) is served to new handshakes from then on.
-#[derive(Clone)]
-pub struct TlsIdentity {
-    cert: PathBuf,
-    key: PathBuf,
-    acceptor: Arc<std::sync::RwLock<TlsAcceptor>>,
-}
-
-impl TlsIdentity {
-    fn load(cert: &Path, key: &Path) -> Result<TlsIdentity, TlsError> {
-        let acceptor = TlsAcceptor::from(Arc::new(tls_config(cert, key)?));
-        Ok(TlsIdentity {
-            cert: cert.to_path_buf(),
-            key: key.to_path_buf(),
-            acceptor: Arc::new(std::sync::RwLock::new(acceptor)),
-        })
-    }
-
-    /// The acceptor new connections get now.
-    fn acceptor(&self) -> TlsAcceptor {
-        self.acceptor
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
-
-    /// Reads the certificate and key again and serves them to new handshakes; files that
-    /// no longer make an identity leave the one served in place (the error says why).
-    pub(crate) fn reload(&self) -> Result<(), TlsError> {
-        let acceptor = TlsAcceptor::from(Arc::new(tls_config(&self.cert, &self.key)?));
-        *self.acceptor.write().unwrap_or_else(|e| e.into_inner()) = acceptor;
-        Ok(())
-    }
-
-    /// The certificate file, for messages.
-    pub fn cert_path(&self) -> &Path {
-        &self.cert
-    }
-}
-
-/// Why a certificate and key cannot serve TLS, by the file at fault.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum TlsError {
-    #[error("{0}")]
-    Cert(String),
-    /// Also a key that does not belong to the certificate.
-    #[error("{0}")]
-    Key(String),
-}
-
-/// The most a PEM file may hold: a long chain is a few tens of kilobytes.
-const MAX_PEM_BYTES: u64 = 1 << 20;
-
-/// Reads and parses a PEM certificate chain and private key into a TLS server config.
-/// `check-config` calls it too, so a file it accepts is one `run` can serve.
-pub(crate) fn tls_config(cert: &Path, key: &Path) -> Result<rustls::ServerConfig, TlsError> {
-    let cert_pem = files::read_small_file(cert, MAX_PEM_BYTES)
-        .map_err(|e| TlsError::Cert(format!("{}: {e}", cert.display())))?;
-    let certs = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| {
-            TlsError::Cert(format!(
-                "{}: not a PEM certificate chain: {e}",
-                cert.display()
-            ))
-        })?;
-    if certs.is_empty() {
-        return Err(TlsError::Cert(format!(
-            "{}: no PEM certificate in it",
-            cert.display()
-        )));
-    }
-    let key_pem = files::read_small_file(key, MAX_PEM_BYTES)
-        .map_err(|e| TlsError::Key(format!("{}: {e}", key.display())))?;
-    let key_der = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|e| match e {
-        pem::Error::NoItemsFound => {
-            TlsError::Key(format!("{}: no PEM private key in it", key.display()))
-        }
-        e => TlsError::Key(format!("{}: not a PEM private key: {e}", key.display())),
-    })?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| TlsError::Cert(format!("TLS protocol versions: {e}")))?
-        .with_no_client_auth()
-        .with_single_cert(certs, key_der)
-        .map_err(|e| {
-            TlsError::Key(format!(
-                "{} and {} do not make a TLS identity: {e}",
-                cert.display(),
-                key.display()
-            ))
-        })
 }
 
 /// Serves until `shutdown` turns true: an accept loop for each socket, sharing the

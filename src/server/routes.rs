@@ -247,6 +247,15 @@ pub async fn handle<B>(state: &State, req: Request<B>) -> Response<Body> {
     let path = req.uri().path().to_string();
     let handler = handler_label(&path);
     let mut resp = route(state, &req, &path).await;
+    for (name, value) in &state.web.headers {
+        // Both checked when the config was read.
+        if let (Ok(name), Ok(value)) = (
+            header::HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(value),
+        ) {
+            resp.headers_mut().insert(name, value);
+        }
+    }
     if req.method() == Method::HEAD {
         // The length a GET would get, as HTTP asks of HEAD; the body goes.
         let length = resp.body().size_hint().exact().unwrap_or(0);

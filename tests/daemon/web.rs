@@ -317,3 +317,166 @@ fn r12_check_config_and_run_refuse_the_same_web_settings() {
         assert_refused(&dir, name, &text, &expect);
     }
 }
+
+/// curl's status code and headers for `path` over HTTPS trusting `ca`, with a client
+/// certificate and a user `prom` with password `s3cret` where given ("000" when the
+/// handshake fails).
+fn https_as(
+    port: u16,
+    path: &str,
+    ca: &Path,
+    client: Option<(&Path, &Path)>,
+    password: bool,
+) -> (String, String) {
+    let mut curl = Command::new("curl");
+    curl.args([
+        "-s",
+        "-o",
+        "/dev/null",
+        "-D",
+        "-",
+        "-w",
+        "%{http_code}",
+        "--max-time",
+        "5",
+    ])
+    .arg("--cacert")
+    .arg(ca);
+    if let Some((cert, key)) = client {
+        curl.arg("--cert").arg(cert).arg("--key").arg(key);
+    }
+    if password {
+        curl.args(["-u", "prom:s3cret"]);
+    }
+    let out = run_tool(curl.arg(format!("https://127.0.0.1:{port}{path}")), None);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let code = text
+        .get(text.len().saturating_sub(3)..)
+        .unwrap_or("")
+        .to_string();
+    (code, text.to_lowercase())
+}
+
+/// A node_exporter web config file, unchanged (relative paths, client certificates
+/// required and verified against a CA, TLS 1.2 at least, a bcrypt user, a header), serves
+/// with `--web.config.file`: no client certificate, no handshake; a certificate and the
+/// password, 200 with the header; the certificate alone, 401. `[web]` TLS beside it is
+/// refused, naming both.
+#[test]
+fn an_exporter_web_config_file_serves_unchanged() {
+    let dir = tmp_dir("daemon-web-config-file");
+    let openssl = |args: &[&str]| {
+        run_tool_ok(Command::new("openssl").args(args).current_dir(&dir), None);
+    };
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=edgesight test CA",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+    ]);
+    openssl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=prometheus",
+        "-keyout",
+        "client.key",
+        "-out",
+        "client.csr",
+    ]);
+    std::fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n").expect("ext");
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "client.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "1",
+        "-extfile",
+        "client.ext",
+        "-out",
+        "client.crt",
+    ]);
+    self_signed(
+        &dir.join("server.crt"),
+        &dir.join("server.key"),
+        "edgesight",
+    );
+    let hash = bcrypt::hash("s3cret", 4).expect("bcrypt");
+    let web_config = dir.join("web-config.yml");
+    std::fs::write(
+        &web_config,
+        format!(
+            "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  \
+             client_auth_type: \"RequireAndVerifyClientCert\"\n  client_ca_file: ca.crt\n  \
+             min_version: TLS12\n\
+             http_server_config:\n  headers:\n    X-Frame-Options: deny\n\
+             basic_auth_users:\n  prom: {hash}\n"
+        ),
+    )
+    .expect("web config");
+    let d = Daemon::spawn_with(&dir, &camera("c", "64x48", &[], 64), |c| {
+        c.arg("--web.config.file").arg(&web_config);
+    });
+    let server = dir.join("server.crt");
+    let (cert, key) = (dir.join("client.crt"), dir.join("client.key"));
+    let client = Some((cert.as_path(), key.as_path()));
+    let (code, headers) = wait_until("metrics over mutual TLS", Duration::from_secs(60), || {
+        let (code, headers) = https_as(d.port, "/metrics", &server, client, true);
+        (code == "200").then_some((code, headers))
+    });
+    assert_eq!(code, "200");
+    assert!(headers.contains("x-frame-options: deny"), "{headers}");
+    assert_eq!(
+        https_as(d.port, "/metrics", &server, None, true).0,
+        "000",
+        "no client certificate"
+    );
+    assert_eq!(
+        https_as(d.port, "/metrics", &server, client, false).0,
+        "401",
+        "no password"
+    );
+    d.stop();
+    // TLS in [web] as well: refused, naming the key and the flag.
+    let path = dir.join("both.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[web]\ntls_cert_file = \"{}\"\ntls_key_file = \"{}\"\n",
+            server.display(),
+            dir.join("server.key").display()
+        ),
+    )
+    .expect("write");
+    let out = run_tool(
+        edgesight_command()
+            .args(["run", "--config"])
+            .arg(&path)
+            .arg("--web.config.file")
+            .arg(&web_config),
+        None,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("web.tls_cert_file: set here and --web.config.file"),
+        "{stderr}"
+    );
+}

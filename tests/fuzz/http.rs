@@ -33,6 +33,7 @@ fn server_port() -> u16 {
             stale_after: Duration::from_secs(5),
             max_connections: 64,
             tls: None,
+            headers: Vec::new(),
             users: [("prom".to_string(), bcrypt::hash("pw", 4).expect("bcrypt"))].into(),
         };
         let listener = Listener::prepare(&web, 1).expect("listen");

@@ -43,6 +43,7 @@ fn web(snapshots: bool) -> WebSettings {
         stale_after: Duration::from_secs(60),
         max_connections: 8,
         tls: None,
+        headers: Vec::new(),
         users: BTreeMap::new(),
     }
 }
