@@ -251,7 +251,7 @@ fn the_demo_config_takes_another_source() {
         let d = Daemon::start_with(&dir, &demo, |c| {
             c.args(["--source", source]);
         });
-        let latest = wait_until("a frame", Duration::from_secs(20), || {
+        let latest = wait_until("a frame", Duration::from_secs(60), || {
             serde_json::from_str::<serde_json::Value>(&get_text(d.port, "/api/v1/latest")).ok()
         });
         let (w, h) = source[8..]
