@@ -11,6 +11,7 @@ mod page;
 mod routes;
 #[cfg(test)]
 mod routes_test;
+mod scrape;
 mod slots;
 mod snapshots;
 mod status;
