@@ -226,7 +226,7 @@ fn logfmt(w: &mut Writer<'_>, time: &str, level: tracing::Level, f: &Fields) -> 
         write!(w, "ts={time} ")?;
     }
     write!(w, "level={} msg=", level.as_str().to_ascii_lowercase())?;
-    logfmt_value(w, &Value::Text(f.message.clone()))?;
+    logfmt_text(w, &f.message)?;
     for (name, value) in &f.fields {
         write!(w, " {name}=")?;
         logfmt_value(w, value)?;
@@ -266,12 +266,16 @@ fn json(w: &mut Writer<'_>, time: &str, level: tracing::Level, f: &Fields) -> fm
 /// A logfmt value: bare where it may be, else quoted (go-logfmt quotes a value that is
 /// empty or holds a space, `=`, `"` or any character at or below the space).
 fn logfmt_value(w: &mut Writer<'_>, value: &Value) -> fmt::Result {
-    let text = match value {
-        Value::Text(text) => text.as_str(),
-        Value::Int(n) => return write!(w, "{n}"),
-        Value::Float(x) => return write!(w, "{x}"),
-        Value::Bool(b) => return write!(w, "{b}"),
-    };
+    match value {
+        Value::Text(text) => logfmt_text(w, text),
+        Value::Int(n) => write!(w, "{n}"),
+        Value::Float(x) => write!(w, "{x}"),
+        Value::Bool(b) => write!(w, "{b}"),
+    }
+}
+
+/// A logfmt string value, bare or quoted as [`logfmt_value`] says.
+fn logfmt_text(w: &mut Writer<'_>, text: &str) -> fmt::Result {
     let bare = !text.is_empty()
         && !text
             .chars()
