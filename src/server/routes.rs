@@ -1,4 +1,5 @@
-//! The endpoints: `/metrics`, `/healthz`, `/api/v1/latest`, `/snapshot/*.png` and `/`.
+//! The endpoints: `/metrics`, `/healthz`, `/api/v1/latest`, `/api/v1/cameras`,
+//! `/snapshot/*.png`, and the status page (`/`, `/status.json` and the page's files).
 //! GET (and HEAD) only; a request that carries a body is refused.
 
 use std::collections::BTreeMap;
@@ -15,7 +16,7 @@ use tokio::sync::watch;
 
 use super::auth::{Auth, Verdict};
 use super::page;
-use super::snapshots::{NoPicture, Picture, Pictures, PngBudget, DOWN_AFTER, PNG_BUDGET};
+use super::snapshots::{NoPicture, Picture, Pictures, Png, PngBudget, DOWN_AFTER, PNG_BUDGET};
 use super::status::{CameraState, CameraStatus};
 use super::WebSettings;
 use crate::health::HealthReport;
@@ -54,6 +55,11 @@ impl CameraView {
 
     pub fn latest(&self) -> Option<Arc<Latest>> {
         self.latest.borrow().clone()
+    }
+
+    /// What the camera is doing, and for how long it has.
+    pub fn status(&self) -> (CameraState, std::time::Duration) {
+        self.status.get()
     }
 }
 
@@ -183,6 +189,8 @@ fn handler_label(path: &str) -> &'static str {
         "/api/v1/latest" => "latest",
         "/api/v1/cameras" => "cameras",
         "/" => "status",
+        "/status.json" => "status_json",
+        p if page::ASSETS.iter().any(|(path, ..)| *path == p) => "assets",
         p if p.starts_with("/snapshot/") => "snapshot",
         _ => "other",
     }
@@ -234,17 +242,35 @@ async fn route<B>(state: &State, req: &Request<B>, path: &str) -> Response<Body>
         "/healthz" => healthz(state),
         "/api/v1/latest" => latest(state, query),
         "/api/v1/cameras" => cameras(state),
-        "/" if state.web.snapshots => response(
+        "/" => response(
             StatusCode::OK,
             "text/html; charset=utf-8",
-            page::status(&state.cameras),
+            page::html(&status_page(state)),
         ),
-        "/" => response(StatusCode::OK, "text/html; charset=utf-8", page::landing()),
+        "/status.json" => match status_page(state).json() {
+            Ok(json) => response(StatusCode::OK, "application/json", json),
+            Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")),
+        },
         p if p.starts_with("/snapshot/") && state.web.snapshots => {
-            snapshot(state, &p["/snapshot/".len()..], query).await
+            snapshot(state, &p["/snapshot/".len()..], query, req.headers()).await
         }
-        _ => text(StatusCode::NOT_FOUND, "not found\n"),
+        p => match page::ASSETS.iter().find(|(path, ..)| *path == p) {
+            Some((_, content_type, bytes)) => {
+                let mut r = response(StatusCode::OK, content_type, *bytes);
+                // Their URLs name the build (`?v=`), so a day's caching is safe.
+                r.headers_mut().insert(
+                    header::CACHE_CONTROL,
+                    HeaderValue::from_static("public, max-age=86400"),
+                );
+                r
+            }
+            None => text(StatusCode::NOT_FOUND, "not found\n"),
+        },
     }
+}
+
+fn status_page(state: &State) -> page::Page {
+    page::Page::new(&state.cameras, state.web.snapshots, state.web.stale_after)
 }
 
 /// The camera a `camera=NAME` parameter names, else the first; the error is a 404 text.
@@ -379,7 +405,12 @@ fn latest(state: &State, query: Option<&str>) -> Response<Body> {
     }
 }
 
-async fn snapshot(state: &State, name: &str, query: Option<&str>) -> Response<Body> {
+async fn snapshot(
+    state: &State,
+    name: &str,
+    query: Option<&str>,
+    request_headers: &header::HeaderMap,
+) -> Response<Body> {
     let Some(kind) = Picture::from_name(name) else {
         return text(StatusCode::NOT_FOUND, "not found\n");
     };
@@ -398,7 +429,7 @@ async fn snapshot(state: &State, name: &str, query: Option<&str>) -> Response<Bo
         )
         .await
     {
-        Ok(png) => return response(StatusCode::OK, "image/png", png),
+        Ok(png) => return picture(png, request_headers),
         Err(NoPicture::Down(message)) => (message, "5"),
         Err(NoPicture::OverBudget) => (
             "snapshot answers not yet read by their clients hold the memory set aside \
@@ -411,6 +442,33 @@ async fn snapshot(state: &State, name: &str, query: Option<&str>) -> Response<Bo
     let mut r = text(StatusCode::SERVICE_UNAVAILABLE, message);
     r.headers_mut()
         .insert(header::RETRY_AFTER, HeaderValue::from_static(retry));
+    r
+}
+
+/// A picture, or 304 when the browser holds it already (its `If-None-Match` names this
+/// read-back's ETag). Cached for a second: no newer one is read back sooner.
+fn picture(png: Png, request_headers: &header::HeaderMap) -> Response<Body> {
+    let held = !png.etag.is_empty()
+        && request_headers
+            .get(header::IF_NONE_MATCH)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|tags| tags.split(',').any(|t| t.trim() == png.etag));
+    let mut r = if held {
+        let mut r = response(StatusCode::NOT_MODIFIED, "image/png", Bytes::new());
+        r.headers_mut().remove(header::CONTENT_TYPE);
+        r
+    } else {
+        response(StatusCode::OK, "image/png", png.bytes)
+    };
+    r.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("private, max-age=1"),
+    );
+    if let Ok(etag) = HeaderValue::from_str(&png.etag) {
+        if !png.etag.is_empty() {
+            r.headers_mut().insert(header::ETAG, etag);
+        }
+    }
     r
 }
 

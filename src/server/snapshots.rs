@@ -107,13 +107,15 @@ pub(super) enum NoPicture {
 
 /// Each kind's PNG of one read-back, made by the first request that needs it while the
 /// others wait for it: one encode whoever asks.
-type Png = Arc<tokio::sync::OnceCell<Bytes>>;
+type PngCell = Arc<tokio::sync::OnceCell<Bytes>>;
 
 /// One read-back of a camera's pictures and the PNGs made of it so far.
 struct Read {
+    /// Which read-back of this camera's (1, 2, ...): the pictures' ETag.
+    id: u64,
     at: Instant,
     snapshot: Arc<Snapshot>,
-    pngs: [Png; 4],
+    pngs: [PngCell; 4],
 }
 
 type Outcome = Option<Result<Arc<Snapshot>, String>>;
@@ -123,6 +125,26 @@ struct Cache {
     last: Option<Read>,
     /// A read-back asked of the camera and not answered yet.
     pending: Option<watch::Receiver<Outcome>>,
+    /// Read-backs made so far.
+    reads: u64,
+}
+
+/// A picture's bytes and the ETag that names them: the same for every answer made from
+/// one read-back, another for the next (and for the same read-back after a restart).
+pub(super) struct Png {
+    pub bytes: Bytes,
+    pub etag: String,
+}
+
+/// Tells this process's read-backs from those of the one before it, whose numbers a
+/// browser may still hold.
+fn process_tag() -> u64 {
+    static TAG: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *TAG.get_or_init(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+    })
 }
 
 /// One camera's pictures.
@@ -150,7 +172,7 @@ impl Pictures {
         last_frame: Option<Duration>,
         down_after: Duration,
         budget: &PngBudget,
-    ) -> Result<Bytes, NoPicture> {
+    ) -> Result<Png, NoPicture> {
         if last_frame.is_none_or(|age| age > down_after) {
             return Err(NoPicture::Down(format!(
                 "camera '{}' delivers no frames\n",
@@ -171,12 +193,13 @@ impl Pictures {
                 (Some(read), _) => Ok((
                     Arc::clone(&read.snapshot),
                     Arc::clone(&read.pngs[kind as usize]),
+                    read.id,
                 )),
                 (None, Some(pending)) => Err(pending.clone()),
                 (None, None) => unreachable!("asked above"),
             }
         };
-        let (snapshot, png) = match found {
+        let (snapshot, png, id) = match found {
             Ok(found) => found,
             Err(mut pending) => {
                 let outcome = pending
@@ -186,14 +209,15 @@ impl Pictures {
                     .clone()
                     .expect("waited for");
                 let snapshot = outcome.map_err(NoPicture::Failed)?;
-                // The PNG cell of that read-back, unless a newer one replaced it.
-                let png = lock(&self.cache)
+                // The PNG cell of that read-back, unless a newer one replaced it (then
+                // its PNG is made for this answer alone, and named by no ETag).
+                let (png, id) = lock(&self.cache)
                     .last
                     .as_ref()
                     .filter(|r| Arc::ptr_eq(&r.snapshot, &snapshot))
-                    .map(|r| Arc::clone(&r.pngs[kind as usize]))
+                    .map(|r| (Arc::clone(&r.pngs[kind as usize]), r.id))
                     .unwrap_or_default();
-                (snapshot, png)
+                (snapshot, png, id)
             }
         };
         let png = png
@@ -209,7 +233,14 @@ impl Pictures {
                 Ok(budget.counted(encoded))
             })
             .await?;
-        Ok(png.clone())
+        let etag = match id {
+            0 => String::new(),
+            id => format!("\"{:x}-{id}\"", process_tag()),
+        };
+        Ok(Png {
+            bytes: png.clone(),
+            etag,
+        })
     }
 
     /// Asks the camera for the pictures of its next frame; the answer (or the lack of
@@ -236,7 +267,9 @@ impl Pictures {
             };
             let mut cache = lock(&cache);
             if let Ok(snapshot) = &outcome {
+                cache.reads += 1;
                 cache.last = Some(Read {
+                    id: cache.reads,
                     at: Instant::now(),
                     snapshot: Arc::clone(snapshot),
                     pngs: Default::default(),

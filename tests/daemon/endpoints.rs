@@ -190,20 +190,29 @@ fn snapshots_and_the_status_page_show_the_frame(port: u16) {
         .into_luma8();
     assert!(mask.pixels().all(|p| p.0[0] == 0 || p.0[0] == 255));
     let page = get_text(port, "/");
-    assert!(page.contains("/snapshot/luma.png?camera=front"), "{page}");
-    assert!(page.contains("http-equiv=\"refresh\""));
     for part in [
-        "viewBox=\"0 0 320 240\"",
+        "<meta name=\"viewport\"",
+        "<img src=\"/snapshot/luma.png?camera=front&amp;frame=",
+        "<svg viewBox=\"0 0 320 240\"",
         "<rect x=\"10\" y=\"20\" width=\"100\" height=\"80\"></rect>",
         "<rect x=\"0\" y=\"0\" width=\"320\" height=\"240\"></rect>",
         ">door</text>",
-        "<tr><td>frame rate</td>",
-        "<tr><td>dropped</td>",
-        "<tr><td>integral</td>",
-        "<tr><td>total</td>",
+        "<th>frame rate</th>",
+        "<th>dropped</th>",
+        "<th>integral</th>",
+        "<th>total</th>",
     ] {
         assert!(page.contains(part), "{part} not in {page}");
     }
+    // The page's data names the same camera, with a layout the page carries.
+    let data: serde_json::Value =
+        serde_json::from_str(&get_text(port, "/status.json")).expect("/status.json");
+    assert_eq!(data["cameras"][0]["name"], "front");
+    let layout = data["layout"].as_str().expect("a layout");
+    assert!(
+        page.contains(&format!("data-layout=\"{layout}\"")),
+        "{page}"
+    );
 }
 
 /// Only GET (and HEAD); unknown paths 404.

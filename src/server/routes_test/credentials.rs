@@ -13,7 +13,11 @@ async fn every_path_asks_for_credentials_and_takes_only_the_right_ones() {
         "/metrics",
         "/healthz",
         "/api/v1/latest",
+        "/api/v1/cameras",
         "/",
+        "/status.json",
+        "/status.js",
+        "/favicon.svg",
         "/snapshot/luma.png",
     ] {
         for wrong in [

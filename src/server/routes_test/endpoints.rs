@@ -1,13 +1,10 @@
 //! Every route but the snapshots: `/metrics`, HEAD, refused methods and paths,
-//! `/healthz`, `/api/v1/latest` and the status page.
+//! `/healthz` and `/api/v1/latest`.
 
 use hyper::header;
 use hyper::{Method, Request, StatusCode};
 
-use super::{ask, ask_with, frame_seven, get, open, routes, showing, silent};
-use crate::pipeline::Stage;
-use crate::region::{Region, RegionStats};
-use crate::server::page;
+use super::{ask, ask_with, get, open, routes};
 
 #[tokio::test]
 async fn metrics_are_prometheus_text_never_cached() {
@@ -230,89 +227,4 @@ async fn latest_is_json_for_a_camera_that_published() {
     let unknown = get(&s, "/api/v1/latest?camera=nope").await;
     assert_eq!(unknown.status, StatusCode::NOT_FOUND);
     assert_eq!(unknown.text(), "no camera 'nope'\n");
-}
-
-/// Checks that every element opened is closed, in order, but for HTML's void elements.
-fn assert_balanced(html: &str) {
-    const VOID: [&str; 4] = ["meta", "img", "br", "hr"];
-    let mut open: Vec<&str> = Vec::new();
-    let mut rest = html.strip_prefix("<!doctype html>").expect("a doctype");
-    while let Some(at) = rest.find('<') {
-        let end = rest[at..].find('>').expect("a tag ends") + at;
-        let tag = &rest[at + 1..end];
-        rest = &rest[end + 1..];
-        if let Some(name) = tag.strip_prefix('/') {
-            assert_eq!(open.pop(), Some(name), "</{name}> closes another element");
-            continue;
-        }
-        let name = tag.split_whitespace().next().expect("a tag name");
-        assert!(
-            name.chars().all(|c| c.is_ascii_alphanumeric()),
-            "odd tag <{tag}>"
-        );
-        if !VOID.contains(&name) {
-            open.push(name);
-        }
-    }
-    assert!(open.is_empty(), "left open: {open:?}");
-}
-
-#[test]
-fn the_status_page_draws_the_regions_and_shows_stage_times_rate_and_drops() {
-    let mut latest = frame_seven();
-    latest.result.width = 320;
-    latest.result.height = 240;
-    let region = |name: &str, x, y, width, height| {
-        let r = Region {
-            name: name.into(),
-            x,
-            y,
-            width,
-            height,
-        };
-        (r, RegionStats::default())
-    };
-    latest.result.regions = vec![
-        region("door", 10, 20, 100, 80),
-        region("a<b&\"c\"", 200, 120, 120, 120),
-    ];
-    for (i, stage) in Stage::ALL.iter().enumerate() {
-        // 0.25 ms, 0.5 ms, ... 1.75 ms: 7 ms in all.
-        latest.result.timings.0[*stage as usize] = 250_000 * (i as u64 + 1);
-    }
-    let html = page::status(&[showing("front", latest), silent("idle")]);
-    assert_balanced(&html);
-    for part in [
-        // The luma picture in frame coordinates, the regions over it by name.
-        "<svg class=\"frame\" viewBox=\"0 0 320 240\"><title>luma</title>\
-         <image href=\"/snapshot/luma.png?camera=front\" width=\"320\" height=\"240\"></image>\
-         <rect x=\"10\" y=\"20\" width=\"100\" height=\"80\"></rect>\
-         <text x=\"13\" y=\"32\" font-size=\"12\">door</text>\
-         <rect x=\"200\" y=\"120\" width=\"120\" height=\"120\"></rect>\
-         <text x=\"203\" y=\"132\" font-size=\"12\">a&lt;b&amp;&quot;c&quot;</text></svg>",
-        "<tr><td>ROI a&lt;b&amp;&quot;c&quot;</td>",
-        "<img src=\"/snapshot/edges.png?camera=front\"",
-        "<tr><td>frame rate</td><td>29.5 fps</td></tr>",
-        "<tr><td>dropped</td><td>6: sequence_gap 3, buffer_error 0, short_frame 0, \
-         bad_image 1, corrupt_frame 0, publish_backlog 2</td></tr>",
-        "<table><tr><th>stage</th><th>device time</th></tr>\
-         <tr><td>luma</td><td>0.250 ms</td></tr><tr><td>sobel</td><td>0.500 ms</td></tr>\
-         <tr><td>histogram</td><td>0.750 ms</td></tr><tr><td>otsu</td><td>1.000 ms</td></tr>\
-         <tr><td>binarize</td><td>1.250 ms</td></tr><tr><td>integral</td><td>1.500 ms</td></tr>\
-         <tr><td>regions</td><td>1.750 ms</td></tr><tr><td>health</td><td>2.000 ms</td></tr>\
-         <tr><td>total</td><td>9.000 ms</td></tr></table>",
-        "<table class=\"health\"><tr><th>health</th><th class=\"tampered\">tampered</th></tr>\
-         <tr><td>overexposed</td><td class=\"ok\">ok</td></tr>",
-        "<tr><td>covered</td><td class=\"tampered\">tampered</td></tr>",
-        "<tr><td>defocus</td><td class=\"suspect\">suspect</td></tr>\
-         <tr><td>sharpness</td><td>25 %</td></tr><tr><td>scene change</td><td>50 %</td></tr>\
-         <tr><td>clipped dark / bright</td><td>12.5 % / 0.0 %</td></tr>\
-         <tr><td>unchanged for</td><td>0.0 s</td></tr></table>",
-        // A camera with no frame has no size to draw in: its pictures as they come.
-        "<h2>camera idle</h2><p>no frame yet</p><img src=\"/snapshot/luma.png?camera=idle\"",
-    ] {
-        assert!(html.contains(part), "{part}\nnot in\n{html}");
-    }
-    assert!(!html.contains("a<b"), "a name unescaped");
-    assert_eq!(html.matches("<rect ").count(), 2);
 }

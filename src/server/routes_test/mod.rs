@@ -6,12 +6,13 @@
 //! beside `CameraMetrics::activity`.
 //!
 //! The fakes and the request helpers are here; the tests, by topic, in `endpoints`
-//! (metrics, HEAD, refusals, healthz, latest, the status page), `credentials` (basic
-//! auth and its bcrypt queue) and `snapshots` (pictures, and what slow or down cameras
+//! (metrics, HEAD, refusals, healthz, latest), `page` (the status page, its data and
+//! files), `credentials` (basic auth and its bcrypt queue) and `snapshots` (pictures, and what slow or down cameras
 //! may not cost anyone else).
 
 mod credentials;
 mod endpoints;
+mod page;
 mod snapshots;
 
 use std::collections::BTreeMap;
@@ -28,6 +29,7 @@ use tokio::sync::watch;
 
 use super::auth::Auth;
 use super::routes::{self, CameraView, State};
+use super::status::CameraStatus;
 use super::{ListenAddress, WebSettings};
 use crate::health::{self, HealthReport, Kind};
 use crate::mailbox::{Activity, Latest, Snapshot, SnapshotReply, SourceInfo};
@@ -98,9 +100,25 @@ fn published(name: &str) -> CameraView {
     showing(name, frame_seven())
 }
 
-/// A camera that has published `latest` and answers snapshot requests (4x2 pictures).
+/// A camera's status, set by `set` as its thread would.
+fn status(set: impl FnOnce(&CameraStatus)) -> Arc<CameraStatus> {
+    let status = Arc::new(CameraStatus::default());
+    set(&status);
+    status
+}
+
+/// A camera that is up, has published `latest` and answers snapshot requests (4x2
+/// pictures).
 fn showing(name: &str, latest: Latest) -> CameraView {
-    let (_tx, latest) = watch::channel(Some(Arc::new(latest)));
+    let (tx, view) = showing_from(name, latest);
+    // The view keeps the last frame sent, whoever holds the sender.
+    drop(tx);
+    view
+}
+
+/// As [`showing`], with the sender that publishes its next frames.
+fn showing_from(name: &str, latest: Latest) -> (watch::Sender<Option<Arc<Latest>>>, CameraView) {
+    let (tx, latest) = watch::channel(Some(Arc::new(latest)));
     let (requests, taken) = mpsc::channel::<SnapshotReply>();
     std::thread::spawn(move || {
         for reply in taken {
@@ -115,7 +133,8 @@ fn showing(name: &str, latest: Latest) -> CameraView {
             }));
         }
     });
-    CameraView::new(name.into(), latest, requests)
+    let view = CameraView::new(name.into(), latest, requests).with_status(status(|s| s.up()));
+    (tx, view)
 }
 
 /// The 64x48 pictures a slower camera answers with.

@@ -6,9 +6,9 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use hyper::header;
-use hyper::StatusCode;
+use hyper::{Method, StatusCode};
 
-use super::{get, held, open, open_on, silent, slow};
+use super::{ask_with, get, held, open, open_on, silent, slow};
 use crate::metrics::Metrics;
 
 #[tokio::test]
@@ -18,7 +18,8 @@ async fn snapshots_of_a_camera_that_published_are_pngs() {
         let a = get(&s, &format!("/snapshot/{picture}.png?camera=front")).await;
         assert_eq!(a.status, StatusCode::OK, "{picture}");
         assert_eq!(a.header(header::CONTENT_TYPE), "image/png");
-        assert_eq!(a.header(header::CACHE_CONTROL), "no-store");
+        // No newer picture is read back within a second.
+        assert_eq!(a.header(header::CACHE_CONTROL), "private, max-age=1");
         let png = image::load_from_memory(&a.body).expect("a PNG");
         assert_eq!((png.width(), png.height()), (4, 2), "{picture}");
     }
@@ -31,6 +32,60 @@ async fn snapshots_of_a_camera_that_published_are_pngs() {
         "text/html; charset=utf-8"
     );
     assert!(page.text().contains("/snapshot/luma.png?camera=front"));
+}
+
+/// A picture carries its read-back's ETag: a browser that holds it gets 304 and no body
+/// until a newer read-back; another tag, or one of a newer read-back, gets the picture.
+#[tokio::test]
+async fn a_picture_the_browser_holds_is_not_sent_again() {
+    let s = open(true);
+    let first = get(&s, "/snapshot/luma.png?camera=front&frame=7").await;
+    let etag = first.header(header::ETAG).to_string();
+    assert!(etag.starts_with('"') && etag.ends_with("-1\""), "{etag}");
+    let held = ask_with(
+        &s,
+        Method::GET,
+        "/snapshot/luma.png?camera=front&frame=7",
+        &[(header::IF_NONE_MATCH, &format!("\"x\", {etag}"))],
+    )
+    .await;
+    assert_eq!(held.status, StatusCode::NOT_MODIFIED);
+    assert!(held.body.is_empty());
+    assert_eq!(held.header(header::ETAG), etag);
+    assert!(held.headers.get(header::CONTENT_TYPE).is_none());
+    let other = ask_with(
+        &s,
+        Method::GET,
+        "/snapshot/edges.png?camera=front",
+        &[(header::IF_NONE_MATCH, "\"0-1\"")],
+    )
+    .await;
+    assert_eq!(other.status, StatusCode::OK);
+    // A second later the camera is asked again: a new read-back, a new tag.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let _asked = get(&s, "/snapshot/luma.png?camera=front").await;
+    let mut newer = get(&s, "/snapshot/luma.png?camera=front").await;
+    for _ in 0..50 {
+        if newer.header(header::ETAG) != etag {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        newer = get(&s, "/snapshot/luma.png?camera=front").await;
+    }
+    assert!(
+        newer.header(header::ETAG).ends_with("-2\""),
+        "{}",
+        newer.header(header::ETAG)
+    );
+    let stale = ask_with(
+        &s,
+        Method::GET,
+        "/snapshot/luma.png?camera=front",
+        &[(header::IF_NONE_MATCH, &etag)],
+    )
+    .await;
+    assert_eq!(stale.status, StatusCode::OK);
+    assert!(!stale.body.is_empty());
 }
 
 #[tokio::test]
@@ -48,15 +103,13 @@ async fn snapshots_of_silent_unknown_or_unnamed_things_are_refused() {
 }
 
 #[tokio::test]
-async fn snapshots_off_means_no_pictures_and_the_landing_page() {
+async fn snapshots_off_means_no_pictures() {
     let s = open(false);
     let a = get(&s, "/snapshot/luma.png?camera=front").await;
     assert_eq!(a.status, StatusCode::NOT_FOUND);
     let page = get(&s, "/").await;
     assert_eq!(page.status, StatusCode::OK);
-    assert!(page
-        .text()
-        .contains("Snapshots and the status page are off"));
+    assert!(page.text().contains("Pictures are off"));
 }
 
 /// Resilience round 2, item 4: snapshot requests for a down or slow camera held a lock
