@@ -239,6 +239,10 @@ pub(crate) struct RunArgs {
 pub(crate) struct CheckConfigArgs {
     /// The TOML config file.
     pub(crate) file: PathBuf,
+    /// The exporter web config file `run` is given, checked with the config as `run`
+    /// checks them (its files loaded, [web]'s TLS or users beside it refused).
+    #[arg(long = "web.config.file", value_name = "FILE")]
+    pub(crate) web_config_file: Option<PathBuf>,
 }
 
 impl PipelineArgs {

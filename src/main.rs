@@ -54,7 +54,9 @@ fn main() -> ExitCode {
         Command::Process(args) => commands::process::process(&args),
         Command::Bench(args) => commands::bench::bench(&args),
         Command::Run(args) => commands::run::run(args),
-        Command::CheckConfig(args) => commands::check_config::check_config(&args.file),
+        Command::CheckConfig(args) => {
+            commands::check_config::check_config(&args.file, args.web_config_file)
+        }
         Command::Capture(args) => commands::capture::capture(&args),
         Command::Selftest(args) => commands::selftest::selftest(&args),
         Command::Manpage(args) => {

@@ -431,6 +431,33 @@ fn an_exporter_web_config_file_serves_unchanged() {
         ),
     )
     .expect("web config");
+    // check-config takes the file as run does: it loads its certificates and keys.
+    let config = dir.join("c.toml");
+    std::fs::write(&config, camera("c", "64x48", &[], 64)).expect("config");
+    let checked = run_tool(
+        edgesight_command()
+            .arg("check-config")
+            .arg(&config)
+            .arg("--web.config.file")
+            .arg(&web_config),
+        None,
+    );
+    let stderr = String::from_utf8_lossy(&checked.stderr);
+    assert!(checked.status.success(), "{stderr}");
+    assert!(stderr.ends_with(&format!("{}: ok\n", config.display())), "{stderr}");
+    std::fs::write(dir.join("broken.yml"), "tls_server_config:\n  cert_file: nope.crt\n")
+        .expect("broken web config");
+    let broken = run_tool(
+        edgesight_command()
+            .arg("check-config")
+            .arg(&config)
+            .arg("--web.config.file")
+            .arg(dir.join("broken.yml")),
+        None,
+    );
+    let stderr = String::from_utf8_lossy(&broken.stderr);
+    assert_eq!(broken.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("tls_server_config"), "{stderr}");
     let d = Daemon::spawn_with(&dir, &camera("c", "64x48", &[], 64), |c| {
         c.arg("--web.config.file").arg(&web_config);
     });
