@@ -19,10 +19,14 @@ What it checks, sequence by sequence:
     fraction of the frame sits in a narrow band of grey levels; moved: the view differs
     from the one before by far more than the noise, and stays; frozen: the frames repeat
     the labelled frame; overexposed: at least 75 % of the pixels clip at 255;
-    underexposed: at least 85 % are below 16. An ending tamper gives back the view of
-    before.
+    underexposed: at least 85 % are below 16. Without clipping (`mode`): dim: the mean at
+    most a fifth of before with less than half the pixels at or below 8; haze: at least
+    60 % of the way to white with at most 5 % at 255. An ending tamper gives back the view
+    of before.
   - the nuisances: the light's step and the AE steps have the labelled size; the drift's
-    rate stays within a few % per second; the objects cover at most ~15 % of the frame.
+    rate stays within a few % per second; the objects cover at most ~15 % of the frame;
+    a dusk ends near its labelled gain, at most 5 % darker a second, never clipping (its
+    frames after the dusk begins are exempt from the normal footage's checks).
 """
 import argparse
 import hashlib
@@ -69,6 +73,7 @@ class Stats:
         self.std = np.zeros(n)
         self.white = np.zeros(n)  # fraction at 255
         self.dark = np.zeros(n)  # fraction below 16
+        self.clip8 = np.zeros(n)  # fraction at or below 8: the detectors' dark clipping
         self.spread = np.zeros(n)  # 95th - 5th percentile
         self.grad = np.zeros(n)
         self.narrow = np.zeros(n)
@@ -133,6 +138,7 @@ def check_sequence(root, entry):
         s.mean[i], s.std[i] = f.mean(), f.std()
         s.white[i] = (f == 255).mean()
         s.dark[i] = (f < 16).mean()
+        s.clip8[i] = (f <= 8).mean()
         p5, p95 = np.percentile(f, (5, 95))
         s.spread[i] = p95 - p5
         s.grad[i] = gradient(f)
@@ -169,7 +175,11 @@ def check_sequence(root, entry):
     if duplicates:
         fail(name, f"{duplicates} frames repeat an earlier frame's bytes")
 
-    # normal footage looks like a working camera
+    # normal footage looks like a working camera (a dusk's is darker by design: its own
+    # checks below)
+    dusk = [e for e in labels.get("nuisances", []) if e["kind"] == "dusk"]
+    if dusk:
+        normal[dusk[0]["begin"]:] = False
     bad = np.flatnonzero(normal & ((s.spread < 60) | (s.narrow > 0.5)))
     if len(bad):
         fail(name, f"{len(bad)} normal frames have a narrow histogram (first: frame {bad[0]}, "
@@ -229,6 +239,24 @@ def check_tamper(name, labels, s, kept, n):
         print(f"  frames {b}..{(end or n) - 1} repeat frame {t['repeats_frame']}")
         if t["repeats_frame"] != b - 1:
             fail(name, "the repeated frame is not the one before the freeze")
+    elif kind == "overexposed" and t.get("mode") == "haze":
+        wmax = s.white[held].max()
+        m0, m1 = s.mean[before].mean(), s.mean[held].min()
+        way = (m1 - m0) / (255 - m0)
+        print(f"  mean {m0:.0f} -> at least {m1:.0f} ({way:.2f} of the way to white), "
+              f"at most {wmax:.3f} at 255")
+        if not wmax <= 0.05:
+            fail(name, f"a washed-out frame clips {wmax:.3f} (want <= 0.05: no clipping)")
+        if not way >= 0.6:
+            fail(name, f"a washed-out frame is only {way:.2f} of the way to white (want >= 0.6)")
+    elif kind == "underexposed" and t.get("mode") == "dim":
+        cmax = s.clip8[held].max()
+        ratio = s.mean[held].max() / s.mean[before].mean()
+        print(f"  mean at most x{ratio:.3f} of before, at most {cmax:.3f} at or below 8")
+        if not cmax < 0.5:
+            fail(name, f"a dim frame has {cmax:.3f} at or below 8 (want < 0.5: not clipped)")
+        if not ratio <= 0.2:
+            fail(name, f"a dim frame keeps x{ratio:.3f} of the mean (want <= 0.2)")
     elif kind == "overexposed":
         wmin = s.white[held].min()
         print(f"  at least {wmin:.3f} of each overexposed frame at 255")
@@ -275,6 +303,19 @@ def check_nuisances(name, labels, s, folder, n, w, h):
                 fail(name, f"the drift swings only x{swing:.2f}")
         elif k == "object":
             pass  # checked below, all objects together
+        elif k == "dusk":
+            fps = labels["fps"]
+            ratio = s.mean[e["end"]:].max() / s.mean[:e["begin"]].mean()
+            per_s = s.mean[fps:] / s.mean[:-fps]
+            fastest = 1 - per_s.min()
+            print(f"  dusk: mean x{ratio:.3f} at the end, at most {100 * fastest:.1f} %/s "
+                  f"darker, at most {s.clip8.max():.3f} at or below 8")
+            if not 0.09 <= ratio <= 0.17:
+                fail(name, f"the dusk ends at x{ratio:.3f} of the light (want ~x0.125)")
+            if fastest > 0.05:
+                fail(name, f"the dusk darkens {100 * fastest:.1f} %/s (want at most 5)")
+            if s.clip8.max() >= 0.5:
+                fail(name, "the dusk clips half the frame at or below 8")
         elif k != "noise":
             fail(name, f"unknown nuisance {k}")
     objects = [e for e in labels["nuisances"] if e["kind"] == "object"]

@@ -241,14 +241,18 @@ def free_port():
 
 
 def config_text(port, sequences, health):
-    """A config of one replay camera at the labelled fps per sequence, with the --set
-    lines in each camera's [camera.health]."""
+    """A config of one replay camera at the labelled fps per sequence, with the sequence's
+    own health settings (its labels' `health`) and the --set lines in each camera's
+    [camera.health]; a sequence's own setting is kept over a --set of the same key."""
     out = ['[log]\nlevel = "info"\n', f'[web]\nlisten_address = "127.0.0.1:{port}"\n']
     for labels, path in sequences:
         out.append(f'[[camera]]\nname = {json.dumps(labels["name"])}\n[camera.source]\n'
                    f'kind = "replay"\npath = {json.dumps(str(path))}\nfps = {labels["fps"]}\n')
-        if health:
-            out.append("[camera.health]\n" + "".join(f"{k} = {v}\n" for k, v in health))
+        # The sequence's own settings (a dusk's scaled-down adapt time), then --set's.
+        own = [(k, json.dumps(v)) for k, v in labels.get("health", {}).items()]
+        lines = own + [(k, v) for k, v in health if k not in dict(own)]
+        if lines:
+            out.append("[camera.health]\n" + "".join(f"{k} = {v}\n" for k, v in lines))
     return "\n".join(out)
 
 
@@ -267,19 +271,23 @@ def get(port, path):
 
 def closest_approach(labels, samples):
     """The detectors' numbers nearest their thresholds, from (frame, sharpness,
-    scene_change) samples of /api/v1/latest: the lowest sharpness and the highest scene
-    change on normal footage and, in a tamper sequence, from `established` to `ending`.
-    None where no sample (or none after learning) fell there."""
+    scene_change, light) samples of /api/v1/latest: the lowest sharpness and the highest
+    scene change on normal footage and, in a tamper sequence, from `established` to
+    `ending`, and the lowest light (mean luma as a share of the learned) on normal footage
+    (a dusk shows there). None where no sample (or none after learning) fell there."""
     t = labels["tamper"]
     in_normal = lambda f: any(a <= f < b for a, b in labels["normal"])
     in_tamper = lambda f: t is not None and t["established"] <= f < (
         t["ending"] if t["ending"] is not None else labels["frames"])
-    pick = lambda where, i, f: [s[i] for s in samples if where(s[0]) and s[i] is not None]
+    pick = lambda where, i: [s[i] for s in samples
+                             if len(s) > i and where(s[0]) and s[i] is not None]
     out = {}
     for part, where in (("normal", in_normal), ("tamper", in_tamper)):
-        sharp, change = pick(where, 1, min), pick(where, 2, max)
+        sharp, change = pick(where, 1), pick(where, 2)
         out[f"{part}_min_sharpness"] = round(min(sharp), 3) if sharp else None
         out[f"{part}_max_scene_change"] = round(max(change), 3) if change else None
+    light = pick(in_normal, 3)
+    out["normal_min_light"] = round(min(light), 3) if light else None
     return out
 
 
@@ -343,7 +351,8 @@ def run_daemon(binary, sequences, health, out_dir, number):
                 sequence = latest.get("sequence", -1)
                 h = latest.get("health") or {}
                 counts.setdefault(name, {}).setdefault("samples", []).append(
-                    (sequence, h.get("sharpness"), h.get("scene_change")))
+                    (sequence, h.get("sharpness"), h.get("scene_change"),
+                     h.get("mean_luma_ratio")))
                 if sequence >= labels["frames"] - 1:
                     del pending[name]
                     counts.setdefault(name, {}).update(frame_counts(get(port, "/metrics")[1], name))
@@ -405,14 +414,15 @@ def parse_set(items):
 
 def format_approach(results):
     """The closest approach table: how near each sequence came to the sharpness and scene
-    change thresholds on normal footage and during its tamper."""
+    change thresholds on normal footage and during its tamper, and how far the light of
+    its normal footage fell from the learned view's."""
     show = lambda v: "-" if v is None else f"{v:.2f}"
-    rows = [("sequence", "normal: min sharpness", "max scene change",
+    rows = [("sequence", "normal: min sharpness", "max scene change", "min light",
              "tamper: min sharpness", "max scene change")]
     for r in results:
         rows.append((r["name"], show(r["normal_min_sharpness"]),
-                     show(r["normal_max_scene_change"]), show(r["tamper_min_sharpness"]),
-                     show(r["tamper_max_scene_change"])))
+                     show(r["normal_max_scene_change"]), show(r.get("normal_min_light")),
+                     show(r["tamper_min_sharpness"]), show(r["tamper_max_scene_change"])))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["sampled from /api/v1/latest about 10 times a second"]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]

@@ -507,7 +507,15 @@ def tamper_exposure(p, imgs, rng):
     view = centre(imgs.fit(p["photo"], 20))
     g0 = median_gain(view)
     lit = view * g0
-    if p["kind"] == "overexposed":
+    mode = p.get("mode", "clip")
+    if mode == "haze":
+        # no gain: the picture lifted `lift` of the way towards 240 (glare, fog on the
+        # lens, an IR lamp washing it out), nothing clipping but the noise
+        target = p["lift"]
+    elif mode == "dim":
+        # the light at a fixed share: darker by a large factor, most pixels above 8
+        target = p["gain"]
+    elif p["kind"] == "overexposed":
         # the gain that puts the 20th percentile 10 % past white: 80 % clip, noise or not
         target = 255 * 1.1 / max(float(np.percentile(lit, 20)), 1.0)
     else:
@@ -517,26 +525,49 @@ def tamper_exposure(p, imgs, rng):
     hold = p["hold_s"] * S
     end = begin + ramp + hold + ramp if p.get("recovers") else None
 
-    def gain(i):  # geometric ramp between 1 and target
+    def progress(i):  # 0 before, 1 held, a ramp between
         if i < begin:
-            u = 0.0
-        elif i < begin + ramp:
-            u = (i - begin + 1) / ramp
-        elif end is None or i < begin + ramp + hold:
-            u = 1.0
-        elif i < end:
-            u = (end - i - 1) / ramp
-        else:
-            u = 0.0
-        return target ** u
+            return 0.0
+        if i < begin + ramp:
+            return (i - begin + 1) / ramp
+        if end is None or i < begin + ramp + hold:
+            return 1.0
+        if i < end:
+            return (end - i - 1) / ramp
+        return 0.0
 
     def render(i):
-        return lit * (gain(i) * wobble_gain(i, 1.7))
+        u = progress(i)
+        if mode == "haze":
+            return (lit + (240.0 - lit) * (target * u)) * wobble_gain(i, 1.7)
+        return lit * (target ** u * wobble_gain(i, 1.7))  # a geometric ramp
 
     n = (end if end else begin + ramp + hold) + p["post_s"] * S
+    extra = {"mode": mode}
+    if mode == "haze":
+        extra["lift"] = target
+    else:
+        extra["gain"] = round(target, 4)
     return n, render, {"begin": begin, "established": begin + ramp,
                        "ending": end and begin + ramp + hold, "end": end,
-                       "gain": round(target, 4)}, [], {}
+                       **extra}, [], {}
+
+
+def nuisance_dusk(p, imgs, rng):
+    """The light falling geometrically to `gain` over `dusk_s` (a sunset, a cloud bank):
+    slower than the sequence's adapt time, so the baseline follows it."""
+    view = centre(imgs.fit(p["photo"], 20))
+    lit = view * median_gain(view)
+    fps = p["fps"]
+    begin, length = p["pre_s"] * fps, p["dusk_s"] * fps
+
+    def render(i):
+        u = min(max((i - begin) / length, 0.0), 1.0)
+        return lit * (p["gain"] ** u * wobble_gain(i, 0.9))
+
+    n = (p["pre_s"] + p["dusk_s"] + p["hold_s"]) * fps
+    return n, render, None, [{"kind": "dusk", "begin": begin, "end": begin + length,
+                              "gain": p["gain"]}], {}
 
 
 MAKERS = {
@@ -544,6 +575,7 @@ MAKERS = {
     "light": nuisance_light, "autoexposure": nuisance_autoexposure,
     "defocus": tamper_defocus, "covered": tamper_covered, "moved": tamper_moved,
     "frozen": tamper_frozen, "underexposed": tamper_exposure, "overexposed": tamper_exposure,
+    "dusk": nuisance_dusk,
 }
 
 # name, maker, kind, parameters, description. Tampers have 10 s of normal footage first.
@@ -610,6 +642,22 @@ SEQUENCES = [
      dict(seed=210, photos=["rocket.jpg"], kind="underexposed", pre_s=10, ramp_s=0.3,
           hold_s=8, post_s=0),
      "gain down over 0.3 s until 90 % of the frame is below ~5, staying"),
+    # Exposure without clipping, against the learned view (and a dusk that is not one).
+    ("underexposed-dim-coffee", "underexposed", "underexposed",
+     dict(seed=211, photos=["coffee.png"], kind="underexposed", mode="dim", gain=0.125,
+          pre_s=10, ramp_s=0.5, hold_s=8, recovers=True, post_s=5),
+     "the light down to an eighth over 0.5 s (mean ~14, most pixels above 8), held 8 s, "
+     "back"),
+    ("overexposed-haze-astronaut", "overexposed", "overexposed",
+     dict(seed=212, photos=["astronaut.png"], kind="overexposed", mode="haze", lift=0.8,
+          pre_s=10, ramp_s=0.5, hold_s=6, post_s=0),
+     "the picture washed out over 0.5 s, 80 % of the way to grey 240 (glare, fog on the "
+     "lens): nothing clips, staying"),
+    ("nuisance-dusk-chelsea", "dusk", "nuisance",
+     dict(seed=106, photos=["chelsea.png"], fps=5, pre_s=10, dusk_s=90, hold_s=20,
+          gain=0.125, health={"adapt_seconds": 15}),
+     "dusk: the light falling to an eighth over 90 s at 5 fps, with adapt_seconds = 15 "
+     "(the default's 600 s against an hour's dusk, scaled down)"),
     # The small subset the Rust tests use: 4 s of normal footage, the event, a little after.
     ("subset-light-camera", "light", "nuisance",
      dict(seed=301, photos=["camera.png"], seconds=6, light_on_s=3,
@@ -631,6 +679,10 @@ SEQUENCES = [
      dict(seed=305, photos=["chelsea.png"], pre_s=4, hold_s=2, resumes=True, post_s=1,
           subset=True),
      "the picture frozen for 2 s, then playing again"),
+    ("subset-underexposed-dim-chelsea", "underexposed", "underexposed",
+     dict(seed=307, photos=["chelsea.png"], kind="underexposed", mode="dim", gain=0.125,
+          pre_s=4, ramp_s=0.3, hold_s=2, post_s=0, subset=True),
+     "the light down to an eighth over 0.3 s, nothing much clipping"),
     ("subset-overexposed-camera", "overexposed", "overexposed",
      dict(seed=306, photos=["camera.png"], kind="overexposed", pre_s=4, ramp_s=0.3,
           hold_s=2, post_s=0, subset=True),
@@ -660,7 +712,7 @@ def normal_segments(n, tamper):
 
 def make(entry, images_dir, out_dir):
     name, maker, kind, p, description = entry
-    p = {"photo": p["photos"][0], **p}
+    p = {"photo": p["photos"][0], "fps": FPS, **p}
     start = time.perf_counter()
     imgs = Images(images_dir)
     scene_rng = np.random.default_rng([p["seed"], 1])
@@ -687,7 +739,7 @@ def make(entry, images_dir, out_dir):
         "name": name,
         "kind": kind,
         "description": description,
-        "fps": FPS,
+        "fps": p["fps"],
         "width": W,
         "height": H,
         "format": "PGM (P5), 8-bit grey, maxval 255",
@@ -702,6 +754,8 @@ def make(entry, images_dir, out_dir):
         "normal": normal_segments(n, tamper),
         "nuisances": nuisances,
         "noise": {"read_sigma": READ_SIGMA, "shot_variance_per_level": SHOT},
+        # settings of this sequence's own (eval.py puts them in its camera's config)
+        "health": p.get("health", {}),
         "sha256": digest.hexdigest(),
     }
     labels.update(extra)
@@ -731,7 +785,8 @@ def main():
     start = time.perf_counter()
     # the longest first, so that the jobs end together
     order = sorted(chosen, key=lambda e: -(e[3].get("seconds") or e[3]["pre_s"]
-                                            + e[3]["hold_s"] + e[3]["post_s"]))
+                                            + e[3].get("dusk_s", 0) + e[3]["hold_s"]
+                                            + e[3].get("post_s", 0)))
     with ProcessPoolExecutor(max_workers=max(args.jobs, 1)) as pool:
         results = dict(zip((e[0] for e in order),
                            pool.map(make, order, [args.images] * len(order),
@@ -753,7 +808,7 @@ def main():
         t = labels["tamper"]
         entries[name] = {
             "name": name, "dir": name, "kind": kind, "frames": labels["frames"],
-            "seconds": round(labels["frames"] / FPS, 2), "bytes": size,
+            "seconds": round(labels["frames"] / labels["fps"], 2), "bytes": size,
             "subset": labels["subset"], "tamper_begin": t and t["begin"],
             "tamper_established": t and t["established"], "tamper_end": t and t["end"],
             "normal": labels["normal"], "sha256": labels["sha256"]}

@@ -174,14 +174,21 @@ class ApproachTest(unittest.TestCase):
                    (150, 0.5, 0.6), (190, 0.2, 0.95), (-1, None, None)]
         got = ev.closest_approach(COVERED, samples)
         self.assertEqual(got, {"normal_min_sharpness": 0.9, "normal_max_scene_change": 0.1,
-                               "tamper_min_sharpness": 0.2, "tamper_max_scene_change": 0.95})
+                               "tamper_min_sharpness": 0.2, "tamper_max_scene_change": 0.95,
+                               "normal_min_light": None})
+        # the light, on normal footage only
+        got = ev.closest_approach(COVERED, [(50, 1.0, 0.0, 0.7), (110, 1.0, 0.0, 0.9),
+                                            (150, 0.5, 0.6, 0.2)])
+        self.assertEqual(got["normal_min_light"], 0.7)
         # a tamper that ends: frames from `ending` on are not the tamper's
         got = ev.closest_approach(FROZEN, [(130, 0.8, 0.3), (185, 0.1, 0.9)])
         self.assertEqual(got, {"normal_min_sharpness": 0.1, "normal_max_scene_change": 0.9,
-                               "tamper_min_sharpness": 0.8, "tamper_max_scene_change": 0.3})
+                               "tamper_min_sharpness": 0.8, "tamper_max_scene_change": 0.3,
+                               "normal_min_light": None})
         got = ev.closest_approach(LIGHT, [(5, None, None)])
         self.assertEqual(got, {"normal_min_sharpness": None, "normal_max_scene_change": None,
-                               "tamper_min_sharpness": None, "tamper_max_scene_change": None})
+                               "tamper_min_sharpness": None, "tamper_max_scene_change": None,
+                               "normal_min_light": None})
 
 
 class SummaryTest(unittest.TestCase):

@@ -9,6 +9,7 @@ use crate::metrics::Metrics;
 pub struct HealthFamilies {
     sharpness: GaugeVec,
     scene_change: GaugeVec,
+    light: GaugeVec,
     clipped: GaugeVec,
     tamper: IntGaugeVec,
     events: IntCounterVec,
@@ -28,6 +29,11 @@ impl HealthFamilies {
             scene_change: m.gauges(
                 "edgesight_camera_scene_change",
                 "Share of the view's 16x12 cells that no longer match the learned reference once a global gain is taken out; NaN while learning.",
+                cam,
+            ),
+            light: m.gauges(
+                "edgesight_camera_light_ratio",
+                "Mean luma as a share of the learned baseline's (which follows slow changes such as dusk); NaN while learning.",
                 cam,
             ),
             clipped: m.gauges(
@@ -59,6 +65,7 @@ impl HealthFamilies {
         let health = HealthMetrics {
             sharpness: self.sharpness.with_label_values(l),
             scene_change: self.scene_change.with_label_values(l),
+            light: self.light.with_label_values(l),
             clipped: ["dark", "bright"].map(|end| self.clipped.with_label_values(&[name, end])),
             tamper: Kind::ALL.map(|k| self.tamper.with_label_values(&[name, k.name()])),
             events: Kind::ALL.map(|k| self.events.with_label_values(&[name, k.name()])),
@@ -73,6 +80,7 @@ impl HealthFamilies {
 pub struct HealthMetrics {
     sharpness: Gauge,
     scene_change: Gauge,
+    light: Gauge,
     clipped: [Gauge; 2],
     tamper: [IntGauge; Kind::ALL.len()],
     events: [IntCounter; Kind::ALL.len()],
@@ -84,6 +92,7 @@ impl HealthMetrics {
     pub fn set(&self, r: &HealthReport) {
         self.sharpness.set(r.sharpness.unwrap_or(f64::NAN));
         self.scene_change.set(r.scene_change.unwrap_or(f64::NAN));
+        self.light.set(r.mean_luma_ratio.unwrap_or(f64::NAN));
         self.clipped[0].set(r.clipped_dark);
         self.clipped[1].set(r.clipped_bright);
         for (gauge, (_, state)) in self.tamper.iter().zip(&r.kinds) {
@@ -103,6 +112,7 @@ impl HealthMetrics {
     pub fn off(&self) {
         self.sharpness.set(f64::NAN);
         self.scene_change.set(f64::NAN);
+        self.light.set(f64::NAN);
         for g in &self.clipped {
             g.set(f64::NAN);
         }

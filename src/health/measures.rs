@@ -22,6 +22,11 @@ pub struct Measures {
     pub bright: f64,
     /// The largest share of the pixels within [`BAND_LEVELS`] consecutive grey levels.
     pub band: f64,
+    /// The luma levels below which a tenth and nine tenths of the pixels lie: the
+    /// picture's dark and bright parts, which a light change moves with the mean and a
+    /// dark object or a glare spot does not.
+    pub p10: f64,
+    pub p90: f64,
     /// Mean gradient magnitude, on the frames whose gradient histogram was counted.
     pub gradient: Option<f64>,
     pub cell_means: Vec<f64>,
@@ -49,6 +54,8 @@ impl Measures {
             widest = widest.max(window);
         }
         self.band = widest as f64 / pixels;
+        self.p10 = percentile(hist, r.frame.area, 0.1);
+        self.p90 = percentile(hist, r.frame.area, 0.9);
         self.gradient = r.gradient_sampled.then(|| {
             let weighted: u64 = r
                 .gradient_histogram
@@ -74,6 +81,19 @@ impl Measures {
     }
 }
 
+/// The lowest luma level at or below which at least `share` of the `pixels` lie.
+pub fn percentile(hist: &[u32; 256], pixels: u64, share: f64) -> f64 {
+    let wanted = (share * pixels as f64).ceil().max(1.0) as u64;
+    let mut seen = 0u64;
+    for (level, &c) in hist.iter().enumerate() {
+        seen += u64::from(c);
+        if seen >= wanted {
+            return level as f64;
+        }
+    }
+    255.0
+}
+
 /// The share of cells whose mean no longer matches the reference, after taking out a
 /// global gain (the median of the cells' ratios), so that light and auto-exposure changes
 /// do not count: a cell differs when it is more than 8 levels and 15 % off.
@@ -95,6 +115,30 @@ pub fn scene_change(means: &[f64], reference: &[f64], scratch: &mut Vec<f64>) ->
         })
         .count();
     changed as f64 / means.len() as f64
+}
+
+/// How well the cells' means still follow the reference's pattern (Pearson's correlation,
+/// -1 to 1; 0 when either is flat): a scene in less or more light keeps its pattern, as
+/// each cell averages its pixels' noise away, while a cover replaces it with its own.
+pub fn pattern_correlation(means: &[f64], reference: &[f64]) -> f64 {
+    let n = means.len().min(reference.len());
+    if n < 2 {
+        return 0.0;
+    }
+    let avg = |v: &[f64]| v[..n].iter().sum::<f64>() / n as f64;
+    let (ma, ra) = (avg(means), avg(reference));
+    let (mut cov, mut mv, mut rv) = (0.0, 0.0, 0.0);
+    for (m, r) in means.iter().zip(reference).take(n) {
+        let (dm, dr) = (m - ma, r - ra);
+        cov += dm * dr;
+        mv += dm * dm;
+        rv += dr * dr;
+    }
+    if mv <= f64::EPSILON || rv <= f64::EPSILON {
+        0.0
+    } else {
+        cov / (mv * rv).sqrt()
+    }
 }
 
 /// Cells with at least this contrast (luma standard deviation) in the baseline have
@@ -172,6 +216,25 @@ mod tests {
     }
 
     #[test]
+    fn percentiles_are_the_levels_a_share_of_the_pixels_reach() {
+        let mut hist = [0u32; 256];
+        hist[3] = 5;
+        hist[40] = 45;
+        hist[41] = 40;
+        hist[200] = 10;
+        assert_eq!(percentile(&hist, 100, 0.05), 3.0);
+        assert_eq!(percentile(&hist, 100, 0.1), 40.0);
+        assert_eq!(percentile(&hist, 100, 0.5), 40.0);
+        assert_eq!(percentile(&hist, 100, 0.51), 41.0);
+        assert_eq!(percentile(&hist, 100, 0.9), 41.0);
+        assert_eq!(percentile(&hist, 100, 0.91), 200.0);
+        assert_eq!(percentile(&[0; 256], 0, 0.5), 255.0);
+        let mut m = Measures::default();
+        m.fill(&result(hist, None));
+        assert_eq!((m.p10, m.p90), (40.0, 41.0));
+    }
+
+    #[test]
     fn the_fingerprint_sees_one_pixel_move_between_levels() {
         let mut hist = [0u32; 256];
         hist[50] = 99;
@@ -199,6 +262,17 @@ mod tests {
         assert_eq!(scene_change(&moved, &reference, &mut scratch), 0.2);
         let reversed: Vec<f64> = reference.iter().rev().copied().collect();
         assert_eq!(scene_change(&reversed, &reference, &mut scratch), 0.9);
+    }
+
+    #[test]
+    fn the_pattern_survives_a_gain_and_not_a_flat_cover() {
+        let reference: Vec<f64> = (0..12).map(|i| 40.0 + 9.0 * f64::from(i % 5)).collect();
+        let darker: Vec<f64> = reference.iter().map(|r| r / 8.0 + 0.3).collect();
+        assert!((pattern_correlation(&darker, &reference) - 1.0).abs() < 1e-12);
+        let flipped: Vec<f64> = reference.iter().map(|r| 200.0 - r).collect();
+        assert!((pattern_correlation(&flipped, &reference) + 1.0).abs() < 1e-12);
+        assert_eq!(pattern_correlation(&[10.0; 12], &reference), 0.0);
+        assert_eq!(pattern_correlation(&[1.0], &[2.0]), 0.0);
     }
 
     #[test]

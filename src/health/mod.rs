@@ -130,10 +130,16 @@ fn kinds_as_object<S: serde::Serializer>(
 #[derive(Clone, Debug, Default)]
 struct Baseline {
     mean: f64,
+    p10: f64,
+    p90: f64,
     gradient: f64,
     cell_means: Vec<f64>,
     cell_stddevs: Vec<f64>,
 }
+
+/// The correlation of the cells' means with the learned ones above which the scene is
+/// still there, in whatever light.
+const PATTERN_KEPT: f64 = 0.8;
 
 /// Gradient samples (one in [`GRADIENT_SAMPLE_FRAMES`](crate::pipeline::GRADIENT_SAMPLE_FRAMES)
 /// frames) the baseline needs besides the learning period.
@@ -145,6 +151,8 @@ struct Learning {
     started: Option<Instant>,
     frames: u32,
     mean: f64,
+    p10: f64,
+    p90: f64,
     gradient: f64,
     gradients: u32,
     cell_means: Vec<f64>,
@@ -160,6 +168,8 @@ impl Learning {
         }
         self.frames += 1;
         self.mean += m.mean;
+        self.p10 += m.p10;
+        self.p90 += m.p90;
         if let Some(g) = m.gradient {
             self.gradient += g;
             self.gradients += 1;
@@ -183,6 +193,8 @@ impl Learning {
         let n = f64::from(self.frames);
         Some(Baseline {
             mean: self.mean / n,
+            p10: self.p10 / n,
+            p90: self.p90 / n,
             gradient: self.gradient / f64::from(self.gradients),
             cell_means: self.cell_means.iter().map(|s| s / n).collect(),
             cell_stddevs: self.cell_stddevs.iter().map(|s| s / n).collect(),
@@ -327,7 +339,20 @@ impl Health {
                 && at.saturating_duration_since(since).as_secs_f64() >= s.frozen_seconds
         });
         let (mut covered, mut moved, mut defocus) = (false, false, false);
+        let (mut darker, mut brighter) = (false, false);
         if let Some(b) = &self.baseline {
+            // Light, not clipping: the whole picture, its bright parts with its mean, far
+            // darker than learned, or its dark parts with its mean most of the way to
+            // white (a dark object or a glare spot moves the mean but not both), with the
+            // scene's pattern still there (a cover of any shade replaces it).
+            let pattern =
+                measures::pattern_correlation(&m.cell_means, &b.cell_means) >= PATTERN_KEPT;
+            darker =
+                pattern && m.mean <= s.darker_ratio * b.mean && m.p90 <= s.darker_ratio * b.p90;
+            let towards_white = |now: f64, learned: f64| {
+                now - learned >= s.brighter_share * (255.0 - learned).max(1.0)
+            };
+            brighter = pattern && towards_white(m.mean, b.mean) && towards_white(m.p10, b.p10);
             let sharpness = self.last_gradient.and_then(|(g, mean)| {
                 // A gain on the light scales gradients as much as the mean: take it out.
                 let light = (mean / b.mean.max(1.0)).max(0.05);
@@ -345,8 +370,8 @@ impl Health {
             self.report.mean_luma_ratio = Some(m.mean / b.mean.max(1.0));
         }
         let candidates = [
-            m.bright >= s.clipped_ratio,
-            m.dark >= s.clipped_ratio,
+            m.bright >= s.clipped_ratio || brighter,
+            m.dark >= s.clipped_ratio || darker,
             covered,
             unchanged,
             moved,
@@ -368,6 +393,8 @@ impl Health {
         let a = (dt.as_secs_f64() / self.settings.adapt_seconds).min(1.0);
         let follow = |base: &mut f64, v: f64| *base += a * (v - *base);
         follow(&mut b.mean, m.mean);
+        follow(&mut b.p10, m.p10);
+        follow(&mut b.p90, m.p90);
         if let Some(g) = m.gradient {
             // Sampled on every few frames: a step for each frame since the last sample.
             let a = (a * crate::pipeline::GRADIENT_SAMPLE_FRAMES as f64).min(1.0);

@@ -30,6 +30,12 @@ pub struct HealthSettings {
     /// underexposed / overexposed: at least this share of the pixels clipped at the dark
     /// (luma <= 8) or bright (luma >= 247) end.
     pub clipped_ratio: f64,
+    /// underexposed, without clipping: the mean and the 90th percentile at or below this
+    /// share of the learned ones (a scene at an eighth of its light, mean 13 of 104).
+    pub darker_ratio: f64,
+    /// overexposed, without clipping: the mean and the 10th percentile at least this
+    /// share of the way from the learned ones to white.
+    pub brighter_share: f64,
     /// frozen: the picture, noise included, unchanged for this long (and at least two
     /// frames).
     pub frozen_seconds: f64,
@@ -48,6 +54,8 @@ impl Default for HealthSettings {
             covered_histogram_band: 0.75,
             covered_flat_cells: 0.5,
             clipped_ratio: 0.5,
+            darker_ratio: 0.3,
+            brighter_share: 0.6,
             frozen_seconds: 0.5,
         }
     }
@@ -69,6 +77,8 @@ impl HealthSettings {
             ("covered_histogram_band", self.covered_histogram_band),
             ("covered_flat_cells", self.covered_flat_cells),
             ("clipped_ratio", self.clipped_ratio),
+            ("darker_ratio", self.darker_ratio),
+            ("brighter_share", self.brighter_share),
         ];
         for (key, v, low, high) in seconds {
             if !(low..=high).contains(&v) {
@@ -118,6 +128,8 @@ mod tests {
             Err("covered_flat_cells")
         );
         assert_eq!(bad(|s| s.clipped_ratio = 2.0), Err("clipped_ratio"));
+        assert_eq!(bad(|s| s.darker_ratio = 0.0), Err("darker_ratio"));
+        assert_eq!(bad(|s| s.brighter_share = 1.01), Err("brighter_share"));
         assert_eq!(bad(|s| s.confirm_seconds = 0.0), Ok(()));
     }
 }

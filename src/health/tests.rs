@@ -276,3 +276,102 @@ fn learning_waits_for_two_gradient_samples() {
     }
     assert_eq!(p.events, [(4, Event::Learned)]);
 }
+
+/// Issue 33, item 4: a scene at an eighth of its light clips almost nothing (its mean near
+/// 13, most pixels above luma 8) and is underexposed all the same; one lifted most of the
+/// way to white without clipping is overexposed.
+#[test]
+fn a_much_darker_or_brighter_picture_without_clipping_is_flagged() {
+    let view = scene(0);
+    let dark = after_learning(|i| shoot(&view, 0.125, i));
+    assert_eq!(
+        dark,
+        [
+            (90, Event::Learned),
+            (165, Event::Tampered(Kind::Underexposed))
+        ]
+    );
+    let lifted: Vec<f32> = view.iter().map(|v| 255.0 - (255.0 - v) * 0.3).collect();
+    let frame = result_of(&shoot(&lifted, 1.0, 1), false);
+    let mut m = measures::Measures::default();
+    m.fill(&frame);
+    assert!(m.bright < 0.05, "clipped bright {}", m.bright);
+    let bright = after_learning(|i| shoot(&lifted, 1.0, i));
+    assert_eq!(
+        bright,
+        [
+            (90, Event::Learned),
+            (165, Event::Tampered(Kind::Overexposed))
+        ]
+    );
+    let mut check = Measures::default();
+    check.fill(&result_of(&shoot(&view, 0.125, 1), false));
+    assert!(check.dark < 0.5 && check.mean < 16.0, "{check:?}");
+    // As dark, but flat: a black cloth, which has none of the scene's pattern, is covered.
+    let cloth = after_learning(|i| shoot(&[10.0; W * H], 1.0, i));
+    assert_eq!(
+        cloth,
+        [(90, Event::Learned), (165, Event::Tampered(Kind::Covered))]
+    );
+}
+
+/// A dark object over half the view, a glare spot over a third, and the light halved
+/// move the mean but not the whole picture: no exposure tamper.
+#[test]
+fn a_dark_object_a_glare_spot_or_half_the_light_is_not_an_exposure_tamper() {
+    let view = scene(0);
+    let events = after_learning(|i| match i {
+        150..=189 => {
+            let mut v = view.clone();
+            v[..W * H / 2].fill(12.0);
+            shoot(&v, 1.0, i)
+        }
+        190..=219 => {
+            let mut v = view.clone();
+            for y in 0..H {
+                for x in 0..W / 3 {
+                    v[y * W + x] = 240.0;
+                }
+            }
+            shoot(&v, 1.0, i)
+        }
+        _ => shoot(&view, 0.5, i),
+    });
+    let exposure =
+        |e: &&(u64, Event)| matches!(e.1, Event::Tampered(Kind::Underexposed | Kind::Overexposed));
+    assert_eq!(events.iter().filter(exposure).count(), 0, "{events:?}");
+}
+
+/// Dusk over the adapt time: the light falls to an eighth over 40 minutes, the baseline
+/// follows (it adapts while every detector says ok), and nothing is raised; the mean
+/// luma ratio shows how far the light is from the learned view.
+#[test]
+fn a_slow_dusk_is_followed_not_flagged_and_stays_visible() {
+    let view = scene(0);
+    let mut p = Player::new(HealthSettings::default());
+    // 2 fps over 45 minutes: learned in the first 3 s, then dusk from minute 1 to 41.
+    let fps = 2.0;
+    let minutes = 45.0;
+    let frames = (minutes * 60.0 * fps) as u64;
+    let gain = |t: f64| {
+        let u = ((t - 60.0) / 2400.0).clamp(0.0, 1.0);
+        0.125f32.powf(u as f32)
+    };
+    let mut lowest_ratio = f64::MAX;
+    for i in 0..frames {
+        let t = i as f64 / fps;
+        let r = result_of(&shoot(&view, gain(t), i), i % 4 == 0);
+        for e in p.health.update(&r, p.t0 + Duration::from_secs_f64(t)) {
+            p.events.push((i, *e));
+        }
+        if let Some(ratio) = p.health.report().mean_luma_ratio {
+            lowest_ratio = lowest_ratio.min(ratio);
+        }
+    }
+    assert_eq!(p.events, [(6, Event::Learned)]);
+    // The baseline lags the light by about its time constant: the ratio dips below 1.
+    assert!(
+        lowest_ratio < 0.85 && lowest_ratio > 0.3,
+        "lowest mean luma ratio {lowest_ratio}"
+    );
+}

@@ -436,6 +436,7 @@ fn health(h: &HealthReport) -> Group {
     rows.extend([
         row("sharpness", "sharpness", share(h.sharpness)),
         row("scene_change", "scene change", share(h.scene_change)),
+        row("light", "light vs learned", share(h.mean_luma_ratio)),
         row(
             "clipped",
             "clipped dark / bright",

@@ -136,6 +136,7 @@ async fn the_page_fits_a_phone_badges_each_camera_and_draws_the_regions() {
             "<tr><th>defocus</th><td class=\"suspect\" data-k=\"health.defocus\">suspect</td></tr>\
              <tr><th>sharpness</th><td data-k=\"sharpness\">25 %</td></tr>\
              <tr><th>scene change</th><td data-k=\"scene_change\">50 %</td></tr>\
+             <tr><th>light vs learned</th><td data-k=\"light\">50 %</td></tr>\
              <tr><th>clipped dark / bright</th><td data-k=\"clipped\">12.5 % / 0.0 %</td></tr>\
              <tr><th>unchanged for</th><td data-k=\"unchanged\">0.0 s</td></tr></table></details>",
             "<details><summary>health detectors</summary><table>\
