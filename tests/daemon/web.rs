@@ -444,9 +444,15 @@ fn an_exporter_web_config_file_serves_unchanged() {
     );
     let stderr = String::from_utf8_lossy(&checked.stderr);
     assert!(checked.status.success(), "{stderr}");
-    assert!(stderr.ends_with(&format!("{}: ok\n", config.display())), "{stderr}");
-    std::fs::write(dir.join("broken.yml"), "tls_server_config:\n  cert_file: nope.crt\n")
-        .expect("broken web config");
+    assert!(
+        stderr.ends_with(&format!("{}: ok\n", config.display())),
+        "{stderr}"
+    );
+    std::fs::write(
+        dir.join("broken.yml"),
+        "tls_server_config:\n  cert_file: nope.crt\n",
+    )
+    .expect("broken web config");
     let broken = run_tool(
         edgesight_command()
             .arg("check-config")
