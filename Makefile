@@ -1,24 +1,33 @@
 # make demo: run the daemon on the test pattern on loopback (status page on) until Ctrl-C.
 # make demo-process: run the pipeline once on the bundled sample and say where the results are.
-# make test: every test: format, lints, unit and OpenCL tests, OpenCV conformance, the same
+# make test: every test: format, lints, unit and OpenCL tests, OpenCV conformance, the
+#            status page in a real browser (test-browser), the same
 #            OpenCL tests on a second implementation (test-rusticl), the board builds
-#            (cross), the Debian packages, the V4L2 capture tests against the vivid virtual
-#            camera in a QEMU VM, and the package under real systemd in a QEMU VM.
+#            (cross), the Debian packages, the amd64 container image run and scraped
+#            (test-image), the V4L2 capture tests against the vivid virtual camera in a
+#            QEMU VM, and the package under real systemd in a QEMU VM.
 # make test-rusticl: the kernel tests (every tuning), the OpenCV conformance test (--board
 #            subset) and `edgesight selftest` on Mesa's Rusticl (Debian 12's
 #            mesa-opencl-icd on its CPU device, llvmpipe: the open-source OpenCL of Mali
 #            boards), unpacked under target/rusticl, never installed: POCL stays the default.
+# make test-browser: the status page in Debian's Chromium, on a desktop window and a
+#            390x844 phone, with screenshots of both in target/browser/.
 # make test-arm: the kernel tests and the OpenCV conformance test on emulated aarch64 and
 #            armv7 (qemu-user, Debian's POCL for those boards); CI runs it after make test.
 # make cross: release binaries for aarch64 and armv7 boards with cross-rs, offline.
 # make package: .debs for amd64, arm64 and armhf in target/deb/.
+# make image: container images for amd64, arm64 and armhf (podman, offline, from Debian
+#            packages and the .debs): localhost/edgesight:VERSION-ARCH and the manifest
+#            list localhost/edgesight:VERSION; deploy/compose.yaml runs one on a board.
+# make test-image: the amd64 image (built unless cached) run on the test pattern: scraped,
+#            its health check, user and read-only root checked (tests/image/run.sh).
 # make bench: the pipeline's cost at 720p, 1080p and 4K beside a device copy of the same bytes
 #             (BENCH_ARGS adds flags, e.g. BENCH_ARGS="--runs 50 --device portable").
 # Both install what they need first (Debian packages, Rust targets, pip packages).
 # make health-eval: the camera-health detectors scored on every labelled sequence (bench/health)
 #             with the release binary: tables per sequence and per detector, and
 #             target/health/eval/results.json.
-# make health-subset: eval.py's own tests, then the six small sequences with the debug binary,
+# make health-subset: eval.py's own tests, then the seven small sequences with the debug binary,
 #             failing on a missed or late tamper or a false alarm (HEALTH_CHECK= only scores).
 
 SHELL := /bin/bash
@@ -30,7 +39,7 @@ DEMO_OUT := target/demo
 DEMO_LISTEN ?= 127.0.0.1:8947
 HEALTH_CHECK ?= --check
 
-.PHONY: demo demo-process test test-arm test-rusticl bench health-eval health-subset deps-run deps-test build lint unit conformance cross package vm-test vm-systemd clean
+.PHONY: demo demo-process test test-arm test-rusticl test-browser bench health-eval health-subset deps-run deps-test build lint unit conformance cross package image test-image vm-test vm-systemd clean
 
 demo: deps-run build
 	@mkdir -p $(POCL_CACHE_DIR)
@@ -58,7 +67,7 @@ bench: deps-run build
 # the Rusticl tests, which spend their time in its compiler, run beside them at the lowest
 # priority: the VMs get the CPU they ask for first and Rusticl the rest. Its output is
 # shown when both are done (and kept in target/rusticl/logs/make-test.log).
-test: deps-test lint unit build health-subset conformance cross package
+test: deps-test lint unit build health-subset conformance test-browser cross package test-image
 	@mkdir -p target/rusticl/logs
 	@nice -n 19 $(MAKE) --no-print-directory test-rusticl > target/rusticl/logs/make-test.log 2>&1 & \
 	rusticl=$$!; \
@@ -72,20 +81,20 @@ test: deps-test lint unit build health-subset conformance cross package
 	[ $$vms -eq 0 ] && [ $$rc -eq 0 ]
 	@echo "make test: all passed"
 
-# All 21 sequences, four cameras to a daemon (about 2 minutes, 807 MB of frames).
+# All 25 sequences, four cameras to a daemon (about 5 minutes, 961 MB of frames).
 health-eval: build
 	bench/health/fetch_images.sh
 	python3 bench/health/make_sequences.py
 	python3 bench/health/eval.py --binary target/release/edgesight \
 		--json target/health/eval/results.json
 
-# The six small sequences in one daemon (about 8 s of replay).
+# The seven small sequences in one daemon (about 8 s of replay).
 health-subset:
 	python3 bench/health/test_eval.py
 	bench/health/fetch_images.sh
 	python3 bench/health/make_sequences.py --subset
 	$(CARGO) build --locked
-	python3 bench/health/eval.py --subset --parallel 6 --binary target/debug/edgesight \
+	python3 bench/health/eval.py --subset --parallel 7 --binary target/debug/edgesight \
 		$(HEALTH_CHECK)
 
 deps-run:
@@ -108,6 +117,13 @@ unit:
 conformance: build
 	python3 tests/conformance.py --bin target/release/edgesight
 
+# The status page in Debian's Chromium (selenium): no console errors, values kept current
+# in place, a tamper's badge within seconds, a phone's width; screenshots of both layouts
+# in target/browser/.
+test-browser: deps-test build
+	@mkdir -p $(POCL_CACHE_DIR)
+	python3 tests/browser/status_page.py --bin target/release/edgesight --out target/browser
+
 # The OpenCL tests on Mesa's Rusticl (tests/rusticl/run.sh says what, and how it is kept
 # apart from the system's OpenCL).
 test-rusticl: deps-test build
@@ -126,6 +142,18 @@ cross:
 # .debs for amd64, arm64 and armhf (the board binaries from `make cross`), checked by lintian.
 package: build cross
 	scripts/package-deb.sh --lintian
+
+# The .debs unpacked with their Debian 12 dependencies and POCL into FROM-scratch images
+# (scripts/build-image.sh says why so); an image whose recipe and .deb are unchanged is
+# kept.
+image: package
+	scripts/build-image.sh
+
+# Only the amd64 .deb, packed again from the release binary (the same bytes when nothing
+# changed, so the cached image is kept).
+test-image: deps-test build
+	scripts/package-deb.sh amd64
+	tests/image/run.sh
 
 # The kernel tests and the OpenCV conformance test under qemu-user on aarch64 and armv7.
 test-arm: deps-test

@@ -11,7 +11,9 @@
 #                          for the camera-health sequences (bench/health; pip, from Debian's
 #                          python3-pip, also fetches their photographs), and
 #                          Prometheus (with promtool), wrk, openssl and curl for the daemon's
-#                          tests, and for the V4L2 tests a QEMU VM (qemu-system-x86,
+#                          tests, Chromium and its WebDriver (chromium, chromium-driver)
+#                          with selenium from PyPI for the status page's browser test,
+#                          and for the V4L2 tests a QEMU VM (qemu-system-x86,
 #                          busybox-static, kmod, cpio) booting Debian's kernel with the vivid
 #                          camera, and beside it v4l2loopback as a real MJPEG device:
 #                          gcc-12 and make build the module against the VM kernel's headers
@@ -21,7 +23,9 @@
 #                          videodev2.h.
 #                          For the deployment tests: podman, runc and debootstrap (the
 #                          cross-rs image), lintian (the .debs), mmdebstrap and e2fsprogs
-#                          (the systemd VM's Debian root).
+#                          (the systemd VM's Debian root; mmdebstrap also unpacks the
+#                          container images' roots), python3-yaml and podman-compose (the
+#                          compose example's checks in tests/image/run.sh).
 #                          For the tests on Mesa's Rusticl (tests/rusticl/run.sh): the
 #                          libraries of Debian's mesa-opencl-icd (libclc-15's SPIR-V
 #                          library, LLVM 15 and its SPIR-V translator, libdrm, ...), which
@@ -36,10 +40,11 @@ apt_packages=(ocl-icd-libopencl1 pocl-opencl-icd clinfo libclang-dev linux-libc-
 if [ "$mode" = test ]; then
     apt_packages+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross
                    gcc-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user-static
-                   prometheus wrk openssl curl python3 python3-pip
+                   prometheus wrk openssl curl python3 python3-pip chromium chromium-driver
                    qemu-system-x86 busybox-static kmod cpio xz-utils zstd
                    gcc-12 make ffmpeg v4l-utils
-                   podman runc debootstrap lintian mmdebstrap e2fsprogs file
+                   podman runc debootstrap lintian mmdebstrap e2fsprogs file python3-yaml
+                   podman-compose
                    binutils-aarch64-linux-gnu binutils-arm-linux-gnueabihf
                    libclc-15 libclang-cpp15 libllvm15 libllvmspirvlib15 libdrm2
                    libdrm-amdgpu1 libdrm-nouveau2 libdrm-radeon1 libelf1 libexpat1
@@ -67,8 +72,9 @@ for c in clippy rustfmt; do
     rustup component list --installed | grep -q "^$c" || rustup component add "$c"
 done
 
-if ! python3 -c 'import cv2, numpy, PIL' 2>/dev/null; then
-    echo "install-deps: installing opencv-python-headless, numpy and Pillow with pip"
-    python3 -m pip install --quiet opencv-python-headless numpy Pillow 2>/dev/null ||
-        python3 -m pip install --quiet --break-system-packages opencv-python-headless numpy Pillow
+if ! python3 -c 'import cv2, numpy, PIL, selenium' 2>/dev/null; then
+    echo "install-deps: installing opencv-python-headless, numpy, Pillow and selenium with pip"
+    python3 -m pip install --quiet opencv-python-headless numpy Pillow selenium 2>/dev/null ||
+        python3 -m pip install --quiet --break-system-packages opencv-python-headless numpy \
+            Pillow selenium
 fi

@@ -5,11 +5,13 @@
 # test needs). `--lintian` runs lintian on the packages afterwards and fails on warnings.
 #
 # Each package holds /usr/bin/edgesight, the systemd unit, /etc/edgesight/edgesight.toml
-# (a conffile: the test pattern on 127.0.0.1:8947), the man pages and the docs with the
-# fleet files of deploy/ as examples. The tree is built here and packed with plain
-# dpkg-deb, so nothing beyond dpkg and binutils is needed (no debhelper, no cargo-deb); the
-# static parts (control template, maintainer scripts, copyright, changelog) are in
-# packaging/deb/.
+# (deploy/edgesight.toml as a conffile: the V4L2 camera /dev/video0 on ":8947"), the man
+# pages and the docs with the fleet files of deploy/ and the TLS drop-in
+# (edgesight.service.d/tls.conf) as examples. The maintainer scripts enable and start the
+# service on install, as Debian's exporters do (packaging/deb/postinst says why). The
+# tree is built here and packed with plain dpkg-deb, so nothing beyond dpkg and binutils
+# is needed (no debhelper, no cargo-deb); the static parts (control template, maintainer
+# scripts, copyright, changelog) are in packaging/deb/.
 #
 # Binaries: amd64 is built here with `cargo build --release --locked`; arm64 and armhf are
 # taken from `make cross` (scripts/cross-build.sh: binaries for glibc 2.31 under
@@ -173,7 +175,8 @@ for arch in "${arches[@]}"; do
     echo "package-deb: $deb from ${binary[$arch]}"
 
     install -d "$root/DEBIAN" "$root/usr/bin" "$root/lib/systemd/system" "$root/etc/edgesight" \
-        "$root/usr/share/doc/edgesight/examples/targets" "$root/usr/share/man/man1"
+        "$root/usr/share/doc/edgesight/examples/targets" \
+        "$root/usr/share/doc/edgesight/examples/edgesight.service.d" "$root/usr/share/man/man1"
     # What dh_strip does for programs: no symbols, no .comment/.note sections.
     "${strip[$arch]}" --remove-section=.comment --remove-section=.note \
         -o "$root/usr/bin/edgesight" "${binary[$arch]}"
@@ -193,6 +196,9 @@ for arch in "${arches[@]}"; do
     install -m 0644 deploy/prometheus.yml deploy/alerts.yml deploy/alerts.test.yml \
         deploy/grafana-dashboard.json deploy/demo.toml "$doc/examples/"
     install -m 0644 deploy/targets/*.yml "$doc/examples/targets/"
+    # An example, not a file in /etc/systemd/system: TLS needs the admin's certificate
+    # first, and a drop-in naming missing files would stop the service from starting.
+    install -m 0644 deploy/edgesight.service.d/tls.conf "$doc/examples/edgesight.service.d/"
     if [ -s $pkgdir/lintian-overrides ]; then
         install -D -m 0644 $pkgdir/lintian-overrides "$root/usr/share/lintian/overrides/edgesight"
     fi

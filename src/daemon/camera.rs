@@ -386,7 +386,10 @@ fn fit_pipeline(
         );
     }
     *pipeline = None;
-    *pipeline = Some(build_pipeline(gpu, layout, settings)?);
+    let built = state.slow_step(supervise::SLOW_STEP_GRACE, || {
+        build_pipeline(gpu, layout, settings)
+    });
+    *pipeline = Some(built?);
     *describe = Arc::new(SourceInfo {
         format: layout.format.name(),
         device: gpu.info.to_string(),

@@ -52,7 +52,7 @@ pub(super) async fn supervise(
             }
         }
         let Some(period) = watchdog else { continue };
-        let stuck = states.iter().any(|s| s.since_last_turn() > period / 2);
+        let stuck = states.iter().any(|s| s.stuck(period / 2));
         let due = last_ping.is_none_or(|t| t.elapsed() >= period / 4);
         if ready && !stuck && due {
             let _ = sd_notify::notify(&[sd_notify::NotifyState::Watchdog]);

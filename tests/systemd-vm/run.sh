@@ -2,19 +2,23 @@
 # Tests the packaged service under real systemd: boots Debian's kernel in QEMU (TCG, no
 # KVM needed) with a Debian 12 root built from Debian packages (systemd as PID 1, udev,
 # POCL, Debian's Prometheus), installs the amd64 .deb there with apt, and checks, against
-# the kernel's vivid virtual camera, that the hardened unit starts and serves metrics,
-# reloads, is restarted by its watchdog, waits for an absent or unplugged camera, stops
-# cleanly, logs no unexpected errors and is scraped by Prometheus.
+# the kernel's vivid virtual camera, that the install itself enables and starts the
+# service on /dev/video0 with the packaged config unedited, that the hardened unit serves
+# metrics, reloads, is restarted by its watchdog, waits for an absent or unplugged camera,
+# stops cleanly, serves TLS from a root-only key through the LoadCredential= drop-in of
+# deploy/, restarts on upgrade, leaves nothing behind on purge, logs no unexpected errors
+# and is scraped by Prometheus.
 #
 #   tests/systemd-vm/run.sh
 #
 # Cached under target/systemd-vm/: the root image (rebuilt when image.sh or init change)
 # and its initramfs; the kernel is tests/vm/run.sh's download under target/vm/kernel. Each
 # boot starts from the cached image (qemu -snapshot). The checks (checks.sh) come into the
-# VM through a 9p share, with the .deb and deploy/'s Prometheus files; results, the
-# journal and the timings come back the same way and are printed here.
-# Needs qemu-system-x86, mmdebstrap, e2fsprogs, busybox-static, kmod, cpio, zstd, and the
-# Debian mirror (only to build the image).
+# VM through a 9p share, with the .deb, deploy/'s Prometheus files and TLS drop-in, and a
+# throwaway certificate made here (the image has no openssl); results, the journal and
+# the timings come back the same way and are printed here.
+# Needs qemu-system-x86, mmdebstrap, e2fsprogs, busybox-static, kmod, cpio, zstd, openssl,
+# and the Debian mirror (only to build the image).
 #   EDGESIGHT_DEB=FILE        test that package instead of `scripts/package-deb.sh amd64`'s
 #   EDGESIGHT_VM_TIMEOUT=S    give up on the VM after S seconds (1200)
 #   EDGESIGHT_VM_MIRROR=URL   the Debian mirror for the image (http://deb.debian.org/debian)
@@ -84,6 +88,12 @@ cp "$deb" "$share/"
 log "package under test: $(basename "$deb")"
 cp "$here/checks.sh" "$share/"
 cp "$root/deploy/prometheus.yml" "$root/deploy/alerts.yml" "$share/deploy/"
+cp -r "$root/deploy/edgesight.service.d" "$share/deploy/"
+# The TLS check's certificate, self-signed for the names the VM reaches the daemon by.
+mkdir "$share/tls"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+    -subj /CN=localhost -addext "subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1" \
+    -keyout "$share/tls/tls.key" -out "$share/tls/tls.crt" 2>/dev/null
 
 # 4. Boot. systemd runs checks.sh after multi-user.target, then powers the VM off.
 log "booting $version with systemd (TCG, 2 vCPUs); the checks follow"

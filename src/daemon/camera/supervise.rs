@@ -24,12 +24,20 @@ use crate::server::CameraStatus;
 const MIN_RESTART_DELAY: Duration = Duration::from_secs(1);
 const MAX_RESTART_DELAY: Duration = Duration::from_secs(30);
 const RESTART_RESET: Duration = Duration::from_secs(60);
+/// How long opening a camera or building its pipeline may take before the watchdog counts
+/// the loop as stuck: compiling the kernels takes seconds on a Mali driver and on a CPU
+/// device under load (a cold start on a busy 2-core machine took over 5 s, half the unit's
+/// WatchdogSec), while a driver hung in the compiler still gets the service restarted.
+pub(super) const SLOW_STEP_GRACE: Duration = Duration::from_secs(120);
 
 /// State shared between a camera thread and the rest of the daemon.
 pub struct CameraState {
     /// Milliseconds since `epoch` at the loop's last turn: the watchdog's evidence that
     /// the loop (and so the GPU) is not stuck.
     last_turn_ms: AtomicU64,
+    /// Milliseconds since `epoch` until which a slow step (opening, building the
+    /// pipeline) is under way: not stuck before then; 0 when none is.
+    slow_until_ms: AtomicU64,
     epoch: Instant,
     /// Set while the camera delivers no frames (its device absent, or restarting after a
     /// failure): it has started as far as it can, so it does not hold READY up.
@@ -44,6 +52,7 @@ impl CameraState {
     pub fn new() -> CameraState {
         CameraState {
             last_turn_ms: AtomicU64::new(0),
+            slow_until_ms: AtomicU64::new(0),
             epoch: Instant::now(),
             waiting: AtomicBool::new(false),
             layout: Mutex::new(None),
@@ -60,6 +69,26 @@ impl CameraState {
     pub fn since_last_turn(&self) -> Duration {
         let last = Duration::from_millis(self.last_turn_ms.load(Ordering::Relaxed));
         self.epoch.elapsed().saturating_sub(last)
+    }
+
+    /// Whether the loop has not turned for longer than `limit`, outside a slow step's
+    /// grace.
+    pub fn stuck(&self, limit: Duration) -> bool {
+        let slow_until = self.slow_until_ms.load(Ordering::Relaxed);
+        let now = self.epoch.elapsed().as_millis() as u64;
+        self.since_last_turn() > limit && now >= slow_until
+    }
+
+    /// Runs `step`, which may take up to `grace` without the loop counting as stuck; the
+    /// loop has turned when it returns.
+    pub(super) fn slow_step<T>(&self, grace: Duration, step: impl FnOnce() -> T) -> T {
+        let until = self.epoch.elapsed() + grace;
+        self.slow_until_ms
+            .store(until.as_millis() as u64, Ordering::Relaxed);
+        let out = step();
+        self.turn();
+        self.slow_until_ms.store(0, Ordering::Relaxed);
+        out
     }
 
     /// Whether the camera is waiting for its device or for a restart.
@@ -123,7 +152,7 @@ fn run_with(
         links.state.turn();
         let attempt_start = Instant::now();
         let attempt = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let cam = open(&settings)?;
+            let cam = links.state.slow_step(SLOW_STEP_GRACE, || open(&settings))?;
             run_opened(cam, &mut settings, &m, &links)
         }));
         let problem = match attempt {
@@ -188,6 +217,32 @@ mod tests {
     use crate::mailbox::SourceInfo;
     use crate::metrics::Metrics;
     use crate::pipeline::{PipelineOptions, TuningChoice};
+
+    /// Opening a camera or building its pipeline may take longer than the watchdog's half
+    /// period (a cold kernel compile under load took over 5 s): not stuck during such a
+    /// step, up to its grace; stuck once a plain loop stops turning.
+    #[test]
+    fn a_slow_step_is_not_stuck_within_its_grace() {
+        let state = CameraState::new();
+        let limit = Duration::from_millis(40);
+        state.turn();
+        state.slow_step(Duration::from_secs(60), || {
+            std::thread::sleep(Duration::from_millis(80));
+            assert!(state.since_last_turn() > limit);
+            assert!(!state.stuck(limit), "stuck during the slow step");
+        });
+        assert!(!state.stuck(limit), "the step's end is a turn");
+        std::thread::sleep(Duration::from_millis(80));
+        assert!(
+            state.stuck(limit),
+            "a loop that stopped turning after the step"
+        );
+        // A step that outlives its grace is stuck all the same.
+        state.slow_step(Duration::from_millis(10), || {
+            std::thread::sleep(Duration::from_millis(80));
+            assert!(state.stuck(limit), "stuck past the grace");
+        });
+    }
 
     /// What a test source does when asked for frames.
     enum Script {
