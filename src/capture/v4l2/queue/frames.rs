@@ -195,8 +195,19 @@ impl Stream {
                         sequence,
                     });
                 }
+                // Decoding takes milliseconds: a writer that does not wait for its readers
+                // may have reused the buffer meanwhile, and the luma is then two frames.
+                if self.rewritten(dev, raw.buf.index, &raw.buf) {
+                    self.requeue(gpu, dev, index)?;
+                    return Ok(Event::Dropped {
+                        reason: DropReason::CorruptFrame,
+                        sequence,
+                    });
+                }
                 decoded = Some(started.elapsed());
-                *next = (copy_to + 1) % slots.len().max(1);
+                if let Buffers::Mmap { slots, next, .. } = &mut self.buffers {
+                    *next = (copy_to + 1) % slots.len().max(1);
+                }
                 (copy_to, Ok(true))
             }
             Buffers::Mmap { maps, slots, next } => {
@@ -231,6 +242,25 @@ impl Stream {
             captured,
             decoded,
         })
+    }
+}
+
+impl Stream {
+    /// Whether buffer `index`, dequeued as `dequeued`, has been written again since: its
+    /// sequence number or time stamp moved on. A driver whose writer does not wait for
+    /// its readers (v4l2loopback, which ffmpeg feeds with an RTSP camera's frames on many
+    /// boards) reuses a buffer a slow reader is still decoding once it has written all the
+    /// others; a camera's driver never touches a dequeued buffer, so its answer never
+    /// moves on (and a driver that answers with zeros is taken at its word).
+    fn rewritten(&self, dev: &Device, index: u32, dequeued: &v4l2_buffer) -> bool {
+        let mut now = RawBuffer::new(self.buf_type, self.memory, index);
+        // SAFETY: VIDIOC_QUERYBUF takes a struct v4l2_buffer; for a multi-planar type its
+        // `m.planes` points to `now.plane`, boxed and alive for the call, with `length` 1.
+        if unsafe { dev.ioctl(vidioc::VIDIOC_QUERYBUF, &mut now.buf) }.is_err() {
+            return false;
+        }
+        let stamp = |b: &v4l2_buffer| (b.timestamp.tv_sec, b.timestamp.tv_usec);
+        now.buf.sequence > dequeued.sequence || stamp(&now.buf) > stamp(dequeued)
     }
 }
 
