@@ -2,7 +2,8 @@
 //! the camera fails (an error or a panic) shows it down, logs why once, and opens it
 //! again after a growing delay. [`CameraState`] is what the thread shows the rest of the
 //! daemon meanwhile: the watchdog's evidence that it turns, whether it is waiting, and
-//! the layout of its frames.
+//! the layout of its frames. One room: the restart loop, the state the watchdog reads and
+//! the slow-step grace it honours are one contract, and their tests drive it end to end.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

@@ -9,6 +9,7 @@
 //! it changes (a camera comes up, a reload adds a region) the script fetches the page
 //! again and swaps its tiles, so the text is formatted in one place, here.
 
+mod badge;
 mod html;
 
 use std::collections::BTreeMap;
@@ -17,6 +18,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use badge::{down_badge, health_badge};
 pub(crate) use html::{html, ASSETS};
 
 use super::routes::CameraView;
@@ -302,73 +304,6 @@ fn tile(
     }
 }
 
-/// The badge of a camera that delivers frames: its health, or `up` with health off.
-fn health_badge(health: Option<&HealthReport>) -> Row {
-    let Some(h) = health else {
-        return Row {
-            class: "ok",
-            ..row("badge", "state", "up")
-        };
-    };
-    let named = |wanted: State| -> Vec<&str> {
-        h.kinds
-            .iter()
-            .filter(|(_, s)| *s == wanted)
-            .map(|(k, _)| k.name())
-            .collect()
-    };
-    let (tampered, suspect) = (named(State::Tampered), named(State::Suspect));
-    // A tamper confirmed while the view is still being learned (frozen needs no learned
-    // view) is shown: learning must not hide it.
-    let (class, text) = if !tampered.is_empty() {
-        ("tampered", format!("tampered: {}", tampered.join(", ")))
-    } else if h.learning {
-        ("learning", "learning".to_string())
-    } else if !suspect.is_empty() {
-        ("suspect", format!("suspect: {}", suspect.join(", ")))
-    } else {
-        ("ok", "ok".to_string())
-    };
-    Row {
-        class,
-        ..row("badge", "state", text)
-    }
-}
-
-/// The badge of a camera that delivers no frames, and why.
-fn down_badge(state: &CameraState, since: Duration, age: Option<Duration>) -> (Row, String) {
-    let last = match age {
-        Some(a) => format!("; last frame {} ago", duration(a.as_secs_f64())),
-        None => "; no frame yet".to_string(),
-    };
-    let for_ = duration(since.as_secs_f64());
-    let (text, reason) = match state {
-        CameraState::Starting => ("starting", format!("being opened (for {for_}){last}")),
-        CameraState::WaitingForDevice => (
-            "waiting for device",
-            format!("device absent: waiting for it to appear (for {for_}){last}"),
-        ),
-        CameraState::Restarting { error, retry_at } => {
-            let left = retry_at.saturating_duration_since(std::time::Instant::now());
-            (
-                "restarting",
-                format!(
-                    "failed: {error}; retrying in {}{last}",
-                    duration(left.as_secs_f64())
-                ),
-            )
-        }
-        CameraState::Up => ("stalled", format!("open, but delivers no frames{last}")),
-    };
-    (
-        Row {
-            class: "down",
-            ..row("badge", "state", text)
-        },
-        reason,
-    )
-}
-
 fn frames(l: &Latest, age: Duration) -> Group {
     let r = &l.result;
     let a = &l.activity;
@@ -502,62 +437,4 @@ fn stages(l: &Latest) -> Group {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_read_as_a_person_says_them() {
-        assert_eq!(duration(0.04), "0.0 s");
-        assert_eq!(duration(3.25), "3.2 s");
-        assert_eq!(duration(42.4), "42 s");
-        assert_eq!(duration(200.0), "3 min 20 s");
-        assert_eq!(duration(7500.0), "2 h 5 min");
-        assert_eq!(duration(-1.0), "0.0 s");
-    }
-
-    #[test]
-    fn the_summary_counts_and_colours() {
-        let c = Counts {
-            cameras: 3,
-            up: 2,
-            down: 1,
-            tampered: 1,
-        };
-        assert_eq!(c.text(), "3 cameras: 2 up, 1 down, 1 tampered");
-        assert_eq!(c.class(), "tampered");
-        let one = Counts {
-            cameras: 1,
-            up: 1,
-            ..Counts::default()
-        };
-        assert_eq!(one.text(), "1 camera: 1 up, 0 down, 0 tampered");
-        assert_eq!(one.class(), "ok");
-    }
-
-    #[test]
-    fn a_down_camera_says_why() {
-        let (badge, reason) = down_badge(
-            &CameraState::Restarting {
-                error: "/dev/video3: No such device".into(),
-                retry_at: std::time::Instant::now() + Duration::from_millis(4_050),
-            },
-            Duration::from_secs(1),
-            Some(Duration::from_secs(75)),
-        );
-        assert_eq!((badge.class, badge.value.as_str()), ("down", "restarting"));
-        assert_eq!(
-            reason,
-            "failed: /dev/video3: No such device; retrying in 4.0 s; last frame 1 min 15 s ago"
-        );
-        let (badge, reason) = down_badge(
-            &CameraState::WaitingForDevice,
-            Duration::from_secs(12),
-            None,
-        );
-        assert_eq!(badge.value, "waiting for device");
-        assert_eq!(
-            reason,
-            "device absent: waiting for it to appear (for 12 s); no frame yet"
-        );
-    }
-}
+mod tests;
