@@ -81,7 +81,7 @@ test: deps-test lint unit build health-subset conformance test-browser cross pac
 	[ $$vms -eq 0 ] && [ $$rc -eq 0 ]
 	@echo "make test: all passed"
 
-# All 25 sequences, four cameras to a daemon (about 5 minutes, 961 MB of frames).
+# All 26 sequences, four cameras to a daemon (about 5 minutes, 961 MB of frames).
 health-eval: build
 	bench/health/fetch_images.sh
 	python3 bench/health/make_sequences.py

@@ -183,6 +183,16 @@ impl SizeFigures {
         u64::from(self.width) * u64::from(self.height)
     }
 
+    /// The motion stage's median device time as a share of the pipeline's.
+    pub fn motion_share(&self) -> f64 {
+        let motion = self
+            .stages
+            .iter()
+            .find(|s| s.name == Stage::Motion.name())
+            .map_or(0.0, |s| s.device.median);
+        motion / self.pipeline_device.median.max(1e-9)
+    }
+
     /// The health stage's device time spread over the frames (it runs on one in
     /// [`GRADIENT_SAMPLE_FRAMES`](crate::pipeline::GRADIENT_SAMPLE_FRAMES)), as a share of
     /// the pipeline's median device time per frame.
@@ -229,8 +239,10 @@ pub fn bench_size(
         Ok(())
     };
     let mut pipeline = Pipeline::with_tuning(gpu, layout, PipelineOptions::default(), &[], tuning)?;
-    // As the daemon runs it by default: with the camera-health grid and gradient histogram.
+    // As the daemon runs it by default: with the camera-health grid and gradient histogram,
+    // and motion.
     pipeline.set_health_grid(gpu, Some(crate::health::GRID))?;
+    pipeline.set_motion(Some(crate::pipeline::MotionSettings::default()));
     let held_bytes = pipeline.device_bytes()?;
     let mut slot = pipeline.new_slot(gpu)?;
     let mut result = FrameResult::empty();
@@ -385,11 +397,22 @@ impl CopyFloor {
     }
 }
 
-/// A kernel that does nothing, for the launch floor.
+/// A kernel that does nothing, for the launch floor: its one store never happens (`never`
+/// is no work-item's id), yet it keeps a body, which NVIDIA's compiler needs: with the
+/// 580.159 driver, a kernel without parameters or statements fails to assemble (ptxas).
 const EMPTY_CL: KernelSource = KernelSource {
     file: "(bench: an empty kernel)",
-    text: "__kernel void nothing(void) {}",
+    text: "__kernel void nothing(__global uint *sink, uint never) {\n\
+           if (get_global_id(0) == never) sink[0] = 1;\n}\n",
 };
+
+crate::kernel_params! {
+    /// The empty kernel's parameters.
+    struct NothingParams<'a> {
+        sink: &'a Buffer<u32>,
+        never: u32,
+    }
+}
 
 /// A marker on the pipeline's queue, with its event: it completes when the commands before
 /// it have, and its start time is when the queue reached it.
@@ -407,6 +430,11 @@ fn launch_floor_ms(gpu: &Gpu, kernels: usize, record: Record, runs: usize) -> Re
     }
     let program = gpu.build_with(EMPTY_CL, "")?;
     let kernel = Kernel::create(&program, "nothing").call("clCreateKernel")?;
+    let sink: Buffer<u32> = new_buffer(gpu, CL_MEM_READ_WRITE, 1).call("clCreateBuffer")?;
+    let params = NothingParams {
+        sink: &sink,
+        never: u32::MAX,
+    };
     let mut spans = Vec::with_capacity(runs);
     let mut events = Vec::with_capacity(kernels + 2);
     for _ in 0..runs + 1 {
@@ -415,12 +443,13 @@ fn launch_floor_ms(gpu: &Gpu, kernels: usize, record: Record, runs: usize) -> Re
             events.push(marker(gpu)?);
         }
         for _ in 0..kernels {
-            // SAFETY: the kernel takes no arguments and touches no memory.
+            // SAFETY: `NothingParams` is the kernel's parameter list; its one work-item's
+            // id is 0, never u32::MAX, so it touches no memory (sink has one element).
             let event = unsafe {
                 launch(
                     gpu,
                     &kernel,
-                    &(),
+                    &params,
                     &[1],
                     &[1],
                     "clEnqueueNDRangeKernel(nothing)",

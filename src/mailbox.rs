@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use tokio::sync::oneshot;
 
+use crate::activity::MotionReport;
 use crate::capture::DropReason;
 use crate::health::HealthReport;
 use crate::pipeline::{FrameResult, PipelineOptions};
@@ -30,6 +31,8 @@ pub struct Latest {
     /// The camera-health detectors' numbers and states after this frame (none when they
     /// are off).
     pub health: Option<HealthReport>,
+    /// The frame's motion: the whole frame's and each region's, with their events.
+    pub motion: MotionReport,
 }
 
 /// How a camera keeps up: the values of its `edgesight_frame_rate` gauge and its
@@ -74,6 +77,9 @@ pub struct Snapshot {
     /// which the pipeline's `Images` calls `edges`).
     pub gradient: Vec<u8>,
     pub mask: Vec<u8>,
+    /// Luma with every 16 x 16 tile that did not move dimmed to a third: the motion mask
+    /// over the picture (all of it dimmed while no motion is watched).
+    pub motion: Vec<u8>,
     pub histogram: [u32; 256],
     pub otsu_threshold: u8,
 }

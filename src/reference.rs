@@ -4,6 +4,8 @@
 //! (which are OpenCV's where OpenCV defines the operation). Nothing here is fast, and
 //! nothing here may share code with the kernels.
 
+pub mod motion;
+
 use crate::frame::{Cfa, FrameLayout, PixelFormat, Samples};
 use crate::pipeline::{Border, Magnitude};
 use crate::region::{Region, RegionStats};

@@ -153,6 +153,8 @@ pub struct RegionStats {
     pub sqsum: u64,
     pub edges: u64,
     pub foreground: u64,
+    /// Pixels whose tile moved (0 unless motion is watched: see `MotionState`).
+    pub motion: u64,
 }
 
 impl RegionStats {
@@ -170,6 +172,11 @@ impl RegionStats {
         // n * q >= s² by Cauchy-Schwarz, so this never underflows.
         let scaled_variance = n * q - s * s;
         (scaled_variance as f64).sqrt() / self.area as f64
+    }
+
+    /// Share of the region's pixels that moved.
+    pub fn motion_ratio(&self) -> f64 {
+        self.motion as f64 / self.area as f64
     }
 
     /// Share of the region's pixels that are edges (magnitude >= the edge threshold).
@@ -279,6 +286,7 @@ mod tests {
             sqsum: 30,
             edges: 1,
             foreground: 3,
+            motion: 0,
         };
         assert_eq!(s.mean(), 2.5);
         assert!((s.stddev() - 1.25f64.sqrt()).abs() < 1e-12);

@@ -448,6 +448,12 @@ pub fn compare_frame(
     for (region, stats) in measured {
         let want: RegionStats = reference::region_sums(&planes, region);
         let what = format!("region '{}' sums", region.name);
-        findings.value("regions", &what, case, *stats, want);
+        // The moving pixels depend on the frames before this one (the learned
+        // background): the motion stage's own tests check them against the reference.
+        let stats = RegionStats {
+            motion: 0,
+            ..*stats
+        };
+        findings.value("regions", &what, case, stats, want);
     }
 }

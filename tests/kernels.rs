@@ -738,7 +738,7 @@ fn blocked_integral_bytes(w: u64, h: u64, images: FullImages) -> u64 {
 
 /// What a pipeline holds on the device, to the byte: the daemon's (and bench's) pipeline
 /// holds the magnitude, luma unless it reads a grey frame in place, the small counts, the
-/// blocked integrals and the regions, the same for every tuning; one that keeps its full
+/// blocked integrals, the regions and the motion stage's tiles, the same for every tuning; one that keeps its full
 /// images holds dx, dy, the edge mask and the mask besides, and nothing else (OpenCV's
 /// integral layout is assembled on the host).
 #[test]
@@ -751,6 +751,8 @@ fn device_bytes_are_the_blocked_integrals_and_the_full_images_only_where_kept() 
     let align = u64::from(gpu.device.mem_base_addr_align().expect("alignment")) / 8;
     let readout = (4 * 257u64).next_multiple_of(align).next_multiple_of(8);
     let readout = (readout + 4 * 256).next_multiple_of(align.max(8)) + 4 * 8;
+    // Then the motion counts (68 u32) and a u64 of moving pixels for the region.
+    let readout = readout.next_multiple_of(align.max(8)) + 4 * 68 + 8;
     let counts = 4 * 256 + readout;
     // One region: four u32 corners in.
     let regions = 4 * 4;
@@ -787,7 +789,16 @@ fn device_bytes_are_the_blocked_integrals_and_the_full_images_only_where_kept() 
             PixelFormat::Grey | PixelFormat::Nv12 => 0,
             _ => image,
         };
-        let daemon = image + luma + counts + regions;
+        // The motion stage: a u32 background and a byte of mask a whole tile, the mask's
+        // integral (a u32 per tile corner), each with its guard band, and its two totals
+        // and 65 counts.
+        let (tx, ty) = (w / 16, h / 16);
+        let motion = 4 * (tx * ty + guard)
+            + (tx * ty + guard)
+            + 4 * ((tx + 1) * (ty + 1) + guard)
+            + 4 * 2
+            + 4 * 65;
+        let daemon = image + luma + counts + regions + motion;
         // dx and dy, two bytes a pixel each, the edge mask and the mask, one.
         let full = 2 * 2 * image + 2 * image;
         for (tuning, scratch) in [

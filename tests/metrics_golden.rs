@@ -76,6 +76,7 @@ fn frame(otsu: u8, luma_sum: u64) -> FrameResult {
             sqsum: luma_sum * 200,
             edges: area / 8,
             foreground: area * 3 / 4,
+            motion: 0,
         },
         regions: vec![(
             region,
@@ -85,6 +86,7 @@ fn frame(otsu: u8, luma_sum: u64) -> FrameResult {
                 sqsum: 256 * 100 * 100,
                 edges: 64,
                 foreground: 128,
+                motion: 0,
             },
         )],
         timings,
@@ -145,6 +147,15 @@ fn rendered() -> String {
     front.health.tampered(Kind::Moved);
     front.health.tampered(Kind::Covered);
     front.health.set(&covered());
+    // Motion: an eighth of the frame, half the door, in its second event.
+    let motion = edgesight::activity::MotionReport {
+        state: "watching",
+        ratio: 0.125,
+        regions: vec![edgesight::activity::RegionMotion::new(0.5, true, 2)],
+        ..Default::default()
+    };
+    front.motion(&motion, [0].into_iter());
+    front.motion(&motion, [0].into_iter());
 
     // A camera whose device is absent: down, no rate set, nothing published.
     let idle = cameras.camera("idle", None);

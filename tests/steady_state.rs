@@ -144,6 +144,8 @@ fn settings() -> CameraSettings {
             learning_seconds: 0.5,
             ..HealthSettings::default()
         },
+        // On, as by default: its kernels, events and report allocate nothing once warm.
+        motion: edgesight::activity::ActivitySettings::default(),
     }
 }
 

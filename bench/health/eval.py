@@ -44,12 +44,15 @@ import tempfile
 import time
 import tomllib
 
+import motion_score
+
 KINDS = ("defocus", "covered", "moved", "frozen", "underexposed", "overexposed")
 LATE_S = 2.0
 MESSAGES = {
     "camera health: tampered": "tampered",
     "camera health: ok again": "ok",
     "camera health: baseline learned": "baseline",
+    **motion_score.MESSAGES,
 }
 
 # ---- parsing (no I/O) -----------------------------------------------------------------
@@ -72,7 +75,8 @@ def parse_line(line):
         fields = {k: v.strip('"') for k, v in FIELD.findall(line[at + len(message):])}
         try:
             return level, {"event": event, "camera": fields["camera"],
-                           "kind": fields.get("kind"), "frame": int(fields["frame"])}
+                           "kind": fields.get("kind"), "roi": fields.get("roi"),
+                           "frame": int(fields["frame"])}
         except (KeyError, ValueError):
             return level, None
     return level, None
@@ -97,7 +101,7 @@ def score_sequence(labels, events):
     """One sequence's result from its labels and the events of its camera (others are
     skipped), in log order."""
     name, kind, n, fps = labels["name"], labels["kind"], labels["frames"], labels["fps"]
-    mine = [e for e in events if e["camera"] == name]
+    mine = [e for e in events if e["camera"] == name and not e["event"].startswith("motion")]
     # a stable sort: events of one frame keep the log's order
     evs = sorted((e for e in mine if e["frame"] < n), key=lambda e: e["frame"])
     tampered = [e for e in evs if e["event"] == "tampered"]
@@ -253,6 +257,10 @@ def config_text(port, sequences, health):
         lines = own + [(k, v) for k, v in health if k not in dict(own)]
         if lines:
             out.append("[camera.health]\n" + "".join(f"{k} = {v}\n" for k, v in lines))
+        # The regions motion is scored in (motion_score.py).
+        for r in (labels.get("motion") or {}).get("regions", []):
+            out.append(f'[[camera.roi]]\nname = {json.dumps(r["name"])}\n'
+                       f'x = {r["x"]}\ny = {r["y"]}\nw = {r["w"]}\nh = {r["h"]}\n')
     return "\n".join(out)
 
 
@@ -485,21 +493,25 @@ def main():
     results = []
     for labels, _ in sequences:
         r = score_sequence(labels, events)
+        r["motion"] = motion_score.score_motion(labels, events)
         got = dict(counts.get(labels["name"], {}))
         r.update(closest_approach(labels, got.pop("samples", [])))
         r.update({"frames_processed": None, "frames_dropped": None, "skipped_at_start": None,
                   **got})
         results.append(r)
     summary = summarize(results)
+    summary["motion"] = motion_score.summarize_motion(results)
     print()
     print(format_tables(results, summary))
+    print()
+    print(motion_score.format_motion(results, summary["motion"], table))
     print()
     print(format_approach(results))
     skipped = [r["skipped_at_start"] for r in results if r["skipped_at_start"] is not None]
     if skipped:
         print(f"frames skipped at start (while each camera built its pipeline): "
               f"{min(skipped)}-{max(skipped)} per camera")
-    failures = check_failures(results)
+    failures = check_failures(results) + motion_score.motion_failures(results)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({

@@ -176,8 +176,9 @@ class Sprite:
     def __init__(self, texture, alpha):
         self.texture, self.alpha = texture.astype(np.float32), alpha.astype(np.float32)
 
-    def paste(self, frame, cx, cy):
-        """Composites the sprite centred at (cx, cy), clipped at the frame's edges."""
+    def paste(self, frame, cx, cy, alpha_only=False):
+        """Composites the sprite centred at (cx, cy), clipped at the frame's edges (or,
+        `alpha_only`, writes its alpha there)."""
         h, w = self.alpha.shape
         x0, y0 = int(round(cx - w / 2)), int(round(cy - h / 2))
         fx0, fy0 = max(x0, 0), max(y0, 0)
@@ -187,7 +188,7 @@ class Sprite:
         a = self.alpha[fy0 - y0:fy1 - y0, fx0 - x0:fx1 - x0]
         t = self.texture[fy0 - y0:fy1 - y0, fx0 - x0:fx1 - x0]
         region = frame[fy0:fy1, fx0:fx1]
-        frame[fy0:fy1, fx0:fx1] = region * (1 - a) + t * a
+        frame[fy0:fy1, fx0:fx1] = a if alpha_only else region * (1 - a) + t * a
         return frame
 
     def cover(self, cx, cy):
@@ -200,6 +201,32 @@ class Sprite:
             return 0.0
         probe[fy0:fy1, fx0:fx1] = self.alpha[fy0 - y0:fy1 - y0, fx0 - x0:fx1 - x0]
         return float(probe.mean())
+
+
+# The regions every sequence's camera measures motion in (x, y, w, h): three side by side
+# across the middle, and a strip along the top that nothing crosses in any sequence.
+MOTION_REGIONS = [
+    {"name": "left", "x": 8, "y": 64, "w": 96, "h": 128},
+    {"name": "middle", "x": 112, "y": 64, "w": 96, "h": 128},
+    {"name": "right", "x": 216, "y": 64, "w": 96, "h": 128},
+    {"name": "top", "x": 8, "y": 4, "w": 304, "h": 40},
+]
+
+
+def region_covers(n, place):
+    """Per frame, each of MOTION_REGIONS' share covered by the sprites `place(i)` lists as
+    (sprite, x, y) (alpha at least 0.5 counts): the motion the regions should see."""
+    rows = []
+    for i in range(n):
+        alpha = np.zeros((H, W), np.float32)
+        for sp, x, y in place(i):
+            probe = np.zeros((H, W), np.float32)
+            sp.paste(probe, x, y, alpha_only=True)
+            alpha = np.maximum(alpha, probe)
+        inside = alpha >= 0.5
+        rows.append([round(float(inside[r["y"]:r["y"] + r["h"], r["x"]:r["x"] + r["w"]].mean()), 4)
+                     for r in MOTION_REGIONS])
+    return rows
 
 
 def blob_alpha(w, h, rng, wobble=0.0, edge=1.5):
@@ -305,7 +332,48 @@ def nuisance_objects(p, imgs, rng):
         events.append({"kind": "object", "begin": a, "end": b + 1,
                        "max_cover": round(cover, 3)})
     total = max(sum(c for _, c in row) for row in covers)
-    return n, render, None, events, {"max_cover": round(total, 3)}
+    moving = region_covers(n, lambda i: [(sp, x, y) for _, sp, x, y in place(i)])
+    return n, render, None, events, {"max_cover": round(total, 3), "motion_cover": moving}
+
+
+def motion_crossing(p, imgs, rng):
+    """People-sized cut-outs walking through the left and middle regions at a walking
+    pace, one after another and then two at once, never the right or the top; a slow
+    drift of the light all along."""
+    view = centre(imgs.fit(p["photo"], 20))
+    g = median_gain(view)
+    # a person: the astronaut photograph's figure, 56 x 120 (8.8 % of the frame)
+    person = np.asarray(imgs.pil("astronaut.png").crop((120, 0, 380, 512)).resize(
+        (56, 120), Image.LANCZOS), dtype=np.float32) * 0.9
+    walker = Sprite(person, blob_alpha(56, 120, rng, wobble=0.15))
+    dark = Sprite(person * 0.45, blob_alpha(56, 120, rng, wobble=0.15))
+    # (sprite, first frame, last frame, start centre, end centre): 1.2-1.6 m/s across a
+    # few metres of view, entering and leaving at the frame's edges or stopping short
+    paths = [
+        (walker, 3 * S, 7 * S, (-30, 128), (160, 128)),       # into the middle, out of view
+        (dark, 10 * S, 13 * S, (60, 250), (60, 110)),          # up through the left
+        (walker, 16 * S, 19 * S, (-30, 120), (120, 130)),      # to the middle's edge
+        (dark, 16 * S, 20 * S, (150, 300), (150, 100)),        # up the middle meanwhile
+    ]
+
+    def place(i):
+        out = []
+        for sp, a, b, (x0, y0), (x1, y1) in paths:
+            if a <= i <= b:
+                u = (i - a) / (b - a)
+                out.append((sp, x0 + (x1 - x0) * u, y0 + (y1 - y0) * u + 3 * math.sin(
+                    2 * math.pi * u * 6)))
+        return out
+
+    def render(i):
+        frame = view.copy()
+        for sp, x, y in place(i):
+            sp.paste(frame, x, y)
+        return frame * g * wobble_gain(i, 0.7, amplitude=0.06, period=11.0)
+
+    n = p["seconds"] * S
+    events = [{"kind": "walker", "begin": a, "end": b + 1} for _, a, b, _, _ in paths]
+    return n, render, None, events, {"motion_cover": region_covers(n, place)}
 
 
 def nuisance_light(p, imgs, rng):
@@ -487,20 +555,27 @@ def tamper_frozen(p, imgs, rng):
         tex = imgs.stage("brick.png", width=256)[120:120 + 80, 100:100 + 100] * 0.5
         sprite = Sprite(tex, blob_alpha(100, 80, rng, wobble=0.3))
 
+    def place(i):
+        """The object crossing the view when the picture freezes (nothing moves while it
+        is frozen)."""
+        u = (i - (begin - 4 * S)) / (8 * S)
+        if sprite is None or not 0 <= u <= 1 or (begin <= i and (end is None or i < end)):
+            return []
+        return [(sprite, -60 + (W + 120) * u, 120 + 20 * math.sin(3 * u))]
+
     def render(i):
         if begin <= i and (end is None or i < end):
             return None
         frame = view.copy()
-        if sprite is not None:  # crossing the view when the picture freezes
-            u = (i - (begin - 4 * S)) / (8 * S)
-            if 0 <= u <= 1:
-                sprite.paste(frame, -60 + (W + 120) * u, 120 + 20 * math.sin(3 * u))
+        for sp, x, y in place(i):
+            sp.paste(frame, x, y)
         return frame * (g0 * (1 + drift * math.sin(2 * math.pi * i / (20 * S)))
                         * wobble_gain(i, 0.2))
 
     n = (end if end else begin + hold) + p["post_s"] * S
+    extra = {"motion_cover": region_covers(n, place)} if sprite is not None else {}
     return n, render, {"begin": begin, "established": begin, "ending": end, "end": end,
-                       "repeats_frame": begin - 1}, [], {}
+                       "repeats_frame": begin - 1}, [], extra
 
 
 def tamper_exposure(p, imgs, rng):
@@ -575,7 +650,7 @@ MAKERS = {
     "light": nuisance_light, "autoexposure": nuisance_autoexposure,
     "defocus": tamper_defocus, "covered": tamper_covered, "moved": tamper_moved,
     "frozen": tamper_frozen, "underexposed": tamper_exposure, "overexposed": tamper_exposure,
-    "dusk": nuisance_dusk,
+    "dusk": nuisance_dusk, "crossing": motion_crossing,
 }
 
 # name, maker, kind, parameters, description. Tampers have 10 s of normal footage first.
@@ -658,6 +733,11 @@ SEQUENCES = [
           gain=0.125, health={"adapt_seconds": 15}),
      "dusk: the light falling to an eighth over 90 s at 5 fps, with adapt_seconds = 15 "
      "(the default's 600 s against an hour's dusk, scaled down)"),
+    # Motion: people crossing regions (every sequence's regions are scored for motion).
+    ("motion-crossing-coffee", "crossing", "nuisance",
+     dict(seed=107, photos=["coffee.png", "astronaut.png"], seconds=24),
+     "people-sized cut-outs walking through the left and middle regions (one, then two at "
+     "once), never the right or the top strip; the light drifting +-6 % meanwhile"),
     # The small subset the Rust tests use: 4 s of normal footage, the event, a little after.
     ("subset-light-camera", "light", "nuisance",
      dict(seed=301, photos=["camera.png"], seconds=6, light_on_s=3,
@@ -757,6 +837,12 @@ def make(entry, images_dir, out_dir):
         # settings of this sequence's own (eval.py puts them in its camera's config)
         "health": p.get("health", {}),
         "sha256": digest.hexdigest(),
+    }
+    cover = extra.pop("motion_cover", None)
+    labels["motion"] = {
+        "regions": MOTION_REGIONS,
+        # per frame, each region's share covered by something moving (none: nothing moves)
+        "cover": cover,
     }
     labels.update(extra)
     (folder / "labels.json").write_text(json.dumps(labels, indent=1) + "\n")

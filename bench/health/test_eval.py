@@ -10,6 +10,7 @@ import unittest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import eval as ev  # noqa: E402  (bench/health/eval.py)
+import motion_score  # noqa: E402
 
 TS = "2026-11-23T19:00:00.123456Z"
 
@@ -53,19 +54,25 @@ class ParseTest(unittest.TestCase):
             ev.parse_line(f"{TS}  WARN camera health: tampered camera=subset-covered-coins "
                           "kind=covered frame=161"),
             ("WARN", {"event": "tampered", "camera": "subset-covered-coins",
-                      "kind": "covered", "frame": 161}))
+                      "kind": "covered", "roi": None, "frame": 161}))
         self.assertEqual(
             ev.parse_line(f"{TS}  INFO camera health: ok again camera=a kind=frozen frame=7"),
-            ("INFO", {"event": "ok", "camera": "a", "kind": "frozen", "frame": 7}))
+            ("INFO", {"event": "ok", "camera": "a", "kind": "frozen", "roi": None, "frame": 7}))
         self.assertEqual(
             ev.parse_line(f"{TS}  INFO camera health: baseline learned camera=a frame=90"),
-            ("INFO", {"event": "baseline", "camera": "a", "kind": None, "frame": 90}))
+            ("INFO", {"event": "baseline", "camera": "a", "kind": None, "roi": None,
+                      "frame": 90}))
+        self.assertEqual(
+            ev.parse_line(f"{TS}  INFO motion began camera=a roi=door frame=33"),
+            ("INFO", {"event": "motion_began", "camera": "a", "kind": None, "roi": "door",
+                      "frame": 33}))
 
     def test_colours_quotes_spans_and_field_order(self):
         line = ("\x1b[2m2026-11-23T19:00:00Z\x1b[0m \x1b[33m WARN\x1b[0m es{camera=x}: "
                 'camera health: tampered frame=12 kind=moved camera="front door"')
         self.assertEqual(ev.parse_line(line), ("WARN", {
-            "event": "tampered", "camera": "front door", "kind": "moved", "frame": 12}))
+            "event": "tampered", "camera": "front door", "kind": "moved", "roi": None,
+            "frame": 12}))
 
     def test_other_lines(self):
         self.assertEqual(ev.parse_line(f"{TS}  INFO camera opened camera=a source=x"),
@@ -80,7 +87,7 @@ class ParseTest(unittest.TestCase):
         ])
         self.assertEqual(errors, [f"{TS} ERROR camera a failed: no such file"])
         self.assertEqual(events, [{"event": "tampered", "camera": "a", "kind": "covered",
-                                   "frame": 3}])
+                                   "roi": None, "frame": 3}])
 
 
 class ScoreTest(unittest.TestCase):
@@ -215,6 +222,58 @@ class SummaryTest(unittest.TestCase):
         self.assertIn("MISSED", text)
         self.assertIn("3.00 s LATE", text)
         self.assertIn("normal footage: 30.0 s", text)
+
+
+class MotionTest(unittest.TestCase):
+    REGIONS = [{"name": "door", "x": 0, "y": 0, "w": 10, "h": 10},
+               {"name": "sky", "x": 10, "y": 0, "w": 10, "h": 10}]
+
+    def sequence(self, cover, tamper=None):
+        l = labels("m", "nuisance", len(cover), tamper)
+        l["motion"] = {"regions": self.REGIONS, "cover": cover}
+        return l
+
+    def events(self, *frames):
+        return [{"event": "motion_began", "camera": "m", "roi": roi, "kind": None,
+                 "frame": f} for roi, f in frames]
+
+    def test_truth_runs_are_joined_across_short_gaps_and_short_ones_dropped(self):
+        # door: 30-60 covered, a 10-frame gap, 70-100; then a 10-frame blip at 150.
+        cover = [[0.0, 0.0] for _ in range(200)]
+        for i in list(range(30, 60)) + list(range(70, 100)) + list(range(150, 160)):
+            cover[i][0] = 0.2
+        cover[80][0] = 0.04  # under TRUTH_COVER: a gap of one frame, joined
+        self.assertEqual(motion_score.truth_events(self.sequence(cover), 0), [(30, 100)])
+        self.assertEqual(motion_score.truth_events(self.sequence(cover), 1), [])
+
+    def test_found_missed_false_and_within_a_tamper(self):
+        cover = [[0.0, 0.0] for _ in range(300)]
+        for i in range(30, 90):
+            cover[i][0] = 0.3
+        for i in range(200, 240):
+            cover[i][0] = 0.3
+        seq = self.sequence(cover, tamper=(250, None))
+        got = motion_score.score_motion(seq, self.events(
+            ("door", 45), ("door", 100), ("sky", 10), ("sky", 260), ("door", 299)))
+        self.assertEqual(got[0], {"roi": "door", "truth": 2, "detected": 1, "events": 3,
+                                  "delays_s": [0.5], "false": [100], "in_tamper": 1,
+                                  "missed": [200]})
+        self.assertEqual(got[1]["false"], [10])
+        self.assertEqual(got[1]["in_tamper"], 1)
+        results = [{"name": "m", "normal_frames": 250, "fps": 30, "motion": got}]
+        summary = motion_score.summarize_motion(results)
+        self.assertEqual((summary["truth_events"], summary["found"], summary["false_events"]),
+                         (2, 1, 2))
+        self.assertEqual(summary["recall"], 0.5)
+        self.assertEqual(summary["precision"], round(1 / 3, 3))
+        self.assertEqual(len(motion_score.motion_failures(results)), 3)
+
+    def test_the_regions_are_the_cameras_rois(self):
+        seq = self.sequence([[0.0, 0.0]])
+        config = tomllib.loads(ev.config_text(8000, [(seq, pathlib.Path("/d"))], []))
+        self.assertEqual(config["camera"][0]["roi"], [
+            {"name": "door", "x": 0, "y": 0, "w": 10, "h": 10},
+            {"name": "sky", "x": 10, "y": 0, "w": 10, "h": 10}])
 
 
 class ConfigTest(unittest.TestCase):

@@ -87,6 +87,7 @@ pub(crate) const LUMA_CL: KernelSource = kernel_source!("luma.cl");
 pub(crate) const RAW_CL: KernelSource = kernel_source!("raw.cl");
 pub(crate) const SOBEL_CL: KernelSource = kernel_source!("sobel.cl");
 pub(crate) const HISTOGRAM_CL: KernelSource = kernel_source!("histogram.cl");
+pub(crate) const MOTION_CL: KernelSource = kernel_source!("motion.cl");
 pub const OTSU_CL: KernelSource = kernel_source!("otsu.cl");
 /// The integral passes and the region sums that read their blocked form, one program:
 /// regions.cl counts with integral.cl's helpers, and each program costs a build and the

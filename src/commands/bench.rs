@@ -157,6 +157,10 @@ fn print_bench(f: &SizeFigures) {
         100.0 * f.health_share()
     );
     println!(
+        "  motion stage: {:.2} % of the pipeline's device time per frame",
+        100.0 * f.motion_share()
+    );
+    println!(
         "  bytes per pixel: {:.2} moved per frame, {:.2} held on the device by the pipeline \
          ({:.1} MB; the frame slot adds 1)",
         f.pipeline_bytes as f64 / px,

@@ -14,6 +14,7 @@ use toml::Spanned;
 
 use super::schema::*;
 use super::{flag, ConfigError, Doc, Overrides};
+use crate::activity::ActivitySettings;
 use crate::capture::{IoMode, SourceKind, SourcePart, SourceParts, SourceSpec};
 use crate::cl::DeviceSpec;
 use crate::frame::{CaptureFormat, FrameLayout, PixelFormat, Size};
@@ -102,6 +103,7 @@ pub(super) fn check(
                 options: PipelineOptions::default(),
                 regions: Vec::new(),
                 health: HealthSettings::default(),
+                motion: ActivitySettings::default(),
             }),
             1 => {
                 let camera = &mut cameras[0];
@@ -133,6 +135,7 @@ pub(super) fn check(
             options: PipelineOptions::default(),
             regions: Vec::new(),
             health: HealthSettings::default(),
+            motion: ActivitySettings::default(),
         });
     }
     Ok(Settings {
@@ -265,16 +268,8 @@ fn check_camera(
         }
         regions.push(region);
     }
-    let health = match &c.health {
-        Some(h) => {
-            h.get_ref().check().map_err(|(key, message)| {
-                let span = value_span(doc.text, h.span(), key).unwrap_or(h.span());
-                doc.at(span, format!("camera.health.{key}"), message)
-            })?;
-            *h.get_ref()
-        }
-        None => HealthSettings::default(),
-    };
+    let health = checked_table(doc, &c.health, "camera.health", HealthSettings::check)?;
+    let motion = checked_table(doc, &c.motion, "camera.motion", ActivitySettings::check)?;
     Ok(CameraSettings {
         name: name.clone(),
         device: c
@@ -292,7 +287,26 @@ fn check_camera(
         },
         regions,
         health,
+        motion,
     })
+}
+
+/// A table of settings (`[camera.health]`, `[camera.motion]`) checked by `check`, its
+/// refusal placed at the value of the key it names; the defaults where it is absent.
+fn checked_table<T: Copy + Default>(
+    doc: &Doc,
+    table: &Option<Spanned<T>>,
+    section: &str,
+    check: fn(&T) -> Result<(), (&'static str, String)>,
+) -> Result<T, ConfigError> {
+    let Some(t) = table else {
+        return Ok(T::default());
+    };
+    check(t.get_ref()).map_err(|(key, message)| {
+        let span = value_span(doc.text, t.span(), key).unwrap_or(t.span());
+        doc.at(span, format!("{section}.{key}"), message)
+    })?;
+    Ok(*t.get_ref())
 }
 
 /// Where `key = value` of the table whose header starts at `table` writes its value:

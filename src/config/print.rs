@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::schema::{CameraSettings, Settings};
+use crate::activity::ActivitySettings;
 use crate::capture::{SourceKind, SourceSpec};
 use crate::health::HealthSettings;
 use crate::jpeg::Scale;
@@ -72,6 +73,7 @@ struct Camera {
     source: Source,
     pipeline: Pipeline,
     health: HealthSettings,
+    motion: ActivitySettings,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     roi: Vec<Roi>,
 }
@@ -179,6 +181,7 @@ impl Camera {
                 edge_threshold: o.edge_threshold,
             },
             health: c.health,
+            motion: c.motion,
             roi: c
                 .regions
                 .iter()

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use serde::Deserialize;
 use toml::Spanned;
 
+use crate::activity::ActivitySettings;
 pub use crate::capture::SourceKind;
 use crate::capture::SourceSpec;
 use crate::cl::DeviceSpec;
@@ -195,6 +196,7 @@ pub(crate) struct CameraConfig {
     #[serde(default, rename = "roi")]
     pub rois: Vec<Spanned<RoiConfig>>,
     pub health: Option<Spanned<HealthSettings>>,
+    pub motion: Option<Spanned<ActivitySettings>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -270,4 +272,6 @@ pub struct CameraSettings {
     pub options: PipelineOptions,
     pub regions: Vec<Region>,
     pub health: HealthSettings,
+    /// `[camera.motion]`.
+    pub motion: ActivitySettings,
 }

@@ -23,13 +23,14 @@ use tokio::sync::oneshot;
 
 use super::camera_metrics::CameraMetrics;
 use super::verify::Verifier;
+use crate::activity::ActivitySettings;
 use crate::capture::{self, FrameSource, Next, SourceSpec};
 use crate::cl::{ClError, Gpu};
 use crate::config::CameraSettings;
 use crate::frame::FrameLayout;
 use crate::health::{self, HealthSettings};
 use crate::mailbox::{Snapshot, SnapshotReply, SourceInfo};
-use crate::pipeline::{FrameImages, FrameResult, Pipeline, PipelineOptions};
+use crate::pipeline::{FrameImages, FrameResult, MotionState, Pipeline, PipelineOptions, TileMask};
 use crate::region::Region;
 
 mod supervise;
@@ -47,6 +48,8 @@ pub struct Published {
     /// The camera's health settings as of this frame: a reload reaches the publisher's
     /// detectors with the frames that follow it.
     pub health: HealthSettings,
+    /// The camera's motion settings as of this frame (its events' hysteresis).
+    pub motion: ActivitySettings,
     pub sequence: u64,
     pub captured: Instant,
     /// Host time the frame's JPEG took to decode (JPEG sources).
@@ -59,6 +62,7 @@ pub struct Reload {
     pub options: PipelineOptions,
     pub regions: Vec<Region>,
     pub health: HealthSettings,
+    pub motion: ActivitySettings,
     pub verify_every: u32,
     pub reply: oneshot::Sender<Result<(), String>>,
 }
@@ -71,12 +75,14 @@ impl Reload {
             options,
             regions,
             health,
+            motion,
             verify_every,
             reply: _,
         } = self;
         settings.options = *options;
         settings.regions.clone_from(regions);
         settings.health = *health;
+        settings.motion = *motion;
         settings.verify_every = *verify_every;
     }
 }
@@ -197,6 +203,7 @@ fn build_pipeline(gpu: &Gpu, layout: FrameLayout, settings: &CameraSettings) -> 
     pipeline
         .set_health_grid(gpu, health_grid(&settings.health))
         .context("setting up the health grid")?;
+    pipeline.set_motion(settings.motion.pipeline());
     pipeline.time_every(super::camera_metrics::TIMED_FRAMES);
     // A driver may compile a kernel for its work sizes at its first launch (POCL: seconds
     // on a cold cache): one blank frame now, before the source's clock starts, keeps that
@@ -349,6 +356,7 @@ fn run_frames(
             result,
             options: settings.options,
             health: settings.health,
+            motion: settings.motion,
             sequence,
             captured,
             decoded,
@@ -415,6 +423,7 @@ fn apply(cam: &mut Camera, settings: &mut CameraSettings, reload: &Reload) -> Re
                 .map_err(|e| format!("{e:#}"))?;
         }
         pipeline.set_options(reload.options);
+        pipeline.set_motion(reload.motion.pipeline());
     }
     reload.take_into(settings);
     Ok(())
@@ -441,18 +450,44 @@ fn answer_snapshots(
             return;
         }
     };
+    let mask = match images.read_motion_mask(gpu) {
+        Ok(mask) => mask.filter(|_| frame.motion.state == MotionState::Watching),
+        Err(e) => {
+            tracing::warn!(camera = %name, "reading a snapshot's motion: {e:#}");
+            return;
+        }
+    };
+    let motion = motion_picture(&pictures.luma, frame.width as usize, mask.as_ref());
     let snapshot = Arc::new(Snapshot {
         width: frame.width,
         height: frame.height,
         luma: pictures.luma,
         gradient: pictures.magnitude,
         mask: pictures.mask,
+        motion,
         histogram: frame.histogram,
         otsu_threshold: frame.otsu_threshold,
     });
     for reply in waiting {
         let _ = reply.send(Arc::clone(&snapshot));
     }
+}
+
+/// Luma with each still tile dimmed to a third, a pixel taking the tile it falls in (the
+/// last column and row of tiles taking the pixels past the whole tiles); all of it dimmed
+/// without a mask.
+fn motion_picture(luma: &[u8], width: usize, mask: Option<&TileMask>) -> Vec<u8> {
+    luma.iter()
+        .enumerate()
+        .map(|(i, &v)| {
+            let moving = mask.is_some_and(|m| m.moving(i % width, i / width));
+            if moving {
+                v
+            } else {
+                v / 3
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -560,6 +595,7 @@ mod tests {
             options,
             regions: Vec::new(),
             health: crate::health::HealthSettings::default(),
+            motion: ActivitySettings::default(),
         };
         let stop = Arc::new(AtomicBool::new(false));
         let (links, ends) = Links::new(Arc::clone(&stop), 4);

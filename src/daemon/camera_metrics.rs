@@ -17,6 +17,7 @@ use prometheus::{
 
 use super::health_metrics::{HealthFamilies, HealthMetrics};
 use super::verify::{VerifyFamilies, VerifyMetrics};
+use crate::activity::MotionReport;
 use crate::capture::{CaptureStats, DropReason, MAX_FPS};
 use crate::cl::ClDeviceInfo;
 use crate::mailbox::{Activity, DROP_PUBLISH_BACKLOG};
@@ -59,6 +60,7 @@ pub struct CameraFamilies {
     luma_stddev: GaugeVec,
     foreground: GaugeVec,
     edges: GaugeVec,
+    motion: GaugeVec,
     histogram: GaugeVec,
     roi: RoiFamilies,
     health: HealthFamilies,
@@ -165,6 +167,11 @@ impl CameraFamilies {
                 "Fraction of the last frame's pixels whose gradient magnitude reaches the edge threshold.",
                 cam,
             ),
+            motion: m.gauges(
+                "edgesight_motion_ratio",
+                "Fraction of the last frame's pixels that moved against the learned background (0 while it is learned, on a change of scene and while the camera is moved).",
+                cam,
+            ),
             histogram: m.gauges(
                 "edgesight_luma_bin_ratio",
                 "Fraction of the last frame's pixels in each luma bin; bin is the bin's lowest luma.",
@@ -189,6 +196,16 @@ impl CameraFamilies {
                 foreground: m.gauges(
                     "edgesight_roi_foreground_ratio",
                     "Fraction of a region's pixels above the Otsu threshold.",
+                    &["camera", "roi"],
+                ),
+                motion: m.gauges(
+                    "edgesight_roi_motion_ratio",
+                    "Fraction of a region's pixels that moved against the learned background.",
+                    &["camera", "roi"],
+                ),
+                events: m.counters(
+                    "edgesight_roi_motion_events_total",
+                    "Motion events in a region: its motion ratio at [camera.motion] min_ratio or above for min_seconds (one ends below half of it for as long).",
                     &["camera", "roi"],
                 ),
             },
@@ -235,6 +252,7 @@ impl CameraFamilies {
             luma_stddev: self.luma_stddev.with_label_values(l),
             foreground: self.foreground.with_label_values(l),
             edges: self.edges.with_label_values(l),
+            motion: self.motion.with_label_values(l),
             histogram: (0..self.histogram_bins)
                 .map(|b| {
                     let low = (b * (256 / self.histogram_bins)).to_string();
@@ -258,6 +276,8 @@ struct RoiFamilies {
     stddev: GaugeVec,
     edges: GaugeVec,
     foreground: GaugeVec,
+    motion: GaugeVec,
+    events: IntCounterVec,
 }
 
 /// One region's series, resolved once.
@@ -267,6 +287,8 @@ struct RoiGauges {
     stddev: Gauge,
     edges: Gauge,
     foreground: Gauge,
+    motion: Gauge,
+    events: IntCounter,
 }
 
 /// The series of the regions a camera exports now, resolved when its regions change (the
@@ -295,10 +317,11 @@ impl RoiSeries {
                 continue;
             }
             let labels = [camera, gone.name.as_str()];
-            for family in [&f.mean, &f.stddev, &f.edges, &f.foreground] {
+            for family in [&f.mean, &f.stddev, &f.edges, &f.foreground, &f.motion] {
                 // Absent already is fine: the aim is only that it is absent.
                 let _ = family.remove_label_values(&labels);
             }
+            let _ = f.events.remove_label_values(&labels);
         }
         self.regions = regions
             .iter()
@@ -310,6 +333,8 @@ impl RoiSeries {
                     stddev: f.stddev.with_label_values(&labels),
                     edges: f.edges.with_label_values(&labels),
                     foreground: f.foreground.with_label_values(&labels),
+                    motion: f.motion.with_label_values(&labels),
+                    events: f.events.with_label_values(&labels),
                 }
             })
             .collect();
@@ -362,6 +387,7 @@ pub struct CameraMetrics {
     luma_stddev: Gauge,
     foreground: Gauge,
     edges: Gauge,
+    motion: Gauge,
     histogram: Vec<Gauge>,
     roi: Mutex<RoiSeries>,
     pub health: HealthMetrics,
@@ -470,6 +496,23 @@ impl CameraMetrics {
             series.stddev.set(stats.stddev());
             series.edges.set(stats.edge_ratio());
             series.foreground.set(stats.foreground_ratio());
+        }
+    }
+
+    /// Sets the motion series from the frame's `report` (after [`CameraMetrics::frame`],
+    /// which resolves the regions' series) and counts the events that `began`.
+    pub fn motion(&self, report: &MotionReport, began: impl Iterator<Item = usize>) {
+        self.motion.set(report.ratio);
+        let Ok(roi) = self.roi.lock() else {
+            return;
+        };
+        for (series, region) in roi.regions.iter().zip(&report.regions) {
+            series.motion.set(region.ratio);
+        }
+        for i in began {
+            if let Some(series) = roi.regions.get(i) {
+                series.events.inc();
+            }
         }
     }
 }

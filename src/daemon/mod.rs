@@ -197,6 +197,7 @@ mod tests {
                 options: crate::pipeline::PipelineOptions::default(),
                 regions: Vec::new(),
                 health: crate::health::HealthSettings::default(),
+                motion: crate::activity::ActivitySettings::default(),
             },
             state: Arc::new(CameraState::new()),
             reloads: mpsc::channel().0,

@@ -12,6 +12,7 @@ use tokio::sync::watch;
 
 use super::camera::Published;
 use super::camera_metrics::{CameraMetrics, FrameRate};
+use crate::activity::{ActivitySettings, Change, MotionEvents, MotionReport};
 use crate::health::{self, Health, HealthReport, HealthSettings};
 use crate::mailbox::{Activity, Latest};
 use crate::pipeline::FrameResult;
@@ -30,6 +31,8 @@ pub fn publish(
 ) {
     let mut rate = FrameRate::new();
     let mut health = Health::new(HealthSettings::default());
+    let mut motion = MotionEvents::new(ActivitySettings::default());
+    let mut began = Vec::with_capacity(16);
     let mut pool = LatestPool::new();
     loop {
         match rx.recv_timeout(IDLE) {
@@ -41,6 +44,7 @@ pub fn publish(
                     p.decoded,
                 );
                 let report = watch_health(&mut health, &p, &m);
+                watch_motion(&mut motion, &p, report.as_ref(), &m, &mut began);
                 rate.frame(now);
                 m.frame_rate.set(rate.at(now));
                 let fresh = Latest {
@@ -51,17 +55,25 @@ pub fn publish(
                     source: p.source,
                     activity: m.activity(),
                     health: report,
+                    motion: MotionReport::default(),
                 };
                 let next = match pool.take_unread() {
                     Some(mut old) => {
                         let slot = Arc::get_mut(&mut old).expect("take_unread: no other holder");
+                        // The report's regions go back into the one kept, in its memory.
+                        let mut fresh = fresh;
+                        std::mem::swap(&mut fresh.motion, &mut slot.motion);
+                        fresh.motion.clone_from(motion.report());
                         let done = std::mem::replace(slot, fresh).result;
                         // A full channel means the camera has results enough: this one
                         // is freed, which costs no allocation.
                         let _ = spare.try_send(done);
                         old
                     }
-                    None => Arc::new(fresh),
+                    None => Arc::new(Latest {
+                        motion: motion.report().clone(),
+                        ..fresh
+                    }),
                 };
                 pool.keep(latest.send_replace(Some(next)));
             }
@@ -156,7 +168,39 @@ impl Latest {
         self.source.clone_from(&other.source);
         self.activity = other.activity;
         self.health = other.health;
+        self.motion.clone_from(&other.motion);
     }
+}
+
+/// Runs a frame's motion through its regions' events (nothing moves while the health
+/// detectors say the camera moved), logs the events that begin and end and sets the
+/// motion series. `began` is scratch memory, kept across frames.
+fn watch_motion(
+    motion: &mut MotionEvents,
+    p: &Published,
+    health: Option<&HealthReport>,
+    m: &CameraMetrics,
+    began: &mut Vec<usize>,
+) {
+    motion.set_settings(p.motion);
+    let moved = health.is_some_and(|h| {
+        h.kinds
+            .iter()
+            .any(|&(kind, state)| kind == health::Kind::Moved && state != health::State::Ok)
+    });
+    began.clear();
+    motion.update(&p.result, p.captured, moved, |change| match change {
+        Change::Began(i) => {
+            began.push(i);
+            let roi = p.result.regions.get(i).map_or("", |(r, _)| r.name.as_str());
+            tracing::info!(camera = %m.name, roi = %roi, frame = p.sequence, "motion began");
+        }
+        Change::Ended(i) => {
+            let roi = p.result.regions.get(i).map_or("", |(r, _)| r.name.as_str());
+            tracing::info!(camera = %m.name, roi = %roi, frame = p.sequence, "motion ended");
+        }
+    });
+    m.motion(motion.report(), began.iter().copied());
 }
 
 /// Runs a frame through the camera's health detectors (when they are on), logs what
@@ -205,6 +249,7 @@ mod tests {
             result: FrameResult::empty(),
             options: PipelineOptions::default(),
             health: HealthSettings::default(),
+            motion: ActivitySettings::default(),
             sequence,
             captured: Instant::now(),
             decoded: None,

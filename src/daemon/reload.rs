@@ -284,6 +284,7 @@ async fn send(
                 options: c.options,
                 regions: c.regions.clone(),
                 health: c.health,
+                motion: c.motion,
                 verify_every: c.verify_every,
                 reply,
             })

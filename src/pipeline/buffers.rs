@@ -97,37 +97,51 @@ pub(super) fn read_buffer_into<T: Plain>(
 
 /// Where the small results sit in the one device buffer they are read back from, in u64
 /// words: the histogram counts and the threshold (257 u32) first, then the gradient
-/// histogram (256 u32), then the region sums, each at an offset the device takes as a
+/// histogram (256 u32), then the region sums, then the motion counts (68 u32) and each
+/// region's moving pixels (a u64 each), each at an offset the device takes as a
 /// sub-buffer's origin (`CL_DEVICE_MEM_BASE_ADDR_ALIGN`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct ReadoutLayout {
     gradient_at: usize,
     sums_at: usize,
     sums: usize,
+    motion_at: usize,
+    regions: usize,
 }
 
 /// u32 words of the counts and the threshold.
 const RESULTS_WORDS: usize = 257;
 /// u32 words of the gradient histogram.
 const GRADIENT_WORDS: usize = 256;
+/// u32 words of the motion counts before the regions' moving pixels.
+const MOTION_STATS_WORDS: usize = super::motion::STATS_WORDS;
 
 impl ReadoutLayout {
-    /// For `sums` region sums on a device whose sub-buffers start at multiples of
-    /// `align_bits` bits.
-    pub(super) fn new(sums: usize, align_bits: u32) -> ReadoutLayout {
+    /// For `regions` regions (four sums each) on a device whose sub-buffers start at
+    /// multiples of `align_bits` bits.
+    pub(super) fn new(regions: usize, align_bits: u32) -> ReadoutLayout {
         let align = (align_bits as usize / 64).max(1);
         let gradient_at = RESULTS_WORDS.div_ceil(2).next_multiple_of(align);
         let sums_at = (gradient_at + GRADIENT_WORDS / 2).next_multiple_of(align);
+        let sums = 4 * regions;
+        let motion_at = (sums_at + sums.max(1)).next_multiple_of(align);
         ReadoutLayout {
             gradient_at,
             sums_at,
             sums,
+            motion_at,
+            regions,
         }
+    }
+
+    /// u64 words of the motion part: its counts, then a moving-pixel count a region.
+    fn motion_len(&self) -> usize {
+        MOTION_STATS_WORDS / 2 + self.regions
     }
 
     /// The buffer's length in u64 words.
     pub(super) fn len(&self) -> usize {
-        self.sums_at + self.sums
+        self.motion_at + self.motion_len()
     }
 }
 
@@ -141,22 +155,26 @@ pub(super) struct Readout {
     pub(super) gradient: Buffer<u32>,
     /// Four sums per region, the whole frame first.
     pub(super) sums: Buffer<u64>,
+    /// The motion counts, then each region's moving pixels (as u64), the whole frame
+    /// first.
+    pub(super) motion: Buffer<u32>,
     pub(super) layout: ReadoutLayout,
 }
 
 impl Readout {
-    pub(super) fn new(gpu: &Gpu, sums: usize) -> Result<Readout, ClError> {
+    pub(super) fn new(gpu: &Gpu, regions: usize) -> Result<Readout, ClError> {
         let align = gpu
             .device
             .mem_base_addr_align()
             .call("clGetDeviceInfo(CL_DEVICE_MEM_BASE_ADDR_ALIGN)")?;
-        let layout = ReadoutLayout::new(sums, align);
+        let layout = ReadoutLayout::new(regions, align);
         let whole: Buffer<u64> = device_buffer(gpu, layout.len())?;
         let part = |at: usize, bytes: usize| sub_buffer(&whole, 8 * at, bytes);
         Ok(Readout {
             results: Buffer::new(part(0, 4 * RESULTS_WORDS)?),
             gradient: Buffer::new(part(layout.gradient_at, 4 * GRADIENT_WORDS)?),
-            sums: Buffer::new(part(layout.sums_at, 8 * sums.max(1))?),
+            sums: Buffer::new(part(layout.sums_at, 8 * layout.sums.max(1))?),
+            motion: Buffer::new(part(layout.motion_at, 8 * layout.motion_len())?),
             whole,
             layout,
         })
@@ -249,7 +267,17 @@ impl ReadBack {
 
     /// The region sums.
     pub(super) fn sums(&self) -> &[u64] {
-        &self.words[self.layout.sums_at..]
+        &self.words[self.layout.sums_at..self.layout.sums_at + self.layout.sums]
+    }
+    /// Word `i` of the motion counts (0..68).
+    pub(super) fn motion_count(&self, i: usize) -> u32 {
+        debug_assert!(i < MOTION_STATS_WORDS);
+        self.word(2 * self.layout.motion_at + i)
+    }
+    /// Each region's moving pixels, the whole frame first.
+    pub(super) fn moving_pixels(&self) -> &[u64] {
+        let at = self.layout.motion_at + MOTION_STATS_WORDS / 2;
+        &self.words[at..at + self.layout.regions]
     }
 
     /// Enqueues a non-blocking read of all of `readout` behind the frame's kernels.
@@ -357,15 +385,22 @@ mod tests {
     #[test]
     fn the_readout_parts_start_at_the_devices_alignment() {
         // NVIDIA's 4096 bits (64 words), POCL's 1024 (16), a byte's 8 (a word, at least).
-        for (align, gradient_at, sums_at) in [(4096, 192, 320), (1024, 144, 272), (8, 129, 257)] {
-            let layout = ReadoutLayout::new(12, align);
+        for (align, gradient_at, sums_at, motion_at) in [
+            (4096, 192, 320, 384),
+            (1024, 144, 272, 288),
+            (8, 129, 257, 269),
+        ] {
+            let layout = ReadoutLayout::new(3, align);
             let want = ReadoutLayout {
                 gradient_at,
                 sums_at,
                 sums: 12,
+                motion_at,
+                regions: 3,
             };
             assert_eq!(layout, want, "{align} bits");
-            assert_eq!(layout.len(), sums_at + 12);
+            // The motion counts' 68 u32, then a u64 a region.
+            assert_eq!(layout.len(), motion_at + 34 + 3);
         }
     }
 }

@@ -26,7 +26,8 @@ impl Pipeline {
             + mask
             + self.histogram.held_bytes()?
             + self.integral.held_bytes()?
-            + self.regions.held_bytes()?)
+            + self.regions.held_bytes()?
+            + self.motion.held_bytes()?)
     }
 
     /// The bytes a frame moves through this pipeline, per stage and in all, inputs read
@@ -83,6 +84,7 @@ impl Pipeline {
         Ok(images
             .into_iter()
             .chain(self.integral.guard_checks(gpu)?)
+            .chain(self.motion.guard_checks(gpu)?)
             .filter(|&(_, intact)| !intact)
             .map(|(name, _)| name)
             .collect())

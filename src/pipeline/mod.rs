@@ -6,8 +6,13 @@
 //! ```text
 //! slot ─► luma ─┬─► sobel (magnitude) ─────────────────────────┐
 //!               ├─► histogram ─► otsu (threshold on device) ───┤
-//!               └──────────────────────────────────────────────┴─► integral ─► regions
+//!               └──────────────────────────────────────────────┴─► integral ─┬─► regions
+//!                                                                             └─► motion
 //! ```
+//!
+//! Motion (`motion/`, with its kernels' host-side control) compares each whole tile's
+//! mean, taken from the integral's corners, with a background kept on the device, and
+//! counts the moving pixels of the same rectangles the region stage sums.
 //!
 //! The integral stage counts edges (magnitude at least the edge threshold) and foreground
 //! (luma above the threshold the Otsu kernel left on the device) as it goes, so no mask
@@ -34,6 +39,10 @@
 //! (work-group geometry), `processed` (what a frame gives back), `traffic` and `inspect`
 //! (what a pipeline costs and tells about its last frame). This file holds [`Pipeline`],
 //! which runs them: what runs, what is read back, in which order.
+//!
+//! Over 500 lines as one room: `Pipeline` is the one place that orders every stage's
+//! kernels on the queue and reads their results back from the one buffer; the stages'
+//! own code lives in their files, and the tests in `tests.rs` and `motion_tests.rs`.
 
 // One unsafe operation per block, so each SAFETY comment covers exactly one.
 #![deny(clippy::multiple_unsafe_ops_per_block)]
@@ -41,6 +50,7 @@
 mod histogram;
 mod integral;
 mod luma;
+mod motion;
 mod otsu;
 mod regions;
 mod sobel;
@@ -62,13 +72,17 @@ use crate::region::{Region, RegionError};
 use buffers::{device_buffer, DeviceImage, DeviceImages, QueueDrain, ReadBack, Readout};
 pub(crate) use launch::Launch;
 use launch::StageContext;
+pub use motion::control::{
+    MotionResult, MotionSettings, MotionState, MotionThreshold, AUTO_FACTOR, AUTO_MAX, AUTO_MIN,
+    LEARN_FOLLOW_SECONDS, LEARN_SECONDS, SCENE_CHANGE_SHARE, SUDDEN_LIGHT,
+};
 pub use options::{
     Border, FullImages, HistogramCounting, IntegralLayout, Magnitude, OtsuArithmetic, OtsuLaunch,
     PipelineOptions, Setup, SobelLayout, Stores, Tuning, TuningChoice, UnknownBorder,
     UnknownTuning, SOBEL_RUN_CHUNKS,
 };
 pub use otsu::ThresholdParams;
-pub use processed::{FrameImages, FrameResult, Images, Pictures, Processed};
+pub use processed::{FrameImages, FrameResult, Images, Pictures, Processed, TileMask};
 pub use timings::{Stage, StageTimings};
 pub use traffic::Traffic;
 
@@ -118,6 +132,12 @@ pub struct Pipeline {
     otsu: otsu::OtsuStage,
     integral: integral::IntegralStage,
     regions: regions::RegionsStage,
+    motion: motion::MotionStage,
+    /// What the motion kernels are told each frame; `None`: motion is not measured.
+    motion_control: Option<motion::control::MotionControl>,
+    /// What the motion kernels are told instead, every frame watched (tests).
+    #[cfg(test)]
+    motion_told: Option<motion::FrameMotion>,
     bufs: DeviceImages,
     /// The last frame's events, kept so that a frame allocates nothing once warm (none on
     /// a frame that is not timed).
@@ -185,7 +205,7 @@ impl Pipeline {
         let luma_in_slot = reads_luma_in_place(&layout);
         let integral = integral::IntegralStage::new(gpu, &layout, &tuning, images)?;
         let region_stage = regions::RegionsStage::new(gpu, &layout, regions, &tuning)?;
-        let readout = Readout::new(gpu, region_stage.sums_len())?;
+        let readout = Readout::new(gpu, region_stage.region_count())?;
         let read_back = ReadBack::new(readout.layout);
         let bufs = DeviceImages {
             luma: if luma_in_slot {
@@ -206,6 +226,10 @@ impl Pipeline {
             otsu: otsu::OtsuStage::new(gpu, &tuning, images, n).stage(Stage::Otsu)?,
             integral,
             regions: region_stage,
+            motion: motion::MotionStage::new(gpu, &layout).stage(Stage::Motion)?,
+            motion_control: None,
+            #[cfg(test)]
+            motion_told: None,
             bufs,
             events: Vec::with_capacity(32),
             time_every: 1,
@@ -249,6 +273,22 @@ impl Pipeline {
         self.options = options;
     }
 
+    /// Measures motion with `settings` from the next frame on, keeping the background
+    /// learned so far; `None` stops measuring it (and forgets the background).
+    pub fn set_motion(&mut self, settings: Option<MotionSettings>) {
+        match (&mut self.motion_control, settings) {
+            (Some(control), Some(settings)) => control.set_settings(settings),
+            (control, settings) => {
+                *control = settings.map(motion::control::MotionControl::new);
+            }
+        }
+    }
+
+    /// The motion settings in use, if motion is measured.
+    pub fn motion_settings(&self) -> Option<MotionSettings> {
+        self.motion_control.as_ref().map(|c| c.settings())
+    }
+
     /// Replaces the regions measured on each frame.
     pub fn set_regions(&mut self, gpu: &Gpu, regions: &[Region]) -> Result<(), PipelineError> {
         let cells = self.regions.cells().to_vec();
@@ -283,7 +323,7 @@ impl Pipeline {
 
     /// Makes the read-back buffers for the regions measured now.
     fn new_readout(&mut self, gpu: &Gpu) -> Result<(), PipelineError> {
-        self.bufs.readout = Readout::new(gpu, self.regions.sums_len())?;
+        self.bufs.readout = Readout::new(gpu, self.regions.region_count())?;
         self.read_back.resize(self.bufs.readout.layout);
         Ok(())
     }
@@ -330,10 +370,22 @@ impl Pipeline {
         let gradient = self.grid != (0, 0) && self.frames.is_multiple_of(GRADIENT_SAMPLE_FRAMES);
         let timed = self.frames.is_multiple_of(self.time_every);
         self.frames = self.frames.wrapping_add(1);
-        let enqueued = self.enqueue_frame(gpu, slot, gradient, Record::event_if(timed));
+        let tiles = self.motion.tiles();
+        let motion = match &mut self.motion_control {
+            Some(control) if tiles > 0 => Some(control.next(std::time::Instant::now())),
+            _ => None,
+        };
+        #[cfg(test)]
+        let motion = self.motion_told.filter(|_| tiles > 0).or(motion);
+        let enqueued = self.enqueue_frame(gpu, slot, gradient, motion, Record::event_if(timed));
         let finished = drain.finish(self.read_back.event.as_ref());
         if finished.is_err() {
             self.read_back.abandon();
+        }
+        if enqueued.is_err() || finished.is_err() {
+            if let Some(control) = &mut self.motion_control {
+                control.relearn();
+            }
         }
         enqueued?;
         finished?;
@@ -343,8 +395,30 @@ impl Pipeline {
         for (i, count) in result.histogram.iter_mut().enumerate() {
             *count = read.result(i);
         }
+        result.motion = MotionResult::default();
+        let mut watching = false;
+        if let (Some(control), Some(_)) = (&mut self.motion_control, motion) {
+            self.motion.finished();
+            let mut histogram = [0u32; motion::DIFF_BINS];
+            for (i, count) in histogram.iter_mut().enumerate() {
+                *count = read.motion_count(i);
+            }
+            let counts = motion::control::FrameCounts {
+                diff_histogram: &histogram,
+                moving: read.motion_count(motion::DIFF_BINS),
+                gain: read.motion_count(motion::DIFF_BINS + 3),
+            };
+            result.motion = control.observe(&counts, tiles);
+            watching = result.motion.state == MotionState::Watching;
+        }
+        #[cfg(test)]
+        if self.motion_told.is_some() && tiles > 0 {
+            self.motion.finished();
+            watching = true;
+        }
         self.regions.fill(
             read.sums(),
+            watching.then(|| read.moving_pixels()),
             &mut result.frame,
             &mut result.regions,
             &mut result.cells,
@@ -378,6 +452,7 @@ impl Pipeline {
         gpu: &Gpu,
         slot: &FrameSlot,
         gradient: bool,
+        motion: Option<motion::FrameMotion>,
         record: Record,
     ) -> Result<(), PipelineError> {
         let l = self.layout;
@@ -474,6 +549,20 @@ impl Pipeline {
                 .enqueue(gpu, &l, &counted, self.integral.blocked(), &r.sums, record)
                 .stage(Stage::Regions)?,
         );
+        if let Some(frame) = motion {
+            self.motion
+                .enqueue(
+                    gpu,
+                    frame,
+                    &self.integral.blocked().corner.buf,
+                    self.regions.rects(),
+                    self.regions.region_count(),
+                    &r.motion,
+                    record,
+                    |e| keep(Stage::Motion, e),
+                )
+                .stage(Stage::Motion)?;
+        }
         // One read of every result behind the kernels; the caller waits once.
         // SAFETY: `process_into`, the only caller, finishes the queue on every way out
         // (`QueueDrain`) before `read_back` is read, and nothing else can resize or free
@@ -482,5 +571,7 @@ impl Pipeline {
     }
 }
 
+#[cfg(test)]
+mod motion_tests;
 #[cfg(test)]
 mod tests;

@@ -5,6 +5,7 @@ use std::fmt;
 use std::ops::Deref;
 
 use super::buffers::read_buffer_into;
+use super::motion::control::MotionResult;
 #[allow(unused_imports)] // named in the docs
 use super::{FullImages, Pipeline, PipelineError, StageTimings};
 use crate::cl::{FrameSlot, Gpu};
@@ -30,6 +31,8 @@ pub struct FrameResult {
     /// every few frames only, and only with a health grid.
     pub gradient_histogram: [u32; 256],
     pub gradient_sampled: bool,
+    /// The frame's motion (each region's moving pixels are in its stats).
+    pub motion: MotionResult,
     /// Each stage's device time: this frame's where `timed`, else the last timed frame's
     /// ([`Pipeline::time_every`]; zero before the first).
     pub timings: StageTimings,
@@ -50,6 +53,7 @@ impl FrameResult {
             grid: (0, 0),
             gradient_histogram: [0; 256],
             gradient_sampled: false,
+            motion: MotionResult::default(),
             timings: StageTimings::default(),
             timed: false,
         }
@@ -70,6 +74,7 @@ impl FrameResult {
             grid,
             gradient_histogram,
             gradient_sampled,
+            motion,
             timings,
             timed,
         } = other;
@@ -90,6 +95,7 @@ impl FrameResult {
         self.cells.clone_from(cells);
         self.gradient_histogram = *gradient_histogram;
         self.gradient_sampled = *gradient_sampled;
+        self.motion = *motion;
         self.timings = *timings;
         self.timed = *timed;
     }
@@ -103,6 +109,24 @@ pub struct Pictures {
     pub magnitude: Vec<u8>,
     /// 255 where luma is above the frame's Otsu threshold, else 0.
     pub mask: Vec<u8>,
+}
+
+/// Which whole 16 x 16 tiles moved, row by row of tiles (1: moved).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TileMask {
+    pub mask: Vec<u8>,
+    pub tiles_x: usize,
+    pub tiles_y: usize,
+}
+
+impl TileMask {
+    /// Whether pixel (x, y) moved: its tile did, the last column and row of tiles taking
+    /// the pixels past the whole tiles.
+    pub fn moving(&self, x: usize, y: usize) -> bool {
+        let t = (x / 16).min(self.tiles_x - 1);
+        let b = (y / 16).min(self.tiles_y - 1);
+        self.mask[b * self.tiles_x + t] != 0
+    }
 }
 
 /// Every per-pixel output of a frame, from a pipeline that keeps its full images
@@ -186,6 +210,20 @@ impl FrameImages<'_> {
         }));
         p.bufs.magnitude.read_into(gpu, &mut pictures.magnitude)?;
         Ok(())
+    }
+
+    /// The tiles that moved on this frame, where motion is measured.
+    pub fn read_motion_mask(&self, gpu: &Gpu) -> Result<Option<TileMask>, PipelineError> {
+        let p = self.pipeline;
+        if p.motion_control.is_none() || p.motion.tiles() == 0 {
+            return Ok(None);
+        }
+        let (mask, tiles_x, tiles_y) = p.motion.read_mask(gpu)?;
+        Ok(Some(TileMask {
+            mask,
+            tiles_x: tiles_x as usize,
+            tiles_y: tiles_y as usize,
+        }))
     }
 
     /// The frame's bytes as the kernels read them (its slot's), into `out`.

@@ -175,7 +175,7 @@ impl RegionsStage {
         // `self.regions` (4 words each), after checking that every region lies inside this
         // layout's frame, and the pipeline, the only caller, passes the layout both stages were
         // built for, its integral stage's blocked integrals, its inputs, its 257-word results
-        // and `sums` of `sums_len()` words, made for those regions.
+        // and `sums` of 4 x `region_count()` words, made for those regions.
         unsafe {
             launch(
                 gpu,
@@ -194,33 +194,40 @@ impl RegionsStage {
         self.regions.len()
     }
 
-    /// How many sums [`RegionsStage::enqueue`] writes: four per region, the whole frame
-    /// first.
-    pub(super) fn sums_len(&self) -> usize {
-        4 * self.regions.len()
+    /// The rectangles measured, 4 words each (x, y, width, height), the whole frame first:
+    /// the motion stage counts the same ones.
+    pub(super) fn rects(&self) -> &Buffer<u32> {
+        &self.rects
     }
 
     /// Fills the whole frame's, each configured region's and each grid cell's statistics
-    /// from `sums`, as [`RegionsStage::enqueue`] wrote them, reusing `regions`' and
-    /// `cells`' allocations.
+    /// from `sums`, as [`RegionsStage::enqueue`] wrote them, and their moving pixels from
+    /// `moving` (none: 0), reusing `regions`' and `cells`' allocations.
     pub(super) fn fill(
         &self,
         sums: &[u64],
+        moving: Option<&[u64]>,
         frame: &mut RegionStats,
         regions: &mut Vec<(Region, RegionStats)>,
         cells: &mut Vec<RegionStats>,
     ) {
         let configured = self.regions.len() - 1 - self.cells;
-        let mut stats = self.regions.iter().zip(sums.chunks_exact(4)).map(|(r, s)| {
-            let st = RegionStats {
-                area: u64::from(r.width) * u64::from(r.height),
-                sum: s[0],
-                sqsum: s[1],
-                edges: s[2],
-                foreground: s[3],
-            };
-            (r, st)
-        });
+        let mut stats = self
+            .regions
+            .iter()
+            .zip(sums.chunks_exact(4))
+            .enumerate()
+            .map(|(i, (r, s))| {
+                let st = RegionStats {
+                    area: u64::from(r.width) * u64::from(r.height),
+                    sum: s[0],
+                    sqsum: s[1],
+                    edges: s[2],
+                    foreground: s[3],
+                    motion: moving.map_or(0, |m| m[i]),
+                };
+                (r, st)
+            });
         let (_, whole) = stats
             .next()
             .expect("the whole frame is always the first region");

@@ -19,9 +19,11 @@ use super::page;
 use super::snapshots::{NoPicture, Picture, Pictures, Png, PngBudget, DOWN_AFTER, PNG_BUDGET};
 use super::status::{CameraState, CameraStatus};
 use super::WebSettings;
+use crate::activity::{MotionReport, RegionMotion};
 use crate::health::HealthReport;
 use crate::mailbox::{Latest, SnapshotReply};
 use crate::metrics::Metrics;
+use crate::region::{Region, RegionStats};
 use crate::report::Report;
 
 pub(super) type Body = Full<Bytes>;
@@ -374,8 +376,37 @@ struct LatestJson<'a> {
     dropped: BTreeMap<&'static str, u64>,
     /// Null when the camera's health detectors are off.
     health: Option<HealthReport>,
+    motion: MotionJson<'a>,
     #[serde(flatten)]
     report: Report,
+}
+
+/// The frame's motion, each region's under its name.
+#[derive(Serialize)]
+struct MotionJson<'a> {
+    state: &'static str,
+    ratio: f64,
+    threshold: f64,
+    noise: f64,
+    gain: f64,
+    regions: BTreeMap<&'a str, RegionMotion>,
+}
+
+impl<'a> MotionJson<'a> {
+    fn new(m: &'a MotionReport, regions: &'a [(Region, RegionStats)]) -> MotionJson<'a> {
+        MotionJson {
+            state: m.state,
+            ratio: m.ratio,
+            threshold: m.threshold,
+            noise: m.noise,
+            gain: m.gain,
+            regions: regions
+                .iter()
+                .zip(&m.regions)
+                .map(|((r, _), motion)| (r.name.as_str(), *motion))
+                .collect(),
+        }
+    }
 }
 
 fn latest(state: &State, query: Option<&str>) -> Response<Body> {
@@ -397,6 +428,7 @@ fn latest(state: &State, query: Option<&str>) -> Response<Body> {
             .chain([("total", l.activity.dropped_total())])
             .collect(),
         health: l.health,
+        motion: MotionJson::new(&l.motion, &l.result.regions),
         report: Report::new(&l.result, l.source.format, &l.source.device, l.options),
     };
     match serde_json::to_vec_pretty(&body) {

@@ -80,6 +80,7 @@ pub(super) enum Picture {
     Gradient,
     Mask,
     Histogram,
+    Motion,
 }
 
 impl Picture {
@@ -90,6 +91,7 @@ impl Picture {
             "edges.png" => Picture::Gradient,
             "mask.png" => Picture::Mask,
             "histogram.png" => Picture::Histogram,
+            "motion.png" => Picture::Motion,
             _ => return None,
         })
     }
@@ -115,7 +117,7 @@ struct Read {
     id: u64,
     at: Instant,
     snapshot: Arc<Snapshot>,
-    pngs: [PngCell; 4],
+    pngs: [PngCell; 5],
 }
 
 type Outcome = Option<Result<Arc<Snapshot>, String>>;
@@ -306,6 +308,7 @@ fn encode(snap: &Snapshot, kind: Picture) -> image::ImageResult<Vec<u8>> {
             let pixels = match kind {
                 Picture::Luma => &snap.luma,
                 Picture::Gradient => &snap.gradient,
+                Picture::Motion => &snap.motion,
                 _ => &snap.mask,
             };
             encoder.write_image(pixels, snap.width, snap.height, ExtendedColorType::L8)?;

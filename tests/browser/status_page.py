@@ -288,7 +288,8 @@ def desktop(d, work, out):
         loaded = driver.execute_script(
             "return [...document.querySelectorAll('img[data-picture]')]"
             ".map(i => i.complete && i.naturalWidth > 0)")
-        check(len(loaded) == 8 and all(loaded), f"pictures loaded: {loaded}")
+        # Five a camera: luma, gradient, mask, histogram, motion.
+        check(len(loaded) == 10 and all(loaded), f"pictures loaded: {loaded}")
         shown_before = frames_shown(driver, "front")
         wait_for("front's pictures to show a newer frame", 10,
                  lambda: frames_shown(driver, "front") != shown_before)

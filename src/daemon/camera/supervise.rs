@@ -343,6 +343,7 @@ mod tests {
             options: PipelineOptions::default(),
             regions: Vec::new(),
             health: crate::health::HealthSettings::default(),
+            motion: crate::activity::ActivitySettings::default(),
         };
         (device, settings)
     }
@@ -482,6 +483,7 @@ mod tests {
                 options,
                 regions: regions.clone(),
                 health,
+                motion: crate::activity::ActivitySettings::default(),
                 verify_every: 7,
                 reply,
             })

@@ -27,11 +27,12 @@ pub(crate) const ASSETS: [(&str, &str, &[u8]); 3] = [
 ];
 
 /// The pictures of a camera, in the order shown, with their captions.
-const PICTURES: [(&str, &str); 4] = [
+const PICTURES: [(&str, &str); 5] = [
     ("luma", "luma, with the regions"),
     ("edges", "Sobel gradient"),
     ("mask", "Otsu foreground"),
     ("histogram", "histogram and Otsu threshold"),
+    ("motion", "motion: the still tiles dimmed"),
 ];
 
 /// Camera and region names are checked to be plain, but escape them anyway.

@@ -25,6 +25,7 @@ use super::routes::CameraView;
 use super::status::CameraState;
 use crate::health::{HealthReport, State};
 use crate::mailbox::Latest;
+use crate::pipeline::MotionState;
 
 /// One line of a tile: a label and its value's text, and a class that colours it.
 #[derive(Clone, Debug, PartialEq)]
@@ -264,6 +265,9 @@ fn tile(
     if let Some(l) = latest {
         groups.push(frames(l, age.unwrap_or_default()));
         groups.push(picture(l));
+        if l.motion.state != MotionState::Off.name() {
+            groups.push(motion(l));
+        }
         if let Some(h) = &l.health {
             groups.push(health(h));
         }
@@ -390,7 +394,34 @@ fn health(h: &HealthReport) -> Group {
     }
 }
 
+/// The whole frame's motion; each region's is on its row.
+fn motion(l: &Latest) -> Group {
+    let m = &l.motion;
+    let watching = m.state == MotionState::Watching.name();
+    let threshold = format!(
+        "{:.1} (noise {:.2}), light x{:.2}",
+        m.threshold, m.noise, m.gain
+    );
+    Group {
+        title: "motion",
+        folded: false,
+        rows: vec![
+            row("motion", "motion", m.state.replace('_', " ")),
+            Row {
+                class: if watching && m.ratio > 0.0 {
+                    "moving"
+                } else {
+                    ""
+                },
+                ..row("motion.ratio", "moving", percent(m.ratio))
+            },
+            row("motion.threshold", "threshold", threshold),
+        ],
+    }
+}
+
 fn regions(l: &Latest) -> Group {
+    let motion = &l.motion.regions;
     Group {
         title: "regions",
         folded: false,
@@ -400,16 +431,30 @@ fn regions(l: &Latest) -> Group {
             .iter()
             .enumerate()
             .map(|(i, (region, s))| {
-                row(
-                    format!("roi.{i}"),
-                    region.name.clone(),
-                    format!(
-                        "mean {:.1}, edges {}, foreground {}",
-                        s.mean(),
-                        percent(s.edge_ratio()),
-                        percent(s.foreground_ratio())
-                    ),
-                )
+                let moving = motion
+                    .get(i)
+                    .filter(|_| l.motion.state != MotionState::Off.name());
+                let activity = moving.map_or(String::new(), |m| {
+                    let events = if m.events == 1 { "event" } else { "events" };
+                    format!(", motion {} ({} {events})", percent(m.ratio), m.events)
+                });
+                Row {
+                    class: if moving.is_some_and(|m| m.active) {
+                        "moving"
+                    } else {
+                        ""
+                    },
+                    ..row(
+                        format!("roi.{i}"),
+                        region.name.clone(),
+                        format!(
+                            "mean {:.1}, edges {}, foreground {}{activity}",
+                            s.mean(),
+                            percent(s.edge_ratio()),
+                            percent(s.foreground_ratio())
+                        ),
+                    )
+                }
             })
             .collect(),
     }

@@ -72,6 +72,7 @@ fn frame_seven() -> Latest {
             backlog: 2,
         },
         health: Some(covered_report()),
+        motion: Default::default(),
     }
 }
 
@@ -128,6 +129,7 @@ fn showing_from(name: &str, latest: Latest) -> (watch::Sender<Option<Arc<Latest>
                 luma: vec![10; 8],
                 gradient: vec![20; 8],
                 mask: vec![255; 8],
+                motion: vec![3; 8],
                 histogram: [1; 256],
                 otsu_threshold: 99,
             }));
@@ -145,6 +147,7 @@ fn pictures_64x48() -> Arc<Snapshot> {
         luma: (0..64 * 48).map(|i| (i * 7 % 251) as u8).collect(),
         gradient: vec![20; 64 * 48],
         mask: vec![255; 64 * 48],
+        motion: vec![30; 64 * 48],
         histogram: [1; 256],
         otsu_threshold: 99,
     })

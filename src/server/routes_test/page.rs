@@ -60,9 +60,10 @@ fn frame_with_regions() -> Latest {
         let stats = RegionStats {
             area,
             sum: area * 120,
-            sqsum: 0,
+            sqsum: area * 120 * 120,
             edges: area / 10,
             foreground: area / 4,
+            motion: 0,
         };
         (r, stats)
     };
@@ -147,8 +148,9 @@ async fn the_page_fits_a_phone_badges_each_camera_and_draws_the_regions() {
             // The detail behind the badge and the totals, folded.
             "<details><summary>device time per stage</summary><table>\
              <tr><th>luma</th><td data-k=\"stage.luma\">0.250 ms</td></tr>",
-            "<tr><th>health</th><td data-k=\"stage.health\">2.000 ms</td></tr>\
-             <tr><th>total</th><td data-k=\"stage.total\">9.000 ms</td></tr></table></details>",
+            "<tr><th>motion</th><td data-k=\"stage.motion\">2.000 ms</td></tr>\
+             <tr><th>health</th><td data-k=\"stage.health\">2.250 ms</td></tr>\
+             <tr><th>total</th><td data-k=\"stage.total\">11.250 ms</td></tr></table></details>",
             // The camera with no frame: down, why, and no pictures to break.
             "<article class=\"tile down\" data-camera=\"idle\" data-sequence=\"\">\
              <h2><span class=\"name\">idle</span> \
@@ -163,7 +165,7 @@ async fn the_page_fits_a_phone_badges_each_camera_and_draws_the_regions() {
         "a picture of a camera with none"
     );
     assert_eq!(html.matches("<rect ").count(), 2);
-    assert_eq!(html.matches("<img ").count(), 4);
+    assert_eq!(html.matches("<img ").count(), 5);
 }
 
 #[tokio::test]
@@ -280,7 +282,7 @@ async fn status_json_has_a_value_for_every_key_on_the_page() {
         front["health.defocus"],
         serde_json::json!(["suspect", "suspect"])
     );
-    assert_eq!(front["stage.total"], serde_json::json!(["9.000 ms", ""]));
+    assert_eq!(front["stage.total"], serde_json::json!(["11.250 ms", ""]));
     assert_eq!(cameras[1]["sequence"], serde_json::Value::Null);
     assert_eq!(
         cameras[1]["values"]["badge"],
@@ -343,4 +345,49 @@ async fn the_page_files_are_served_and_cached() {
         "{metrics}"
     );
     assert!(metrics.contains(r#"edgesight_http_requests_total{code="404",handler="other"} 1"#));
+}
+
+/// A camera watching motion: the page's motion table and each region's share and events
+/// (the one within an event coloured), and `/api/v1/latest`'s motion by region name.
+#[tokio::test]
+async fn motion_is_shown_per_region_and_in_the_latest_frame() {
+    let mut latest = frame_with_regions();
+    latest.motion = crate::activity::MotionReport {
+        state: "watching",
+        ratio: 0.125,
+        threshold: 2.0,
+        noise: 0.25,
+        gain: 1.05,
+        regions: vec![
+            crate::activity::RegionMotion::new(0.4, true, 3),
+            crate::activity::RegionMotion::default(),
+        ],
+    };
+    let s = serving(vec![showing("front", latest)]);
+    let html = get(&s, "/").await.text();
+    assert_has(
+        &html,
+        &[
+            "<table><caption>motion</caption>\
+             <tr><th>motion</th><td data-k=\"motion\">watching</td></tr>\
+             <tr><th>moving</th><td class=\"moving\" data-k=\"motion.ratio\">12.5 %</td></tr>\
+             <tr><th>threshold</th><td data-k=\"motion.threshold\">2.0 (noise 0.25), light x1.05</td></tr></table>",
+            "<tr><th>door</th><td class=\"moving\" data-k=\"roi.0\">mean 120.0, edges 10.0 %, \
+             foreground 25.0 %, motion 40.0 % (3 events)</td></tr>",
+            "data-k=\"roi.1\">mean 120.0, edges 10.0 %, foreground 25.0 %, motion 0.0 % (0 events)</td>",
+            "<img src=\"/snapshot/motion.png?camera=front&amp;frame=7\"",
+        ],
+    );
+    let json: serde_json::Value =
+        serde_json::from_slice(&get(&s, "/api/v1/latest").await.body).expect("json");
+    assert_eq!(
+        json["motion"],
+        serde_json::json!({
+            "state": "watching", "ratio": 0.125, "threshold": 2.0, "noise": 0.25, "gain": 1.05,
+            "regions": {
+                "door": {"ratio": 0.4, "active": true, "events": 3},
+                "a<b&\"c\"": {"ratio": 0.0, "active": false, "events": 0},
+            },
+        })
+    );
 }

@@ -1,0 +1,310 @@
+//! Activity per region: `[camera.motion]`, and what each frame's motion comes to once the
+//! camera's health has had its say: each region's share of moving pixels and its motion
+//! events (entered at `min_ratio` held for `min_seconds`, left below half of it held as
+//! long). The motion itself is measured on the device (`pipeline`'s motion stage).
+//!
+//! Motion and health agree: while the `moved` detector is not ok (the camera was turned
+//! or shaken: every cell changed), no region moves and no event begins; a change of more
+//! than half the tiles at once (a light switched, the infrared switch) is taken by the
+//! pipeline as a change of scene, not motion. Motion never raises a tamper: the health
+//! detectors do not read it.
+
+use std::time::Instant;
+
+use serde::de::{self, Deserializer};
+use serde::{Deserialize, Serialize};
+
+use crate::pipeline::{FrameResult, MotionSettings, MotionState, MotionThreshold};
+
+/// `[camera.motion]`.
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ActivitySettings {
+    pub enabled: bool,
+    /// "auto" (from the camera's noise) or luma levels a tile's mean must change by.
+    #[serde(deserialize_with = "threshold", serialize_with = "threshold_out")]
+    pub threshold: MotionThreshold,
+    /// Something that stays put this long becomes background.
+    pub background_seconds: f64,
+    /// A region's share of moving pixels that begins an event.
+    pub min_ratio: f64,
+    /// How long that share must hold to begin an event (and be gone to end it).
+    pub min_seconds: f64,
+}
+
+impl Default for ActivitySettings {
+    fn default() -> ActivitySettings {
+        let pipeline = MotionSettings::default();
+        ActivitySettings {
+            enabled: true,
+            threshold: pipeline.threshold,
+            background_seconds: pipeline.background_seconds,
+            min_ratio: 0.05,
+            min_seconds: 0.5,
+        }
+    }
+}
+
+fn threshold<'de, D: Deserializer<'de>>(d: D) -> Result<MotionThreshold, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Given {
+        Word(String),
+        Luma(f64),
+    }
+    match Given::deserialize(d)? {
+        Given::Word(w) if w == "auto" => Ok(MotionThreshold::Auto),
+        Given::Word(w) => Err(de::Error::custom(format!(
+            "{w:?} is not \"auto\" or a number of luma levels"
+        ))),
+        Given::Luma(l) => Ok(MotionThreshold::Luma(l)),
+    }
+}
+
+fn threshold_out<S: serde::Serializer>(t: &MotionThreshold, s: S) -> Result<S::Ok, S::Error> {
+    match t {
+        MotionThreshold::Auto => s.serialize_str("auto"),
+        MotionThreshold::Luma(l) => s.serialize_f64(*l),
+    }
+}
+
+impl ActivitySettings {
+    /// Checks every value's range; the error names the key.
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        if let MotionThreshold::Luma(l) = self.threshold {
+            if !(0.25..=255.0).contains(&l) {
+                return Err((
+                    "threshold",
+                    format!("{l} is not \"auto\" or 0.25 to 255 luma levels"),
+                ));
+            }
+        }
+        if !(1.0..=86_400.0).contains(&self.background_seconds) {
+            let v = self.background_seconds;
+            return Err((
+                "background_seconds",
+                format!("{v} is not between 1 and 86400 seconds"),
+            ));
+        }
+        if !(self.min_ratio > 0.0 && self.min_ratio <= 1.0) {
+            let v = self.min_ratio;
+            return Err((
+                "min_ratio",
+                format!("{v} is not a share above 0 and at most 1"),
+            ));
+        }
+        if !(0.0..=3600.0).contains(&self.min_seconds) {
+            let v = self.min_seconds;
+            return Err((
+                "min_seconds",
+                format!("{v} is not between 0 and 3600 seconds"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// What the pipeline measures with, or `None` when motion is off.
+    pub fn pipeline(&self) -> Option<MotionSettings> {
+        self.enabled.then_some(MotionSettings {
+            threshold: self.threshold,
+            background_seconds: self.background_seconds,
+        })
+    }
+}
+
+/// What a frame's motion came to.
+#[derive(Debug, PartialEq, Serialize)]
+pub struct MotionReport {
+    /// `off`, `learning`, `watching`, `scene_change`, or `camera_moved` (the health
+    /// detectors say the camera moved: nothing is taken as motion).
+    pub state: &'static str,
+    /// The whole frame's share of moving pixels.
+    pub ratio: f64,
+    /// The threshold in luma levels, the noise it came from, and the light against the
+    /// learned background's.
+    pub threshold: f64,
+    pub noise: f64,
+    pub gain: f64,
+    /// Each configured region's, in order.
+    pub regions: Vec<RegionMotion>,
+}
+
+impl Clone for MotionReport {
+    fn clone(&self) -> MotionReport {
+        let mut copy = MotionReport::default();
+        copy.clone_from(self);
+        copy
+    }
+
+    /// In the memory `self` has: the publisher refills a report on every frame.
+    fn clone_from(&mut self, other: &MotionReport) {
+        let MotionReport {
+            state,
+            ratio,
+            threshold,
+            noise,
+            gain,
+            regions,
+        } = other;
+        (self.state, self.ratio, self.threshold) = (state, *ratio, *threshold);
+        (self.noise, self.gain) = (*noise, *gain);
+        self.regions.clear();
+        self.regions.extend_from_slice(regions);
+    }
+}
+
+impl Default for MotionReport {
+    fn default() -> MotionReport {
+        MotionReport {
+            state: MotionState::Off.name(),
+            ratio: 0.0,
+            threshold: 0.0,
+            noise: 0.0,
+            gain: 0.0,
+            regions: Vec::new(),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct RegionMotion {
+    pub ratio: f64,
+    /// Within an event.
+    pub active: bool,
+    /// Events begun since the camera started.
+    pub events: u64,
+    #[serde(skip)]
+    above_since: Option<Instant>,
+    #[serde(skip)]
+    below_since: Option<Instant>,
+}
+
+impl RegionMotion {
+    /// A region's motion as a report shows it (its timers at rest).
+    pub fn new(ratio: f64, active: bool, events: u64) -> RegionMotion {
+        RegionMotion {
+            ratio,
+            active,
+            events,
+            ..RegionMotion::default()
+        }
+    }
+}
+
+/// An event that began or ended, for the log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    Began(usize),
+    Ended(usize),
+}
+
+/// Each region's events, kept across frames.
+pub struct MotionEvents {
+    settings: ActivitySettings,
+    report: MotionReport,
+    /// The regions `report.regions` are of: other regions (a reload) start afresh.
+    names: Vec<String>,
+}
+
+impl MotionEvents {
+    pub fn new(settings: ActivitySettings) -> MotionEvents {
+        MotionEvents {
+            settings,
+            report: MotionReport::default(),
+            names: Vec::new(),
+        }
+    }
+
+    pub fn set_settings(&mut self, settings: ActivitySettings) {
+        self.settings = settings;
+    }
+
+    pub fn report(&self) -> &MotionReport {
+        &self.report
+    }
+
+    /// Takes a frame captured at `at`; `camera_moved` when the health detectors say the
+    /// camera moved. Calls `changed` for each event that began or ended. Allocates only
+    /// when the regions grow.
+    pub fn update(
+        &mut self,
+        result: &FrameResult,
+        at: Instant,
+        camera_moved: bool,
+        mut changed: impl FnMut(Change),
+    ) {
+        let m = result.motion;
+        let watching = m.state == MotionState::Watching && !camera_moved;
+        let r = &mut self.report;
+        r.state = if camera_moved && m.state != MotionState::Off {
+            "camera_moved"
+        } else {
+            m.state.name()
+        };
+        r.threshold = m.threshold;
+        r.noise = m.noise;
+        r.gain = m.gain;
+        r.ratio = if watching {
+            result.frame.motion_ratio()
+        } else {
+            0.0
+        };
+        let same = self.names.len() == result.regions.len()
+            && self
+                .names
+                .iter()
+                .zip(&result.regions)
+                .all(|(n, (region, _))| *n == region.name);
+        if !same {
+            self.names = result
+                .regions
+                .iter()
+                .map(|(region, _)| region.name.clone())
+                .collect();
+            r.regions.clear();
+        }
+        r.regions
+            .resize(result.regions.len(), RegionMotion::default());
+        let (enter, leave) = (self.settings.min_ratio, self.settings.min_ratio / 2.0);
+        let hold = std::time::Duration::from_secs_f64(self.settings.min_seconds);
+        for (i, (region, (_, stats))) in r.regions.iter_mut().zip(&result.regions).enumerate() {
+            region.ratio = if watching { stats.motion_ratio() } else { 0.0 };
+            if m.state == MotionState::Off {
+                *region = RegionMotion {
+                    events: region.events,
+                    ..RegionMotion::default()
+                };
+                continue;
+            }
+            if !watching {
+                // Learning, a change of scene or a moved camera: no event begins or ends.
+                continue;
+            }
+            if !region.active {
+                if region.ratio >= enter {
+                    let since = *region.above_since.get_or_insert(at);
+                    if at.saturating_duration_since(since) >= hold {
+                        region.active = true;
+                        region.events += 1;
+                        region.below_since = None;
+                        changed(Change::Began(i));
+                    }
+                } else {
+                    region.above_since = None;
+                }
+            } else if region.ratio < leave {
+                let since = *region.below_since.get_or_insert(at);
+                if at.saturating_duration_since(since) >= hold {
+                    region.active = false;
+                    region.above_since = None;
+                    changed(Change::Ended(i));
+                }
+            } else {
+                region.below_since = None;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

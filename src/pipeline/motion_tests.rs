@@ -1,0 +1,200 @@
+//! The motion stage against `reference::motion`: background, mask, counts and each
+//! region's moving pixels exact, frame after frame, for every tuning and awkward sizes.
+
+use super::motion::{FrameMotion, DIFF_BINS};
+use super::*;
+use crate::frame::PixelFormat;
+use crate::reference::motion as reference;
+
+fn gpu() -> Gpu {
+    crate::cl::test_gpu()
+}
+
+/// A random frame (xorshift from `seed`).
+fn noise(n: usize, seed: u64) -> Vec<u8> {
+    let mut state = seed.max(1);
+    (0..n)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 24) as u8
+        })
+        .collect()
+}
+
+/// Frames of a scene: a random picture, then the same with a bright block moved into
+/// it and a little noise, then all of it at 1.5 times the light, then another picture.
+fn scene(w: usize, h: usize, seed: u64) -> Vec<Vec<u8>> {
+    let base = noise(w * h, seed);
+    let wobble = noise(w * h, seed + 1);
+    let moved: Vec<u8> = base
+        .iter()
+        .zip(&wobble)
+        .enumerate()
+        .map(|(i, (&v, &n))| {
+            let (x, y) = (i % w, i / w);
+            if x >= w / 3 && x < w / 3 + 24 && y >= h / 4 && y < h / 4 + 20 {
+                250
+            } else {
+                v.saturating_add(n % 3)
+            }
+        })
+        .collect();
+    let brighter: Vec<u8> = moved
+        .iter()
+        .map(|&v| (u32::from(v) * 3 / 2).min(255) as u8)
+        .collect();
+    vec![base, moved, brighter, noise(w * h, seed + 2)]
+}
+
+#[test]
+fn motion_is_exact_against_the_reference() {
+    let gpu = gpu();
+    let sizes = [
+        (1, 1),
+        (17, 3),
+        (16, 16),
+        (33, 17),
+        (47, 35),
+        (100, 37),
+        (641, 479),
+    ];
+    // Rates: learn afresh, then a slow follow, a fast one and an odd one; thresholds in
+    // 1/256 of a luma level.
+    let told = [(65536, 512), (37, 512), (20000, 100), (4099, 0)];
+    for (k, (w, h)) in sizes.into_iter().enumerate() {
+        for (name, tuning) in Tuning::ALL {
+            let what = format!("{w}x{h}, {name}");
+            let layout = FrameLayout::packed(PixelFormat::Grey, w as u32, h as u32);
+            let regions: Vec<Region> = [
+                format!("a:0,0,{},{}", w.min(5), h.min(3)),
+                format!(
+                    "b:{},{},{},{}",
+                    w / 3,
+                    h / 4,
+                    (w - w / 3).min(29),
+                    (h - h / 4).min(23)
+                ),
+                format!("edge:{},{},{},{}", w - 1, h - 1, 1, 1),
+            ]
+            .iter()
+            .map(|r| r.parse().expect("region"))
+            .collect();
+            let mut pipeline =
+                Pipeline::with_tuning(&gpu, layout, PipelineOptions::default(), &regions, tuning)
+                    .expect("pipeline");
+            pipeline
+                .set_health_grid(&gpu, Some(crate::health::GRID))
+                .expect("grid");
+            let mut slot = pipeline.new_slot(&gpu).expect("slot");
+            let mut background = reference::Background::new(w, h);
+            let all: Vec<Region> = std::iter::once(Region {
+                name: String::new(),
+                x: 0,
+                y: 0,
+                width: w as u32,
+                height: h as u32,
+            })
+            .chain(regions.iter().cloned())
+            .chain(crate::region::grid(w as u32, h as u32, 16, 12))
+            .collect();
+            for (n, (frame, (rate, threshold))) in
+                scene(w, h, 40 + k as u64).iter().zip(told).enumerate()
+            {
+                let what = format!("{what}, frame {n}");
+                pipeline.motion_told = Some(FrameMotion { rate, threshold });
+                slot.write_bytes(&gpu, frame).expect("write");
+                let result = pipeline.process(&gpu, &slot).expect("frame").into_result();
+                let want = reference::tiles(frame, w, h, &mut background, rate, threshold);
+                let read = &pipeline.read_back;
+                if background.means.is_empty() {
+                    assert_eq!(result.frame.motion, 0, "{what}");
+                    continue;
+                }
+                let histogram: Vec<u32> = (0..DIFF_BINS).map(|i| read.motion_count(i)).collect();
+                assert_eq!(histogram, want.diff_histogram, "histogram, {what}");
+                assert_eq!(read.motion_count(DIFF_BINS), want.moving, "moving, {what}");
+                assert_eq!(
+                    read.motion_count(DIFF_BINS + 1),
+                    want.frame_sum,
+                    "F, {what}"
+                );
+                assert_eq!(
+                    read.motion_count(DIFF_BINS + 2),
+                    want.background_sum,
+                    "B, {what}"
+                );
+                assert_eq!(read.motion_count(DIFF_BINS + 3), want.gain, "gain, {what}");
+                let (means, mask) = pipeline.motion.read_state(&gpu).expect("state");
+                assert!(means == background.means, "background, {what}");
+                assert!(mask == want.mask, "mask, {what}");
+                let (tx, ty) = (background.tiles_x, background.tiles_y);
+                let moving = |r: &Region| reference::moving_pixels(&want.mask, tx, ty, r);
+                assert_eq!(result.frame.motion, moving(&all[0]), "frame, {what}");
+                for (i, (r, st)) in result.regions.iter().enumerate() {
+                    assert_eq!(st.motion, moving(&all[1 + i]), "{}, {what}", r.name);
+                }
+                let cells = &all[1 + regions.len()..];
+                for (i, (c, st)) in cells.iter().zip(&result.cells).enumerate() {
+                    assert_eq!(st.motion, moving(c), "cell {i}, {what}");
+                }
+            }
+            let broken = pipeline.broken_guards(&gpu).expect("guards");
+            assert!(broken.is_empty(), "{broken:?}, {what}");
+        }
+    }
+}
+
+/// A scene moves where it should: a block walking in is seen where it is, a little more
+/// light over all of it is not motion (the gain takes it, measured on the still tiles),
+/// and a new picture is seen everywhere.
+#[test]
+fn a_block_moves_and_more_light_does_not() {
+    let (w, h) = (160, 120);
+    let wobble = noise(w * h, 3);
+    // A smooth scene with a little texture, at most 190: brightened it never clips.
+    let base: Vec<u8> = (0..w * h)
+        .map(|i| (40 + (i % w + i / w) % 140 + usize::from(wobble[i] % 11)) as u8)
+        .collect();
+    let block = |x: usize, y: usize| (53..77).contains(&x) && (30..50).contains(&y);
+    let moved: Vec<u8> = (0..w * h)
+        .map(|i| if block(i % w, i / w) { 250 } else { base[i] })
+        .collect();
+    // The light up by 6 % (a cloud passing): a gradual change, which the gain follows.
+    let brighter: Vec<u8> = moved
+        .iter()
+        .map(|&v| (u32::from(v) * 106 / 100).min(255) as u8)
+        .collect();
+    let mut background = reference::Background::new(w, h);
+    let t = 2 * 256;
+    reference::tiles(&base, w, h, &mut background, 65536, t);
+    let seen = reference::tiles(&moved, w, h, &mut background, 37, t);
+    // x 53..77 and y 30..50 touch tiles 3..4 across and 1..3 down.
+    let moving: Vec<(usize, usize)> = (0..seen.mask.len())
+        .filter(|&i| seen.mask[i] == 1)
+        .map(|i| (i % (w / 16), i / (w / 16)))
+        .collect();
+    assert_eq!(moving, [(3, 1), (4, 1), (3, 2), (4, 2), (3, 3), (4, 3)]);
+    let lit = reference::tiles(&brighter, w, h, &mut background, 37, t);
+    assert!(
+        (f64::from(lit.gain) / 65536.0 - 1.06).abs() < 0.005,
+        "gain {}",
+        lit.gain
+    );
+    // The block is still there (far whiter than the background, even in more light: the
+    // tiles it mostly covers, those it touches with two rows may pass as the light's), and
+    // nothing else moves.
+    let moving: Vec<(usize, usize)> = (0..lit.mask.len())
+        .filter(|&i| lit.mask[i] == 1)
+        .map(|i| (i % (w / 16), i / (w / 16)))
+        .collect();
+    assert!(
+        moving.contains(&(3, 2)) && moving.contains(&(4, 2)),
+        "{moving:?}"
+    );
+    let touched = [(3, 1), (4, 1), (3, 2), (4, 2), (3, 3), (4, 3)];
+    assert!(moving.iter().all(|t| touched.contains(t)), "{moving:?}");
+    let other = reference::tiles(&noise(w * h, 9), w, h, &mut background, 37, t);
+    assert!(other.moving > 70 / 2, "{}", other.moving);
+}
