@@ -29,6 +29,7 @@ mod endpoints;
 mod health;
 mod load;
 mod logs;
+mod motion;
 mod prometheus;
 mod signals;
 mod verify;
