@@ -4,6 +4,7 @@
 //! never waits on them, and its threads run at a lower priority than the cameras', so a
 //! slow, stuck or hostile client costs a connection slot, not a frame.
 
+mod api;
 mod auth;
 mod limits;
 mod listen;

@@ -2,7 +2,6 @@
 //! `/snapshot/*.png`, and the status page (`/`, `/status.json` and the page's files).
 //! GET (and HEAD) only; a request that carries a body is refused.
 
-use std::collections::BTreeMap;
 use std::sync::{mpsc, Arc};
 
 use bytes::Bytes;
@@ -11,20 +10,16 @@ use hyper::body::Body as _;
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use prometheus::IntCounterVec;
-use serde::Serialize;
 use tokio::sync::watch;
 
+use super::api;
 use super::auth::{Auth, Verdict};
 use super::page;
 use super::snapshots::{NoPicture, Picture, Pictures, Png, PngBudget, DOWN_AFTER, PNG_BUDGET};
 use super::status::{CameraState, CameraStatus};
 use super::WebSettings;
-use crate::activity::{MotionReport, RegionMotion};
-use crate::health::HealthReport;
 use crate::mailbox::{Latest, SnapshotReply};
 use crate::metrics::Metrics;
-use crate::region::{Region, RegionStats};
-use crate::report::Report;
 
 pub(super) type Body = Full<Bytes>;
 
@@ -93,7 +88,7 @@ pub(crate) struct State {
     web: WebSettings,
     metrics: Arc<Metrics>,
     http: HttpMetrics,
-    cameras: Arc<Vec<CameraView>>,
+    pub(super) cameras: Arc<Vec<CameraView>>,
     auth: Arc<Auth>,
     /// The encoded pictures alive, held to [`PNG_BUDGET`].
     png_budget: PngBudget,
@@ -242,8 +237,8 @@ async fn route<B>(state: &State, req: &Request<B>, path: &str) -> Response<Body>
     match path {
         "/metrics" => super::scrape::metrics(&state.metrics, req.headers()),
         "/healthz" => healthz(state),
-        "/api/v1/latest" => latest(state, query),
-        "/api/v1/cameras" => cameras(state),
+        "/api/v1/latest" => api::latest(state, query),
+        "/api/v1/cameras" => api::cameras(state),
         "/" => response(
             StatusCode::OK,
             "text/html; charset=utf-8",
@@ -276,7 +271,7 @@ fn status_page(state: &State) -> page::Page {
 }
 
 /// The camera a `camera=NAME` parameter names, else the first; the error is a 404 text.
-fn find<'a>(state: &'a State, query: Option<&str>) -> Result<&'a CameraView, String> {
+pub(super) fn find<'a>(state: &'a State, query: Option<&str>) -> Result<&'a CameraView, String> {
     match camera_param(query) {
         None => state
             .cameras
@@ -308,132 +303,6 @@ fn healthz(state: &State) -> Response<Body> {
             StatusCode::SERVICE_UNAVAILABLE,
             format!("no recent frames from: {}\n", stale.join(", ")),
         )
-    }
-}
-
-/// One camera in `/api/v1/cameras`: its name, what it is doing and since when, why it
-/// failed and when it is opened again (while restarting), and its newest frame's age and
-/// the frame rate (null before its first frame).
-#[derive(Serialize)]
-struct CameraJson<'a> {
-    name: &'a str,
-    state: &'static str,
-    since_seconds: f64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    retry_in_seconds: Option<f64>,
-    last_frame_age_seconds: Option<f64>,
-    fps: Option<f64>,
-}
-
-fn cameras(state: &State) -> Response<Body> {
-    let list: Vec<CameraJson> = state
-        .cameras
-        .iter()
-        .map(|c| {
-            let (camera_state, since) = c.status.get();
-            let latest = c.latest();
-            let (error, retry_in_seconds) = match &camera_state {
-                CameraState::Restarting { error, retry_at } => (
-                    Some(error.clone()),
-                    Some(
-                        retry_at
-                            .saturating_duration_since(std::time::Instant::now())
-                            .as_secs_f64(),
-                    ),
-                ),
-                _ => (None, None),
-            };
-            CameraJson {
-                name: &c.name,
-                state: camera_state.name(),
-                since_seconds: since.as_secs_f64(),
-                error,
-                retry_in_seconds,
-                last_frame_age_seconds: latest
-                    .as_ref()
-                    .map(|l| l.published.elapsed().as_secs_f64()),
-                fps: latest.as_ref().map(|l| l.activity.fps),
-            }
-        })
-        .collect();
-    match serde_json::to_vec_pretty(&list) {
-        Ok(json) => response(StatusCode::OK, "application/json", json),
-        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")),
-    }
-}
-
-/// `report.json`'s fields, plus which camera and frame they come from, and how the camera
-/// keeps up: `fps` and `dropped` (by reason, and `total`) are the values of
-/// `edgesight_frame_rate` and `edgesight_frames_dropped_total`.
-#[derive(Serialize)]
-struct LatestJson<'a> {
-    camera: &'a str,
-    sequence: u64,
-    age_seconds: f64,
-    fps: f64,
-    dropped: BTreeMap<&'static str, u64>,
-    /// Null when the camera's health detectors are off.
-    health: Option<HealthReport>,
-    motion: MotionJson<'a>,
-    #[serde(flatten)]
-    report: Report,
-}
-
-/// The frame's motion, each region's under its name.
-#[derive(Serialize)]
-struct MotionJson<'a> {
-    state: &'static str,
-    ratio: f64,
-    threshold: f64,
-    noise: f64,
-    gain: f64,
-    regions: BTreeMap<&'a str, RegionMotion>,
-}
-
-impl<'a> MotionJson<'a> {
-    fn new(m: &'a MotionReport, regions: &'a [(Region, RegionStats)]) -> MotionJson<'a> {
-        MotionJson {
-            state: m.state,
-            ratio: m.ratio,
-            threshold: m.threshold,
-            noise: m.noise,
-            gain: m.gain,
-            regions: regions
-                .iter()
-                .zip(&m.regions)
-                .map(|((r, _), motion)| (r.name.as_str(), *motion))
-                .collect(),
-        }
-    }
-}
-
-fn latest(state: &State, query: Option<&str>) -> Response<Body> {
-    let camera = match find(state, query) {
-        Ok(c) => c,
-        Err(message) => return text(StatusCode::NOT_FOUND, message),
-    };
-    let Some(l) = camera.latest() else {
-        return text(StatusCode::SERVICE_UNAVAILABLE, "no frame yet\n");
-    };
-    let body = LatestJson {
-        camera: &camera.name,
-        sequence: l.sequence,
-        age_seconds: l.published.elapsed().as_secs_f64(),
-        fps: l.activity.fps,
-        dropped: l
-            .activity
-            .dropped_by_reason()
-            .chain([("total", l.activity.dropped_total())])
-            .collect(),
-        health: l.health,
-        motion: MotionJson::new(&l.motion, &l.result.regions),
-        report: Report::new(&l.result, l.source.format, &l.source.device, l.options),
-    };
-    match serde_json::to_vec_pretty(&body) {
-        Ok(json) => response(StatusCode::OK, "application/json", json),
-        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")),
     }
 }
 
