@@ -189,15 +189,14 @@ fn watch_motion(
             .any(|&(kind, state)| kind == health::Kind::Moved && state != health::State::Ok)
     });
     began.clear();
+    let roi = |i: usize| p.result.regions.get(i).map_or("", |(r, _)| r.name.as_str());
     motion.update(&p.result, p.captured, moved, |change| match change {
         Change::Began(i) => {
             began.push(i);
-            let roi = p.result.regions.get(i).map_or("", |(r, _)| r.name.as_str());
-            tracing::info!(camera = %m.name, roi = %roi, frame = p.sequence, "motion began");
+            tracing::info!(camera = %m.name, roi = %roi(i), frame = p.sequence, "motion began");
         }
         Change::Ended(i) => {
-            let roi = p.result.regions.get(i).map_or("", |(r, _)| r.name.as_str());
-            tracing::info!(camera = %m.name, roi = %roi, frame = p.sequence, "motion ended");
+            tracing::info!(camera = %m.name, roi = %roi(i), frame = p.sequence, "motion ended");
         }
     });
     m.motion(motion.report(), began.iter().copied());

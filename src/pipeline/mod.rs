@@ -284,11 +284,6 @@ impl Pipeline {
         }
     }
 
-    /// The motion settings in use, if motion is measured.
-    pub fn motion_settings(&self) -> Option<MotionSettings> {
-        self.motion_control.as_ref().map(|c| c.settings())
-    }
-
     /// Replaces the regions measured on each frame.
     pub fn set_regions(&mut self, gpu: &Gpu, regions: &[Region]) -> Result<(), PipelineError> {
         let cells = self.regions.cells().to_vec();
@@ -405,8 +400,8 @@ impl Pipeline {
             }
             let counts = motion::control::FrameCounts {
                 diff_histogram: &histogram,
-                moving: read.motion_count(motion::DIFF_BINS),
-                gain: read.motion_count(motion::DIFF_BINS + 3),
+                moving: read.motion_count(motion::STATS_MOVING),
+                gain: read.motion_count(motion::STATS_GAIN),
             };
             result.motion = control.observe(&counts, tiles);
             watching = result.motion.state == MotionState::Watching;

@@ -1,7 +1,9 @@
 //! The motion stage against `reference::motion`: background, mask, counts and each
 //! region's moving pixels exact, frame after frame, for every tuning and awkward sizes.
 
-use super::motion::{FrameMotion, DIFF_BINS};
+use super::motion::{
+    FrameMotion, DIFF_BINS, STATS_BACKGROUND_SUM, STATS_FRAME_SUM, STATS_GAIN, STATS_MOVING,
+};
 use super::*;
 use crate::frame::PixelFormat;
 use crate::reference::motion as reference;
@@ -114,18 +116,22 @@ fn motion_is_exact_against_the_reference() {
                 }
                 let histogram: Vec<u32> = (0..DIFF_BINS).map(|i| read.motion_count(i)).collect();
                 assert_eq!(histogram, want.diff_histogram, "histogram, {what}");
-                assert_eq!(read.motion_count(DIFF_BINS), want.moving, "moving, {what}");
                 assert_eq!(
-                    read.motion_count(DIFF_BINS + 1),
+                    read.motion_count(STATS_MOVING),
+                    want.moving,
+                    "moving, {what}"
+                );
+                assert_eq!(
+                    read.motion_count(STATS_FRAME_SUM),
                     want.frame_sum,
                     "F, {what}"
                 );
                 assert_eq!(
-                    read.motion_count(DIFF_BINS + 2),
+                    read.motion_count(STATS_BACKGROUND_SUM),
                     want.background_sum,
                     "B, {what}"
                 );
-                assert_eq!(read.motion_count(DIFF_BINS + 3), want.gain, "gain, {what}");
+                assert_eq!(read.motion_count(STATS_GAIN), want.gain, "gain, {what}");
                 let (means, mask) = pipeline.motion.read_state(&gpu).expect("state");
                 assert!(means == background.means, "background, {what}");
                 assert!(mask == want.mask, "mask, {what}");

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::common::daemon::*;
-use crate::{assert_refused, edgesight_ok, latest_frame};
+use crate::{assert_refused, edgesight_ok, latest_frame, wait_refused_reload};
 
 /// The camera-health kinds, in the order the detectors try them.
 const TAMPER_KINDS: [&str; 6] = [
@@ -259,13 +259,7 @@ fn camera_health_off_and_on_again_by_sighup() {
     // A bad value is refused whole: the detectors stay off.
     std::fs::write(&config, frozen_camera(&dir, "clipped_ratio = 0\n")).expect("rewrite");
     d.signal(libc::SIGHUP);
-    wait_until("the refused reload", Duration::from_secs(30), || {
-        sample(
-            &d.metrics(),
-            r#"edgesight_config_reloads_total{result="failure"}"#,
-        )
-        .filter(|v| *v == 1.0)
-    });
+    wait_refused_reload(&d);
     assert!(
         d.log()
             .contains("camera.health.clipped_ratio: 0 is not a share"),

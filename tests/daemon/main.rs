@@ -122,6 +122,17 @@ fn get_as(port: u16, path: &str, user: &str) -> u16 {
 }
 
 /// `/api/v1/latest` of the daemon's first camera, once it has published a frame.
+/// Waits until the daemon counts its first refused reload (a SIGHUP with a bad config).
+fn wait_refused_reload(d: &common::daemon::Daemon) {
+    common::daemon::wait_until("the refused reload", Duration::from_secs(30), || {
+        common::daemon::sample(
+            &d.metrics(),
+            r#"edgesight_config_reloads_total{result="failure"}"#,
+        )
+        .filter(|v| *v == 1.0)
+    });
+}
+
 fn latest_frame(port: u16) -> Option<serde_json::Value> {
     let r = request(port, "GET", "/api/v1/latest").ok()?;
     (r.status == 200).then(|| serde_json::from_slice(&r.body).expect("JSON"))

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use crate::common::daemon::*;
-use crate::{assert_refused, latest_frame};
+use crate::{assert_refused, latest_frame, wait_refused_reload};
 
 /// The pattern at 320x240: its bar slides along rows 160-190, its disk never rises above
 /// row 20; `lane` holds the bar's rows, `sky` the rows above the disk.
@@ -92,13 +92,7 @@ fn the_bars_lane_moves_the_sky_does_not_and_sighup_turns_motion_off() {
     // A bad value is refused whole: motion stays off.
     std::fs::write(&config, pattern("min_ratio = 0\n")).expect("rewrite");
     d.signal(libc::SIGHUP);
-    wait_until("the refused reload", Duration::from_secs(30), || {
-        sample(
-            &d.metrics(),
-            r#"edgesight_config_reloads_total{result="failure"}"#,
-        )
-        .filter(|v| *v == 1.0)
-    });
+    wait_refused_reload(&d);
     assert!(d.log().contains("camera.motion.min_ratio"), "{}", d.log());
     let l = latest_frame(d.port).expect("a frame");
     assert_eq!(l["motion"]["state"], "off", "{l}");

@@ -140,10 +140,6 @@ impl MotionControl {
         }
     }
 
-    pub(crate) fn settings(&self) -> MotionSettings {
-        self.settings
-    }
-
     /// New settings from the next frame on; the background is kept.
     pub(crate) fn set_settings(&mut self, settings: MotionSettings) {
         self.settings = settings;
@@ -264,17 +260,12 @@ pub(crate) fn follow_rate(dt: f64, tau: f64) -> u32 {
 mod tests {
     use super::*;
 
-    /// Counts of `tiles` tiles, `moving` of them moving, the median tile's difference in
-    /// bin `median` and the light gain `gain`.
-    fn counts(histogram: &mut [u32; DIFF_BINS], tiles: u32, median: usize, moving: u32) {
-        *histogram = [0; DIFF_BINS];
-        histogram[median] = tiles - moving;
-        histogram[DIFF_BINS - 1] = moving;
-    }
-
+    /// What a frame of 100 tiles came to: `moving` of them moving, the still ones'
+    /// difference in bin `median`, the light gain `gain`.
     fn observe(c: &mut MotionControl, median: usize, moving: u32, gain: f64) -> MotionResult {
         let mut h = [0; DIFF_BINS];
-        counts(&mut h, 100, median, moving);
+        h[median] = 100 - moving;
+        h[DIFF_BINS - 1] = moving;
         let frame = FrameCounts {
             diff_histogram: &h,
             moving,

@@ -21,8 +21,15 @@ use crate::kernel_params;
 pub(super) const DIFF_BINS: usize = 64;
 /// u32 words of the counts `motion_sums` writes before the regions' moving pixels: the
 /// histogram, the moving tiles, the frame's sum, the background's, the gain
-/// (`MOTION_STATS`).
+/// (`MOTION_STATS`), each at its word below.
 pub(super) const STATS_WORDS: usize = 68;
+pub(super) const STATS_MOVING: usize = DIFF_BINS;
+/// (The frame's and the background's sums are read only by the tests.)
+#[cfg(test)]
+pub(super) const STATS_FRAME_SUM: usize = DIFF_BINS + 1;
+#[cfg(test)]
+pub(super) const STATS_BACKGROUND_SUM: usize = DIFF_BINS + 2;
+pub(super) const STATS_GAIN: usize = DIFF_BINS + 3;
 /// A tile's side.
 const TILE: u32 = 16;
 /// The rate that sets the background to the frame: rates are in 1/65536.
