@@ -7,7 +7,7 @@
 #            (test-image), the V4L2 capture tests against the vivid virtual camera in a
 #            QEMU VM, and the package under real systemd in a QEMU VM.
 # make test-rusticl: the kernel tests (every tuning), the OpenCV conformance test (--board
-#            subset) and `edgesight selftest` on Mesa's Rusticl (Debian 12's
+#            subset), `edgesight selftest` and the motion tests on Mesa's Rusticl (Debian 12's
 #            mesa-opencl-icd on its CPU device, llvmpipe: the open-source OpenCL of Mali
 #            boards), unpacked under target/rusticl, never installed: POCL stays the default.
 # make test-browser: the status page in Debian's Chromium, on a desktop window and a

@@ -4,8 +4,8 @@
  *
  * Over 500 lines as one room: the three layouts of the first pass and the two families of
  * scans after it write one blocked form, defined once below, with the running sums and
- * row prefixes they share. regions.cl is built after this file in the same program and
- * counts with its TILE, load_partial16, packed_row and unpacked.
+ * row prefixes they share. motion.cl and regions.cl are built after this file in the same
+ * program and count with its TILE, load_partial16, sum16, packed_row and unpacked.
  *
  * What is defined, for 0 <= x <= width and 0 <= y <= height, is OpenCV's exclusive integral
  *   I(x, y) = sum of p(i, j) over j < y, i < x
@@ -196,6 +196,15 @@ inline uchar16 load_partial16(__global const uchar *p, uint n)
     for (uint i = 0; i < TILE; i++)
         a[i] = i < n ? p[i] : 0;
     return vload16(0, a);
+}
+
+/* The sum of a vector's 16 lanes. */
+inline uint sum16(uint16 v)
+{
+    uint8 a = v.lo + v.hi;
+    uint4 b = a.lo + a.hi;
+    uint2 c = b.lo + b.hi;
+    return c.x + c.y;
 }
 
 /*
@@ -712,18 +721,30 @@ __kernel void integral_left_tops(uint width, uint height, __global uint *left,
 
 /*
  * integral_corners_split (GPUs, after integral_left_tops): integral_corners' sums by split
- * scans. Work size: 2-D, local (lines, chunks) as in integral_left_tops; x = lines times
- * 4 x ceil(max(W16, 1) / lines) work-groups (a group per `lines` tile columns of one part),
- * y = chunks.
+ * scans, and motion.cl's motion_tiles where motion is 1. Work size: 2-D, local (lines,
+ * chunks) as in integral_left_tops; x = lines times 4 x ceil(max(W16, 1) / lines)
+ * work-groups (a group per `lines` tile columns of one part), and with motion
+ * motion_groups more, y = chunks: the motion groups' work-items, lines x chunks a group,
+ * a whole tile each (the last ones none).
  */
 __kernel void integral_corners_split(uint width, uint height, __global const uint *left,
                                      __global const ulong *left_sq, __global uint *corner,
-                                     __global ulong *corner_sq)
+                                     __global ulong *corner_sq, MOTION_PARAMS)
 {
     __local ulong totals[SPLIT_LINES * SPLIT_CHUNKS];
+    __local uint motion_words[MOTION_LOCAL];
     uint lines = get_local_size(0), g = get_group_id(0);
     uint whole_tiles = width / TILE, whole_bands = height / TILE;
     uint column_groups = (max(whole_tiles, 1u) + lines - 1) / lines;
+    if (motion && g >= 4 * column_groups) {
+        uint lsize = lines * get_local_size(1);
+        uint lid = get_local_id(1) * lines + get_local_id(0);
+        uint groups = get_num_groups(0) - 4 * column_groups;
+        motion_tiles((g - 4 * column_groups) * lsize + lid, groups * lsize, lid, lsize, width,
+                     height, left, mask, background, light, moved, parity, rate, threshold,
+                     acc, motion_words);
+        return;
+    }
     if (g >= 4 * column_groups)
         return;
     uint part = g / column_groups, t = g % column_groups * lines + get_local_id(0);
@@ -767,16 +788,24 @@ __kernel void integral_tops(uint width, uint height, __global uint *top, __globa
 /*
  * integral_corners (CPUs and Mali, after left is complete): corner[b * W16 + t] = the sum of
  * left[t * height + 16 b' + 15] over the whole bands b' <= b (left in a band's last row
- * holds the band's tiles 0..t whole).
+ * holds the band's tiles 0..t whole); and motion.cl's motion_tiles where motion is 1.
  * Work size: 2-D, x = a whole tile column (W16 rounded up to the work-group size), y = the
- * part as in integral_left_rows. Pixels / 256 values.
+ * part as in integral_left_rows, and with motion a fifth: its work-items (x of them) take
+ * the whole tiles x, x + the work size, ... Pixels / 256 values.
  */
 __kernel void integral_corners(uint width, uint height, __global const uint *left,
                                __global const ulong *left_sq, __global uint *corner,
-                               __global ulong *corner_sq)
+                               __global ulong *corner_sq, MOTION_PARAMS)
 {
+    __local uint motion_words[MOTION_LOCAL];
     uint t = get_global_id(0), part = get_global_id(1);
     uint whole_tiles = width / TILE, whole_bands = height / TILE;
+    if (motion && part == 4) {
+        motion_tiles(t, get_global_size(0), get_local_id(0), get_local_size(0), width, height,
+                     left, mask, background, light, moved, parity, rate, threshold, acc,
+                     motion_words);
+        return;
+    }
     if (t >= whole_tiles || part > 3)
         return;
     size_t in = (size_t)t * height + TILE - 1, out = t;

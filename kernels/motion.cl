@@ -1,32 +1,41 @@
 /*
- * motion.cl: motion against a learned background, per tile of 16 x 16 pixels, and the
- * moving pixels of any rectangle in O(1).
+ * motion.cl: motion against a learned background, per tile of 16 x 16 pixels. It has no
+ * launch of its own: the integral stage's last launch (integral_corners_split on GPUs,
+ * integral_corners on CPUs and Mali, integral.cl) runs motion_tiles below in groups of
+ * its own beside the corner sums, and the region stage's launch (regions.cl) counts each
+ * rectangle's moving pixels and copies the frame's counts out (motion_counts). On an
+ * NVIDIA H100 any launch costs about 0.006 ms, a tenth of the whole pipeline there
+ * (BENCHMARKS.md, "Motion on the device").
  *
- * The unit is integral.cl's whole tile (TILE x TILE pixels; tiles_x = width / 16 across,
- * tiles_y = height / 16 down): its luma sum S comes from the corner integral the integral
- * stage has just written (corner[b * tiles_x + t] = the sum over i < 16 (t + 1),
- * j < 16 (b + 1)), four reads a tile and no pass over the pixels. A tile's mean averages
- * the sensor's noise over 256 pixels (a sixteenth of its deviation), which is what lets a
- * fixed threshold of a few luma levels work on a noisy camera.
+ * Built first in one program with integral.cl and regions.cl (src/cl's
+ * INTEGRAL_MOTION_REGIONS_CL). The unit is integral.cl's whole tile (TILE x TILE pixels;
+ * tiles_x = width / 16 across, tiles_y = height / 16 down), whose luma sum S comes from
+ * the left integral complete by then: in a band's last row left holds the band's sums over
+ * the tiles 0..t (left[t * height + 16 b + 15]), so S is that less the same of tile t - 1,
+ * two reads a tile and no pass over the pixels. A tile's mean averages the sensor's noise
+ * over 256 pixels (a sixteenth of its deviation), which is what lets a threshold of a few
+ * luma levels work on a noisy camera.
  *
- * Fixed point, no floating point (the reference, src/reference.rs's motion, is the same
+ * Fixed point, no floating point (the reference, src/reference/motion.rs, is the same
  * integer arithmetic): means are in 1/65536 of a luma level, so a tile's is S << 8 and
  * the background `background[i]` (at most 255 x 65536 < 2^24) is its exponential moving
  * average.
  *
- * motion_light, a work-item per whole tile (1-D, any local size): the tiles that did not
- *   move on the last frame (mask[i] still 0) add this frame's S and their background >> 8
- *   into totals[0] and totals[1] (a group's in local memory first). Their ratio is the
- *   light gain: a cloud or the camera's exposure scales every tile alike and the
- *   background is compared scaled by it, so a change of light alone is not motion; taken
- *   over the still tiles only, so that a bright thing walking in does not raise the gain
- *   and make the rest of the frame "move". (A light switched on or the infrared switch
- *   changes most tiles in other ways besides: the host takes that as a change of scene.)
- *
- * motion_tiles, a work-item per whole tile (1-D, any local size; items past the tiles
- * return after the group's barriers):
- *   gain      F = totals[0], B = totals[1]: gain = F * 65536 / B clamped to
- *             [65536 / 8, 65536 * 8] (1 where B is 0).
+ * motion_tiles, by every work-item of the groups that run it (the item-th of `items` runs of
+ * the tiles in column order each), on the frame of `parity` (0 and 1 in turn):
+ *   light     The light gain: this frame's sum F over the tiles that did not move on the
+ *             last frame against their background's B (each tile's background >> 8), F *
+ *             65536 / B clamped to [65536 / 8, 65536 * 8] (1 where B is 0). A cloud or the
+ *             camera's exposure scales every tile alike, and the background is compared
+ *             scaled by it, so a change of light alone is not motion; taken over the still
+ *             tiles only, so that a bright thing walking in does not raise the gain and
+ *             make the rest of the frame "move". It needs no pass of its own: B was
+ *             summed by the last frame, from the background it left (light[parity]), and F
+ *             is every whole tile's sum (the bands' ends of left's last whole tile column)
+ *             less the sums of the tiles the last frame saw move, which it listed
+ *             (moved[parity * tiles ..], light[2 + parity] of them): each group sums that
+ *             list (short while little moves; with over half the tiles moving the host
+ *             learns afresh anyway), and item 0 keeps F at light[4].
  *   moving    with e = bg * gain >> 16 (the background in this light) and the light's
  *             change there c = |e - bg|, the tile's distance from the range
  *             [min(bg, e) - c, max(bg, e) + c] more than threshold << 8 (threshold in
@@ -35,35 +44,30 @@
  *             follow the light, and light rarely changes alike everywhere (a cloud's edge,
  *             the sun moving across a room), so a tile may change up to twice as much as
  *             the frame's light did, either way. While the light is as learned (the
- *             background follows it), c is next to nothing.
+ *             background follows it), c is next to nothing. (A light switched on or the
+ *             infrared switch changes most tiles in other ways besides: the host takes
+ *             that as a change of scene.)
  *   counts    that distance's histogram in DIFF_BINS bins of a quarter luma level (the
  *             last holds the rest) and the moving tiles, added into acc[0..DIFF_BINS] and
  *             acc[DIFF_BINS] (a group's in local memory first, then one global atomic per
- *             non-zero bin): the host's noise estimate for the next frame's threshold.
+ *             non-zero bin): the host's noise estimate for the next frame's threshold; and
+ *             the whole frame's moving pixels into light[5] (a tile's 256, the last column
+ *             and row of tiles taking the pixels past the whole tiles, as regions.cl
+ *             counts a rectangle's).
  *   update    background += sign(d) * ((|d| * rate + 32768) >> 16), d = (S << 8) -
  *             background: rate / 65536 of the way to this frame (rate 65536 sets it to the
  *             frame: learning from scratch).
- *
- * motion_sums, one work-group (launched as exactly one; its size any):
- *   1. copies acc and this frame's F, B and gain into out[0..MOTION_STATS) and zeroes
- *      acc and totals (which the next frame sums into);
- *   2. the exclusive integral of the mask, G[b * (tiles_x + 1) + t] = the moving tiles
- *      of bands < b and tiles < t ((tiles_x + 1) x (tiles_y + 1) uints): each band's row
- *      prefix, a barrier, the prefix of each column down the bands;
- *   3. per rectangle (x, y, w, h of rects, as the region stage measures them: the whole
- *      frame, the regions, the health grid's cells) the moving pixels, at out's ulong
- *      MOTION_STATS / 2 + k, a pixel moving where the tile it falls in does, the last
- *      column and row of tiles taking the pixels past the whole tiles (a width or height
- *      not a multiple of 16). From the four corners' P(x, y), the moving pixels left of
- *      x and above y: with c = min(x / 16, tiles_x - 1), lx = x - 16 c, r and ly alike,
- *        P = 256 G(c, r) + 16 lx (G(c + 1, r) - G(c, r)) + 16 ly (G(c, r + 1) - G(c, r))
- *            + lx ly m(c, r),   m the mask of tile (c, r)
- *      (the whole tiles above-left, the columns of tile c left of x over the bands above,
- *      the rows of band r above y over the tiles left, the rest).
- * A frame narrower or shorter than one tile has no tiles and nothing moves: the host
- * launches neither kernel then.
+ *   next      for the next frame (the other parity): a still tile adds its new background
+ *             >> 8 into light[1 - parity]; a moving one is listed in moved[(1 - parity) *
+ *             tiles ..] at the count light[3 - parity] had (their order is the atomics',
+ *             the sum over them is not).
+ * regions.cl's region_sums then copies the counts, F, B, the gain and the frame's moving
+ * pixels out (motion_counts) and zeroes acc and light[parity], light[2 + parity] and
+ * light[5], which a later frame sums into again. A frame narrower or shorter than one tile
+ * has no tiles and nothing moves: the host runs no motion then.
  */
 
+/* integral.cl's tile, defined alike. */
 #define TILE 16
 #define DIFF_BINS 64
 /* A bin is a quarter of a luma level: 65536 / 4 = 2^14 units. */
@@ -71,20 +75,22 @@
 #define GAIN_ONE 65536u
 #define GAIN_MIN (GAIN_ONE / 8)
 #define GAIN_MAX (GAIN_ONE * 8)
-/* out's first uints: the histogram, the moving tiles, F, B, the gain. */
+/* The readout's motion part begins with these uints: the histogram, the moving tiles, F,
+ * B, the gain; then a ulong a rectangle (regions.cl). */
 #define MOTION_STATS 68
+/* light's words: B of parity 0 and 1, the moving tiles listed for parity 0 and 1, F, the
+ * frame's moving pixels. */
+#define LIGHT_LISTED 2
+#define LIGHT_FRAME_SUM 4
+#define LIGHT_MOVING 5
+/* motion_tiles' local memory, words: the histogram and the moving tiles, and group_sum's. */
+#define MOTION_LOCAL (DIFF_BINS + 2)
 
-inline uint tile_sum(__global const uint *corner, uint tiles_x, uint t, uint b)
+/* Whole tile (t, b)'s luma sum, from left's last row of band b (plane 0, the sums). */
+inline uint tile_sum(__global const uint *left, uint height, uint t, uint b)
 {
-    size_t i = (size_t)b * tiles_x + t;
-    uint s = corner[i];
-    if (t > 0)
-        s -= corner[i - 1];
-    if (b > 0)
-        s -= corner[i - tiles_x];
-    if (t > 0 && b > 0)
-        s += corner[i - tiles_x - 1];
-    return s;
+    __global const uint *end = left + (size_t)t * height + TILE * b + TILE - 1;
+    return t > 0 ? end[0] - end[-(long)height] : end[0];
 }
 
 inline uint light_gain(uint frame_sum, uint background_sum)
@@ -95,50 +101,63 @@ inline uint light_gain(uint frame_sum, uint background_sum)
     return (uint)clamp(g, (ulong)GAIN_MIN, (ulong)GAIN_MAX);
 }
 
-/* Adds v (one per work-item, 0 for none) up within the group into sum, then into *out
- * with one atomic a group. */
-inline void group_add(__local uint *sum, uint v, __global uint *out)
+/* Adds v (one per work-item, 0 for none) up within the group into *sum and returns the
+ * group's total to every work-item. */
+inline uint group_sum(__local uint *sum, uint v)
 {
-    if (get_local_id(0) == 0)
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (get_local_id(0) == 0 && get_local_id(1) == 0)
         *sum = 0;
     barrier(CLK_LOCAL_MEM_FENCE);
     if (v)
         atomic_add(sum, v);
     barrier(CLK_LOCAL_MEM_FENCE);
-    if (get_local_id(0) == 0 && *sum)
-        atomic_add(out, *sum);
+    return *sum;
 }
 
-__kernel void motion_light(__global const uint *corner, uint tiles_x, uint tiles_y,
-                           __global const uint *background, __global const uchar *mask,
-                           __global uint *totals)
-{
-    __local uint frame_sum, background_sum;
-    uint i = get_global_id(0);
-    uint s = 0, bg = 0;
-    if (i < tiles_x * tiles_y && mask[i] == 0) {
-        s = tile_sum(corner, tiles_x, i % tiles_x, i / tiles_x);
-        bg = background[i] >> 8;
-    }
-    group_add(&frame_sum, s, totals);
-    group_add(&background_sum, bg, totals + 1);
-}
+/* The parameters that integral.cl's last launches take for motion_tiles, after their own;
+ * motion 0: none this frame. */
+#define MOTION_PARAMS                                                                      \
+    uint motion, __global uchar *mask, __global uint *background, __global uint *light,    \
+        __global uint *moved, uint parity, uint rate, uint threshold, __global uint *acc
 
-__kernel void motion_tiles(__global const uint *corner, uint tiles_x, uint tiles_y,
-                           __global uint *background, __global const uint *totals,
-                           uint rate, uint threshold, __global uchar *mask,
-                           __global uint *acc)
+/* The item-th of `items` runs of the frame's tiles (see the top): called by every
+ * work-item of a group (lid, lsize: its place in the group), with MOTION_LOCAL words of
+ * local. */
+inline void motion_tiles(uint item, uint items, uint lid, uint lsize, uint width, uint height,
+                         __global const uint *left, __global uchar *mask,
+                         __global uint *background, __global uint *light,
+                         __global uint *moved, uint parity, uint rate, uint threshold,
+                         __global uint *acc, __local uint *local_words)
 {
-    /* The histogram and the moving tiles. */
-    __local uint bins[DIFF_BINS + 1];
-    uint lid = get_local_id(0), lsize = get_local_size(0);
-    uint tiles = tiles_x * tiles_y, i = get_global_id(0);
+    __local uint *bins = local_words, *sum = local_words + DIFF_BINS + 1;
+    uint tiles_x = width / TILE, tiles_y = height / TILE, tiles = tiles_x * tiles_y;
     for (uint k = lid; k <= DIFF_BINS; k += lsize)
         bins[k] = 0;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (i < tiles) {
-        uint gain = light_gain(totals[0], totals[1]);
-        long target = (long)tile_sum(corner, tiles_x, i % tiles_x, i / tiles_x) << 8;
+    /* F: every whole tile less those the last frame saw move (modulo 2^32 in parts, exact
+     * in all). */
+    __global const uint *last_moved = moved + (size_t)parity * tiles;
+    uint listed = light[LIGHT_LISTED + parity], s = 0;
+    for (uint b = lid; b < tiles_y; b += lsize)
+        s += left[(size_t)(tiles_x - 1) * height + TILE * b + TILE - 1];
+    for (uint k = lid; k < listed; k += lsize) {
+        uint t = last_moved[k];
+        s -= tile_sum(left, height, t % tiles_x, t / tiles_x);
+    }
+    uint frame_sum = group_sum(sum, s);
+    uint gain = light_gain(frame_sum, light[parity]);
+    if (item == 0)
+        light[LIGHT_FRAME_SUM] = frame_sum;
+    uint next = 1 - parity, still = 0, pixels = 0;
+    /* Its share of the tiles, one run down the columns (tile column after tile column,
+     * band after band in each): a CPU's work-item walks left and the background in
+     * order, and no tile costs a division. */
+    uint first = (uint)((ulong)tiles * item / items);
+    uint end = (uint)((ulong)tiles * (item + 1) / items);
+    uint t = first / max(tiles_y, 1u), b = first % max(tiles_y, 1u);
+    for (uint j = first; j < end; j++, b = b + 1 == tiles_y ? 0 : b + 1, t += b == 0) {
+        uint i = b * tiles_x + t;
+        long target = (long)tile_sum(left, height, t, b) << 8;
         uint bg = background[i];
         long expected = (long)(((ulong)bg * gain) >> 16);
         long change = abs(expected - (long)bg);
@@ -147,102 +166,50 @@ __kernel void motion_tiles(__global const uint *corner, uint tiles_x, uint tiles
         uchar moving = diff > ((ulong)threshold << 8);
         mask[i] = moving;
         atomic_inc(&bins[min(diff >> DIFF_BIN_SHIFT, (ulong)(DIFF_BINS - 1))]);
-        if (moving)
-            atomic_inc(&bins[DIFF_BINS]);
         long d = target - (long)bg;
         ulong step = ((ulong)abs(d) * rate + 32768) >> 16;
-        background[i] = d < 0 ? bg - (uint)step : bg + (uint)step;
+        uint next_bg = d < 0 ? bg - (uint)step : bg + (uint)step;
+        background[i] = next_bg;
+        if (moving) {
+            atomic_inc(&bins[DIFF_BINS]);
+            moved[(size_t)next * tiles + atomic_inc(&light[LIGHT_LISTED + next])] = i;
+            pixels += (t == tiles_x - 1 ? width - TILE * t : TILE) *
+                      (b == tiles_y - 1 ? height - TILE * b : TILE);
+        } else {
+            still += next_bg >> 8;
+        }
     }
-    barrier(CLK_LOCAL_MEM_FENCE);
+    /* group_sum's barriers also finish the bins' atomics. */
+    still = group_sum(sum, still);
+    if (lid == 0 && still)
+        atomic_add(&light[next], still);
+    pixels = group_sum(sum, pixels);
+    if (lid == 0 && pixels)
+        atomic_add(&light[LIGHT_MOVING], pixels);
     for (uint k = lid; k <= DIFF_BINS; k += lsize) {
         if (bins[k])
             atomic_add(&acc[k], bins[k]);
     }
 }
 
-/* G's entry for tile column t (0..tiles_x) and band b (0..tiles_y). */
-#define G_AT(t, b) grid[(size_t)(b) * (tiles_x + 1) + (t)]
-
-/* The moving pixels left of x and above y (integral form: P(x, y) above). */
-inline ulong moving_before(__global const uint *grid, uint tiles_x, uint tiles_y, uint x,
-                           uint y)
+/* region_sums' copy of the frame's counts (its work-items first, first + step, ... share
+ * it) into out[0..MOTION_STATS) and the whole frame's moving pixels after them (the first
+ * rectangle's), zeroing what a later frame sums into again. */
+inline void motion_counts(__global uint *acc, __global uint *light, uint parity,
+                          __global uint *out, uint first, uint step)
 {
-    uint c = min(x / TILE, tiles_x - 1), r = min(y / TILE, tiles_y - 1);
-    ulong lx = x - TILE * c, ly = y - TILE * r;
-    ulong g = G_AT(c, r), right = G_AT(c + 1, r), below = G_AT(c, r + 1);
-    ulong m = G_AT(c + 1, r + 1) + g - right - below;
-    return TILE * TILE * g + TILE * lx * (right - g) + TILE * ly * (below - g) + lx * ly * m;
-}
-
-__kernel void motion_sums(__global const uchar *mask, uint tiles_x, uint tiles_y,
-                          __global uint *totals,
-                          __global uint *acc, __global uint *grid,
-                          __global const uint4 *rects, uint count, __global uint *out)
-{
-    uint lid = get_local_id(0), lsize = get_local_size(0);
-    if (lid == 0) {
-        uint f = totals[0], b = totals[1];
-        out[DIFF_BINS + 1] = f;
-        out[DIFF_BINS + 2] = b;
-        out[DIFF_BINS + 3] = light_gain(f, b);
-        totals[0] = 0;
-        totals[1] = 0;
-    }
-    for (uint k = lid; k <= DIFF_BINS; k += lsize) {
+    for (uint k = first; k <= DIFF_BINS; k += step) {
         out[k] = acc[k];
         acc[k] = 0;
     }
-    /* Each band's row of G: 0, then the running count of its moving tiles; band 0's row
-     * (G's top row) is all zeros. */
-    for (uint b = lid; b <= tiles_y; b += lsize) {
-        G_AT(0, b) = 0;
-        if (b == 0) {
-            for (uint t = 1; t <= tiles_x; t++)
-                G_AT(t, 0) = 0;
-            continue;
-        }
-        __global const uchar *row = mask + (size_t)(b - 1) * tiles_x;
-        uint run = 0, t = 0;
-        for (; t + 16 <= tiles_x; t += 16) {
-            uchar16 v = vload16(0, row + t);
-            uint s[16];
-            vstore16(convert_uint16(v), 0, s);
-            for (uint k = 0; k < 16; k++) {
-                run += s[k];
-                G_AT(t + k + 1, b) = run;
-            }
-        }
-        for (; t < tiles_x; t++) {
-            run += row[t];
-            G_AT(t + 1, b) = run;
-        }
-    }
-    barrier(CLK_GLOBAL_MEM_FENCE);
-    /* Down each column, 8 loads before their sums. */
-    for (uint t = lid; t <= tiles_x; t += lsize) {
-        uint run = 0, b = 1;
-        for (; b + 8 <= tiles_y + 1; b += 8) {
-            uint v[8];
-            for (uint k = 0; k < 8; k++)
-                v[k] = G_AT(t, b + k);
-            for (uint k = 0; k < 8; k++) {
-                run += v[k];
-                G_AT(t, b + k) = run;
-            }
-        }
-        for (; b <= tiles_y; b++) {
-            run += G_AT(t, b);
-            G_AT(t, b) = run;
-        }
-    }
-    barrier(CLK_GLOBAL_MEM_FENCE);
-    __global ulong *moving = (__global ulong *)(out + MOTION_STATS);
-    for (uint k = lid; k < count; k += lsize) {
-        uint4 r = rects[k];
-        ulong p = moving_before(grid, tiles_x, tiles_y, r.x + r.z, r.y + r.w) -
-                  moving_before(grid, tiles_x, tiles_y, r.x, r.y + r.w) -
-                  moving_before(grid, tiles_x, tiles_y, r.x + r.z, r.y) +
-                  moving_before(grid, tiles_x, tiles_y, r.x, r.y);
-        moving[k] = p;
+    if (first == 0) {
+        uint f = light[LIGHT_FRAME_SUM], b = light[parity];
+        out[DIFF_BINS + 1] = f;
+        out[DIFF_BINS + 2] = b;
+        out[DIFF_BINS + 3] = light_gain(f, b);
+        ((__global ulong *)(out + MOTION_STATS))[0] = light[LIGHT_MOVING];
+        light[parity] = 0;
+        light[LIGHT_LISTED + parity] = 0;
+        light[LIGHT_MOVING] = 0;
     }
 }

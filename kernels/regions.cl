@@ -3,13 +3,24 @@
  * rectangles (the whole frame, the configured regions, the health grid's cells), each in
  * O(1) from the blocked integrals of integral.cl.
  *
- * Built after integral.cl, in one program with it (src/cl's INTEGRAL_REGIONS_CL): what it
- * reads is the blocked form integral.cl's opening comment defines (I(x, y) as the sum of
- * corner, left, top and local), and it counts a row of pixels with integral.cl's own
- * TILE, load_partial16, packed_row and unpacked, so that a pixel is an edge or foreground
- * here exactly where the integral passes count it so. One program rather than two: POCL
- * builds each program it is given and keeps its preprocessed source and LLVM module with
- * it (BENCHMARKS.md, "3. Memory").
+ * Built after integral.cl and motion.cl, in one program with them (src/cl's
+ * INTEGRAL_MOTION_REGIONS_CL): what it reads is the blocked form integral.cl's opening
+ * comment defines (I(x, y) as the sum of corner, left, top and local), and it counts a
+ * row of pixels with integral.cl's own TILE, load_partial16, packed_row and unpacked, so
+ * that a pixel is an edge or foreground here exactly where the integral passes count it
+ * so. One program rather than three: POCL builds each program it is given and keeps its
+ * preprocessed source and LLVM module with it (BENCHMARKS.md, "3. Memory").
+ *
+ * With motion (motion != 0: motion.cl's motion_tiles ran on this frame, of `parity`),
+ * each rect's moving pixels too, at moving_out's ulong MOTION_STATS / 2 + k: counted from
+ * the tiles' mask (moving_pixels below, over the rect's rows of tiles: at most its rows
+ * plus its tiles / 16 vector loads), but the whole frame's, the first rect's, which
+ * motion_tiles summed and the first rect's group (or work-item) copies out with the
+ * frame's counts (motion.cl's motion_counts). Counted here rather than in a launch of
+ * motion's own after this one, which an NVIDIA H100 took 0.005 ms for at any size
+ * (BENCHMARKS.md, "Motion on the device"). (A region of a frame over 65535 tiles tall,
+ * 16 pixels wide, is the one whose rows pass llvmpipe's loop budget, integral.cl's
+ * header: no camera, and the kernel tests' largest frames run without motion.)
  *
  * region_sums reads rects (uint4: x, y, w, h; inside the frame) and writes, per rect, 4
  * ulongs: pixel sum, squared sum, edge count, foreground count, each from the four
@@ -22,10 +33,11 @@
  *   GPUs  region_sums: 1-D, a work-group of REGION_ITEMS per rect, exactly count groups:
  *         work-item (k, j), lid = 16 k + j, takes row j of corner k's in-tile part (k =
  *         0..3: (x, y), (x + w, y), (x, y + h), (x + w, y + h)), the first of each corner
- *         also its blocked parts, each with the corner's sign; the group then adds up its
- *         64 signed parts in local memory.
+ *         also its blocked parts, each with the corner's sign, and the rect's rows of
+ *         tiles lid, lid + 64, ...; the group then adds up its 64 signed parts and
+ *         moving pixels in local memory.
  *   CPUs and Mali  region_sums_items: 1-D, a work-item per rect (no local memory, no
- *         barriers), the four corners' rows one after another.
+ *         barriers), the four corners' rows one after another, then the rows of tiles.
  */
 #define REGION_ITEMS 64
 
@@ -55,14 +67,6 @@ inline ulong4 blocked_at(uint x, uint y, uint width, uint height, __global const
     return v;
 }
 
-inline uint sum16(uint16 v)
-{
-    uint8 a = v.lo + v.hi;
-    uint4 b = a.lo + a.hi;
-    uint2 c = b.lo + b.hi;
-    return c.x + c.y;
-}
-
 /* The n < 16 pixels of luma and the magnitude from element at of their `pixels`, as (sum,
  * squared sum, edges, foreground): one row of a corner's in-tile part. Packed as the GPU
  * pass packs a row (15 pixels' sum fits its 12 bits). */
@@ -85,6 +89,50 @@ inline uint4 row_part(__global const uchar *luma, __global const uchar *magnitud
     return unpacked((uint2)(sum16(s), sum16(v * v)));
 }
 
+/* The moving tiles among n mask bytes from p, room bytes of the mask from p on. */
+inline uint mask_count(__global const uchar *p, uint n, size_t room)
+{
+    const uchar16 lanes = (uchar16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    uint16 sum = 0;
+    uint k = 0;
+    for (; k + TILE <= n; k += TILE)
+        sum += convert_uint16(vload16(0, p + k));
+    if (k < n) {
+        uchar16 inside = as_uchar16(lanes < (uchar16)(uchar)(n - k));
+        sum += convert_uint16(k + TILE <= room ? vload16(0, p + k) & inside
+                                               : load_partial16(p + k, n - k));
+    }
+    return sum16(sum);
+}
+
+/* The moving pixels of rect (x, y, w, h, inside the frame) in its rows of tiles first,
+ * first + step, ...: a pixel moves where the tile it falls in does, the last column and
+ * row of tiles taking the pixels past the whole tiles (a width or height not a multiple
+ * of 16). Along a row of tiles its first and last tiles count the columns the rectangle
+ * covers of them, those between 16 each; a row of tiles counts the rows it covers alike.
+ * At most width x height, a uint. */
+inline uint moving_pixels(__global const uchar *mask, uint width, uint height, uint4 rect,
+                          uint first, uint step)
+{
+    uint tiles_x = width / TILE, tiles_y = height / TILE;
+    uint x1 = rect.x + rect.z, y1 = rect.y + rect.w;
+    uint c0 = min(rect.x / TILE, tiles_x - 1), c1 = min((x1 - 1) / TILE, tiles_x - 1);
+    uint r0 = min(rect.y / TILE, tiles_y - 1), r1 = min((y1 - 1) / TILE, tiles_y - 1);
+    uint left = (c0 == c1 ? x1 : TILE * (c0 + 1)) - rect.x, right = x1 - TILE * c1;
+    uint top = (r0 == r1 ? y1 : TILE * (r0 + 1)) - rect.y, bottom = y1 - TILE * r1;
+    size_t tiles = (size_t)tiles_x * tiles_y;
+    uint inner = c1 > c0 ? c1 - c0 - 1 : 0, sum = 0;
+    for (uint r = r0 + first; r <= r1; r += step) {
+        size_t row = (size_t)r * tiles_x;
+        uint across = left * mask[row + c0];
+        if (c1 > c0)
+            across += right * mask[row + c1] +
+                      TILE * mask_count(mask + row + c0 + 1, inner, tiles - row - c0 - 1);
+        sum += across * (r == r0 ? top : r == r1 ? bottom : TILE);
+    }
+    return sum;
+}
+
 /* I(x + w, y + h) - I(x + w, y) - I(x, y + h) + I(x, y): corner k's sign. */
 inline ulong4 signed_part(uint k, ulong4 v)
 {
@@ -98,9 +146,11 @@ region_sums(__global const uchar *luma, uint width, uint height,
             __global const ulong *left_sq, __global const uint *top,
             __global const ulong *top_sq, __global const uint *corner,
             __global const ulong *corner_sq, __global const uint4 *rects, uint count,
-            __global ulong *out)
+            __global ulong *out, __global const uchar *mask, uint motion,
+            __global uint *acc, __global uint *light, uint parity, __global uint *moving_out)
 {
     __local ulong4 parts[REGION_ITEMS];
+    __local uint moving[REGION_ITEMS];
     /* A whole group returns or none does: the barriers below are never split. */
     if (get_group_id(0) >= count)
         return;
@@ -116,13 +166,23 @@ region_sums(__global const uchar *luma, uint width, uint height,
     if (j == 0)
         v += blocked_at(x, y, width, height, left, left_sq, top, top_sq, corner, corner_sq);
     parts[lid] = signed_part(k, v);
+    /* The whole frame's (the first rect's) motion_tiles counted, and motion_counts copies. */
+    bool count_moving = motion && get_group_id(0) > 0;
+    moving[lid] = count_moving ? moving_pixels(mask, width, height, rect, lid, REGION_ITEMS) : 0;
+    if (motion && get_group_id(0) == 0)
+        motion_counts(acc, light, parity, moving_out, lid, REGION_ITEMS);
     for (uint n = REGION_ITEMS / 2; n > 0; n /= 2) {
         barrier(CLK_LOCAL_MEM_FENCE);
-        if (lid < n)
+        if (lid < n) {
             parts[lid] += parts[lid + n];
+            moving[lid] += moving[lid + n];
+        }
     }
-    if (lid == 0)
+    if (lid == 0) {
         vstore4(parts[0], get_group_id(0), out);
+        if (count_moving)
+            ((__global ulong *)(moving_out + MOTION_STATS))[get_group_id(0)] = moving[0];
+    }
 }
 
 __kernel void region_sums_items(__global const uchar *luma, uint width, uint height,
@@ -131,7 +191,9 @@ __kernel void region_sums_items(__global const uchar *luma, uint width, uint hei
                                 __global const ulong *left_sq, __global const uint *top,
                                 __global const ulong *top_sq, __global const uint *corner,
                                 __global const ulong *corner_sq, __global const uint4 *rects,
-                                uint count, __global ulong *out)
+                                uint count, __global ulong *out, __global const uchar *mask,
+                                uint motion, __global uint *acc, __global uint *light,
+                                uint parity, __global uint *moving_out)
 {
     uint i = get_global_id(0);
     if (i >= count)
@@ -151,4 +213,9 @@ __kernel void region_sums_items(__global const uchar *luma, uint width, uint hei
         sums += signed_part(k, v);
     }
     vstore4(sums, i, out);
+    if (motion && i == 0)
+        motion_counts(acc, light, parity, moving_out, 0, 1);
+    else if (motion)
+        ((__global ulong *)(moving_out + MOTION_STATS))[i] =
+            moving_pixels(mask, width, height, rect, 0, 1);
 }

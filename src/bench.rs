@@ -20,9 +20,11 @@
 //! a marker enqueued before the first kernel to the end of the results' read, and it is
 //! compared with empty kernels enqueued the same way. On NVIDIA's OpenCL each kernel's
 //! event costs the device several microseconds (BENCHMARKS.md), so the two spans differ.
+//! Motion, which has no stage of its own, is measured as the difference between as many
+//! timed frames with it and without it, taken in turns.
 //!
 //! Over 500 lines as one room: the stage timings, the copy floor and the JSON are one
-//! report, measured on the same frames; its unit tests follow from line 530.
+//! report, measured on the same frames; its unit tests follow from line 596.
 
 use std::time::{Duration, Instant};
 
@@ -37,7 +39,9 @@ use crate::cl::{
 };
 use crate::frame::{CaptureFormat, FrameLayout, PixelFormat, Size};
 use crate::jpeg::{self, JpegError, LumaDecoder, Scale};
-use crate::pipeline::{FrameResult, Pipeline, PipelineError, PipelineOptions, Stage, Tuning};
+use crate::pipeline::{
+    FrameResult, Pipeline, PipelineError, PipelineOptions, Stage, StageTimings, Tuning,
+};
 
 /// Why a size could not be measured.
 #[derive(Debug, thiserror::Error)]
@@ -150,6 +154,14 @@ pub struct SizeFigures {
     pub stages: Vec<StageFigures>,
     /// Sum of the stages' device times.
     pub pipeline_device: Spread,
+    /// The stages' device times but the health stage's (which runs on some frames only),
+    /// on as many frames with motion and without it, taken in turns (on, off, off, on).
+    /// Motion's whole cost is the difference (it has no stage of its own; its work runs
+    /// inside the integral and region launches).
+    pub pipeline_device_motion_on: Spread,
+    pub pipeline_device_motion_off: Spread,
+    /// Each stage's median with motion less its median without it, ms.
+    pub motion_by_stage: Vec<(Stage, f64)>,
     /// First kernel's start to the last one's end, on the device.
     pub pipeline_span: Spread,
     /// Untimed frames (no kernel events): a marker before the first kernel to the end of
@@ -183,14 +195,11 @@ impl SizeFigures {
         u64::from(self.width) * u64::from(self.height)
     }
 
-    /// The motion stage's median device time as a share of the pipeline's.
+    /// Motion's share of the pipeline's median device time (the health stage aside): the
+    /// pipeline's with it less the pipeline's without it, over the pipeline's with it.
     pub fn motion_share(&self) -> f64 {
-        let motion = self
-            .stages
-            .iter()
-            .find(|s| s.name == Stage::Motion.name())
-            .map_or(0.0, |s| s.device.median);
-        motion / self.pipeline_device.median.max(1e-9)
+        let with = self.pipeline_device_motion_on.median;
+        (with - self.pipeline_device_motion_off.median) / with.max(1e-9)
     }
 
     /// The health stage's device time spread over the frames (it runs on one in
@@ -286,6 +295,27 @@ pub fn bench_size(
             progress(width, height, i + 1, total);
         }
     }
+    // What motion costs in all: as many frames with it and without it, in the order on,
+    // off, off, on (so that neither side is always first, or later), the health stage
+    // left out of both (it runs on some frames only).
+    let (mut motion_on, mut motion_off) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
+    for k in 0..2 * runs {
+        let on = k % 4 == 0 || k % 4 == 3;
+        pipeline.set_motion(on.then(crate::pipeline::MotionSettings::default));
+        write(&mut slot)?;
+        pipeline.process_into(gpu, &slot, &mut result)?;
+        let mut timings = result.timings;
+        timings.0[Stage::Health as usize] = 0;
+        if on {
+            motion_on.push(timings);
+        } else {
+            motion_off.push(timings);
+        }
+    }
+    let total = |runs: &[StageTimings]| {
+        Spread::of_nanos(&runs.iter().map(StageTimings::total).collect::<Vec<_>>())
+    };
+    pipeline.set_motion(Some(crate::pipeline::MotionSettings::default()));
     // As many untimed frames: the daemon's usual frame.
     pipeline.time_every(u64::MAX);
     let (mut untimed_span_ns, mut untimed_cpu_ns) =
@@ -319,6 +349,13 @@ pub fn bench_size(
         runs,
         stages,
         pipeline_device: Spread::of_nanos(&device_ns),
+        pipeline_device_motion_on: total(&motion_on),
+        pipeline_device_motion_off: total(&motion_off),
+        motion_by_stage: StageTimings::median(&motion_on)
+            .iter()
+            .zip(StageTimings::median(&motion_off).iter())
+            .map(|((stage, on), (_, off))| (stage, on as f64 / 1e6 - off as f64 / 1e6))
+            .collect(),
         pipeline_span: Spread::of_nanos(&span_ns),
         untimed_span: Spread::of_nanos(&untimed_span_ns),
         untimed_host_cpu_pipeline: Spread::of_nanos(&untimed_cpu_ns),

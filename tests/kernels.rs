@@ -738,9 +738,9 @@ fn blocked_integral_bytes(w: u64, h: u64, images: FullImages) -> u64 {
 
 /// What a pipeline holds on the device, to the byte: the daemon's (and bench's) pipeline
 /// holds the magnitude, luma unless it reads a grey frame in place, the small counts, the
-/// blocked integrals, the regions and the motion stage's tiles, the same for every tuning; one that keeps its full
-/// images holds dx, dy, the edge mask and the mask besides, and nothing else (OpenCV's
-/// integral layout is assembled on the host).
+/// blocked integrals, the regions and motion's tiles, the same for every tuning; one that
+/// keeps its full images holds dx, dy, the edge mask and the mask besides, and nothing
+/// else (OpenCV's integral layout is assembled on the host).
 #[test]
 fn device_bytes_are_the_blocked_integrals_and_the_full_images_only_where_kept() {
     let gpu = gpu();
@@ -789,15 +789,15 @@ fn device_bytes_are_the_blocked_integrals_and_the_full_images_only_where_kept() 
             PixelFormat::Grey | PixelFormat::Nv12 => 0,
             _ => image,
         };
-        // The motion stage: a u32 background and a byte of mask a whole tile, the mask's
-        // integral (a u32 per tile corner), each with its guard band, and its two totals
-        // and 65 counts.
-        let (tx, ty) = (w / 16, h / 16);
-        let motion = 4 * (tx * ty + guard)
-            + (tx * ty + guard)
-            + 4 * ((tx + 1) * (ty + 1) + guard)
-            + 4 * 2
-            + 4 * 65;
+        // Motion: a u32 background and a byte of mask a whole tile, two u32 lists of the
+        // moving tiles (this frame's and the last's), its 6 words of light and 65 counts,
+        // each with its guard band.
+        let tiles = (w / 16) * (h / 16);
+        let motion = 4 * (tiles + guard)
+            + (tiles + guard)
+            + 4 * (2 * tiles + guard)
+            + 4 * (6 + guard)
+            + 4 * (65 + guard);
         let daemon = image + luma + counts + regions + motion;
         // dx and dy, two bytes a pixel each, the edge mask and the mask, one.
         let full = 2 * 2 * image + 2 * image;

@@ -87,12 +87,13 @@ pub(crate) const LUMA_CL: KernelSource = kernel_source!("luma.cl");
 pub(crate) const RAW_CL: KernelSource = kernel_source!("raw.cl");
 pub(crate) const SOBEL_CL: KernelSource = kernel_source!("sobel.cl");
 pub(crate) const HISTOGRAM_CL: KernelSource = kernel_source!("histogram.cl");
-pub(crate) const MOTION_CL: KernelSource = kernel_source!("motion.cl");
 pub const OTSU_CL: KernelSource = kernel_source!("otsu.cl");
-/// The integral passes and the region sums that read their blocked form, one program:
-/// regions.cl counts with integral.cl's helpers, and each program costs a build and the
-/// memory POCL keeps with it.
-pub(crate) const INTEGRAL_REGIONS_CL: KernelSource = kernel_source!("integral.cl", "regions.cl");
+/// Motion's tiles, the integral passes (whose last launch runs them) and the region sums
+/// that read both, one program: integral.cl calls motion.cl's motion_tiles, regions.cl
+/// counts with both files' helpers, and each program costs a build and the memory POCL
+/// keeps with it.
+pub(crate) const INTEGRAL_MOTION_REGIONS_CL: KernelSource =
+    kernel_source!("motion.cl", "integral.cl", "regions.cl");
 /// Sobel's kernels with Otsu's threshold in their launch (`-DOTSU_BESIDE`), whose
 /// `otsu_group` comes first.
 pub(crate) const OTSU_SOBEL_CL: KernelSource = kernel_source!("otsu.cl", "sobel.cl");

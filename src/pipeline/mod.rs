@@ -6,13 +6,15 @@
 //! ```text
 //! slot ─► luma ─┬─► sobel (magnitude) ─────────────────────────┐
 //!               ├─► histogram ─► otsu (threshold on device) ───┤
-//!               └──────────────────────────────────────────────┴─► integral ─┬─► regions
-//!                                                                             └─► motion
+//!               └──────────────────────────────────────────────┴─► integral ─► regions
+//!                                                                  (+ motion's   (+ moving
+//!                                                                   tiles)        pixels)
 //! ```
 //!
-//! Motion (`motion/`, with its kernels' host-side control) compares each whole tile's
-//! mean, taken from the integral's corners, with a background kept on the device, and
-//! counts the moving pixels of the same rectangles the region stage sums.
+//! Motion (`motion/`, with its kernel's host-side control) has no launch of its own: the
+//! integral stage's last launch compares each whole tile's mean, taken from the left
+//! integral, with a background kept on the device, and the region stage's launch counts
+//! the moving pixels of each of its rectangles from that mask of tiles.
 //!
 //! The integral stage counts edges (magnitude at least the edge threshold) and foreground
 //! (luma above the threshold the Otsu kernel left on the device) as it goes, so no mask
@@ -32,7 +34,8 @@
 //! Each stage lives in its own file with the kernel file it launches; the integral stage
 //! is a folder (`integral/`: the blocked form's geometry and buffers, its passes, its
 //! un-blocking on the host), and the region stage (`regions.rs`) launches
-//! `kernels/regions.cl`, which is built with `kernels/integral.cl` as one program. Stages
+//! `kernels/regions.cl`, which is built with `kernels/motion.cl` and `kernels/integral.cl`
+//! as one program. Stages
 //! never allocate capture buffers and never touch metrics or HTTP; they fill a
 //! [`FrameResult`]. Around them: `options` (what is computed, and the work sizes a device
 //! gets), `timings`, `buffers` (guarded device images and read-back memory), `launch`
@@ -226,7 +229,7 @@ impl Pipeline {
             otsu: otsu::OtsuStage::new(gpu, &tuning, images, n).stage(Stage::Otsu)?,
             integral,
             regions: region_stage,
-            motion: motion::MotionStage::new(gpu, &layout).stage(Stage::Motion)?,
+            motion: motion::MotionStage::new(gpu, &layout).stage(Stage::Integral)?,
             motion_control: None,
             #[cfg(test)]
             motion_told: None,
@@ -287,8 +290,7 @@ impl Pipeline {
     /// Replaces the regions measured on each frame.
     pub fn set_regions(&mut self, gpu: &Gpu, regions: &[Region]) -> Result<(), PipelineError> {
         let cells = self.regions.cells().to_vec();
-        self.regions
-            .set_regions(gpu, &self.layout, regions, &cells)?;
+        self.regions.set_regions(gpu, regions, &cells)?;
         self.new_readout(gpu)
     }
 
@@ -309,8 +311,7 @@ impl Pipeline {
             None => (Vec::new(), (0, 0)),
         };
         let configured = self.regions.configured_regions().to_vec();
-        self.regions
-            .set_regions(gpu, &self.layout, &configured, &cells)?;
+        self.regions.set_regions(gpu, &configured, &cells)?;
         self.new_readout(gpu)?;
         self.grid = shape;
         Ok(())
@@ -535,29 +536,29 @@ impl Pipeline {
             edge_threshold: self.options.edge_threshold,
             results: &r.results,
         };
+        let motion_on = motion.is_some() && self.motion.tiles() > 0;
+        let tiles = self
+            .motion
+            .tile_params(gpu, motion)
+            .stage(Stage::Integral)?;
         self.integral
-            .enqueue(gpu, &l, &counted, record, |e| keep(Stage::Integral, e))
+            .enqueue(gpu, &l, &counted, &tiles, record, |e| {
+                keep(Stage::Integral, e)
+            })
             .stage(Stage::Integral)?;
         keep(
             Stage::Regions,
             self.regions
-                .enqueue(gpu, &l, &counted, self.integral.blocked(), &r.sums, record)
-                .stage(Stage::Regions)?,
-        );
-        if let Some(frame) = motion {
-            self.motion
                 .enqueue(
                     gpu,
-                    frame,
-                    &self.integral.blocked().corner.buf,
-                    self.regions.rects(),
-                    self.regions.region_count(),
-                    &r.motion,
+                    &counted,
+                    self.integral.blocked(),
+                    &r.sums,
+                    self.motion.region_params(motion_on, &r.motion),
                     record,
-                    |e| keep(Stage::Motion, e),
                 )
-                .stage(Stage::Motion)?;
-        }
+                .stage(Stage::Regions)?,
+        );
         // One read of every result behind the kernels; the caller waits once.
         // SAFETY: `process_into`, the only caller, finishes the queue on every way out
         // (`QueueDrain`) before `read_back` is read, and nothing else can resize or free

@@ -26,7 +26,9 @@ fn noise(n: usize, seed: u64) -> Vec<u8> {
 }
 
 /// Frames of a scene: a random picture, then the same with a bright block moved into
-/// it and a little noise, then all of it at 1.5 times the light, then another picture.
+/// it and a little noise, then all of it at 1.5 times the light, then another picture,
+/// then that one a little darker (its light taken over the few tiles the one before left
+/// still: the kernel sums the many it listed as moving).
 fn scene(w: usize, h: usize, seed: u64) -> Vec<Vec<u8>> {
     let base = noise(w * h, seed);
     let wobble = noise(w * h, seed + 1);
@@ -47,7 +49,9 @@ fn scene(w: usize, h: usize, seed: u64) -> Vec<Vec<u8>> {
         .iter()
         .map(|&v| (u32::from(v) * 3 / 2).min(255) as u8)
         .collect();
-    vec![base, moved, brighter, noise(w * h, seed + 2)]
+    let other = noise(w * h, seed + 2);
+    let darker = other.iter().map(|&v| v - v / 16).collect();
+    vec![base, moved, brighter, other, darker]
 }
 
 #[test]
@@ -61,10 +65,12 @@ fn motion_is_exact_against_the_reference() {
         (47, 35),
         (100, 37),
         (641, 479),
+        // 68 tiles across: two groups of the CPU layout's motion work-items.
+        (1090, 47),
     ];
-    // Rates: learn afresh, then a slow follow, a fast one and an odd one; thresholds in
+    // Rates: learn afresh, then a slow follow, a fast one and two odd ones; thresholds in
     // 1/256 of a luma level.
-    let told = [(65536, 512), (37, 512), (20000, 100), (4099, 0)];
+    let told = [(65536, 512), (37, 512), (20000, 100), (4099, 0), (700, 300)];
     for (k, (w, h)) in sizes.into_iter().enumerate() {
         for (name, tuning) in Tuning::ALL {
             let what = format!("{w}x{h}, {name}");

@@ -1,10 +1,11 @@
 //! Region stage: the sums of luma, of its square and of its edge and foreground pixels
 //! over every region (the whole frame first, then the configured regions, then the health
-//! grid's cells), each in O(1) from the integral stage's blocked integrals, by
+//! grid's cells), each in O(1) from the integral stage's blocked integrals, and with
+//! motion their moving pixels from the motion stage's mask of tiles, by
 //! `region_sums` or `region_sums_items` from `kernels/regions.cl`: at each corner at most
 //! three stored values and the at most 15 x 15 pixels of the corner's tile before it,
-//! summed from luma and the magnitude. regions.cl is built with integral.cl, in the one
-//! program the two stages share (`integral::program`).
+//! summed from luma and the magnitude. regions.cl is built with integral.cl and motion.cl,
+//! in the one program the three stages share (`integral::program`).
 
 use opencl3::event::Event;
 use opencl3::kernel::Kernel;
@@ -13,6 +14,7 @@ use opencl3::memory::Buffer;
 use super::buffers::held_bytes;
 use super::integral::{self, Blocked, CornerParams, Counted, LeftParams, TopParams};
 use super::launch::StageContext;
+use super::motion::MotionParams;
 use super::{device_buffer, IntegralLayout, Launch, PipelineError, Stage, Tuning};
 use crate::cl::{launch, write_blocking, ClError, Gpu, Record};
 use crate::frame::FrameLayout;
@@ -40,6 +42,7 @@ kernel_params! {
         rects: &'a Buffer<u32>,
         count: u32,
         out: &'a Buffer<u64>,
+        motion: MotionParams<'a>,
     }
 }
 
@@ -55,6 +58,8 @@ enum RegionSums {
 
 pub(super) struct RegionsStage {
     region_sums: RegionSums,
+    /// The frames measured.
+    layout: FrameLayout,
     /// The whole frame, then the configured regions, then the health grid's cells.
     regions: Vec<Region>,
     /// How many of `regions` are grid cells (at the end).
@@ -82,21 +87,22 @@ impl RegionsStage {
         };
         let mut stage = RegionsStage {
             region_sums: built().stage(Stage::Regions)?,
+            layout: *layout,
             regions: Vec::new(),
             cells: 0,
             rects: device_buffer(gpu, 4)?,
         };
-        stage.set_regions(gpu, layout, regions, &[])?;
+        stage.set_regions(gpu, regions, &[])?;
         Ok(stage)
     }
 
     pub(super) fn set_regions(
         &mut self,
         gpu: &Gpu,
-        layout: &FrameLayout,
         regions: &[Region],
         cells: &[Region],
     ) -> Result<(), PipelineError> {
+        let layout = &self.layout;
         for r in regions.iter().chain(cells) {
             r.validate(layout)?;
         }
@@ -138,10 +144,10 @@ impl RegionsStage {
     pub(super) fn enqueue(
         &self,
         gpu: &Gpu,
-        layout: &FrameLayout,
         counted: &Counted,
         g: &Blocked,
         sums: &Buffer<u64>,
+        motion: MotionParams,
         record: Record,
     ) -> Result<Option<Event>, ClError> {
         let n = self.regions.len();
@@ -151,8 +157,8 @@ impl RegionsStage {
         };
         let params = RegionParams {
             luma: counted.luma,
-            width: layout.width,
-            height: layout.height,
+            width: self.layout.width,
+            height: self.layout.height,
             magnitude: counted.magnitude,
             edge_threshold: u32::from(counted.edge_threshold),
             results: counted.results,
@@ -162,20 +168,28 @@ impl RegionsStage {
             rects: &self.rects,
             count: n as u32,
             out: sums,
+            motion,
         };
         // SAFETY: `RegionParams` is the kernel's parameter list. region_sums' groups are
-        // exactly `count` of REGION_ITEMS, the size the kernel requires, and region_sums_items'
-        // work-item i returns unless i < `count`. Region i (a group, or a work-item) reads
-        // rectangle i of `rects` (4 x `count` words); for each of its four corners (inside the
-        // frame) at most one element of each of left, top and corner at the indices
-        // integral.cl's formula gives (the lengths `Blocked::new` made from this layout's
-        // `Tiles`), and of the dense `pixels()`-byte luma and magnitude at most 15 rows of at
-        // most 15 pixels left of the corner and above it within its tile, and word 256 of
-        // `results`; it writes 4 ulongs at 4i of `out`. `set_regions` makes `rects` for exactly
-        // `self.regions` (4 words each), after checking that every region lies inside this
-        // layout's frame, and the pipeline, the only caller, passes the layout both stages were
-        // built for, its integral stage's blocked integrals, its inputs, its 257-word results
-        // and `sums` of 4 x `region_count()` words, made for those regions.
+        // exactly `count` of REGION_ITEMS, the size the kernel requires, and
+        // region_sums_items' work-item i returns unless i < `count`. Region i (a group, or a
+        // work-item) reads rectangle i of `rects` (4 x `count` words); for each of its four
+        // corners (inside the frame) at most one element of each of left, top and corner at
+        // the indices integral.cl's formula gives (the lengths `Blocked::new` made from this
+        // layout's `Tiles`), and of the dense `pixels()`-byte luma and magnitude at most 15
+        // rows of at most 15 pixels left of the corner and above it within its tile, and
+        // word 256 of `results`; it writes 4 ulongs at 4i of `out`. `set_regions` makes
+        // `rects` for exactly `self.regions` (4 words each), after checking that every
+        // region lies inside `self.layout`'s frame, and the pipeline, the only caller, built
+        // its integral and motion stages for the same layout and passes their buffers, its
+        // inputs, its 257-word results and `sums` of 4 x `region_count()` words, made for
+        // those regions. With motion on (the motion stage has whole tiles), region i reads
+        // the mask bytes of the tiles its rectangle touches (of the tiles_x x tiles_y that
+        // width and height give; a vector reaching past the mask's end is read byte by
+        // byte) and writes ulong i after the 68 count words of `moving_out`; region 0 also
+        // reads and zeroes acc[0..=64] and reads and writes light[0..6] (the motion
+        // stage's, 65 and 6 words) and writes those 68 words: the pipeline passes its
+        // readout's motion part, 68 words and a ulong for each of these regions.
         unsafe {
             launch(
                 gpu,
@@ -192,12 +206,6 @@ impl RegionsStage {
     /// How many regions are measured, the whole frame included.
     pub(super) fn region_count(&self) -> usize {
         self.regions.len()
-    }
-
-    /// The rectangles measured, 4 words each (x, y, width, height), the whole frame first:
-    /// the motion stage counts the same ones.
-    pub(super) fn rects(&self) -> &Buffer<u32> {
-        &self.rects
     }
 
     /// Fills the whole frame's, each configured region's and each grid cell's statistics

@@ -22,14 +22,6 @@ pub struct Traffic {
 /// reached by a region whose corners all lie at a tile's last pixel.
 const REGION_BYTES: u64 = 16 + 4 * (3 * 20 + 2 * 15 * 15) + 32;
 
-/// A whole tile's motion reads four corner entries (one new, the others its neighbours'),
-/// reads and writes its background (4 + 4), writes its mask byte and reads it again (2),
-/// and its entry of the mask's integral is written, read and written (12).
-const MOTION_TILE_BYTES: u64 = 4 + 8 + 2 + 12;
-/// A region's moving pixels read its rectangle (16), four entries of the integral at each
-/// of four corners (64), and write a count (8).
-const MOTION_REGION_BYTES: u64 = 16 + 64 + 8;
-
 impl Traffic {
     /// The traffic of a pipeline for `layout` built with `images`, measuring `regions`
     /// regions (the whole frame counts as one).
@@ -50,8 +42,9 @@ impl Traffic {
             FullImages::Discarded => (0, 0),
         };
         let binarize = if mask > 0 { n + 4 + mask } else { 0 };
-        let tiles = u64::from(layout.width / 16) * u64::from(layout.height / 16);
-        let motion = MOTION_TILE_BYTES * tiles + MOTION_REGION_BYTES * regions as u64;
+        // Motion's tiles (a corner read, the background read and written and the mask
+        // written and read again: 14 bytes a tile, 0.05 a pixel) are left out: it may be
+        // switched off, and it runs inside the integral and region stages' launches.
         let stages = [
             luma,                          // luma: frame in, luma out
             n + n + sobel_kept,            // sobel: luma in; magnitude (dx, dy, edges) out
@@ -60,7 +53,6 @@ impl Traffic {
             binarize,                      // binarize: luma and threshold in, mask out
             2 * n + 4 + integrals,         // integral: luma, magnitude, threshold in
             REGION_BYTES * regions as u64, // regions
-            motion,                        // motion, where it is measured
             n + counts,                    // health: magnitude in, counts out
         ];
         let written_luma = if luma > 0 { n } else { 0 };

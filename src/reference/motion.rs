@@ -1,7 +1,9 @@
 //! Motion against a learned background, as `kernels/motion.cl` defines it: per whole tile
 //! of 16 x 16 pixels, in the same integer arithmetic, but each tile's sum taken from luma
-//! itself (the kernels take it from the corner integral) and each rectangle's moving
-//! pixels counted one pixel at a time (the kernels take four corners of an integral).
+//! itself (the kernels take it from the left integral), the light over the still tiles
+//! summed directly (the kernels subtract the last frame's moving tiles from the whole) and
+//! each rectangle's moving pixels counted one pixel at a time (the kernels weigh each tile
+//! by the pixels of it the rectangle covers).
 
 use crate::region::Region;
 

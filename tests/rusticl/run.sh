@@ -11,7 +11,10 @@
 #      every case of the first formats, one a kernel variant of the later ones), the
 #      release binary with the device's own tuning;
 #   3. `edgesight selftest --device rusticl`: every stage with every tuning on synthetic
-#      frames of every format, against the reference.
+#      frames of every format, against the reference;
+#   4. the motion tests of the library's own (`cargo test --lib motion_tests`): motion's
+#      tiles, run in the integral's last launch, and every region's moving pixels frame
+#      after frame against the reference, every tuning, 1x1 to 641x479.
 #
 # Mesa is downloaded (`apt-get download mesa-opencl-icd`) and unpacked with `dpkg -x` into
 # target/rusticl/ (again only when the candidate version changes), and named by a private
@@ -22,7 +25,7 @@
 # target/rusticl/shader-cache (MESA_SHADER_CACHE_DIR): the conformance test's hundred
 # processes and a second run skip llvmpipe's compiles.
 #
-#   tests/rusticl/run.sh [kernels] [conformance] [selftest]     default: all three
+#   tests/rusticl/run.sh [kernels] [conformance] [selftest] [motion]     default: all four
 #
 # Environment: EDGESIGHT_PROPTEST_CASES, EDGESIGHT_KERNEL_SETUPS (as above; "all" runs
 # every setup, as on POCL), EDGESIGHT_RUSTICL_TEST_ARGS (arguments for the kernel test
@@ -79,7 +82,7 @@ unpack() {
 }
 
 phases=("$@")
-[ ${#phases[@]} -gt 0 ] || phases=(kernels conformance selftest)
+[ ${#phases[@]} -gt 0 ] || phases=(kernels conformance selftest motion)
 unpack || exit 1
 export OCL_ICD_VENDORS=$out/vendors RUSTICL_ENABLE=llvmpipe
 export MESA_SHADER_CACHE_DIR=$out/shader-cache
@@ -129,11 +132,16 @@ selftest() {
     target/release/edgesight selftest --device "$device" 2>&1 | tee "$logs/selftest.log"
 }
 
+motion() {
+    EDGESIGHT_TEST_DEVICE=$device "$cargo" test --locked --lib motion_tests 2>&1 |
+        tee "$logs/motion.log"
+}
+
 target/release/edgesight devices 2>&1 | sed -n '1,3p'
 for p in "${phases[@]}"; do
     case $p in
-    kernels | conformance | selftest) phase "$p" "$p" ;;
-    *) echo "test-rusticl: unknown phase '$p' (kernels, conformance, selftest)" >&2; exit 2 ;;
+    kernels | conformance | selftest | motion) phase "$p" "$p" ;;
+    *) echo "test-rusticl: unknown phase '$p' (kernels, conformance, selftest, motion)" >&2; exit 2 ;;
     esac
 done
 

@@ -30,8 +30,9 @@ pub(super) use host::HostIntegrals;
 pub(super) use tiles::Tiles;
 
 use super::launch::StageContext;
+use super::motion::TileParams;
 use super::{FullImages, PipelineError, Stage, Tuning};
-use crate::cl::{CallContext, ClError, Gpu, Record, INTEGRAL_REGIONS_CL};
+use crate::cl::{CallContext, ClError, Gpu, Record, INTEGRAL_MOTION_REGIONS_CL};
 use crate::frame::FrameLayout;
 use scans::Scans;
 use tile_pass::TilePass;
@@ -48,10 +49,10 @@ pub(super) struct Counted<'a> {
     pub results: &'a Buffer<u32>,
 }
 
-/// The program of integral.cl and regions.cl, built once per device and set of defines and
-/// shared by this stage and the region stage.
+/// The program of integral.cl, motion.cl and regions.cl, built once per device and set of
+/// defines and shared by this stage, the motion stage and the region stage.
 pub(super) fn program(gpu: &Gpu, tuning: &Tuning) -> Result<Arc<Program>, ClError> {
-    gpu.build_with(INTEGRAL_REGIONS_CL, tuning.stores.define())
+    gpu.build_with(INTEGRAL_MOTION_REGIONS_CL, tuning.stores.define())
 }
 
 /// The kernel `name` of `program`.
@@ -98,6 +99,7 @@ impl IntegralStage {
         gpu: &Gpu,
         layout: &FrameLayout,
         counted: &Counted,
+        motion: &TileParams,
         record: Record,
         mut event: impl FnMut(Option<Event>),
     ) -> Result<(), ClError> {
@@ -106,7 +108,7 @@ impl IntegralStage {
                 .enqueue(gpu, layout, counted, &self.blocked, record)?,
         );
         self.scans
-            .enqueue(gpu, layout, &self.blocked, record, event)
+            .enqueue(gpu, layout, &self.blocked, motion, record, event)
     }
 
     /// The blocked integrals the last frame's kernels wrote, for the region sums.

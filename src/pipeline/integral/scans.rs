@@ -11,6 +11,7 @@ use super::{kernel, Blocked, Tiles};
 use crate::cl::{launch, CallContext, ClError, Gpu, Record};
 use crate::frame::FrameLayout;
 use crate::kernel_params;
+use crate::pipeline::motion::TileParams;
 use crate::pipeline::{IntegralLayout, Launch};
 
 /// Work-items per group of the scans a work-item a line.
@@ -26,13 +27,14 @@ const SPLIT_CHUNKS: usize = 8;
 kernel_params! {
     /// The parameters of integral.cl's scans: `integral_left_rows` takes left,
     /// `integral_tops` top, `integral_left_tops` both, `integral_corners` and
-    /// `integral_corners_split` left and corner.
+    /// `integral_corners_split` left, corner and what motion.cl's `motion_tiles` takes.
     struct ScanParams<'a> {
         width: u32,
         height: u32,
         left: Option<LeftParams<'a>>,
         top: Option<TopParams<'a>>,
         corner: Option<CornerParams<'a>>,
+        motion: Option<TileParams<'a>>,
     }
 }
 
@@ -104,12 +106,14 @@ impl Scans {
     }
 
     /// Enqueues the scans of `g`, which `Blocked::new` made from `layout`'s [`Tiles`] and
-    /// the tile pass wrote, handing each kernel's event to `event`.
+    /// the tile pass wrote, and `motion`'s tiles in the last of them, handing each kernel's
+    /// event to `event`.
     pub(super) fn enqueue(
         &self,
         gpu: &Gpu,
         layout: &FrameLayout,
         g: &Blocked,
+        motion: &TileParams,
         record: Record,
         mut event: impl FnMut(Option<Event>),
     ) -> Result<(), ClError> {
@@ -122,7 +126,9 @@ impl Scans {
             left: left.then(|| g.left_params()),
             top: top.then(|| g.top_params()),
             corner: corner.then(|| g.corner_params()),
+            motion: corner.then_some(*motion),
         };
+        let tiles = t.whole_across() * t.whole_bands();
         match self {
             Scans::Chains {
                 rows,
@@ -165,17 +171,23 @@ impl Scans {
                         record,
                     )
                 }?);
-                // SAFETY: `ScanParams` with left and corner is the kernel's parameter list.
-                // Work-item (t, part) returns unless t is a whole tile column and part < 4,
-                // reads left's rows 16 b + 15 of whole bands b in column t and writes corner's
-                // column t, `left_len()` and `corner_len()` elements a plane as `Blocked::new`
-                // made them for this layout. At least one work-item is launched.
+                // SAFETY: `ScanParams` with left, corner and motion is the kernel's
+                // parameter list. Work-item (t, part) returns unless t is a whole tile column
+                // and part < 4, reads left's rows 16 b + 15 of whole bands b in column t and
+                // writes corner's column t, `left_len()` and `corner_len()` elements a plane
+                // as `Blocked::new` made them for this layout. At least one work-item is
+                // launched. With motion a fifth part's work-items, whole groups of them, run
+                // motion_tiles over the whole tiles, which reads the same rows of left (what
+                // [`TileParams`] says it touches).
                 event(unsafe {
                     launch(
                         gpu,
                         corners,
                         &scan(true, false, true),
-                        &[corners_launch.global_1d(t.whole_across().max(1)), PARTS],
+                        &[
+                            corners_launch.global_1d(t.whole_across().max(1)),
+                            PARTS + usize::from(motion.on()),
+                        ],
                         &[corners_launch.local[0], 1],
                         what,
                         record,
@@ -212,19 +224,28 @@ impl Scans {
                     )
                 }?);
                 let tile_groups = t.whole_across().max(1).div_ceil(lines);
-                // SAFETY: `ScanParams` with left and corner is the kernel's parameter list,
-                // `local` as above. The groups are exactly 4 x ceil(max(W16, 1) / lines) as the
-                // kernel counts them: work-item (line, k) of a group takes tile column `line`
-                // of one part only where it is a whole tile column, reads left's rows 16 b + 15
-                // of whole bands b in that column and writes corner's column, `left_len()` and
-                // `corner_len()` elements a plane as `Blocked::new` made them for this layout;
-                // every work-item of a group reaches its one barrier.
+                let motion_groups = if motion.on() {
+                    tiles.div_ceil(lines * local[1])
+                } else {
+                    0
+                };
+                // SAFETY: `ScanParams` with left, corner and motion is the kernel's parameter
+                // list, `local` as above. The groups are 4 x ceil(max(W16, 1) / lines) as the
+                // kernel counts them and, with motion, a group for each lines x chunks whole
+                // tiles after them: work-item (line, k) of a scan group takes tile column
+                // `line` of one part only where it is a whole tile column, reads left's rows
+                // 16 b + 15 of whole bands b in that column and writes corner's column,
+                // `left_len()` and `corner_len()` elements a plane as `Blocked::new` made them
+                // for this layout; the motion groups run motion_tiles, which reads the same
+                // rows of left (what [`TileParams`] says it
+                // touches); every
+                // work-item of a group reaches its barriers.
                 event(unsafe {
                     launch(
                         gpu,
                         corners,
                         &scan(true, false, true),
-                        &[PARTS * tile_groups * lines, local[1]],
+                        &[(PARTS * tile_groups + motion_groups) * lines, local[1]],
                         local,
                         what,
                         record,

@@ -98,7 +98,7 @@ pub struct MotionResult {
     pub tiles: u32,
 }
 
-/// The counts `motion_sums` wrote for a frame.
+/// The counts the region sums copied out for a frame.
 pub(crate) struct FrameCounts<'a> {
     pub diff_histogram: &'a [u32],
     pub moving: u32,

@@ -1,25 +1,26 @@
-//! Motion stage: `motion_tiles` and `motion_sums` from `kernels/motion.cl`, after the
-//! integral and region stages: each whole 16 x 16 tile's mean (from the corner integral)
-//! against a background learned on the device, the tiles that moved, and every region's
-//! moving pixels in O(1) from the integral of that mask. What the kernels are given each
-//! frame (how fast the background follows, the threshold, when to learn afresh) is
-//! decided on the host by [`control`], from what the last frame's counts said.
+//! Motion stage: `motion_tiles` from `kernels/motion.cl`, run in the integral stage's last
+//! launch ([`TileParams`]): each whole 16 x 16 tile's mean (from the left integral)
+//! against a background learned on the device, in the light of the tiles that stayed
+//! still, and the tiles that moved; the region stage's launch then counts every region's
+//! moving pixels from that mask and copies the frame's counts out ([`MotionParams`]). No
+//! launch of its own: on an NVIDIA H100 one costs about a tenth of the pipeline. What
+//! the kernel is given each frame (how fast the background follows, the threshold, when
+//! to learn afresh) is decided on the host by [`control`], from what the last frame's
+//! counts said.
 
 pub(super) mod control;
 
-use opencl3::event::Event;
-use opencl3::kernel::Kernel;
 use opencl3::memory::Buffer;
 
 use super::buffers::held_bytes;
-use super::{device_buffer, DeviceImage, Launch};
-use crate::cl::{launch, write_blocking, CallContext, ClError, Gpu, Record, MOTION_CL};
+use super::DeviceImage;
+use crate::cl::{write_blocking, ClError, Gpu};
 use crate::frame::FrameLayout;
 use crate::kernel_params;
 
 /// Quarter-level bins of the tiles' differences (`DIFF_BINS` in motion.cl).
 pub(super) const DIFF_BINS: usize = 64;
-/// u32 words of the counts `motion_sums` writes before the regions' moving pixels: the
+/// u32 words of the counts the region sums write before the regions' moving pixels: the
 /// histogram, the moving tiles, the frame's sum, the background's, the gain
 /// (`MOTION_STATS`), each at its word below.
 pub(super) const STATS_WORDS: usize = 68;
@@ -34,49 +35,50 @@ pub(super) const STATS_GAIN: usize = DIFF_BINS + 3;
 const TILE: u32 = 16;
 /// The rate that sets the background to the frame: rates are in 1/65536.
 pub(super) const RATE_ONE: u32 = 65536;
-/// Work-items of `motion_tiles`' groups, and of `motion_sums`' one group.
-const GROUP_SIZE: usize = 64;
-const SUMS_GROUP_SIZE: usize = 256;
 
 kernel_params! {
-    /// motion.cl's `motion_light`.
-    struct LightParams<'a> {
-        corner: &'a Buffer<u32>,
-        tiles_x: u32,
-        tiles_y: u32,
-        background: &'a Buffer<u32>,
+    /// What integral.cl's last launch takes for motion.cl's `motion_tiles`, after its own
+    /// parameters (`MOTION_PARAMS`): with `motion` 0 it runs none. With motion, its
+    /// work-items read light[0..6] (6 words), at most light[2 + parity] <= tiles entries of
+    /// moved's half `parity` (the last frame's listing, or none: light zeroed) and, for
+    /// each tile listed there and each tile of their own (of tiles_x x tiles_y = width /
+    /// 16 x height / 16), the rows 16 b + 15 of left's sum plane in the tile's column and
+    /// the one before, and those rows in the last whole tile column; they read and write
+    /// background and mask at their tiles (tiles entries each), add into light and
+    /// acc[0..=64] (65 words) and write at most tiles entries of moved's other half (2 x
+    /// tiles entries), each moving tile one. [`MotionStage`] makes every buffer so for its
+    /// layout, and the pipeline builds it and the integral stage for the same one.
+    #[derive(Clone, Copy)]
+    pub(super) struct TileParams<'a> {
+        motion: u32,
         mask: &'a Buffer<u8>,
-        totals: &'a Buffer<u32>,
-    }
-}
-
-kernel_params! {
-    /// motion.cl's `motion_tiles`.
-    struct TilesParams<'a> {
-        corner: &'a Buffer<u32>,
-        tiles_x: u32,
-        tiles_y: u32,
         background: &'a Buffer<u32>,
-        totals: &'a Buffer<u32>,
+        light: &'a Buffer<u32>,
+        moved: &'a Buffer<u32>,
+        parity: u32,
         rate: u32,
         threshold: u32,
-        mask: &'a Buffer<u8>,
         acc: &'a Buffer<u32>,
     }
 }
 
+impl TileParams<'_> {
+    /// Whether the launch runs motion_tiles.
+    pub(super) fn on(&self) -> bool {
+        self.motion != 0
+    }
+}
+
 kernel_params! {
-    /// motion.cl's `motion_sums`.
-    struct SumsParams<'a> {
+    /// What regions.cl's `region_sums` takes of motion, after its own parameters: the
+    /// frame's mask and counts, which it reads where `motion` is 1.
+    pub(super) struct MotionParams<'a> {
         mask: &'a Buffer<u8>,
-        tiles_x: u32,
-        tiles_y: u32,
-        totals: &'a Buffer<u32>,
+        motion: u32,
         acc: &'a Buffer<u32>,
-        grid: &'a Buffer<u32>,
-        rects: &'a Buffer<u32>,
-        count: u32,
-        out: &'a Buffer<u32>,
+        light: &'a Buffer<u32>,
+        parity: u32,
+        moving_out: &'a Buffer<u32>,
     }
 }
 
@@ -90,25 +92,29 @@ pub(crate) struct FrameMotion {
 }
 
 pub(super) struct MotionStage {
-    light_kernel: Kernel,
-    tiles_kernel: Kernel,
-    tiles_launch: Launch,
-    sums_kernel: Kernel,
-    sums_local: usize,
     tiles_x: u32,
     tiles_y: u32,
     background: DeviceImage<u32>,
-    /// The sums of the still tiles (those the last frame's mask leaves), of this frame and
-    /// of the background: the light gain.
-    totals: Buffer<u32>,
-    /// The histogram and the moving tiles, summed by `motion_tiles`' groups.
-    acc: Buffer<u32>,
     mask: DeviceImage<u8>,
-    grid: DeviceImage<u32>,
-    /// Whether `acc` and `totals` hold zeros, as every frame's `motion_sums` leaves them; a
-    /// frame that failed before its `motion_sums` ran does not.
+    /// The still tiles' background sums for the frames of parity 0 and 1, how many tiles
+    /// `moved` lists for each, and this frame's sum over the still tiles (motion.cl's
+    /// LIGHT_* words).
+    light: DeviceImage<u32>,
+    /// The tiles that moved, listed for the frames of parity 0 and 1 (`tiles` entries
+    /// each).
+    moved: DeviceImage<u32>,
+    /// The histogram and the moving tiles, summed by `motion_tiles`' groups.
+    acc: DeviceImage<u32>,
+    /// This frame's parity: which half of `light` and `moved` it reads (the other it fills
+    /// for the next frame).
+    parity: u32,
+    /// Whether `acc` and `light` hold what a finished frame left them (zeros where the
+    /// next frame sums); a frame that failed before its region sums ran does not.
     clean: bool,
 }
+
+/// Words of `light`.
+const LIGHT_WORDS: usize = 6;
 
 /// A device buffer of `len` zeros (and a guard band).
 fn zeroed<T: super::buffers::Sentinel>(gpu: &Gpu, len: usize) -> Result<DeviceImage<T>, ClError> {
@@ -119,34 +125,19 @@ fn zeroed<T: super::buffers::Sentinel>(gpu: &Gpu, len: usize) -> Result<DeviceIm
 
 impl MotionStage {
     pub(super) fn new(gpu: &Gpu, layout: &FrameLayout) -> Result<MotionStage, ClError> {
-        let program = gpu.build(MOTION_CL)?;
-        let light_kernel = Kernel::create(&program, "motion_light").call("clCreateKernel")?;
-        let tiles_kernel = Kernel::create(&program, "motion_tiles").call("clCreateKernel")?;
-        let sums_kernel = Kernel::create(&program, "motion_sums").call("clCreateKernel")?;
-        // One geometry for both per-tile kernels: the smaller of what each allows.
-        let tiles_launch = Launch::one_d(gpu, &tiles_kernel, GROUP_SIZE)?;
-        let tiles_launch = Launch::one_d(gpu, &light_kernel, tiles_launch.local[0])?;
-        let sums_local = Launch::one_d(gpu, &sums_kernel, SUMS_GROUP_SIZE)?.local[0];
         let (tiles_x, tiles_y) = (layout.width / TILE, layout.height / TILE);
         let tiles = (tiles_x * tiles_y) as usize;
-        let grid = (tiles_x as usize + 1) * (tiles_y as usize + 1);
         // Zeros, so that the first frame compares with a defined background and takes
         // every tile as still.
-        let background = zeroed(gpu, tiles)?;
-        let mask = zeroed(gpu, tiles)?;
         Ok(MotionStage {
-            light_kernel,
-            tiles_kernel,
-            tiles_launch,
-            sums_kernel,
-            sums_local,
             tiles_x,
             tiles_y,
-            background,
-            totals: device_buffer(gpu, 2)?,
-            acc: device_buffer(gpu, DIFF_BINS + 1)?,
-            mask,
-            grid: DeviceImage::new(gpu, grid)?,
+            background: zeroed(gpu, tiles)?,
+            mask: zeroed(gpu, tiles)?,
+            light: DeviceImage::new(gpu, LIGHT_WORDS)?,
+            moved: DeviceImage::new(gpu, 2 * tiles)?,
+            acc: DeviceImage::new(gpu, DIFF_BINS + 1)?,
+            parity: 0,
             clean: false,
         })
     }
@@ -156,119 +147,61 @@ impl MotionStage {
         self.tiles_x * self.tiles_y
     }
 
-    /// Enqueues the frame's two kernels behind the integrals (`corner`) and the region
-    /// rectangles (`rects`, `count` of them), writing the counts and the regions' moving
-    /// pixels to `out`; nothing where the frame has no whole tile. `frame.rate` must be
-    /// 65536 on the first frame and after a failed one (the background is unset then).
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn enqueue(
+    /// What the integral stage's last launch is told of this frame's motion: `frame`'s,
+    /// run behind its corner sums, or none (where `frame` is `None` or the frame has no
+    /// whole tile). `frame.rate` must be 65536 on the first frame and after a failed one
+    /// (the background is unset then). The region sums that follow read the mask and copy
+    /// the counts out, with [`MotionStage::region_params`].
+    pub(super) fn tile_params(
         &mut self,
         gpu: &Gpu,
-        frame: FrameMotion,
-        corner: &Buffer<u32>,
-        rects: &Buffer<u32>,
-        count: usize,
-        out: &Buffer<u32>,
-        record: Record,
-        mut event: impl FnMut(Option<Event>),
-    ) -> Result<(), ClError> {
-        if self.tiles() == 0 {
-            return Ok(());
+        frame: Option<FrameMotion>,
+    ) -> Result<TileParams<'_>, ClError> {
+        let frame = frame.filter(|_| self.tiles() > 0);
+        if frame.is_some() {
+            if !self.clean {
+                write_blocking(gpu, &mut self.acc.buf, 0, &[0; DIFF_BINS + 1])?;
+                write_blocking(gpu, &mut self.light.buf, 0, &[0; LIGHT_WORDS])?;
+            }
+            // Until the region sums have run, acc holds this frame's counts.
+            self.clean = false;
         }
-        if !self.clean {
-            write_blocking(gpu, &mut self.acc, 0, &[0; DIFF_BINS + 1])?;
-            write_blocking(gpu, &mut self.totals, 0, &[0; 2])?;
-            self.clean = true;
-        }
-        // Until motion_sums has run, acc holds this frame's counts.
-        self.clean = false;
-        let tiles = self.tiles() as usize;
-        let global = [self.tiles_launch.global_1d(tiles)];
-        let local = [self.tiles_launch.local[0]];
-        let params = LightParams {
-            corner,
-            tiles_x: self.tiles_x,
-            tiles_y: self.tiles_y,
+        let told = frame.unwrap_or(FrameMotion {
+            rate: 0,
+            threshold: 0,
+        });
+        Ok(TileParams {
+            motion: u32::from(frame.is_some()),
+            mask: &self.mask.buf,
             background: &self.background.buf,
-            mask: &self.mask.buf,
-            totals: &self.totals,
-        };
-        // SAFETY: `LightParams` is the kernel's parameter list. Work-item i < tiles_x *
-        // tiles_y (the others only take part in their group's barriers) reads corner
-        // entries i, i - 1, i - tiles_x and i - tiles_x - 1 (those that exist) of the
-        // integral stage's corner plane of whole tiles (tiles_x x tiles_y of this layout,
-        // the pipeline's only caller passing its own), background[i] and mask[i] (tiles
-        // entries each, made here), and adds into totals[0..2] (made here).
-        event(unsafe {
-            launch(
-                gpu,
-                &self.light_kernel,
-                &params,
-                &global,
-                &local,
-                "clEnqueueNDRangeKernel(motion_light)",
-                record,
-            )
-        }?);
-        let params = TilesParams {
-            corner,
-            tiles_x: self.tiles_x,
-            tiles_y: self.tiles_y,
-            background: &self.background.buf,
-            totals: &self.totals,
-            rate: frame.rate,
-            threshold: frame.threshold,
-            mask: &self.mask.buf,
-            acc: &self.acc,
-        };
-        // SAFETY: as motion_light's above, with totals[0..2] read, background[i] and
-        // mask[i] written, and acc[0..=64] (65 words, made here) added into.
-        event(unsafe {
-            launch(
-                gpu,
-                &self.tiles_kernel,
-                &params,
-                &global,
-                &local,
-                "clEnqueueNDRangeKernel(motion_tiles)",
-                record,
-            )
-        }?);
-        let params = SumsParams {
-            mask: &self.mask.buf,
-            tiles_x: self.tiles_x,
-            tiles_y: self.tiles_y,
-            totals: &self.totals,
-            acc: &self.acc,
-            grid: &self.grid.buf,
-            rects,
-            count: count as u32,
-            out,
-        };
-        // SAFETY: `SumsParams` is the kernel's parameter list, launched as exactly one
-        // group. It reads the mask's tiles entries, totals[0..2], acc[0..=64],
-        // writes the (tiles_x + 1) x (tiles_y + 1) entries of grid (made here) and reads
-        // them back at the corners of each of the `count` rectangles of `rects` (4 words
-        // each, inside the frame: the region stage's, which the pipeline passes with their
-        // count), and writes 68 + 2 x `count` words of `out` (the readout's motion part,
-        // sized for the same regions).
-        event(unsafe {
-            launch(
-                gpu,
-                &self.sums_kernel,
-                &params,
-                &[self.sums_local],
-                &[self.sums_local],
-                "clEnqueueNDRangeKernel(motion_sums)",
-                record,
-            )
-        }?);
-        Ok(())
+            light: &self.light.buf,
+            moved: &self.moved.buf,
+            parity: self.parity,
+            rate: told.rate,
+            threshold: told.threshold,
+            acc: &self.acc.buf,
+        })
     }
 
-    /// Marks the kernels' sums as zeroed again: after `motion_sums` has run.
+    /// What the region sums take of this frame's motion, writing the counts and the
+    /// moving pixels to `out` where `on` (the frame's [`MotionStage::tile_params`] ran
+    /// motion).
+    pub(super) fn region_params<'a>(&'a self, on: bool, out: &'a Buffer<u32>) -> MotionParams<'a> {
+        MotionParams {
+            mask: &self.mask.buf,
+            motion: u32::from(on),
+            acc: &self.acc.buf,
+            light: &self.light.buf,
+            parity: self.parity,
+            moving_out: out,
+        }
+    }
+
+    /// After a frame's region sums have run: the counts are zeroed again, and the next
+    /// frame reads what this one listed.
     pub(super) fn finished(&mut self) {
         self.clean = true;
+        self.parity ^= 1;
     }
 
     /// The background (1/65536 luma) and the last frame's mask, tile by tile.
@@ -282,19 +215,21 @@ impl MotionStage {
         Ok((self.mask.read(gpu)?, self.tiles_x, self.tiles_y))
     }
 
-    pub(super) fn guard_checks(&self, gpu: &Gpu) -> Result<[(&'static str, bool); 3], ClError> {
+    pub(super) fn guard_checks(&self, gpu: &Gpu) -> Result<[(&'static str, bool); 5], ClError> {
         Ok([
             ("motion_background", self.background.guard_intact(gpu)?),
             ("motion_mask", self.mask.guard_intact(gpu)?),
-            ("motion_grid", self.grid.guard_intact(gpu)?),
+            ("motion_moved", self.moved.guard_intact(gpu)?),
+            ("motion_light", self.light.guard_intact(gpu)?),
+            ("motion_counts", self.acc.guard_intact(gpu)?),
         ])
     }
 
     pub(super) fn held_bytes(&self) -> Result<u64, ClError> {
         Ok(held_bytes(&self.background.buf)?
-            + held_bytes(&self.totals)?
-            + held_bytes(&self.acc)?
+            + held_bytes(&self.light.buf)?
+            + held_bytes(&self.acc.buf)?
             + held_bytes(&self.mask.buf)?
-            + held_bytes(&self.grid.buf)?)
+            + held_bytes(&self.moved.buf)?)
     }
 }
