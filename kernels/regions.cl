@@ -151,9 +151,9 @@ region_sums(__global const uchar *luma, uint width, uint height,
 {
     __local ulong4 parts[REGION_ITEMS];
     __local uint moving[REGION_ITEMS];
-    /* A whole group returns or none does: the barriers below are never split. */
-    if (get_group_id(0) >= count)
-        return;
+    /* Exactly count groups run (the host launches no more). No early return for groups
+     * past them: with one before its barriers and the motion branch after it, POCL's armv7
+     * build (Debian 12) ran this kernel forever. */
     uint lid = get_local_id(0), k = lid / TILE, j = lid % TILE;
     uint4 rect = rects[get_group_id(0)];
     uint x = rect.x + (k & 1 ? rect.z : 0), y = rect.y + (k & 2 ? rect.w : 0);
