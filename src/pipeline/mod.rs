@@ -536,11 +536,12 @@ impl Pipeline {
             edge_threshold: self.options.edge_threshold,
             results: &r.results,
         };
-        let motion_on = motion.is_some() && self.motion.tiles() > 0;
         let tiles = self
             .motion
             .tile_params(gpu, motion)
             .stage(Stage::Integral)?;
+        // The frame runs motion where the motion stage was told one and it has tiles.
+        let motion_on = tiles.on();
         self.integral
             .enqueue(gpu, &l, &counted, &tiles, record, |e| {
                 keep(Stage::Integral, e)
