@@ -3,8 +3,9 @@
 //! events (entered at `min_ratio` held for `min_seconds`, left below half of it held as
 //! long). The motion itself is measured on the device (`pipeline`'s motion stage).
 //!
-//! Motion and health agree: while the `moved` detector is not ok (the camera was turned
-//! or shaken: every cell changed), no region moves and no event begins; a change of more
+//! Motion and health agree: while the `moved`, `covered` or `defocus` detector is not ok
+//! (the camera was turned or shaken, covered, or blurred: every tile changes with the
+//! view, not with the scene), no region moves and no event begins; a change of more
 //! than half the tiles at once (a light switched, the infrared switch) is taken by the
 //! pipeline as a change of scene, not motion. Motion never raises a tamper: the health
 //! detectors do not read it.
@@ -14,7 +15,31 @@ use std::time::Instant;
 use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize};
 
+use crate::health::{Kind, State};
 use crate::pipeline::{FrameResult, MotionSettings, MotionState, MotionThreshold};
+
+/// The tampers that take the camera's view away: while one of their detectors is not ok
+/// (suspect already, so a blur or a cover sliding in begins no event), nothing is taken
+/// as motion. The exposure tampers leave the scene in view (a dark yard at night still
+/// has its motion), and a frozen picture has none.
+pub const VIEW_LOST: [Kind; 3] = [Kind::Moved, Kind::Covered, Kind::Defocus];
+
+/// The first [`VIEW_LOST`] kind whose detector is not ok, of a health report's kinds.
+pub fn view_lost(kinds: &[(Kind, State)]) -> Option<Kind> {
+    kinds
+        .iter()
+        .find(|&&(kind, state)| VIEW_LOST.contains(&kind) && state != State::Ok)
+        .map(|&(kind, _)| kind)
+}
+
+/// The report's state while a [`VIEW_LOST`] tamper holds.
+fn view_lost_state(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Covered => "camera_covered",
+        Kind::Defocus => "camera_defocus",
+        _ => "camera_moved",
+    }
+}
 
 /// `[camera.motion]`.
 #[derive(Clone, Copy, Debug, PartialEq, Deserialize, Serialize)]
@@ -115,8 +140,9 @@ impl ActivitySettings {
 /// What a frame's motion came to.
 #[derive(Debug, PartialEq, Serialize)]
 pub struct MotionReport {
-    /// `off`, `learning`, `watching`, `scene_change`, or `camera_moved` (the health
-    /// detectors say the camera moved: nothing is taken as motion).
+    /// `off`, `learning`, `watching`, `scene_change`, or `camera_moved`,
+    /// `camera_covered`, `camera_defocus` (a [`VIEW_LOST`] detector is not ok: nothing is
+    /// taken as motion).
     pub state: &'static str,
     /// The whole frame's share of moving pixels.
     pub ratio: f64,
@@ -223,23 +249,22 @@ impl MotionEvents {
         &self.report
     }
 
-    /// Takes a frame captured at `at`; `camera_moved` when the health detectors say the
-    /// camera moved. Calls `changed` for each event that began or ended. Allocates only
-    /// when the regions grow.
+    /// Takes a frame captured at `at`; `view_lost` when a [`VIEW_LOST`] detector is not
+    /// ok. Calls `changed` for each event that began or ended. Allocates only when the
+    /// regions grow.
     pub fn update(
         &mut self,
         result: &FrameResult,
         at: Instant,
-        camera_moved: bool,
+        view_lost: Option<Kind>,
         mut changed: impl FnMut(Change),
     ) {
         let m = result.motion;
-        let watching = m.state == MotionState::Watching && !camera_moved;
+        let watching = m.state == MotionState::Watching && view_lost.is_none();
         let r = &mut self.report;
-        r.state = if camera_moved && m.state != MotionState::Off {
-            "camera_moved"
-        } else {
-            m.state.name()
+        r.state = match view_lost {
+            Some(kind) if m.state != MotionState::Off => view_lost_state(kind),
+            _ => m.state.name(),
         };
         r.threshold = m.threshold;
         r.noise = m.noise;
@@ -277,7 +302,7 @@ impl MotionEvents {
                 continue;
             }
             if !watching {
-                // Learning, a change of scene or a moved camera: no event begins or ends.
+                // Learning, a change of scene or the view lost: no event begins or ends.
                 continue;
             }
             if !region.active {

@@ -83,8 +83,9 @@ def score_motion(labels, events):
 
 
 def summarize_motion(results):
-    """Over all sequences: truth events, found, precision and recall, delays, and false
-    events per hour of normal footage."""
+    """Over all sequences: truth events, found, precision and recall, delays, false
+    events per hour of normal footage, and the events within tampers (not scored, but
+    each one a region reporting the camera's own change as motion)."""
     regions = [r for s in results for r in s.get("motion", [])]
     truth = sum(r["truth"] for r in regions)
     found = sum(r["detected"] for r in regions)
@@ -100,6 +101,7 @@ def summarize_motion(results):
         "max_delay_s": max(delays) if delays else None,
         "false_events": false,
         "false_events_per_hour": round(false / (normal_s / 3600), 2) if normal_s else None,
+        "in_tamper": sum(r["in_tamper"] for r in regions),
     }
 
 
@@ -135,5 +137,6 @@ def format_motion(results, summary, table):
              f"(recall {show(summary['recall'])}), precision {show(summary['precision'])}, "
              f"delay median {show(summary['median_delay_s'])} s, max "
              f"{show(summary['max_delay_s'])} s; {summary['false_events']} false events "
-             f"({show(summary['false_events_per_hour'])} per hour of normal footage)")
+             f"({show(summary['false_events_per_hour'])} per hour of normal footage); "
+             f"{summary['in_tamper']} events within tampers (not scored)")
     return "\n".join([table(rows), total])

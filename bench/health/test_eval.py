@@ -264,6 +264,10 @@ class MotionTest(unittest.TestCase):
         summary = motion_score.summarize_motion(results)
         self.assertEqual((summary["truth_events"], summary["found"], summary["false_events"]),
                          (2, 1, 2))
+        self.assertEqual(summary["in_tamper"], 2)
+        total = motion_score.format_motion(results, summary, lambda rows: "").splitlines()[-1]
+        self.assertTrue(total.endswith("2 false events (864.00 per hour of normal footage); "
+                                       "2 events within tampers (not scored)"), total)
         self.assertEqual(summary["recall"], 0.5)
         self.assertEqual(summary["precision"], round(1 / 3, 3))
         self.assertEqual(len(motion_score.motion_failures(results)), 3)

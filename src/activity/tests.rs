@@ -23,17 +23,17 @@ fn frame(state: MotionState, moving: u64) -> FrameResult {
     }
 }
 
-/// Feeds the frames (state, moving pixels of 1000, camera moved), one every 100 ms from
-/// `start`, and returns the changes with the frame they came on.
+/// Feeds the frames (state, moving pixels of 1000, the view-lost tamper not ok), one
+/// every 100 ms from `start`, and returns the changes with the frame they came on.
 fn run(
     events: &mut MotionEvents,
     start: Instant,
-    frames: &[(MotionState, u64, bool)],
+    frames: &[(MotionState, u64, Option<Kind>)],
 ) -> Vec<(usize, Change)> {
     let mut seen = Vec::new();
-    for (n, &(state, moving, moved)) in frames.iter().enumerate() {
+    for (n, &(state, moving, lost)) in frames.iter().enumerate() {
         let at = start + Duration::from_millis(100 * n as u64);
-        events.update(&frame(state, moving), at, moved, |c| seen.push((n, c)));
+        events.update(&frame(state, moving), at, lost, |c| seen.push((n, c)));
     }
     seen
 }
@@ -49,10 +49,10 @@ fn an_event_needs_its_ratio_for_min_seconds_and_ends_below_half_of_it() {
     let w = MotionState::Watching;
     // A blip of 0.2 s, then 0.8 s above: the event begins 0.5 s after the ratio rose
     // (frame 4, so on frame 9); 0.03 (above half) keeps it; 0.02 for 0.5 s ends it.
-    let mut frames = vec![(w, 0, false), (w, 80, false), (w, 80, false), (w, 0, false)];
-    frames.extend([(w, 60, false); 8]);
-    frames.extend([(w, 30, false); 3]);
-    frames.extend([(w, 20, false); 7]);
+    let mut frames = vec![(w, 0, None), (w, 80, None), (w, 80, None), (w, 0, None)];
+    frames.extend([(w, 60, None); 8]);
+    frames.extend([(w, 30, None); 3]);
+    frames.extend([(w, 20, None); 7]);
     let seen = run(&mut events, Instant::now(), &frames);
     assert_eq!(seen, [(9, Change::Began(0)), (20, Change::Ended(0))]);
     assert_eq!(events.report().regions[0].events, 1);
@@ -61,27 +61,51 @@ fn an_event_needs_its_ratio_for_min_seconds_and_ends_below_half_of_it() {
 }
 
 #[test]
-fn nothing_moves_while_learning_after_a_change_of_scene_or_with_the_camera_moved() {
+fn nothing_moves_while_learning_after_a_change_of_scene_or_with_the_view_lost() {
     let mut events = MotionEvents::new(ActivitySettings {
         min_seconds: 0.0,
         ..ActivitySettings::default()
     });
     let start = Instant::now();
-    for (state, moved, name) in [
-        (MotionState::Learning, false, "learning"),
-        (MotionState::SceneChange, false, "scene_change"),
-        (MotionState::Watching, true, "camera_moved"),
-        (MotionState::Off, false, "off"),
+    for (state, lost, name) in [
+        (MotionState::Learning, None, "learning"),
+        (MotionState::SceneChange, None, "scene_change"),
+        (MotionState::Watching, Some(Kind::Moved), "camera_moved"),
+        (MotionState::Watching, Some(Kind::Covered), "camera_covered"),
+        (MotionState::Watching, Some(Kind::Defocus), "camera_defocus"),
+        (MotionState::Off, Some(Kind::Defocus), "off"),
+        (MotionState::Off, None, "off"),
     ] {
-        let seen = run(&mut events, start, &[(state, 900, moved); 5]);
+        let seen = run(&mut events, start, &[(state, 900, lost); 5]);
         assert!(seen.is_empty(), "{name}: {seen:?}");
         let r = events.report();
         assert_eq!((r.state, r.ratio, r.regions[0].ratio), (name, 0.0, 0.0));
         assert_eq!(r.regions[0].events, 0);
     }
-    let seen = run(&mut events, start, &[(MotionState::Watching, 900, false)]);
+    let seen = run(&mut events, start, &[(MotionState::Watching, 900, None)]);
     assert_eq!(seen, [(0, Change::Began(0))]);
     assert_eq!(events.report().ratio, 0.9);
+}
+
+#[test]
+fn the_view_is_lost_while_moved_covered_or_defocus_is_suspect_or_tampered() {
+    let mut kinds = Kind::ALL.map(|kind| (kind, State::Ok));
+    assert_eq!(view_lost(&kinds), None);
+    // The exposure tampers and a frozen picture leave motion alone.
+    for (kind, state) in &mut kinds {
+        if !VIEW_LOST.contains(kind) {
+            *state = State::Tampered;
+        }
+    }
+    assert_eq!(kinds.iter().filter(|k| k.1 == State::Tampered).count(), 3);
+    assert_eq!(view_lost(&kinds), None);
+    for lost in VIEW_LOST {
+        for state in [State::Suspect, State::Tampered] {
+            let mut kinds = kinds;
+            kinds.iter_mut().find(|(k, _)| *k == lost).unwrap().1 = state;
+            assert_eq!(view_lost(&kinds), Some(lost), "{lost:?} {state:?}");
+        }
+    }
 }
 
 #[test]

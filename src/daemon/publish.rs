@@ -12,7 +12,7 @@ use tokio::sync::watch;
 
 use super::camera::Published;
 use super::camera_metrics::{CameraMetrics, FrameRate};
-use crate::activity::{ActivitySettings, Change, MotionEvents, MotionReport};
+use crate::activity::{self, ActivitySettings, Change, MotionEvents, MotionReport};
 use crate::health::{self, Health, HealthReport, HealthSettings};
 use crate::mailbox::{Activity, Latest};
 use crate::pipeline::FrameResult;
@@ -173,7 +173,7 @@ impl Latest {
 }
 
 /// Runs a frame's motion through its regions' events (nothing moves while the health
-/// detectors say the camera moved), logs the events that begin and end and sets the
+/// detectors say the view is lost: moved, covered or out of focus), logs the events that begin and end and sets the
 /// motion series. `began` is scratch memory, kept across frames.
 fn watch_motion(
     motion: &mut MotionEvents,
@@ -183,14 +183,10 @@ fn watch_motion(
     began: &mut Vec<usize>,
 ) {
     motion.set_settings(p.motion);
-    let moved = health.is_some_and(|h| {
-        h.kinds
-            .iter()
-            .any(|&(kind, state)| kind == health::Kind::Moved && state != health::State::Ok)
-    });
+    let view_lost = health.and_then(|h| activity::view_lost(&h.kinds));
     began.clear();
     let roi = |i: usize| p.result.regions.get(i).map_or("", |(r, _)| r.name.as_str());
-    motion.update(&p.result, p.captured, moved, |change| match change {
+    motion.update(&p.result, p.captured, view_lost, |change| match change {
         Change::Began(i) => {
             began.push(i);
             tracing::info!(camera = %m.name, roi = %roi(i), frame = p.sequence, "motion began");
