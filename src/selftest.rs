@@ -1,6 +1,7 @@
 //! `edgesight selftest`: every stage on the chosen device, with each tuning, on synthetic
 //! frames of every input format at awkward sizes and wider strides, every border mode and
-//! both magnitudes, against the plain-Rust reference ([`crate::reference`]).
+//! both magnitudes, and motion over a scene of frames ([`motion`]), against the plain-Rust
+//! reference ([`crate::reference`]).
 //!
 //! A board's OpenCL driver is the part edgesight cannot test before it ships: each vendor
 //! image has its own libmali. This is the check a board user runs once after installing,
@@ -19,8 +20,20 @@ use crate::pipeline::{
 use crate::reference;
 use crate::region::{self, Region, RegionStats};
 
+mod motion;
+
+pub use motion::SCENES as MOTION_SCENES;
+
 /// The stages, in the order the table shows them.
-pub const STAGES: [&str; 6] = ["luma", "sobel", "histogram", "otsu", "integral", "regions"];
+pub const STAGES: [&str; 7] = [
+    "luma",
+    "sobel",
+    "histogram",
+    "otsu",
+    "integral",
+    "regions",
+    "motion",
+];
 
 /// What one stage's checks found: how many outputs were compared, and the first that
 /// differed (where, and both values).
@@ -270,7 +283,8 @@ pub fn cases() -> Vec<Case> {
 
 /// Runs every case through the pipeline on `gpu` with each of `tunings`, the full images
 /// discarded (as the daemon runs) and, for every third case, kept (as `process --raw`
-/// does: other kernels), and compares every output with the reference.
+/// does: other kernels), and motion's scenes ([`motion`]); compares every output with the
+/// reference.
 pub fn run(
     gpu: &Gpu,
     cases: &[Case],
@@ -296,6 +310,7 @@ pub fn run(
                 check_case(gpu, case, expected, setup, &mut findings)?;
             }
         }
+        motion::check(gpu, *tuning, &mut findings)?;
     }
     Ok(findings)
 }
@@ -449,7 +464,7 @@ pub fn compare_frame(
         let want: RegionStats = reference::region_sums(&planes, region);
         let what = format!("region '{}' sums", region.name);
         // The moving pixels depend on the frames before this one (the learned
-        // background): the motion stage's own tests check them against the reference.
+        // background): `motion` checks them over a scene of frames.
         let stats = RegionStats {
             motion: 0,
             ..*stats

@@ -30,9 +30,10 @@ pub(crate) fn selftest(args: &SelftestArgs) -> Result<()> {
     let cases = selftest::cases();
     println!(
         "edgesight selftest on {}: {} frames (every input format, awkward sizes, wider \
-         strides, every border) with the {} tuning{}",
+         strides, every border) and motion's {} scenes with the {} tuning{}",
         gpu.info,
         cases.len(),
+        selftest::MOTION_SCENES,
         names.join(", "),
         if names.len() > 1 { "s" } else { "" }
     );

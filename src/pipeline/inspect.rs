@@ -1,11 +1,14 @@
 //! What a pipeline tells about itself beside each frame's results: the device memory it
 //! holds and the bytes a frame moves (`bench`, `process`), how long the last frame ran on
-//! the device and when its read ended (`bench`), and, for tests, which guard bands a
-//! kernel overwrote and which of the last frame's commands are still running.
+//! the device and when its read ended (`bench`), what the last frame's motion left on the
+//! device (`selftest`), and, for tests, which guard bands a kernel overwrote and which of
+//! the last frame's commands are still running.
 
 use super::buffers::held_bytes;
+use super::motion::{DIFF_BINS, STATS_BACKGROUND_SUM, STATS_FRAME_SUM, STATS_GAIN, STATS_MOVING};
 use super::{Pipeline, Traffic};
 use crate::cl::{event_interval, ClError, Gpu, RawClError};
+use crate::reference::motion::Tiles;
 
 impl Pipeline {
     /// The bytes this pipeline holds on the device: every buffer it allocated (images with
@@ -62,6 +65,24 @@ impl Pipeline {
                 code: RawClError(opencl3::error_codes::CL_INVALID_EVENT),
             }),
         }
+    }
+
+    /// What the last frame's motion left on the device, as `reference::motion::tiles`
+    /// gives it (its counts and its mask of tiles), and the background after it (1/65536
+    /// luma, tile by tile). The counts are the last frame's only where it ran motion (its
+    /// frame had whole tiles, and [`Pipeline::tell_motion`] or the control told it to).
+    pub fn read_motion(&self, gpu: &Gpu) -> Result<(Tiles, Vec<u32>), ClError> {
+        let read = &self.read_back;
+        let (background, mask) = self.motion.read_state(gpu)?;
+        let tiles = Tiles {
+            mask,
+            diff_histogram: std::array::from_fn::<u32, DIFF_BINS, _>(|i| read.motion_count(i)),
+            moving: read.motion_count(STATS_MOVING),
+            frame_sum: read.motion_count(STATS_FRAME_SUM),
+            background_sum: read.motion_count(STATS_BACKGROUND_SUM),
+            gain: read.motion_count(STATS_GAIN),
+        };
+        Ok((tiles, background))
     }
 
     /// Names of the per-pixel buffers whose guard band a kernel overwrote (none, if every

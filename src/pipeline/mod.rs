@@ -79,6 +79,7 @@ pub use motion::control::{
     MotionResult, MotionSettings, MotionState, MotionThreshold, AUTO_FACTOR, AUTO_MAX, AUTO_MIN,
     LEARN_FOLLOW_SECONDS, LEARN_SECONDS, SCENE_CHANGE_SHARE, SUDDEN_LIGHT,
 };
+pub use motion::FrameMotion;
 pub use options::{
     Border, FullImages, HistogramCounting, IntegralLayout, Magnitude, OtsuArithmetic, OtsuLaunch,
     PipelineOptions, Setup, SobelLayout, Stores, Tuning, TuningChoice, UnknownBorder,
@@ -138,9 +139,9 @@ pub struct Pipeline {
     motion: motion::MotionStage,
     /// What the motion kernels are told each frame; `None`: motion is not measured.
     motion_control: Option<motion::control::MotionControl>,
-    /// What the motion kernels are told instead, every frame watched (tests).
-    #[cfg(test)]
-    motion_told: Option<motion::FrameMotion>,
+    /// What the motion kernels are told instead, every frame watched: the checks against
+    /// the reference (`selftest`, the tests) ([`Pipeline::tell_motion`]).
+    motion_told: Option<FrameMotion>,
     bufs: DeviceImages,
     /// The last frame's events, kept so that a frame allocates nothing once warm (none on
     /// a frame that is not timed).
@@ -231,7 +232,6 @@ impl Pipeline {
             regions: region_stage,
             motion: motion::MotionStage::new(gpu, &layout).stage(Stage::Integral)?,
             motion_control: None,
-            #[cfg(test)]
             motion_told: None,
             bufs,
             events: Vec::with_capacity(32),
@@ -285,6 +285,14 @@ impl Pipeline {
                 *control = settings.map(motion::control::MotionControl::new);
             }
         }
+    }
+
+    /// Tells the motion kernels `told` on every frame from the next on, instead of what
+    /// [`Pipeline::set_motion`]'s control decides, every frame's moving pixels counted:
+    /// how the checks against the reference (`selftest`) drive them frame by frame, read
+    /// back with [`Pipeline::read_motion`]. `None`: back to the control.
+    pub fn tell_motion(&mut self, told: Option<FrameMotion>) {
+        self.motion_told = told;
     }
 
     /// Replaces the regions measured on each frame.
@@ -371,7 +379,6 @@ impl Pipeline {
             Some(control) if tiles > 0 => Some(control.next(std::time::Instant::now())),
             _ => None,
         };
-        #[cfg(test)]
         let motion = self.motion_told.filter(|_| tiles > 0).or(motion);
         let enqueued = self.enqueue_frame(gpu, slot, gradient, motion, Record::event_if(timed));
         let finished = drain.finish(self.read_back.event.as_ref());
@@ -407,7 +414,6 @@ impl Pipeline {
             result.motion = control.observe(&counts, tiles);
             watching = result.motion.state == MotionState::Watching;
         }
-        #[cfg(test)]
         if self.motion_told.is_some() && tiles > 0 {
             self.motion.finished();
             watching = true;
@@ -448,7 +454,7 @@ impl Pipeline {
         gpu: &Gpu,
         slot: &FrameSlot,
         gradient: bool,
-        motion: Option<motion::FrameMotion>,
+        motion: Option<FrameMotion>,
         record: Record,
     ) -> Result<(), PipelineError> {
         let l = self.layout;

@@ -1,9 +1,6 @@
 //! The motion stage against `reference::motion`: background, mask, counts and each
 //! region's moving pixels exact, frame after frame, for every tuning and awkward sizes.
 
-use super::motion::{
-    FrameMotion, DIFF_BINS, STATS_BACKGROUND_SUM, STATS_FRAME_SUM, STATS_GAIN, STATS_MOVING,
-};
 use super::*;
 use crate::frame::PixelFormat;
 use crate::reference::motion as reference;
@@ -111,36 +108,22 @@ fn motion_is_exact_against_the_reference() {
                 scene(w, h, 40 + k as u64).iter().zip(told).enumerate()
             {
                 let what = format!("{what}, frame {n}");
-                pipeline.motion_told = Some(FrameMotion { rate, threshold });
+                pipeline.tell_motion(Some(FrameMotion { rate, threshold }));
                 slot.write_bytes(&gpu, frame).expect("write");
                 let result = pipeline.process(&gpu, &slot).expect("frame").into_result();
                 let want = reference::tiles(frame, w, h, &mut background, rate, threshold);
-                let read = &pipeline.read_back;
                 if background.means.is_empty() {
                     assert_eq!(result.frame.motion, 0, "{what}");
                     continue;
                 }
-                let histogram: Vec<u32> = (0..DIFF_BINS).map(|i| read.motion_count(i)).collect();
-                assert_eq!(histogram, want.diff_histogram, "histogram, {what}");
-                assert_eq!(
-                    read.motion_count(STATS_MOVING),
-                    want.moving,
-                    "moving, {what}"
-                );
-                assert_eq!(
-                    read.motion_count(STATS_FRAME_SUM),
-                    want.frame_sum,
-                    "F, {what}"
-                );
-                assert_eq!(
-                    read.motion_count(STATS_BACKGROUND_SUM),
-                    want.background_sum,
-                    "B, {what}"
-                );
-                assert_eq!(read.motion_count(STATS_GAIN), want.gain, "gain, {what}");
-                let (means, mask) = pipeline.motion.read_state(&gpu).expect("state");
+                let (got, means) = pipeline.read_motion(&gpu).expect("motion");
+                assert_eq!(got.diff_histogram, want.diff_histogram, "histogram, {what}");
+                assert_eq!(got.moving, want.moving, "moving, {what}");
+                assert_eq!(got.frame_sum, want.frame_sum, "F, {what}");
+                assert_eq!(got.background_sum, want.background_sum, "B, {what}");
+                assert_eq!(got.gain, want.gain, "gain, {what}");
                 assert!(means == background.means, "background, {what}");
-                assert!(mask == want.mask, "mask, {what}");
+                assert!(got.mask == want.mask, "mask, {what}");
                 let (tx, ty) = (background.tiles_x, background.tiles_y);
                 let moving = |r: &Region| reference::moving_pixels(&want.mask, tx, ty, r);
                 assert_eq!(result.frame.motion, moving(&all[0]), "frame, {what}");

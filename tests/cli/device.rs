@@ -71,7 +71,7 @@ fn check_config_prints_the_tuning_and_refuses_unknown_ones() {
     );
 }
 
-/// `selftest` passes on this device with every tuning: a table of the six stages, each
+/// `selftest` passes on this device with every tuning: a table of the seven stages, each
 /// with its checks and "pass", and exit 0.
 #[test]
 fn selftest_passes_every_stage_with_every_tuning() {

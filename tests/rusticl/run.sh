@@ -11,7 +11,7 @@
 #      every case of the first formats, one a kernel variant of the later ones), the
 #      release binary with the device's own tuning;
 #   3. `edgesight selftest --device rusticl`: every stage with every tuning on synthetic
-#      frames of every format, against the reference;
+#      frames of every format, and motion over a scene, against the reference;
 #   4. the motion tests of the library's own (`cargo test --lib motion_tests`): motion's
 #      tiles, run in the integral's last launch, and every region's moving pixels frame
 #      after frame against the reference, every tuning, 1x1 to 641x479.

@@ -25,10 +25,9 @@ pub(super) const DIFF_BINS: usize = 64;
 /// (`MOTION_STATS`), each at its word below.
 pub(super) const STATS_WORDS: usize = 68;
 pub(super) const STATS_MOVING: usize = DIFF_BINS;
-/// (The frame's and the background's sums are read only by the tests.)
-#[cfg(test)]
+/// (The frame's and the background's sums are read only by the checks against the
+/// reference: `selftest` and the tests.)
 pub(super) const STATS_FRAME_SUM: usize = DIFF_BINS + 1;
-#[cfg(test)]
 pub(super) const STATS_BACKGROUND_SUM: usize = DIFF_BINS + 2;
 pub(super) const STATS_GAIN: usize = DIFF_BINS + 3;
 /// A tile's side.
@@ -84,7 +83,7 @@ kernel_params! {
 
 /// What one frame's kernels are told.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct FrameMotion {
+pub struct FrameMotion {
     /// How far the background moves to this frame, in 1/65536 (65536: learn it afresh).
     pub rate: u32,
     /// A tile moves past this difference from the background, in 1/256 of a luma level.
@@ -205,7 +204,6 @@ impl MotionStage {
     }
 
     /// The background (1/65536 luma) and the last frame's mask, tile by tile.
-    #[cfg(test)]
     pub(super) fn read_state(&self, gpu: &Gpu) -> Result<(Vec<u32>, Vec<u8>), ClError> {
         Ok((self.background.read(gpu)?, self.mask.read(gpu)?))
     }
