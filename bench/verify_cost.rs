@@ -1,7 +1,9 @@
 //! What `[opencl] verify_every` costs per checked frame (a measurement, not a test): the
 //! camera thread's copy of what a check needs (the frame's bytes read from its slot, luma
-//! and magnitude read back, the small results), and the verifier's work on its own thread
-//! (the plain-Rust reference of the frame and the comparison), each the median of RUNS.
+//! and magnitude read back, the small results, and motion's state: the background the
+//! frame began from, read after the frame before, and what the frame left), and the
+//! verifier's work on its own thread (the plain-Rust reference of the frame, motion
+//! included, and the comparison), each the median of RUNS.
 //! Frames of camera sizes with the daemon's setup (health grid, two regions).
 //!
 //!   cargo run --release --example verify_cost [-- RUNS=7 [DEVICE]]
@@ -11,9 +13,14 @@ use std::time::{Duration, Instant};
 use edgesight::cl::{DeviceSpec, Gpu};
 use edgesight::frame::{FrameLayout, PixelFormat};
 use edgesight::health;
-use edgesight::pipeline::{FrameResult, Pictures, Pipeline, PipelineOptions, TuningChoice};
+use edgesight::pipeline::{
+    DeviceMotion, FrameMotion, FrameResult, Pictures, Pipeline, PipelineOptions, TuningChoice,
+};
+use edgesight::reference::motion as motion_reference;
 use edgesight::region::Region;
-use edgesight::selftest::{compare_frame, Expected, Findings};
+use edgesight::selftest::{
+    compare_frame, compare_moving_pixels, compare_tiles, Expected, Findings,
+};
 
 fn median(mut times: Vec<Duration>) -> f64 {
     times.sort();
@@ -31,8 +38,8 @@ fn main() {
     let gpu = Gpu::open(&device).expect("an OpenCL device");
     println!("device: {}", gpu.info);
     println!(
-        "{:<22} {:>14} {:>14} {:>10}",
-        "frame", "copy (camera)", "check (verif.)", "frame ms"
+        "{:<22} {:>14} {:>12} {:>14} {:>12} {:>10}",
+        "frame", "copy (camera)", "of it motion", "check (verif.)", "of it motion", "frame ms"
     );
     let cases = [
         (PixelFormat::Yuyv, 1280, 720),
@@ -64,6 +71,12 @@ fn main() {
         pipeline
             .set_health_grid(&gpu, Some(health::GRID))
             .expect("grid");
+        // Motion on, as by default, told as a watched frame is.
+        let told = FrameMotion {
+            rate: 3000,
+            threshold: 512,
+        };
+        pipeline.tell_motion(Some(told));
         let mut slot = pipeline.new_slot(&gpu).expect("slot");
         let frame: Vec<u8> = (0..layout.frame_bytes())
             .map(|i| (i * 7 + i / width as usize * 3) as u8)
@@ -72,10 +85,18 @@ fn main() {
         let mut result = FrameResult::empty();
         let (mut bytes, mut pictures, mut copy) =
             (Vec::new(), Pictures::default(), FrameResult::empty());
-        let mut copies = Vec::new();
-        let mut checks = Vec::new();
+        let (mut before, mut after) = (DeviceMotion::default(), DeviceMotion::default());
+        let (mut copies, mut motion_copies) = (Vec::new(), Vec::new());
+        let (mut checks, mut motion_checks) = (Vec::new(), Vec::new());
         let mut frame_times = Vec::new();
         for _ in 0..runs {
+            // The camera reads the background the due frame begins from after the frame
+            // before it.
+            let start = Instant::now();
+            pipeline
+                .read_motion_into(&gpu, &mut before)
+                .expect("motion");
+            let read_before = start.elapsed();
             let start = Instant::now();
             let images = pipeline
                 .process_into(&gpu, &slot, &mut result)
@@ -87,7 +108,13 @@ fn main() {
                 .read_pictures_into(&gpu, &mut pictures)
                 .expect("pictures");
             copy.copy_from(&result);
-            copies.push(start.elapsed());
+            let motion_start = Instant::now();
+            images
+                .pipeline()
+                .read_motion_into(&gpu, &mut after)
+                .expect("motion");
+            motion_copies.push(motion_start.elapsed() + read_before);
+            copies.push(start.elapsed() + read_before);
             let start = Instant::now();
             let expected = Expected::of(&layout, options, &bytes);
             let mut findings = Findings::default();
@@ -99,14 +126,32 @@ fn main() {
                 &pictures,
                 &regions,
             );
+            let motion_start = Instant::now();
+            let (w, h) = (width as usize, height as usize);
+            let mut background = motion_reference::Background::new(w, h);
+            background.means.clone_from(&before.background);
+            background.mask.clone_from(&before.tiles.mask);
+            let want = motion_reference::tiles(
+                &expected.luma,
+                w,
+                h,
+                &mut background,
+                told.rate,
+                told.threshold,
+            );
+            compare_tiles(&mut findings, &"frame", &after, &want, &background);
+            compare_moving_pixels(&mut findings, &"frame", &copy, &want.mask, &background);
+            motion_checks.push(motion_start.elapsed());
             checks.push(start.elapsed());
             assert!(findings.passed(), "{findings:?}");
         }
         println!(
-            "{:<22} {:>11.2} ms {:>11.1} ms {:>10.2}",
+            "{:<22} {:>11.2} ms {:>9.2} ms {:>11.1} ms {:>9.2} ms {:>10.2}",
             format!("{format} {width}x{height}"),
             median(copies),
+            median(motion_copies),
             median(checks),
+            median(motion_checks),
             median(frame_times)
         );
     }

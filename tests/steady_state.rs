@@ -24,6 +24,7 @@ use edgesight::config::CameraSettings;
 use edgesight::daemon::camera::{self, Links};
 use edgesight::daemon::camera_metrics::{CameraFamilies, CameraMetrics};
 use edgesight::daemon::publish;
+use edgesight::daemon::verify::CHECKED_STAGES;
 use edgesight::frame::{FrameLayout, PixelFormat};
 use edgesight::health::{self, HealthSettings};
 use edgesight::mailbox::Latest;
@@ -418,10 +419,7 @@ fn a_verifying_camera_thread_allocates_nothing_per_frame() {
         camera.sequence(),
         allocations.load(Ordering::Relaxed) - before,
     );
-    let mismatches: Vec<u64> = ["luma", "sobel", "histogram", "otsu", "regions"]
-        .iter()
-        .map(|stage| verify.mismatches(stage))
-        .collect();
+    let mismatches = CHECKED_STAGES.map(|stage| verify.mismatches(stage));
     let checks = verify.verified() - checked;
     camera.stop();
     // The last check, done after the camera stopped, must not count in the next test.
@@ -434,7 +432,7 @@ fn a_verifying_camera_thread_allocates_nothing_per_frame() {
         during, 0,
         "{during} allocations on the camera's thread from frame {from} to {to} ({checks} checks)"
     );
-    assert_eq!(mismatches, [0; 5]);
+    assert_eq!(mismatches, [0; CHECKED_STAGES.len()], "{CHECKED_STAGES:?}");
 }
 
 /// The same path while frames are dropped, on purpose rather than by the machine's

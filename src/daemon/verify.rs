@@ -8,6 +8,10 @@
 //! back, so the frame loop allocates nothing; the reference runs on one thread shared by
 //! the cameras, at nice 19, so it takes only time the cameras leave. A camera whose last
 //! check is still running checks the next frame instead: checks never queue up.
+//!
+//! Motion keeps its background on the device, so a frame's motion is checked from the
+//! background the frame before left: read after that frame (when the next one is due),
+//! and the checked frame's after it.
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -18,16 +22,21 @@ use prometheus::{IntCounter, IntCounterVec};
 use crate::cl::Gpu;
 use crate::frame::FrameLayout;
 use crate::metrics::Metrics;
-use crate::pipeline::{FrameImages, FrameResult, Pictures, PipelineError, PipelineOptions};
+use crate::pipeline::{
+    DeviceMotion, FrameImages, FrameMotion, FrameResult, MotionState, Pictures, PipelineError,
+    PipelineOptions,
+};
+use crate::reference::motion as motion_reference;
 use crate::region::Region;
 use crate::selftest::{self, Expected, Findings};
 
 /// The verifier's nice value: the lowest priority, below the HTTP side's.
 const VERIFY_NICE: libc::c_int = 19;
 
-/// The stages a live frame's check covers (those of [`selftest::compare_frame`]): the
-/// integrals are checked through the sums the regions and health cells read from them.
-pub const CHECKED_STAGES: [&str; 5] = ["luma", "sobel", "histogram", "otsu", "regions"];
+/// The stages a live frame's check covers (those of [`selftest::compare_frame`], and
+/// motion): the integrals are checked through the sums the regions and health cells read
+/// from them.
+pub const CHECKED_STAGES: [&str; 6] = ["luma", "sobel", "histogram", "otsu", "regions", "motion"];
 
 /// Checks waiting for the verifier at most: one per camera is ever out, so this is only
 /// a bound, and a full queue leaves the frame unchecked rather than waiting.
@@ -121,6 +130,11 @@ struct Job {
     frame: Vec<u8>,
     pictures: Pictures,
     result: FrameResult,
+    /// What the frame's motion was told, where it is checked: the frame ran motion and
+    /// the frame before it did too, and left `motion_before`.
+    motion_told: Option<FrameMotion>,
+    motion_before: DeviceMotion,
+    motion_after: DeviceMotion,
     metrics: Arc<VerifyMetrics>,
     /// Where the job goes back to be filled again.
     home: mpsc::SyncSender<Box<Job>>,
@@ -135,6 +149,12 @@ pub struct Verifier {
     /// The job, while it is not out with the verifier.
     job: Option<Box<Job>>,
     returned: mpsc::Receiver<Box<Job>>,
+    /// What the last frame's motion left on the device, read when the next frame is due
+    /// (the background that frame begins from), and which frame that was
+    /// (`Pipeline::frame_number`).
+    before: DeviceMotion,
+    before_of: Option<(u64, u64)>,
+    metrics: Arc<VerifyMetrics>,
 }
 
 impl Verifier {
@@ -148,7 +168,10 @@ impl Verifier {
             frame: Vec::new(),
             pictures: Pictures::default(),
             result: FrameResult::empty(),
-            metrics,
+            motion_told: None,
+            motion_before: DeviceMotion::default(),
+            motion_after: DeviceMotion::default(),
+            metrics: Arc::clone(&metrics),
             home,
         });
         Verifier {
@@ -156,6 +179,9 @@ impl Verifier {
             since: every,
             job: Some(job),
             returned,
+            before: DeviceMotion::default(),
+            before_of: None,
+            metrics,
         }
     }
 
@@ -179,16 +205,30 @@ impl Verifier {
             return;
         }
         self.since = self.since.saturating_add(1);
-        if self.since < self.every {
-            return;
+        if self.since >= self.every {
+            self.hand_over(gpu, images, result, options, sequence);
         }
+        self.keep_background(gpu, images);
+    }
+
+    /// Copies what the check of this (due) frame needs and hands it to the verifier.
+    fn hand_over(
+        &mut self,
+        gpu: &Gpu,
+        images: &FrameImages,
+        result: &FrameResult,
+        options: PipelineOptions,
+        sequence: u64,
+    ) {
         if self.job.is_none() {
             self.job = self.returned.try_recv().ok();
         }
         let Some(mut job) = self.job.take() else {
             return; // the last check still runs: this camera's next frame is checked
         };
-        if let Err(e) = fill(&mut job, gpu, images, result, options, sequence) {
+        let filled = fill(&mut job, gpu, images, result, options, sequence)
+            .and_then(|()| self.fill_motion(&mut job, gpu, images));
+        if let Err(e) = filled {
             tracing::warn!(camera = %job.metrics.camera, "frame {sequence}: reading it back for verification: {e:#}");
             self.job = Some(job);
             return;
@@ -204,6 +244,51 @@ impl Verifier {
                 // No verifier thread: said once in the log.
                 PENDING.fetch_sub(1, Ordering::AcqRel);
             }
+        }
+    }
+
+    /// The frame's motion, where the frame before it ran motion too and left the
+    /// background this one began from (`before`).
+    fn fill_motion(
+        &mut self,
+        job: &mut Job,
+        gpu: &Gpu,
+        images: &FrameImages,
+    ) -> Result<(), PipelineError> {
+        let p = images.pipeline();
+        job.motion_told = None;
+        let Some(told) = p.last_motion() else {
+            return Ok(());
+        };
+        p.read_motion_into(gpu, &mut job.motion_after)?;
+        let (id, n) = p.frame_number();
+        if self.before_of == Some((id, n.wrapping_sub(1))) {
+            std::mem::swap(&mut self.before, &mut job.motion_before);
+            job.motion_told = Some(told);
+        } else {
+            // Not checked (a camera's first frame): the memory of both backgrounds is
+            // taken here, before the first check, so that a warm camera's reads and swaps
+            // allocate nothing.
+            job.motion_before.copy_from(&job.motion_after);
+            self.before.copy_from(&job.motion_after);
+        }
+        Ok(())
+    }
+
+    /// When the next frame is due and this one ran motion: reads the background it left,
+    /// which the next begins from.
+    fn keep_background(&mut self, gpu: &Gpu, images: &FrameImages) {
+        self.before_of = None;
+        let p = images.pipeline();
+        if self.since.saturating_add(1) < self.every || p.last_motion().is_none() {
+            return;
+        }
+        match p.read_motion_into(gpu, &mut self.before) {
+            Ok(()) => self.before_of = Some(p.frame_number()),
+            Err(e) => tracing::warn!(
+                camera = %self.metrics.camera,
+                "reading the motion background back for verification: {e:#}"
+            ),
         }
     }
 }
@@ -315,6 +400,21 @@ impl fmt::Display for Live<'_> {
     }
 }
 
+/// The frame's motion from the background the frame before left, as the reference makes
+/// it; its moving pixels only where the frame was watched (others report none).
+fn check_motion(job: &Job, told: FrameMotion, luma: &[u8], findings: &mut Findings) {
+    let (w, h) = (job.layout.width as usize, job.layout.height as usize);
+    let mut background = motion_reference::Background::new(w, h);
+    background.means.clone_from(&job.motion_before.background);
+    background.mask.clone_from(&job.motion_before.tiles.mask);
+    let want = motion_reference::tiles(luma, w, h, &mut background, told.rate, told.threshold);
+    let label = Live(job);
+    selftest::compare_tiles(findings, &label, &job.motion_after, &want, &background);
+    if job.result.motion.state == MotionState::Watching {
+        selftest::compare_moving_pixels(findings, &label, &job.result, &want.mask, &background);
+    }
+}
+
 fn check(job: &Job) -> Findings {
     let expected = Expected::of(&job.layout, job.options, &job.frame);
     let regions: Vec<Region> = job.result.regions.iter().map(|(r, _)| r.clone()).collect();
@@ -327,130 +427,11 @@ fn check(job: &Job) -> Findings {
         &job.pictures,
         &regions,
     );
+    if let Some(told) = job.motion_told {
+        check_motion(job, told, &expected.luma, &mut findings);
+    }
     findings
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::frame::PixelFormat;
-    use crate::pipeline::Pipeline;
-    use std::time::{Duration, Instant};
-
-    /// A YUYV frame of an awkward size with a wider stride, two regions and the health
-    /// grid, processed on the test device; `offer` is called with its images, and with
-    /// the result `doctor` makes of the true one.
-    fn offer_frame(verifier: &mut Verifier, sequence: u64, doctor: impl FnOnce(&mut FrameResult)) {
-        let gpu = crate::cl::test_gpu();
-        let layout = FrameLayout {
-            stride: PixelFormat::Yuyv.row_bytes(45) as u32 + 6,
-            ..FrameLayout::packed(PixelFormat::Yuyv, 45, 23)
-        };
-        let regions = [
-            "a:0,0,10,10".parse().unwrap(),
-            "b:3,4,41,19".parse().unwrap(),
-        ];
-        let options = PipelineOptions::default();
-        let mut pipeline = Pipeline::new(&gpu, layout, options, &regions).expect("pipeline");
-        pipeline
-            .set_health_grid(&gpu, Some(crate::health::GRID))
-            .expect("grid");
-        let mut slot = pipeline.new_slot(&gpu).expect("slot");
-        let frame: Vec<u8> = (0..layout.frame_bytes())
-            .map(|i| (i * 37 % 251 + i / 97) as u8)
-            .collect();
-        slot.write_bytes(&gpu, &frame).expect("write");
-        let mut result = FrameResult::empty();
-        let images = pipeline
-            .process_into(&gpu, &slot, &mut result)
-            .expect("process");
-        doctor(&mut result);
-        verifier.offer(&gpu, &images, &result, options, sequence);
-    }
-
-    /// Waits for the verifier to have checked `n` frames of `m`.
-    fn wait_checked(m: &VerifyMetrics, n: u64) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while m.verified() < n {
-            assert!(
-                Instant::now() < deadline,
-                "{} of {n} frames checked",
-                m.verified()
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-
-    fn families() -> VerifyFamilies {
-        VerifyFamilies::new(&Metrics::new())
-    }
-
-    /// A right frame counts as checked with no mismatch; frames that are not due are not
-    /// checked; a frame whose results differ from the reference counts a mismatch in
-    /// each stage it differs in, and only there.
-    #[test]
-    fn one_frame_in_n_is_checked_and_each_wrong_stage_counted() {
-        let m = families().camera("c");
-        let mut verifier = Verifier::new(3, Arc::clone(&m));
-        // Due at once: a camera's first frame is checked.
-        offer_frame(&mut verifier, 1, |_| {});
-        wait_checked(&m, 1);
-        for stage in CHECKED_STAGES {
-            assert_eq!(m.mismatches(stage), 0, "{stage}");
-        }
-        offer_frame(&mut verifier, 2, |r| r.otsu_threshold ^= 1);
-        offer_frame(&mut verifier, 3, |r| r.otsu_threshold ^= 1);
-        std::thread::sleep(Duration::from_millis(200));
-        assert_eq!(m.verified(), 1, "frames 2 and 3 are not due");
-        offer_frame(&mut verifier, 4, |r| {
-            r.otsu_threshold ^= 1;
-            r.regions[1].1.sum += 1;
-        });
-        wait_checked(&m, 2);
-        let counts = CHECKED_STAGES.map(|s| m.mismatches(s));
-        assert_eq!(counts, [0, 0, 0, 1, 1], "{CHECKED_STAGES:?}");
-        let logged = m.logged.each_ref().map(|l| l.load(Ordering::Relaxed));
-        assert_eq!(
-            logged,
-            [false, false, false, true, true],
-            "first of a stage logged"
-        );
-        offer_frame(&mut verifier, 5, |_| {});
-        offer_frame(&mut verifier, 6, |_| {});
-        offer_frame(&mut verifier, 7, |r| r.histogram[9] += 1);
-        wait_checked(&m, 3);
-        let counts = CHECKED_STAGES.map(|s| m.mismatches(s));
-        assert_eq!(counts, [0, 0, 1, 1, 1], "{CHECKED_STAGES:?}");
-    }
-
-    /// A frame due while the camera's last check still runs is not checked, and the
-    /// camera's next frame is: a check is late, never queued behind another nor put off
-    /// for a whole period.
-    #[test]
-    fn a_due_frame_while_the_last_check_runs_passes_the_turn_on() {
-        let m = families().camera("c");
-        let mut verifier = Verifier::new(1000, Arc::clone(&m));
-        // As while the verifier holds the job.
-        let out = verifier.job.take();
-        offer_frame(&mut verifier, 1, |_| {});
-        std::thread::sleep(Duration::from_millis(200));
-        assert_eq!(m.verified(), 0);
-        assert_eq!(verifier.since, 1001, "still due");
-        verifier.job = out;
-        offer_frame(&mut verifier, 2, |_| {});
-        assert_eq!(verifier.since, 0);
-        wait_checked(&m, 1);
-    }
-
-    /// 0 checks nothing; a reload to N makes the next frame due after at most N.
-    #[test]
-    fn zero_checks_nothing_until_a_reload_asks() {
-        let m = families().camera("c");
-        let mut verifier = Verifier::new(0, Arc::clone(&m));
-        offer_frame(&mut verifier, 1, |_| {});
-        assert!(verifier.job.is_some(), "nothing was sent");
-        verifier.set_every(1);
-        offer_frame(&mut verifier, 2, |_| {});
-        wait_checked(&m, 1);
-    }
-}
+mod tests;

@@ -1,14 +1,13 @@
 //! What a pipeline tells about itself beside each frame's results: the device memory it
 //! holds and the bytes a frame moves (`bench`, `process`), how long the last frame ran on
 //! the device and when its read ended (`bench`), what the last frame's motion left on the
-//! device (`selftest`), and, for tests, which guard bands a kernel overwrote and which of
+//! device and which frame that was (`selftest`, `verify_every`), and, for tests, which guard bands a kernel overwrote and which of
 //! the last frame's commands are still running.
 
 use super::buffers::held_bytes;
-use super::motion::{DIFF_BINS, STATS_BACKGROUND_SUM, STATS_FRAME_SUM, STATS_GAIN, STATS_MOVING};
-use super::{Pipeline, Traffic};
+use super::motion::{STATS_BACKGROUND_SUM, STATS_FRAME_SUM, STATS_GAIN, STATS_MOVING};
+use super::{DeviceMotion, FrameMotion, Pipeline, Traffic};
 use crate::cl::{event_interval, ClError, Gpu, RawClError};
-use crate::reference::motion::Tiles;
 
 impl Pipeline {
     /// The bytes this pipeline holds on the device: every buffer it allocated (images with
@@ -67,22 +66,42 @@ impl Pipeline {
         }
     }
 
-    /// What the last frame's motion left on the device, as `reference::motion::tiles`
-    /// gives it (its counts and its mask of tiles), and the background after it (1/65536
-    /// luma, tile by tile). The counts are the last frame's only where it ran motion (its
-    /// frame had whole tiles, and [`Pipeline::tell_motion`] or the control told it to).
-    pub fn read_motion(&self, gpu: &Gpu) -> Result<(Tiles, Vec<u32>), ClError> {
+    /// What the last frame's motion left on the device ([`DeviceMotion`]). Meaningful
+    /// after a frame that ran motion ([`Pipeline::last_motion`]).
+    pub fn read_motion(&self, gpu: &Gpu) -> Result<DeviceMotion, ClError> {
+        let mut out = DeviceMotion::default();
+        self.read_motion_into(gpu, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`Pipeline::read_motion`] into `out`, in the memory it has once it is large
+    /// enough (the camera's thread reads it for `verify_every`).
+    pub fn read_motion_into(&self, gpu: &Gpu, out: &mut DeviceMotion) -> Result<(), ClError> {
         let read = &self.read_back;
-        let (background, mask) = self.motion.read_state(gpu)?;
-        let tiles = Tiles {
-            mask,
-            diff_histogram: std::array::from_fn::<u32, DIFF_BINS, _>(|i| read.motion_count(i)),
-            moving: read.motion_count(STATS_MOVING),
-            frame_sum: read.motion_count(STATS_FRAME_SUM),
-            background_sum: read.motion_count(STATS_BACKGROUND_SUM),
-            gain: read.motion_count(STATS_GAIN),
-        };
-        Ok((tiles, background))
+        let t = &mut out.tiles;
+        self.motion
+            .read_state_into(gpu, &mut out.background, &mut t.mask)?;
+        for (i, count) in t.diff_histogram.iter_mut().enumerate() {
+            *count = read.motion_count(i);
+        }
+        t.moving = read.motion_count(STATS_MOVING);
+        t.frame_sum = read.motion_count(STATS_FRAME_SUM);
+        t.background_sum = read.motion_count(STATS_BACKGROUND_SUM);
+        t.gain = read.motion_count(STATS_GAIN);
+        Ok(())
+    }
+
+    /// What the last frame's motion kernels were told, `None` where it ran none (motion
+    /// off, or a frame smaller than a tile).
+    pub fn last_motion(&self) -> Option<FrameMotion> {
+        self.last_motion
+    }
+
+    /// Which pipeline this is (unique in the process) and how many frames it has begun:
+    /// two frames are one after the other on the device only if their pipeline is the
+    /// same and their numbers follow.
+    pub fn frame_number(&self) -> (u64, u64) {
+        (self.id, self.frames)
     }
 
     /// Names of the per-pixel buffers whose guard band a kernel overwrote (none, if every

@@ -86,7 +86,9 @@ pub use options::{
     UnknownTuning, SOBEL_RUN_CHUNKS,
 };
 pub use otsu::ThresholdParams;
-pub use processed::{FrameImages, FrameResult, Images, Pictures, Processed, TileMask};
+pub use processed::{
+    DeviceMotion, FrameImages, FrameResult, Images, Pictures, Processed, TileMask,
+};
 pub use timings::{Stage, StageTimings};
 pub use traffic::Traffic;
 
@@ -126,6 +128,9 @@ fn reads_luma_in_place(layout: &FrameLayout) -> bool {
     layout.format.luma_plane_first() && layout.stride == layout.width
 }
 
+/// The next pipeline's [`Pipeline::frame_number`] id.
+static NEXT_PIPELINE_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// Runs the stages for frames of one layout; buffers are allocated once, here.
 pub struct Pipeline {
     layout: FrameLayout,
@@ -142,6 +147,10 @@ pub struct Pipeline {
     /// What the motion kernels are told instead, every frame watched: the checks against
     /// the reference (`selftest`, the tests) ([`Pipeline::tell_motion`]).
     motion_told: Option<FrameMotion>,
+    /// What the last frame's motion kernels were told, if it ran them.
+    last_motion: Option<FrameMotion>,
+    /// Unique in the process ([`Pipeline::frame_number`]).
+    id: u64,
     bufs: DeviceImages,
     /// The last frame's events, kept so that a frame allocates nothing once warm (none on
     /// a frame that is not timed).
@@ -233,6 +242,8 @@ impl Pipeline {
             motion: motion::MotionStage::new(gpu, &layout).stage(Stage::Integral)?,
             motion_control: None,
             motion_told: None,
+            last_motion: None,
+            id: NEXT_PIPELINE_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             bufs,
             events: Vec::with_capacity(32),
             time_every: 1,
@@ -380,6 +391,7 @@ impl Pipeline {
             _ => None,
         };
         let motion = self.motion_told.filter(|_| tiles > 0).or(motion);
+        self.last_motion = motion;
         let enqueued = self.enqueue_frame(gpu, slot, gradient, motion, Record::event_if(timed));
         let finished = drain.finish(self.read_back.event.as_ref());
         if finished.is_err() {
@@ -400,8 +412,10 @@ impl Pipeline {
         }
         result.motion = MotionResult::default();
         let mut watching = false;
-        if let (Some(control), Some(_)) = (&mut self.motion_control, motion) {
+        if motion.is_some() {
             self.motion.finished();
+        }
+        if let (Some(control), Some(_)) = (&mut self.motion_control, motion) {
             let mut histogram = [0u32; motion::DIFF_BINS];
             for (i, count) in histogram.iter_mut().enumerate() {
                 *count = read.motion_count(i);
@@ -415,7 +429,6 @@ impl Pipeline {
             watching = result.motion.state == MotionState::Watching;
         }
         if self.motion_told.is_some() && tiles > 0 {
-            self.motion.finished();
             watching = true;
         }
         self.regions.fill(

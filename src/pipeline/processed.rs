@@ -10,6 +10,7 @@ use super::motion::control::MotionResult;
 use super::{FullImages, Pipeline, PipelineError, StageTimings};
 use crate::cl::{FrameSlot, Gpu};
 use crate::frame::FrameLayout;
+use crate::reference::motion::{Tiles, DIFF_BINS};
 use crate::region::{Region, RegionStats};
 
 /// What one frame produced, without the full images.
@@ -147,6 +148,43 @@ pub struct Images {
     pub integral_foreground: Vec<u32>,
 }
 
+/// What a frame's motion left on the device: its tiles' counts and mask as
+/// `reference::motion::tiles` gives them, and the background after it (1/65536 luma, tile
+/// by tile).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceMotion {
+    pub tiles: Tiles,
+    pub background: Vec<u32>,
+}
+
+impl DeviceMotion {
+    /// Makes this a copy of `other`, in the memory this has once it is large enough.
+    pub fn copy_from(&mut self, other: &DeviceMotion) {
+        let (t, o) = (&mut self.tiles, &other.tiles);
+        t.mask.clone_from(&o.mask);
+        t.diff_histogram = o.diff_histogram;
+        (t.moving, t.frame_sum) = (o.moving, o.frame_sum);
+        (t.background_sum, t.gain) = (o.background_sum, o.gain);
+        self.background.clone_from(&other.background);
+    }
+}
+
+impl Default for DeviceMotion {
+    fn default() -> DeviceMotion {
+        DeviceMotion {
+            tiles: Tiles {
+                mask: Vec::new(),
+                diff_histogram: [0; DIFF_BINS],
+                moving: 0,
+                frame_sum: 0,
+                background_sum: 0,
+                gain: 0,
+            },
+            background: Vec::new(),
+        }
+    }
+}
+
 /// The images of the frame just processed. Grey frames (and NV12's Y plane) packed at
 /// stride = width leave their luma in the frame slot itself, so this borrows the slot:
 /// for a [`FrameSource`](crate::capture::FrameSource), the images can be read only until
@@ -224,6 +262,12 @@ impl FrameImages<'_> {
             tiles_x: tiles_x as usize,
             tiles_y: tiles_y as usize,
         }))
+    }
+
+    /// The pipeline that made these images (what it tells about itself: the motion its
+    /// frame ran, the frame's number).
+    pub fn pipeline(&self) -> &Pipeline {
+        self.pipeline
     }
 
     /// The frame's bytes as the kernels read them (its slot's), into `out`.

@@ -13,9 +13,10 @@ use crate::cl::Gpu;
 use crate::frame::{FrameLayout, PixelFormat};
 use crate::health;
 use crate::pipeline::{
-    FrameMotion, FullImages, Pipeline, PipelineError, PipelineOptions, Setup, Tuning,
+    DeviceMotion, FrameMotion, FrameResult, FullImages, Pipeline, PipelineError, PipelineOptions,
+    Setup, Tuning,
 };
-use crate::reference::motion as reference;
+use crate::reference::motion::{self as reference, Tiles};
 use crate::region::{self, Region};
 
 /// Tiles not whole on either side, one tile, 68 tiles across (two work-groups of the CPU
@@ -100,6 +101,73 @@ fn scene(width: u32, height: u32, rng: &mut Rng) -> Vec<Vec<u8>> {
     vec![base, moved, brighter, other, darker]
 }
 
+/// Compares what a frame's motion left on the device with what the reference made of the
+/// same frame from the same background: `want`, and `background` after it.
+pub fn compare_tiles(
+    findings: &mut Findings,
+    label: &dyn fmt::Display,
+    got: &DeviceMotion,
+    want: &Tiles,
+    background: &reference::Background,
+) {
+    let (g, tx) = (&got.tiles, background.tiles_x);
+    let what = "tile differences (quarter levels)";
+    findings.bins(
+        "motion",
+        what,
+        label,
+        &g.diff_histogram,
+        &want.diff_histogram,
+    );
+    findings.value("motion", "moving tiles", label, g.moving, want.moving);
+    let sums = (g.frame_sum, g.background_sum, g.gain);
+    let want_sums = (want.frame_sum, want.background_sum, want.gain);
+    let what = "light over the still tiles (frame, background, gain)";
+    findings.value("motion", what, label, sums, want_sums);
+    findings.image("motion", "mask of tiles", label, tx, &g.mask, &want.mask);
+    let what = "background (1/65536 luma)";
+    findings.image(
+        "motion",
+        what,
+        label,
+        tx,
+        &got.background,
+        &background.means,
+    );
+}
+
+/// Compares the frame's, every region's and every health cell's moving pixels in `result`
+/// with those of the reference's `mask` (of `background`'s tiles).
+pub fn compare_moving_pixels(
+    findings: &mut Findings,
+    label: &dyn fmt::Display,
+    result: &FrameResult,
+    mask: &[u8],
+    background: &reference::Background,
+) {
+    let (tx, ty) = (background.tiles_x, background.tiles_y);
+    let (width, height) = (result.width, result.height);
+    let whole = Region {
+        name: "(whole frame)".into(),
+        x: 0,
+        y: 0,
+        width,
+        height,
+    };
+    let cells = match result.cells.is_empty() {
+        true => Vec::new(),
+        false => region::grid(width, height, result.grid.0, result.grid.1),
+    };
+    let measured = std::iter::once((&whole, &result.frame))
+        .chain(result.regions.iter().map(|(r, s)| (r, s)))
+        .chain(cells.iter().zip(&result.cells));
+    for (region, stats) in measured {
+        let want = reference::moving_pixels(mask, tx, ty, region);
+        let what = format!("region '{}' moving pixels", region.name);
+        findings.value("motion", &what, label, stats.motion, want);
+    }
+}
+
 /// Three random regions of a frame.
 fn regions(width: u32, height: u32, rng: &mut Rng) -> Vec<Region> {
     (0..3)
@@ -146,14 +214,6 @@ fn check_told(
         let options = PipelineOptions::default();
         let mut pipeline = Pipeline::with_setup(gpu, layout, options, &regions, setup)?;
         pipeline.set_health_grid(gpu, Some(health::GRID))?;
-        let cells = region::grid(width, height, health::GRID.0, health::GRID.1);
-        let whole = Region {
-            name: "(whole frame)".into(),
-            x: 0,
-            y: 0,
-            width,
-            height,
-        };
         let mut slot = pipeline.new_slot(gpu)?;
         let mut background = reference::Background::new(width as usize, height as usize);
         let (w, h) = (width as usize, height as usize);
@@ -169,35 +229,11 @@ fn check_told(
             slot.write_bytes(gpu, pixels)?;
             let result = pipeline.process(gpu, &slot)?.into_result();
             let want = reference::tiles(pixels, w, h, &mut background, told.rate, told.threshold);
-            let (tx, ty) = (background.tiles_x, background.tiles_y);
-            if tx * ty > 0 {
-                let (got, means) = pipeline.read_motion(gpu)?;
-                let f = &mut *findings;
-                let what = "tile differences (quarter levels)";
-                f.bins(
-                    "motion",
-                    what,
-                    &label,
-                    &got.diff_histogram,
-                    &want.diff_histogram,
-                );
-                f.value("motion", "moving tiles", &label, got.moving, want.moving);
-                let sums = (got.frame_sum, got.background_sum, got.gain);
-                let want_sums = (want.frame_sum, want.background_sum, want.gain);
-                let what = "light over the still tiles (frame, background, gain)";
-                f.value("motion", what, &label, sums, want_sums);
-                f.image("motion", "mask of tiles", &label, tx, &got.mask, &want.mask);
-                let what = "background (1/65536 luma)";
-                f.image("motion", what, &label, tx, &means, &background.means);
+            if background.tiles_x * background.tiles_y > 0 {
+                let got = pipeline.read_motion(gpu)?;
+                compare_tiles(findings, &label, &got, &want, &background);
             }
-            let measured = std::iter::once((&whole, &result.frame))
-                .chain(regions.iter().zip(result.regions.iter().map(|(_, s)| s)))
-                .chain(cells.iter().zip(&result.cells));
-            for (region, stats) in measured {
-                let want = reference::moving_pixels(&want.mask, tx, ty, region);
-                let what = format!("region '{}' moving pixels", region.name);
-                findings.value("motion", &what, &label, stats.motion, want);
-            }
+            compare_moving_pixels(findings, &label, &result, &want.mask, &background);
         }
     }
     Ok(())

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::common::daemon::*;
 
-const STAGES: [&str; 5] = ["luma", "sobel", "histogram", "otsu", "regions"];
+use edgesight::daemon::verify::CHECKED_STAGES as STAGES;
 
 fn config(every: u32) -> String {
     format!(

@@ -203,9 +203,16 @@ impl MotionStage {
         self.parity ^= 1;
     }
 
-    /// The background (1/65536 luma) and the last frame's mask, tile by tile.
-    pub(super) fn read_state(&self, gpu: &Gpu) -> Result<(Vec<u32>, Vec<u8>), ClError> {
-        Ok((self.background.read(gpu)?, self.mask.read(gpu)?))
+    /// The background (1/65536 luma) and the last frame's mask, tile by tile, into the
+    /// memory `background` and `mask` have once they are large enough.
+    pub(super) fn read_state_into(
+        &self,
+        gpu: &Gpu,
+        background: &mut Vec<u32>,
+        mask: &mut Vec<u8>,
+    ) -> Result<(), ClError> {
+        self.background.read_into(gpu, background)?;
+        self.mask.read_into(gpu, mask)
     }
 
     /// The last frame's mask, tile by tile, with the tiles across and down.
