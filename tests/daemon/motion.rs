@@ -9,10 +9,12 @@ use crate::common::daemon::*;
 use crate::{assert_refused, latest_frame, wait_refused_reload};
 
 /// The pattern at 320x240: its bar slides along rows 160-190, its disk never rises above
-/// row 20; `lane` holds the bar's rows, `sky` the rows above the disk.
+/// row 20; `lane` holds the bar's rows, `sky` the rows above the disk. One live frame in 4
+/// is checked against the reference (`verify_every`), its motion too once watched.
 fn pattern(motion: &str) -> String {
     format!(
-        "{}[camera.health]\nlearning_seconds = 0.5\n[camera.motion]\n{motion}",
+        "[opencl]\nverify_every = 4\n{}[camera.health]\nlearning_seconds = 0.5\n\
+         [camera.motion]\n{motion}",
         camera(
             "front",
             "320x240",
@@ -72,6 +74,23 @@ fn the_bars_lane_moves_the_sky_does_not_and_sighup_turns_motion_off() {
     assert!(sample(&metrics, r#"edgesight_motion_ratio{camera="front"}"#).is_some());
     assert!(
         d.log().contains("motion began camera=front roi=lane"),
+        "{}",
+        d.log()
+    );
+    // The live frames checked meanwhile, the lane's moving pixels among them, all agreed
+    // with the reference.
+    let verified = sample(
+        &metrics,
+        r#"edgesight_kernel_verified_frames_total{camera="front"}"#,
+    );
+    assert!(verified >= Some(10.0), "{verified:?}");
+    for stage in edgesight::daemon::verify::CHECKED_STAGES {
+        let series =
+            format!("edgesight_kernel_mismatch_total{{camera=\"front\",stage=\"{stage}\"}}");
+        assert_eq!(sample(&metrics, &series), Some(0.0), "{series}");
+    }
+    assert!(
+        !d.log().contains("differs from the reference"),
         "{}",
         d.log()
     );
