@@ -11,7 +11,10 @@
 #      formats, one case per kernel variant of the later ones) with the board's edgesight
 #      as the binary (tests/arm/edgesight-ARCH), OpenCV itself running on the host;
 #   3. `edgesight process --raw` on a few inputs, x86 and board binary, every output file
-#      compared byte for byte (report.json without its device name and timings).
+#      compared byte for byte (report.json without its device name and timings);
+#   4. `edgesight selftest` with the board's binary: every stage with every tuning, and
+#      motion over its scenes (the only check here of the state motion keeps on the
+#      device, frame after frame), against the reference.
 #
 #   tests/arm/run.sh [aarch64|armv7 ...]      default: both
 #
@@ -138,6 +141,11 @@ conformance() {
         --timeout 900 ${EDGESIGHT_ARM_CONFORMANCE_ARGS:-} 2>&1 | tee "$logs/$arch-conformance.log"
 }
 
+selftest() {
+    local arch=$1
+    "$here/edgesight-$arch" selftest 2>&1 | tee "$logs/$arch-selftest.log"
+}
+
 # The raw-output comparison: the inputs (made once, deterministic) and the x86 outputs.
 raw_cases=(scene scene-l2-constant grey-641x479 rgb24-333x251 nv12-66x34 yuyv-17x3)
 raw_args() {
@@ -238,6 +246,7 @@ board() {
             phase "$arch" "kernel tests" kernel_tests "$arch"
             phase "$arch" conformance conformance "$arch"
             phase "$arch" "raw outputs = x86" raw_compare "$arch"
+            phase "$arch" selftest selftest "$arch"
         }
     printf '%s\n' "${summary[@]}" > "$logs/$arch-summary.txt"
     printf '%s\n' "${failed[@]}" > "$logs/$arch-failed.txt"
@@ -278,6 +287,8 @@ for arch in "${arches[@]}"; do
     [ -f "$log" ] && grep -h '^test result:' "$log" | sed "s/^/$arch kernel tests: /"
     log=$logs/$arch-conformance.log
     [ -f "$log" ] && grep -h '^conformance:' "$log" | sed "s/^/$arch /"
+    log=$logs/$arch-selftest.log
+    [ -f "$log" ] && grep -h '^selftest:' "$log" | sed "s/^/$arch /"
 done
 if [ ${#failed[@]} -gt 0 ]; then
     echo "test-arm: FAILED: $(printf '%s; ' "${failed[@]}")"
