@@ -16,11 +16,8 @@ use edgesight::health;
 use edgesight::pipeline::{
     DeviceMotion, FrameMotion, FrameResult, Pictures, Pipeline, PipelineOptions, TuningChoice,
 };
-use edgesight::reference::motion as motion_reference;
 use edgesight::region::Region;
-use edgesight::selftest::{
-    compare_frame, compare_moving_pixels, compare_tiles, Expected, Findings,
-};
+use edgesight::selftest::{compare_frame, compare_frame_motion, Expected, Findings};
 
 fn median(mut times: Vec<Duration>) -> f64 {
     times.sort();
@@ -127,20 +124,17 @@ fn main() {
                 &regions,
             );
             let motion_start = Instant::now();
-            let (w, h) = (width as usize, height as usize);
-            let mut background = motion_reference::Background::new(w, h);
-            background.means.clone_from(&before.background);
-            background.mask.clone_from(&before.tiles.mask);
-            let want = motion_reference::tiles(
+            let size = (width as usize, height as usize);
+            compare_frame_motion(
+                &mut findings,
+                &"frame",
                 &expected.luma,
-                w,
-                h,
-                &mut background,
-                told.rate,
-                told.threshold,
+                size,
+                told,
+                &before,
+                &after,
+                Some(&copy),
             );
-            compare_tiles(&mut findings, &"frame", &after, &want, &background);
-            compare_moving_pixels(&mut findings, &"frame", &copy, &want.mask, &background);
             motion_checks.push(motion_start.elapsed());
             checks.push(start.elapsed());
             assert!(findings.passed(), "{findings:?}");

@@ -22,7 +22,7 @@ use crate::region::{self, Region, RegionStats};
 
 mod motion;
 
-pub use motion::{compare_moving_pixels, compare_tiles, SCENES as MOTION_SCENES};
+pub use motion::{compare_frame_motion, SCENES as MOTION_SCENES};
 
 /// The stages, in the order the table shows them.
 pub const STAGES: [&str; 7] = [

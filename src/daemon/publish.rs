@@ -173,8 +173,9 @@ impl Latest {
 }
 
 /// Runs a frame's motion through its regions' events (nothing moves while the health
-/// detectors say the view is lost: moved, covered or out of focus), logs the events that begin and end and sets the
-/// motion series. `began` is scratch memory, kept across frames.
+/// detectors say the view is lost: moved, covered or out of focus), logs the events that
+/// begin and end and sets the motion series. `began` is scratch memory, kept across
+/// frames.
 fn watch_motion(
     motion: &mut MotionEvents,
     p: &Published,

@@ -26,7 +26,6 @@ use crate::pipeline::{
     DeviceMotion, FrameImages, FrameMotion, FrameResult, MotionState, Pictures, PipelineError,
     PipelineOptions,
 };
-use crate::reference::motion as motion_reference;
 use crate::region::Region;
 use crate::selftest::{self, Expected, Findings};
 
@@ -400,21 +399,6 @@ impl fmt::Display for Live<'_> {
     }
 }
 
-/// The frame's motion from the background the frame before left, as the reference makes
-/// it; its moving pixels only where the frame was watched (others report none).
-fn check_motion(job: &Job, told: FrameMotion, luma: &[u8], findings: &mut Findings) {
-    let (w, h) = (job.layout.width as usize, job.layout.height as usize);
-    let mut background = motion_reference::Background::new(w, h);
-    background.means.clone_from(&job.motion_before.background);
-    background.mask.clone_from(&job.motion_before.tiles.mask);
-    let want = motion_reference::tiles(luma, w, h, &mut background, told.rate, told.threshold);
-    let label = Live(job);
-    selftest::compare_tiles(findings, &label, &job.motion_after, &want, &background);
-    if job.result.motion.state == MotionState::Watching {
-        selftest::compare_moving_pixels(findings, &label, &job.result, &want.mask, &background);
-    }
-}
-
 fn check(job: &Job) -> Findings {
     let expected = Expected::of(&job.layout, job.options, &job.frame);
     let regions: Vec<Region> = job.result.regions.iter().map(|(r, _)| r.clone()).collect();
@@ -428,7 +412,18 @@ fn check(job: &Job) -> Findings {
         &regions,
     );
     if let Some(told) = job.motion_told {
-        check_motion(job, told, &expected.luma, &mut findings);
+        let size = (job.layout.width as usize, job.layout.height as usize);
+        let watched = job.result.motion.state == MotionState::Watching;
+        selftest::compare_frame_motion(
+            &mut findings,
+            &Live(job),
+            &expected.luma,
+            size,
+            told,
+            &job.motion_before,
+            &job.motion_after,
+            watched.then_some(&job.result),
+        );
     }
     findings
 }

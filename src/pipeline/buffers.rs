@@ -274,6 +274,10 @@ impl ReadBack {
         debug_assert!(i < MOTION_STATS_WORDS);
         self.word(2 * self.layout.motion_at + i)
     }
+    /// The motion counts' histogram of the tiles' differences (their first words).
+    pub(super) fn motion_histogram(&self) -> [u32; super::motion::DIFF_BINS] {
+        std::array::from_fn(|i| self.motion_count(i))
+    }
     /// Each region's moving pixels, the whole frame first.
     pub(super) fn moving_pixels(&self) -> &[u64] {
         let at = self.layout.motion_at + MOTION_STATS_WORDS / 2;

@@ -1,8 +1,9 @@
 //! What a pipeline tells about itself beside each frame's results: the device memory it
 //! holds and the bytes a frame moves (`bench`, `process`), how long the last frame ran on
 //! the device and when its read ended (`bench`), what the last frame's motion left on the
-//! device and which frame that was (`selftest`, `verify_every`), and, for tests, which guard bands a kernel overwrote and which of
-//! the last frame's commands are still running.
+//! device and which frame that was (`selftest`, `verify_every`), and, for tests, which
+//! guard bands a kernel overwrote and which of the last frame's commands are still
+//! running.
 
 use super::buffers::held_bytes;
 use super::motion::{STATS_BACKGROUND_SUM, STATS_FRAME_SUM, STATS_GAIN, STATS_MOVING};
@@ -81,9 +82,7 @@ impl Pipeline {
         let t = &mut out.tiles;
         self.motion
             .read_state_into(gpu, &mut out.background, &mut t.mask)?;
-        for (i, count) in t.diff_histogram.iter_mut().enumerate() {
-            *count = read.motion_count(i);
-        }
+        t.diff_histogram = read.motion_histogram();
         t.moving = read.motion_count(STATS_MOVING);
         t.frame_sum = read.motion_count(STATS_FRAME_SUM);
         t.background_sum = read.motion_count(STATS_BACKGROUND_SUM);

@@ -416,10 +416,7 @@ impl Pipeline {
             self.motion.finished();
         }
         if let (Some(control), Some(_)) = (&mut self.motion_control, motion) {
-            let mut histogram = [0u32; motion::DIFF_BINS];
-            for (i, count) in histogram.iter_mut().enumerate() {
-                *count = read.motion_count(i);
-            }
+            let histogram = read.motion_histogram();
             let counts = motion::control::FrameCounts {
                 diff_histogram: &histogram,
                 moving: read.motion_count(motion::STATS_MOVING),

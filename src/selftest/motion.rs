@@ -101,9 +101,41 @@ fn scene(width: u32, height: u32, rng: &mut Rng) -> Vec<Vec<u8>> {
     vec![base, moved, brighter, other, darker]
 }
 
+/// Checks one live frame's motion (`verify_every`): what it left on the device (`after`)
+/// against the reference run on its `luma` (`width` x `height`), told `told`, from the
+/// state the frame before left (`before`); with `moving`, that frame's result, also its
+/// moving pixels (only a watched frame reports them).
+#[allow(clippy::too_many_arguments)]
+pub fn compare_frame_motion(
+    findings: &mut Findings,
+    label: &dyn fmt::Display,
+    luma: &[u8],
+    (width, height): (usize, usize),
+    told: FrameMotion,
+    before: &DeviceMotion,
+    after: &DeviceMotion,
+    moving: Option<&FrameResult>,
+) {
+    let mut background = reference::Background::new(width, height);
+    background.means.clone_from(&before.background);
+    background.mask.clone_from(&before.tiles.mask);
+    let want = reference::tiles(
+        luma,
+        width,
+        height,
+        &mut background,
+        told.rate,
+        told.threshold,
+    );
+    compare_tiles(findings, label, after, &want, &background);
+    if let Some(result) = moving {
+        compare_moving_pixels(findings, label, result, &want.mask, &background);
+    }
+}
+
 /// Compares what a frame's motion left on the device with what the reference made of the
 /// same frame from the same background: `want`, and `background` after it.
-pub fn compare_tiles(
+fn compare_tiles(
     findings: &mut Findings,
     label: &dyn fmt::Display,
     got: &DeviceMotion,
@@ -138,7 +170,7 @@ pub fn compare_tiles(
 
 /// Compares the frame's, every region's and every health cell's moving pixels in `result`
 /// with those of the reference's `mask` (of `background`'s tiles).
-pub fn compare_moving_pixels(
+fn compare_moving_pixels(
     findings: &mut Findings,
     label: &dyn fmt::Display,
     result: &FrameResult,

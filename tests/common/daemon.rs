@@ -207,6 +207,21 @@ impl Daemon {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// The live frames the daemon checked (`verify_every`) agreed with the reference: no
+    /// stage of `cameras` counted a mismatch in `metrics`, and none was logged.
+    pub fn assert_verified_alike(&self, metrics: &str, cameras: &[&str]) {
+        for camera in cameras {
+            for stage in edgesight::daemon::verify::CHECKED_STAGES {
+                let series = format!(
+                    "edgesight_kernel_mismatch_total{{camera=\"{camera}\",stage=\"{stage}\"}}"
+                );
+                assert_eq!(sample(metrics, &series), Some(0.0), "{series}");
+            }
+        }
+        let log = self.log();
+        assert!(!log.contains("differs from the reference"), "{log}");
+    }
+
     pub fn signal(&self, sig: i32) {
         // SAFETY: kill(2) on our own child's pid.
         let rc = unsafe { libc::kill(self.child.id() as i32, sig) };
