@@ -112,6 +112,7 @@ lint:
 
 unit:
 	@mkdir -p $(POCL_CACHE_DIR)
+	python3 tests/vm/test_kernel_set.py
 	$(CARGO) test --locked
 
 conformance: build

@@ -37,27 +37,17 @@ mkdir -p "$vm" "$out"
 log() { echo "systemd-vm: $(date +%H:%M:%S) $*"; }
 t0=$(date +%s)
 
-# 1. The kernel: the package linux-image-amd64 points to, unpacked once (shared with
-#    tests/vm/run.sh, same place and marker).
-if [ ! -f "$vm/kernel/.done" ]; then
-    find_kernel() {
-        apt-cache depends linux-image-amd64 2>/dev/null |
-            sed -n 's/^ *Depends: \(linux-image-[0-9].*-amd64\)$/\1/p' | head -1
-    }
-    kernel_pkg=${EDGESIGHT_VM_KERNEL:-$(find_kernel)}
-    if [ -z "$kernel_pkg" ]; then
-        apt-get update -qq
-        kernel_pkg=$(find_kernel)
-    fi
-    [ -n "$kernel_pkg" ] || { echo "systemd-vm: cannot find Debian's amd64 kernel package" >&2; exit 1; }
-    log "downloading $kernel_pkg"
-    rm -rf "$vm/kernel" "$vm/dl" && mkdir -p "$vm/dl" "$vm/kernel"
-    (cd "$vm/dl" && apt-get download "$kernel_pkg" >/dev/null 2>&1 || apt-get download "$kernel_pkg")
-    dpkg -x "$vm"/dl/*.deb "$vm/kernel"
+# 1. The kernel: tests/vm/run.sh's, unpacked under target/vm/kernel (tests/vm/kernel.sh
+#    chooses it and is shared by both), or downloaded here when that has not run.
+# shellcheck source=tests/vm/kernel.sh
+. "$root/tests/vm/kernel.sh"
+version=$(vm_kernel_version)
+if [ -z "$version" ]; then
+    vm_kernel_fetch "$vm/dl"
+    vm_kernel_unpack "$vm/dl"
     rm -rf "$vm/dl"
-    touch "$vm/kernel/.done"
+    version=$(vm_kernel_version)
 fi
-version=$(ls "$vm/kernel/lib/modules" | head -1)
 vmlinuz=$vm/kernel/boot/vmlinuz-$version
 
 # 2. The root image and its initramfs (image.sh), rebuilt when their recipe or the kernel

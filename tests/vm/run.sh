@@ -15,62 +15,34 @@ set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 vm=$root/target/vm
-kernel_pkg=${EDGESIGHT_VM_KERNEL:-}
 timeout_s=${EDGESIGHT_VM_TIMEOUT:-1200}
 mkdir -p "$vm"
 
 log() { echo "vm-test: $*"; }
-apt_update() { if [ "$(id -u)" -eq 0 ]; then apt-get update -qq; else sudo apt-get update -qq; fi; }
-# apt-get download as root warns that _apt cannot write the directory, then downloads.
-apt_download() { apt-get download "$@" >/dev/null 2>&1 || apt-get download "$@"; }
+# shellcheck source=tests/vm/kernel.sh
+. "$root/tests/vm/kernel.sh"
 
-# 1. The kernel: the package linux-image-amd64 points to, unpacked once.
-if [ ! -f "$vm/kernel/.done" ]; then
-    find_kernel() {
-        apt-cache depends linux-image-amd64 2>/dev/null |
-            sed -n 's/^ *Depends: \(linux-image-[0-9].*-amd64\)$/\1/p' | head -1
-    }
-    [ -n "$kernel_pkg" ] || kernel_pkg=$(find_kernel)
-    if [ -z "$kernel_pkg" ]; then
-        # A machine whose package lists were never fetched (or were cleaned).
-        apt_update
-        kernel_pkg=$(find_kernel)
-    fi
-    [ -n "$kernel_pkg" ] || { echo "vm-test: cannot find Debian's amd64 kernel package (apt-get update?)" >&2; exit 1; }
-    log "downloading $kernel_pkg"
-    rm -rf "$vm/kernel" "$vm/dl" && mkdir -p "$vm/dl" "$vm/kernel"
-    (cd "$vm/dl" && apt_download "$kernel_pkg")
-    dpkg -x "$vm"/dl/*.deb "$vm/kernel"
-    rm -rf "$vm/dl"
-    touch "$vm/kernel/.done"
-fi
-version=$(ls "$vm/kernel/lib/modules" | head -1)
-vmlinuz=$vm/kernel/boot/vmlinuz-$version
-
-# 2. v4l2loopback, a capture device that sends what a writer gives it (MJPEG here), from
-# Debian's DKMS source built against the VM kernel's headers. Those packages are unpacked,
-# not installed: their files name /usr/src/linux-headers-* and /usr/lib/linux-kbuild-*, so
-# the build runs in a mount namespace of its own where they lie over /usr, and the host's
-# /usr stays as it was.
-loopback=$vm/v4l2loopback-$version/v4l2loopback.ko
-if [ ! -f "$loopback" ]; then
+# 1. The kernel and 2. v4l2loopback, a capture device that sends what a writer gives it (MJPEG
+# here), from Debian's DKMS source built against the kernel's headers (tests/vm/kernel.sh and
+# kernel_set.py choose the packages). A cached kernel with its module is kept as it is, with
+# no package lists asked; a missing module has the whole set chosen again, the kernel too.
+# The build packages are unpacked, not installed: their files name /usr/src/linux-headers-*
+# and /usr/lib/linux-kbuild-*, so the build runs in a mount namespace of its own where they
+# lie over /usr, and the host's /usr stays as it was.
+version=$(vm_kernel_version)
+if [ -z "$version" ] || [ ! -f "$vm/v4l2loopback-$version/v4l2loopback.ko" ]; then
+    build=$vm/loopback-build
+    rm -rf "$build" && mkdir -p "$build/root"
+    vm_kernel_fetch "$build/dl" build
+    [ "$(cat "$vm/kernel/.done" 2>/dev/null)" = "$vm_kernel_image" ] || vm_kernel_unpack "$build/dl"
+    version=$(vm_kernel_version)
+    [ "$version" = "$vm_kernel_abi" ] ||
+        { echo "vm-test: $vm_kernel_image holds modules for $version, not $vm_kernel_abi" >&2; exit 1; }
     log "building v4l2loopback for $version"
     started=$(date +%s)
-    headers_version() {
-        apt-cache show --no-all-versions "linux-headers-$version" 2>/dev/null | sed -n 's/^Version: //p' | head -1
-    }
-    hv=$(headers_version)
-    [ -n "$hv" ] || { apt_update; hv=$(headers_version); }
-    [ -n "$hv" ] || { echo "vm-test: no linux-headers-$version package (rm -rf $vm for today's kernel)" >&2; exit 1; }
-    build=$vm/loopback-build
-    rm -rf "$build" && mkdir -p "$build/dl" "$build/root"
-    # The headers' common part and kbuild at the headers' version, which a newer kernel
-    # release in the package lists would not be.
-    parts=$(apt-cache depends "linux-headers-$version" |
-        sed -n 's/^ *Depends: \(linux-\(headers\|kbuild\)-.*\)$/\1/p' | sed "s/\$/=$hv/")
-    # shellcheck disable=SC2086 # one package a word
-    (cd "$build/dl" && apt_download "linux-headers-$version=$hv" $parts v4l2loopback-dkms)
-    for deb in "$build"/dl/*.deb; do dpkg -x "$deb" "$build/root"; done
+    for deb in "$build"/dl/*.deb; do
+        case "$(basename "$deb")" in linux-image-*) ;; *) dpkg -x "$deb" "$build/root" ;; esac
+    done
     cp -r "$build"/root/usr/src/v4l2loopback-* "$build/module"
     # A user namespace too, so that this needs no root; overlayfs takes no ':' or ',' in
     # its directories' names.
@@ -78,11 +50,14 @@ if [ ! -f "$loopback" ]; then
         'mount -t overlay overlay -o "lowerdir=$1/usr:/usr" /usr
          make -s -C "/usr/src/linux-headers-$2" M="$3" modules' \
         sh "$build/root" "$version" "$build/module"
+    loopback=$vm/v4l2loopback-$version/v4l2loopback.ko
     mkdir -p "$(dirname "$loopback")"
     cp "$build/module/v4l2loopback.ko" "$loopback.tmp" && mv "$loopback.tmp" "$loopback"
     rm -rf "$build"
     log "built v4l2loopback in $(( $(date +%s) - started )) s"
 fi
+vmlinuz=$vm/kernel/boot/vmlinuz-$version
+loopback=$vm/v4l2loopback-$version/v4l2loopback.ko
 
 # 3. The MJPEG clips: samples/scene.png panned and zoomed, 90 frames of 640x480 at 30 fps,
 # each frame one JPEG file (frames/001.jpg ...). clip.avi holds them as they are;
