@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 use edgesight::capture::{self, IoMode, SourceSpec};
-use edgesight::cl::DeviceSpec;
+use edgesight::cl::{DeviceSpec, Profiling};
 use edgesight::frame::{CaptureFormat, PixelFormat, Size};
 use edgesight::jpeg::Scale;
 use edgesight::pipeline::{Border, Magnitude, PipelineOptions, TuningChoice};
@@ -43,6 +43,10 @@ pub(crate) enum Command {
     /// input format at awkward sizes, against the plain-Rust reference; a table per stage,
     /// exit 1 on any mismatch. Run it once on a board after installing.
     Selftest(SelftestArgs),
+    /// Build every OpenCL program a tuning uses, each as on a cold start, and show what the
+    /// driver says of each kernel: largest work-group, private memory (spilled registers,
+    /// on Arm's driver), local memory, and each program's build time.
+    Kernels(KernelsArgs),
     /// Print the man page edgesight(1); with --dir, write it and one page per command.
     /// Hidden: scripts/package-deb.sh runs it to put the pages into the Debian package.
     #[command(hide = true)]
@@ -118,9 +122,32 @@ pub(crate) struct SelftestArgs {
     /// device's own, as the daemon runs) or one by name.
     #[arg(long, default_value = "all", value_name = "TUNING")]
     pub(crate) tuning: SelftestTunings,
+    /// Profiling events, as for `process`.
+    #[arg(long, default_value = "auto")]
+    pub(crate) profiling: Profiling,
 }
 
-/// `selftest --tuning`: every tuning, or one.
+#[derive(clap::Args)]
+pub(crate) struct KernelsArgs {
+    /// OpenCL device, as for `process`.
+    #[arg(long, default_value = "default")]
+    pub(crate) device: DeviceSpec,
+    /// The tunings whose programs to build: `all`, `auto` (the device's own) or one by name.
+    #[arg(long, default_value = "auto", value_name = "TUNING")]
+    pub(crate) tuning: SelftestTunings,
+    /// Profiling events, as for `process`.
+    #[arg(long, default_value = "auto")]
+    pub(crate) profiling: Profiling,
+    /// Also write the table as JSON to this file.
+    #[arg(long)]
+    pub(crate) json: Option<PathBuf>,
+    /// Log level on stderr: with debug, each program's build is announced before the
+    /// driver compiles it (to read a compiler's own statistics beside).
+    #[arg(long = "log.level", default_value = "warn", value_name = "LEVEL")]
+    pub(crate) log_level: String,
+}
+
+/// `selftest --tuning` and `kernels --tuning`: every tuning, or one.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum SelftestTunings {
     All,
@@ -199,6 +226,10 @@ pub(crate) struct PipelineArgs {
     /// Mali GPUs, gpu for others), gpu, cpu or mali. Results are the same with each.
     #[arg(long, default_value = "auto", value_name = "TUNING")]
     pub(crate) tuning: TuningChoice,
+    /// Stage times from the queue's profiling events: auto (where the driver gives them,
+    /// else from the host's clock), on (a driver that refuses them is an error) or off.
+    #[arg(long, default_value = "auto")]
+    pub(crate) profiling: Profiling,
 }
 
 #[derive(clap::Args)]

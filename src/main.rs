@@ -59,6 +59,7 @@ fn main() -> ExitCode {
         }
         Command::Capture(args) => commands::capture::capture(&args),
         Command::Selftest(args) => commands::selftest::selftest(&args),
+        Command::Kernels(args) => commands::kernels::kernels(&args),
         Command::Manpage(args) => {
             commands::manpage::manpage(args.dir.as_deref(), args.date.as_deref())
         }

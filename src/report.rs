@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use image::{GrayImage, Rgb, RgbImage};
 use serde::Serialize;
 
+use crate::cl::Timing;
 use crate::pipeline::{FrameResult, Images, Pictures, PipelineOptions};
 use crate::region::RegionStats;
 
@@ -39,8 +40,11 @@ pub struct Report {
     pub foreground_ratio: f64,
     pub edge_ratio: f64,
     pub rois: Vec<RoiReport>,
-    /// Device time of each stage and their sum (`total`), in milliseconds.
+    /// Time of each stage and their sum (`total`), in milliseconds, on the clock `timing`
+    /// names.
     pub timings_ms: BTreeMap<String, f64>,
+    /// `device` (profiling events) or `host` (where the driver gives no profiling queue).
+    pub timing: Timing,
 }
 
 impl Report {
@@ -85,6 +89,7 @@ impl Report {
                 })
                 .collect(),
             timings_ms,
+            timing: result.timing,
         }
     }
 }

@@ -68,6 +68,22 @@ impl Findings {
         }
     }
 
+    /// Records a frame whose results were impossible ([`PipelineError::Implausible`]) as a
+    /// mismatch of the stage that wrote them, and says whether `error` was one: a broken
+    /// driver ends in the table, not in an error.
+    pub fn impossible(&mut self, error: &PipelineError, case: &dyn fmt::Display) -> bool {
+        let PipelineError::Implausible { stage, what } = error else {
+            return false;
+        };
+        // The gradient histogram is checked with the luma histogram's stage here.
+        let stage = STAGES
+            .into_iter()
+            .find(|s| s == stage)
+            .unwrap_or("histogram");
+        self.record(stage, true, || format!("{what}, {case}"));
+        true
+    }
+
     /// Compares an image of `width` columns; notes the first differing pixel.
     fn image<T: PartialEq + fmt::Display>(
         &mut self,
@@ -339,9 +355,12 @@ fn check_case(
     pipeline.set_health_grid(gpu, Some(health::GRID))?;
     let mut slot = pipeline.new_slot(gpu)?;
     slot.write_bytes(gpu, &case.frame)?;
-    let result = pipeline.process(gpu, &slot)?;
-    let pictures = result.read_pictures(gpu)?;
     let label = Labelled(case, setup);
+    let result = match pipeline.process(gpu, &slot) {
+        Err(e) if findings.impossible(&e, &label) => return Ok(()),
+        processed => processed?,
+    };
+    let pictures = result.read_pictures(gpu)?;
     compare_frame(
         findings,
         &label,
@@ -470,5 +489,52 @@ pub fn compare_frame(
             ..*stats
         };
         findings.value("regions", &what, case, stats, want);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cl::scribble;
+
+    use crate::cl::scribble::Reads;
+
+    fn garbage(what: Reads) -> Findings {
+        let gpu = crate::cl::test_gpu();
+        let cases = cases();
+        let tunings: Vec<Tuning> = Tuning::ALL.iter().map(|(_, t)| *t).collect();
+        scribble::on(0x6a5b_a6e5, what);
+        let findings = run(&gpu, &cases[..4], &tunings, |_, _, _| {});
+        scribble::off();
+        findings.expect("garbage is a finding, not an error")
+    }
+
+    /// A driver that hands back garbage for everything read from it ends selftest in a
+    /// table of mismatches, never a panic or an error: its results are impossible, so
+    /// each frame is a mismatch of the stage whose results are checked first.
+    #[test]
+    fn a_device_writing_garbage_everywhere_is_a_table_of_mismatches() {
+        let findings = garbage(Reads::All);
+        assert!(!findings.passed());
+        let s = &findings.stages["histogram"];
+        assert!(s.mismatches > 0, "{s:?}");
+        let first = s.first_mismatch.as_deref().unwrap_or_default();
+        assert!(first.starts_with("the luma histogram counts "), "{first}");
+    }
+
+    /// A driver whose small results are right but whose images are garbage: the stages
+    /// whose images are compared mismatch (luma, magnitude, Otsu's mask, the integral
+    /// images kept, motion's background), the histograms, threshold and sums match.
+    #[test]
+    fn a_device_writing_garbage_images_is_a_mismatch_of_each_stage_that_wrote_one() {
+        let findings = garbage(Reads::Images);
+        for stage in ["luma", "sobel", "otsu", "integral", "motion"] {
+            let s = &findings.stages[stage];
+            assert!(s.mismatches > 0, "{stage}: {s:?}");
+        }
+        for stage in ["histogram", "regions"] {
+            let s = &findings.stages[stage];
+            assert_eq!(s.mismatches, 0, "{stage}: {s:?}");
+        }
     }
 }

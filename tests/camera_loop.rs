@@ -34,6 +34,7 @@ fn a_publisher_that_never_reads_costs_frames_not_the_camera() {
         device,
         tuning: TuningChoice::Auto,
         verify_every: 0,
+        profiling: edgesight::cl::Profiling::Auto,
         // 50 fps: a 32x24 frame takes well under its 20 ms even on a loaded machine, so
         // frames the source skips mean a loop that waited on the queue, not a slow CPU.
         source: "pattern:32x24@50".parse().expect("spec"),

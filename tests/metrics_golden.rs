@@ -122,7 +122,7 @@ fn rendered() -> String {
     let http = HttpMetrics::new(&metrics);
 
     let front = cameras.camera("front", Some(30.0));
-    front.set_device(&device());
+    front.set_device(&device(), edgesight::cl::Timing::Host);
     let mut stats = CaptureStats {
         frames: 3,
         reconnects: 1,

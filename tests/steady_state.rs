@@ -135,6 +135,7 @@ fn settings() -> CameraSettings {
         // The verifier's reference allocates, on its own thread: the test that turns it
         // on counts the camera thread's allocations alone.
         verify_every: 0,
+        profiling: edgesight::cl::Profiling::Auto,
         source: "pattern:160x120@100".parse().expect("spec"),
         options: PipelineOptions::default(),
         regions: vec![
@@ -390,6 +391,7 @@ fn a_verifying_camera_thread_allocates_nothing_per_frame() {
     let allocations = Arc::new(AtomicUsize::new(0));
     let settings = CameraSettings {
         verify_every: 2,
+        profiling: edgesight::cl::Profiling::Auto,
         ..settings()
     };
     let camera = {

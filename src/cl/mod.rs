@@ -24,10 +24,10 @@ use opencl3::context::Context;
 use opencl3::device::Device;
 pub(crate) use opencl3::error_codes::ClError as RawClError;
 use opencl3::event::Event;
+use opencl3::kernel::Kernel;
 use opencl3::memory::{Buffer, CL_MEM_COPY_HOST_PTR, CL_MEM_USE_HOST_PTR};
 use opencl3::program::Program;
 use opencl3::types::{cl_mem_flags, CL_BLOCKING};
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
 /// Errors from OpenCL, each naming the call or file that failed.
@@ -45,6 +45,12 @@ pub enum ClError {
         device: String,
         log: String,
     },
+    #[error(
+        "the driver refuses a queue with profiling events ({0}): it has no GPU timestamps \
+         (on a Mali with Mesa: a panfrost kernel driver before DRM 1.3, or panthor before its \
+         timestamp query); [opencl] profiling = \"auto\" or \"off\" times stages on the host"
+    )]
+    NoProfiling(Box<ClError>),
     #[error("{call} failed: {code}")]
     Call {
         call: &'static str,
@@ -103,9 +109,6 @@ pub(crate) const OTSU_SOBEL_CL: KernelSource = kernel_source!("otsu.cl", "sobel.
 /// launch's parameter struct (`launch`); they cost the device nothing when it runs.
 pub(crate) const BUILD_OPTIONS: &str = "-cl-std=CL1.2 -cl-kernel-arg-info";
 
-/// A built program's file name, source text and `-D` defines.
-type ProgramKey = (&'static str, &'static str, String);
-
 /// A device with its context and its in-order, profiling command queue. One queue: a
 /// second one beside it, for the histogram and Otsu while Sobel runs, took less off an
 /// NVIDIA H100's span than its synchronisation cost the host a frame (BENCHMARKS.md,
@@ -121,7 +124,73 @@ pub struct Gpu {
     pub info: ClDeviceInfo,
     /// How [`Gpu::wait_for`] waits for a frame's commands.
     pub completion: Completion,
+    /// Where stage times come from: the queue's profiling events, or the host's clock.
+    pub timing: Timing,
     shared: Arc<Shared>,
+}
+
+/// Whether a device's queue is asked for profiling events (`[opencl] profiling`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Profiling {
+    /// Asked for, and where the driver refuses them, a plain queue. Mesa's Rusticl refuses
+    /// them on a Mali whose kernel driver gives no GPU timestamp (panfrost before DRM 1.3,
+    /// panthor before its timestamp query), though its device info says it profiles.
+    #[default]
+    Auto,
+    /// Asked for; a driver that refuses them cannot be used.
+    On,
+    /// Never asked for (profiling costs some drivers time on every command).
+    Off,
+}
+
+impl Profiling {
+    pub const ALL: [Profiling; 3] = [Profiling::Auto, Profiling::On, Profiling::Off];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Profiling::Auto => "auto",
+            Profiling::On => "on",
+            Profiling::Off => "off",
+        }
+    }
+}
+
+impl std::fmt::Display for Profiling {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Profiling {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let wanted = s.trim().to_ascii_lowercase();
+        Profiling::ALL
+            .into_iter()
+            .find(|p| p.name() == wanted)
+            .ok_or_else(|| format!("unknown profiling '{s}' (expected auto, on or off)"))
+    }
+}
+
+/// Where a [`Gpu`]'s stage times come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Timing {
+    /// The device's own clock, from each command's profiling event.
+    Device,
+    /// The host's clock: on a timed frame each stage is waited for before the next is
+    /// enqueued, and its time runs from the end of the one before (so it includes the
+    /// launch and the wait, and the frame loses the overlap of its stages).
+    Host,
+}
+
+impl Timing {
+    pub fn name(self) -> &'static str {
+        match self {
+            Timing::Device => "device",
+            Timing::Host => "host",
+        }
+    }
 }
 
 /// What the `Gpu`s of one device share: its context, and the programs built in it so far,
@@ -133,7 +202,22 @@ pub struct Gpu {
 /// exception, and kernels are never shared).
 struct Shared {
     context: Context,
-    programs: Mutex<HashMap<ProgramKey, Arc<Program>>>,
+    /// In the order they were built.
+    programs: Mutex<Vec<BuiltProgram>>,
+}
+
+/// A program built in a context, and how long the driver took to build it.
+#[derive(Clone)]
+pub struct BuiltProgram {
+    /// The kernel file (or files, joined by " + ") it was built from.
+    pub file: &'static str,
+    /// Its `-D` options (beside [`BUILD_OPTIONS`]).
+    pub defines: String,
+    pub program: Arc<Program>,
+    pub build_time: std::time::Duration,
+    /// The kernels made of it with [`Gpu::kernel`], in the order they were first made.
+    pub kernels_made: Vec<&'static str>,
+    text: &'static str,
 }
 
 /// The devices open in this process (by `cl_device_id`) and what their `Gpu`s share, for
@@ -153,12 +237,17 @@ impl Shared {
         {
             return Ok(shared);
         }
-        let shared = Arc::new(Shared {
-            context: Context::from_device(device).call("clCreateContext")?,
-            programs: Mutex::new(HashMap::new()),
-        });
+        let shared = Shared::new(device)?;
         open.push((id, Arc::downgrade(&shared)));
         Ok(shared)
+    }
+
+    /// A context of `device`'s own, with nothing built in it yet.
+    fn new(device: &Device) -> Result<Arc<Shared>, ClError> {
+        Ok(Arc::new(Shared {
+            context: Context::from_device(device).call("clCreateContext")?,
+            programs: Mutex::new(Vec::new()),
+        }))
     }
 }
 
@@ -196,13 +285,19 @@ impl Gpu {
     /// device another `Gpu` of this process has open shares that one's context and built
     /// programs (until [`Gpu::stop_sharing`]).
     pub fn open(spec: &DeviceSpec) -> Result<Gpu, ClError> {
+        Gpu::open_with(spec, Profiling::Auto)
+    }
+
+    /// As [`Gpu::open`], its queue asked for profiling events as `profiling` says.
+    pub fn open_with(spec: &DeviceSpec, profiling: Profiling) -> Result<Gpu, ClError> {
         let (device, info) = device::select(spec)?;
         let shared = Shared::for_device(&device)?;
-        let queue = new_queue(&shared.context, &device)?;
+        let (queue, timing) = new_queue(&shared.context, &device, profiling)?;
         Ok(Gpu {
             device,
             queue,
             completion: Completion::for_device(&info),
+            timing,
             info,
             shared,
         })
@@ -239,18 +334,24 @@ impl Gpu {
     /// on a cache hit POCL preprocesses the source with all its OpenCL headers, which costs
     /// each build a noticeable time natively and far more under emulation (BENCHMARKS.md).
     pub fn build_with(&self, source: KernelSource, defines: &str) -> Result<Arc<Program>, ClError> {
-        let key = (source.file, source.text, defines.to_string());
         let mut programs = self
             .shared
             .programs
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        if let Some(program) = programs.get(&key) {
-            return Ok(Arc::clone(program));
+        if let Some(built) = programs
+            .iter()
+            .find(|b| b.file == source.file && b.text == source.text && b.defines == defines)
+        {
+            return Ok(Arc::clone(&built.program));
         }
         let mut program = Program::create_from_source(self.context(), source.text)
             .call("clCreateProgramWithSource")?;
         let options = format!("{BUILD_OPTIONS} {defines}");
+        // Where the driver's compiler prints what it makes of each kernel (Mesa's
+        // BIFROST_MESA_DEBUG=shaderdb), this line tells whose kernels follow.
+        tracing::debug!(file = source.file, defines, device = %self.info.name, "building kernels");
+        let started = std::time::Instant::now();
         if program.build(&[self.device.id()], &options).is_err() {
             let log = program
                 .get_build_log(self.device.id())
@@ -261,9 +362,73 @@ impl Gpu {
                 log,
             });
         }
+        let build_time = started.elapsed();
+        tracing::debug!(
+            file = source.file,
+            defines,
+            seconds = build_time.as_secs_f64(),
+            "built kernels"
+        );
         let program = Arc::new(program);
-        programs.insert(key, Arc::clone(&program));
+        programs.push(BuiltProgram {
+            file: source.file,
+            defines: defines.to_string(),
+            program: Arc::clone(&program),
+            build_time,
+            kernels_made: Vec::new(),
+            text: source.text,
+        });
         Ok(program)
+    }
+
+    /// The kernel `name` of `program` (built on this `Gpu`), noted as made: what a
+    /// pipeline launches, among all the kernels its programs hold
+    /// ([`BuiltProgram::kernels_made`]).
+    pub fn kernel(&self, program: &Program, name: &'static str) -> Result<Kernel, ClError> {
+        let kernel = Kernel::create(program, name).call("clCreateKernel")?;
+        let mut programs = self
+            .shared
+            .programs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(built) = programs
+            .iter_mut()
+            .find(|b| std::ptr::eq(Arc::as_ptr(&b.program), program))
+        {
+            if !built.kernels_made.contains(&name) {
+                built.kernels_made.push(name);
+            }
+        }
+        Ok(kernel)
+    }
+
+    /// The programs built in this `Gpu`'s context so far, in the order they were built.
+    pub fn built_programs(&self) -> Vec<BuiltProgram> {
+        self.shared
+            .programs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Another `Gpu` of this device with a context of its own, which no other `Gpu`
+    /// shares and in which nothing is built yet (what a cold start builds, and how long
+    /// that takes, is then its own), and a queue timed as this one's.
+    pub fn alone(&self) -> Result<Gpu, ClError> {
+        let shared = Shared::new(&self.device)?;
+        let profiling = match self.timing {
+            Timing::Device => Profiling::On,
+            Timing::Host => Profiling::Off,
+        };
+        let (queue, timing) = new_queue(&shared.context, &self.device, profiling)?;
+        Ok(Gpu {
+            device: Device::new(self.device.id()),
+            queue,
+            completion: self.completion,
+            timing,
+            info: self.info.clone(),
+            shared,
+        })
     }
 
     /// Waits until every command on the device's queue has completed.
@@ -301,11 +466,17 @@ impl Gpu {
 /// device without it.
 #[cfg(test)]
 pub(crate) fn test_gpu() -> Gpu {
+    test_gpu_with(Profiling::Auto)
+}
+
+/// [`test_gpu`], its queue asked for profiling events as `profiling` says.
+#[cfg(test)]
+pub(crate) fn test_gpu_with(profiling: Profiling) -> Gpu {
     let spec: DeviceSpec = std::env::var("EDGESIGHT_TEST_DEVICE")
         .unwrap_or_default()
         .parse()
         .expect("device spec");
-    Gpu::open(&spec).expect("an OpenCL device (install pocl-opencl-icd)")
+    Gpu::open_with(&spec, profiling).expect("an OpenCL device (install pocl-opencl-icd)")
 }
 
 /// Tests that look at which `Gpu`s share a context take turns with those that stop one
@@ -313,16 +484,41 @@ pub(crate) fn test_gpu() -> Gpu {
 #[cfg(test)]
 pub(crate) static SHARING_TESTS: Mutex<()> = Mutex::new(());
 
-/// An in-order queue with profiling on `device`.
-fn new_queue(context: &Context, device: &Device) -> Result<CommandQueue, ClError> {
-    // clCreateCommandQueue (1.2) rather than the 2.0 call with properties.
-    #[allow(deprecated)]
-    // SAFETY: `context` and `device` are live handles, the device one of the context's,
-    // and the properties are a plain bit field; the call writes only its error code.
-    unsafe {
-        CommandQueue::create(context, device.id(), CL_QUEUE_PROFILING_ENABLE)
-            .call("clCreateCommandQueue")
+/// An in-order queue on `device`, with profiling events as `profiling` asks and the
+/// driver allows, and where its stage times will come from.
+fn new_queue(
+    context: &Context,
+    device: &Device,
+    profiling: Profiling,
+) -> Result<(CommandQueue, Timing), ClError> {
+    let create = |properties| {
+        // clCreateCommandQueue (1.2) rather than the 2.0 call with properties.
+        #[allow(deprecated)]
+        // SAFETY: `context` and `device` are live handles, the device one of the
+        // context's, and the properties are a plain bit field; the call writes only its
+        // error code.
+        unsafe {
+            CommandQueue::create(context, device.id(), properties).call("clCreateCommandQueue")
+        }
+    };
+    match profiling {
+        Profiling::Off => Ok((create(0)?, Timing::Host)),
+        Profiling::On => match create(CL_QUEUE_PROFILING_ENABLE) {
+            Ok(queue) => Ok((queue, Timing::Device)),
+            Err(e) => Err(ClError::NoProfiling(Box::new(e))),
+        },
+        Profiling::Auto => match create(CL_QUEUE_PROFILING_ENABLE) {
+            Ok(queue) => Ok((queue, Timing::Device)),
+            Err(_) => Ok((create(0)?, Timing::Host)),
+        },
     }
+}
+
+/// Whether `device`'s driver gives a queue profiling events, as `edgesight devices` says:
+/// only trying tells (Rusticl's device info offers them where its queues refuse them).
+pub fn offers_profiling(device: &Device) -> Result<bool, ClError> {
+    let context = Context::from_device(device).call("clCreateContext")?;
+    Ok(new_queue(&context, device, Profiling::Auto)?.1 == Timing::Device)
 }
 
 /// An element type a buffer can be copied to and from the host as.
@@ -330,18 +526,80 @@ fn new_queue(context: &Context, device: &Device) -> Result<CommandQueue, ClError
 /// # Safety
 /// Every bit pattern of the type's size is a valid value (the device may write any), and
 /// it has no padding (its bytes are copied to the device as they are): plain integers.
-pub(crate) unsafe trait Plain: Copy + Default {}
+pub(crate) unsafe trait Plain: Copy + Default {
+    /// The value of the low bits of `bits` (what a broken device might have written).
+    #[cfg(test)]
+    fn from_bits(bits: u64) -> Self;
+}
 
-// SAFETY: integers, for which every bit pattern is a value and which have no padding.
-unsafe impl Plain for u8 {}
-// SAFETY: as above.
-unsafe impl Plain for u16 {}
-// SAFETY: as above.
-unsafe impl Plain for i16 {}
-// SAFETY: as above.
-unsafe impl Plain for u32 {}
-// SAFETY: as above.
-unsafe impl Plain for u64 {}
+macro_rules! plain {
+    ($($t:ty),*) => {$(
+        // SAFETY: an integer, for which every bit pattern is a value and which has no
+        // padding.
+        unsafe impl Plain for $t {
+            #[cfg(test)]
+            fn from_bits(bits: u64) -> Self {
+                bits as $t
+            }
+        }
+    )*};
+}
+
+plain!(u8, u16, i16, u32, u64);
+
+/// A device that writes garbage, for tests: while [`scribble`] is on in a thread, what
+/// that thread reads from a device is replaced by random values, as a broken driver might
+/// hand back anything.
+#[cfg(test)]
+pub(crate) mod scribble {
+    use std::cell::Cell;
+
+    /// Which of the device's reads are replaced.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub(crate) enum Reads {
+        /// Every read.
+        All,
+        /// A frame's small results (histograms, threshold, sums, motion's counts), read
+        /// behind its kernels in one go.
+        Results,
+        /// Everything else: images, integrals, motion's state, guard bands.
+        Images,
+    }
+
+    thread_local! {
+        static STATE: Cell<Option<(u64, Reads)>> = const { Cell::new(None) };
+    }
+
+    /// Replaces the device reads `what` says of this thread with random values from
+    /// `seed` on, until [`off`].
+    pub(crate) fn on(seed: u64, what: Reads) {
+        STATE.with(|s| s.set(Some((seed | 1, what))));
+    }
+
+    pub(crate) fn off() {
+        STATE.with(|s| s.set(None));
+    }
+
+    /// `out`, a read of the kind `kind`, overwritten with random values where scribbling
+    /// is on for it.
+    pub(crate) fn over<T: super::Plain>(kind: Reads, out: &mut [T]) {
+        STATE.with(|s| {
+            let Some((mut x, what)) = s.get() else {
+                return;
+            };
+            if what != Reads::All && what != kind {
+                return;
+            }
+            for v in out {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                *v = T::from_bits(x);
+            }
+            s.set(Some((x, what)));
+        });
+    }
+}
 
 /// Copies `data` into `buffer` from element `offset` on, and returns once the copy is done.
 pub(crate) fn write_blocking<T: Plain>(
@@ -386,6 +644,8 @@ pub(crate) fn read_blocking<T: Plain>(
         )
     }
     .call("clEnqueueReadBuffer")?;
+    #[cfg(test)]
+    scribble::over(scribble::Reads::Images, out);
     Ok(())
 }
 

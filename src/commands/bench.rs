@@ -6,7 +6,7 @@ use std::io::Write;
 use anyhow::{Context, Result};
 
 use edgesight::bench::{self, JsonReport, JsonSize, SizeFigures};
-use edgesight::cl::Gpu;
+use edgesight::cl::{Gpu, Profiling};
 use edgesight::frame::PixelFormat;
 use edgesight::pipeline::TuningChoice;
 
@@ -24,7 +24,8 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<()> {
             reason: e.to_string(),
         })?;
     }
-    let gpu = Gpu::open(&args.device)?;
+    // bench reads the device's clock: every stage, the copy floor, the gaps between them.
+    let gpu = Gpu::open_with(&args.device, Profiling::On)?;
     let device = gpu.info.to_string();
     let tuning = args.tuning.resolve(&gpu);
     let how = match args.tuning {

@@ -110,7 +110,7 @@ pub(crate) fn capture(args: &CaptureArgs) -> Result<()> {
     check_roi_names(&args.pipeline.rois)?;
     let spec = capture_source(args)?;
     create_out_dir(&args.out)?;
-    let gpu = Gpu::open(&args.pipeline.device)?;
+    let gpu = Gpu::open_with(&args.pipeline.device, args.pipeline.profiling)?;
     let mut source = capture::open(&spec, &gpu)?;
     let layout = source.layout();
     for roi in &args.pipeline.rois {

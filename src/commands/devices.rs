@@ -44,7 +44,7 @@ fn opencl_devices() -> Result<()> {
         if p.devices.is_empty() {
             println!("  (no devices)");
         }
-        for (di, (_, d)) in p.devices.iter().enumerate() {
+        for (di, (device, d)) in p.devices.iter().enumerate() {
             let mark = if default.as_deref() == Some(d.name.as_str()) {
                 "  [default]"
             } else {
@@ -68,6 +68,16 @@ fn opencl_devices() -> Result<()> {
                 d.unified_memory.map(yes_no).unwrap_or("unknown")
             );
             println!("      fp64:               {}", yes_no(d.fp64));
+            println!(
+                "      profiling:          {}",
+                match cl::offers_profiling(device) {
+                    Ok(true) => "yes (stage times from the device's clock)".to_string(),
+                    Ok(false) => "no: the driver refuses profiling queues; stage times from \
+                                  the host's clock"
+                        .to_string(),
+                    Err(e) => format!("unknown ({e})"),
+                }
+            );
             println!("      tuning (auto):      {}", Tuning::for_info(d).name());
         }
     }

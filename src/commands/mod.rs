@@ -5,6 +5,7 @@ pub(crate) mod bench;
 pub(crate) mod capture;
 pub(crate) mod check_config;
 pub(crate) mod devices;
+pub(crate) mod kernels;
 pub(crate) mod manpage;
 pub(crate) mod process;
 pub(crate) mod run;

@@ -26,11 +26,11 @@ pub(crate) fn process(args: &ProcessArgs) -> Result<()> {
         // One input: its results straight into OUT, and nothing opened before it loads.
         let frame = load(args, input)?;
         create_out_dir(&args.out)?;
-        let gpu = Gpu::open(&args.pipeline.device)?;
+        let gpu = Gpu::open_with(&args.pipeline.device, args.pipeline.profiling)?;
         return process_one(args, &gpu, input, frame, &args.out);
     }
     let outs = out_dirs(&args.out, &args.inputs)?;
-    let gpu = Gpu::open(&args.pipeline.device)?;
+    let gpu = Gpu::open_with(&args.pipeline.device, args.pipeline.profiling)?;
     let mut failed = InputsFailed {
         failed: 0,
         total: args.inputs.len(),

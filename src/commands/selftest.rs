@@ -21,7 +21,7 @@ use crate::cli::{SelftestArgs, SelftestTunings};
 pub(crate) struct Mismatches(usize);
 
 pub(crate) fn selftest(args: &SelftestArgs) -> Result<()> {
-    let gpu = Gpu::open(&args.device)?;
+    let gpu = Gpu::open_with(&args.device, args.profiling)?;
     let tunings: Vec<Tuning> = match args.tuning {
         SelftestTunings::All => Tuning::ALL.iter().map(|(_, t)| *t).collect(),
         SelftestTunings::One(choice) => vec![choice.resolve(&gpu)],
@@ -29,9 +29,11 @@ pub(crate) fn selftest(args: &SelftestArgs) -> Result<()> {
     let names: Vec<&str> = tunings.iter().map(Tuning::name).collect();
     let cases = selftest::cases();
     println!(
-        "edgesight selftest on {}: {} frames (every input format, awkward sizes, wider \
-         strides, every border) and motion's {} scenes with the {} tuning{}",
+        "edgesight selftest on {} (stage times from the {}'s clock): {} frames (every input \
+         format, awkward sizes, wider strides, every border) and motion's {} scenes with the \
+         {} tuning{}",
         gpu.info,
+        gpu.timing.name(),
         cases.len(),
         selftest::MOTION_SCENES,
         names.join(", "),

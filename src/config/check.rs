@@ -16,7 +16,7 @@ use super::schema::*;
 use super::{flag, ConfigError, Doc, Overrides};
 use crate::activity::ActivitySettings;
 use crate::capture::{IoMode, SourceKind, SourcePart, SourceParts, SourceSpec};
-use crate::cl::DeviceSpec;
+use crate::cl::{DeviceSpec, Profiling};
 use crate::frame::{CaptureFormat, FrameLayout, PixelFormat, Size};
 use crate::health::HealthSettings;
 use crate::jpeg::Scale;
@@ -79,10 +79,19 @@ pub(super) fn check(
         )
     })?;
 
+    let profiling: Profiling = parse_at(doc, &file.opencl.profiling, "opencl.profiling")?;
+
     let mut cameras = Vec::new();
     let mut names = HashSet::new();
     for camera in &file.cameras {
-        let c = check_camera(doc, camera, &default_device, default_tuning, verify_every)?;
+        let c = check_camera(
+            doc,
+            camera,
+            &default_device,
+            default_tuning,
+            verify_every,
+            profiling,
+        )?;
         if !names.insert(c.name.clone()) {
             return Err(doc.at(
                 camera.get_ref().name.span(),
@@ -99,6 +108,7 @@ pub(super) fn check(
                 device: default_device.clone(),
                 tuning: default_tuning,
                 verify_every,
+                profiling,
                 source: source.clone(),
                 options: PipelineOptions::default(),
                 regions: Vec::new(),
@@ -131,6 +141,7 @@ pub(super) fn check(
             device: default_device,
             tuning: default_tuning,
             verify_every,
+            profiling,
             source: SourceSpec::default_pattern(),
             options: PipelineOptions::default(),
             regions: Vec::new(),
@@ -203,6 +214,7 @@ fn check_camera(
     default_device: &DeviceSpec,
     default_tuning: TuningChoice,
     verify_every: u32,
+    profiling: Profiling,
 ) -> Result<CameraSettings, ConfigError> {
     let c = camera.get_ref();
     let name = c.name.get_ref();
@@ -279,6 +291,7 @@ fn check_camera(
             .unwrap_or_else(|| default_device.clone()),
         tuning,
         verify_every,
+        profiling,
         source,
         options: PipelineOptions {
             border,
@@ -577,6 +590,7 @@ mod tests {
             ("[web]\nstale_after_seconds = 1e-10\n", "web.stale_after_seconds", (2, 23)),
             ("[web]\nlisten_address = \"localhost\"\n", "web.listen_address", (2, 18)),
             ("[opencl]\ntuning = \"fast\"\n", "opencl.tuning", (2, 10)),
+            ("[opencl]\nprofiling = \"sometimes\"\n", "opencl.profiling", (2, 13)),
             ("[opencl]\nverify_every = -1\n", "opencl.verify_every", (2, 16)),
             ("[opencl]\nverify_every = 4294967296\n", "opencl.verify_every", (2, 16)),
             (
@@ -652,6 +666,33 @@ mod tests {
         );
         assert_eq!(every(&two), [0, 0]);
         assert_eq!(every("[opencl]\nverify_every = 30\n"), [30]);
+    }
+
+    /// `[opencl] profiling` reaches every camera (auto unless it says), reads back from
+    /// what check-config prints, and an unknown value is refused at its key.
+    #[test]
+    fn profiling_reaches_every_camera_and_reads_back() {
+        use crate::cl::Profiling;
+        let profiling = |text: &str| -> Vec<Profiling> {
+            let s = load_text(text).unwrap();
+            s.cameras.iter().map(|c| c.profiling).collect()
+        };
+        assert_eq!(profiling(""), [Profiling::Auto]);
+        let two = format!(
+            "[opencl]\nprofiling = \"OFF\"\n{}{}",
+            pattern_camera(""),
+            pattern_camera("").replace("name = \"c\"", "name = \"d\"")
+        );
+        assert_eq!(profiling(&two), [Profiling::Off, Profiling::Off]);
+        let s = load_text(&two).unwrap();
+        let printed = s.to_toml();
+        assert!(printed.contains("profiling = \"off\""), "{printed}");
+        assert_eq!(load_text(&printed).unwrap(), s);
+        assert_eq!(profiling("[opencl]\nprofiling = \"on\"\n"), [Profiling::On]);
+        assert_eq!(
+            refusal("[opencl]\nprofiling = \"sometimes\"\n"),
+            "t.toml:2:13: opencl.profiling: unknown profiling 'sometimes' (expected auto, on or off)"
+        );
     }
 
     #[test]

@@ -36,6 +36,7 @@ struct Log<'a> {
 #[derive(Serialize)]
 struct Opencl {
     verify_every: u32,
+    profiling: &'static str,
 }
 
 /// One listen address as a string, more as a list, as the config takes them.
@@ -220,6 +221,7 @@ impl Settings {
             opencl: Opencl {
                 // The same for every camera, and there is always one.
                 verify_every: self.cameras.first().map_or(0, |c| c.verify_every),
+                profiling: self.cameras.first().map_or("auto", |c| c.profiling.name()),
             },
             web: Web {
                 listen_address: match w.listen.as_slice() {

@@ -10,7 +10,7 @@ use toml::Spanned;
 use crate::activity::ActivitySettings;
 pub use crate::capture::SourceKind;
 use crate::capture::SourceSpec;
-use crate::cl::DeviceSpec;
+use crate::cl::{DeviceSpec, Profiling};
 use crate::health::HealthSettings;
 use crate::pipeline::{PipelineOptions, TuningChoice};
 use crate::region::Region;
@@ -106,6 +106,8 @@ pub(crate) struct OpenclConfig {
     pub tuning: Spanned<String>,
     /// One live frame in this many is checked against the plain-Rust reference; 0: none.
     pub verify_every: Spanned<i64>,
+    /// Whether the device's queue gives profiling events: auto, on or off.
+    pub profiling: Spanned<String>,
 }
 
 impl Default for OpenclConfig {
@@ -114,6 +116,7 @@ impl Default for OpenclConfig {
             device: Spanned::new(0..0, "default".into()),
             tuning: Spanned::new(0..0, TuningChoice::Auto.to_string()),
             verify_every: Spanned::new(0..0, i64::from(DEFAULT_VERIFY_EVERY)),
+            profiling: Spanned::new(0..0, Profiling::Auto.to_string()),
         }
     }
 }
@@ -268,6 +271,8 @@ pub struct CameraSettings {
     /// `[opencl] verify_every`: one frame in this many checked against the reference
     /// (0: none).
     pub verify_every: u32,
+    /// `[opencl] profiling`, for the camera's device; fixed as `device` is.
+    pub profiling: Profiling,
     pub source: SourceSpec,
     pub options: PipelineOptions,
     pub regions: Vec<Region>,

@@ -7,7 +7,7 @@ use toml::Spanned;
 
 use super::{flag, load, ConfigError, Doc, Overrides, Settings};
 use crate::capture::SourceSpec;
-use crate::cl::{DeviceSpec, Gpu};
+use crate::cl::{ClError, DeviceSpec, Gpu};
 
 /// More cameras than this draw a warning: each is two threads and its own OpenCL queue,
 /// buffers and kernels (the cameras on a device share its context and programs), and
@@ -22,6 +22,14 @@ pub struct Checked {
     pub warnings: Vec<String>,
 }
 
+/// Why a camera's OpenCL device could not be opened, and whether it was its profiling queue
+/// that the driver refused (the key to blame is then `[opencl] profiling`).
+#[derive(Clone)]
+struct Unopened {
+    profiling_refused: bool,
+    why: String,
+}
+
 /// Everything `run` checks before it starts anything, in one place for `run`, SIGHUP and
 /// `check-config`: `load`, then each camera's OpenCL device must resolve to a device,
 /// a V4L2 node that exists must be a video device (one that does not exist yet is waited
@@ -30,22 +38,33 @@ pub fn validate(path: Option<&Path>, overrides: &Overrides) -> Result<Checked, C
     let (text, file, settings) = load(path, overrides)?;
     let doc = Doc { path, text: &text };
     let mut warnings = Vec::new();
-    let mut devices: Vec<(&DeviceSpec, Result<(), String>)> = Vec::new();
+    // Each device is opened once.
+    let mut devices: Vec<(&DeviceSpec, Result<(), Unopened>)> = Vec::new();
     for (i, camera) in settings.cameras.iter().enumerate() {
         let written = file.cameras.get(i).map(Spanned::get_ref);
         let resolved = match devices.iter().find(|(spec, _)| **spec == camera.device) {
             Some((_, resolved)) => resolved.clone(),
             None => {
-                let resolved = Gpu::open(&camera.device)
+                let resolved = Gpu::open_with(&camera.device, camera.profiling)
                     .map(drop)
-                    .map_err(|e| e.to_string());
+                    .map_err(|e| Unopened {
+                        profiling_refused: matches!(e, ClError::NoProfiling(_)),
+                        why: e.to_string(),
+                    });
                 devices.push((&camera.device, resolved.clone()));
                 resolved
             }
         };
-        if let Err(why) = resolved {
+        if let Err(Unopened {
+            profiling_refused,
+            why,
+        }) = resolved
+        {
             let message = format!("camera '{}': {why}", camera.name);
             return Err(match written.and_then(|c| c.opencl_device.as_ref()) {
+                _ if profiling_refused => {
+                    doc.at(file.opencl.profiling.span(), "opencl.profiling", message)
+                }
                 Some(d) => doc.at(d.span(), "camera.opencl_device", message),
                 None => doc.at(file.opencl.device.span(), "opencl.device", message),
             });

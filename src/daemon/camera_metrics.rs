@@ -19,7 +19,7 @@ use super::health_metrics::{HealthFamilies, HealthMetrics};
 use super::verify::{VerifyFamilies, VerifyMetrics};
 use crate::activity::MotionReport;
 use crate::capture::{CaptureStats, DropReason, MAX_FPS};
-use crate::cl::ClDeviceInfo;
+use crate::cl::{ClDeviceInfo, Timing};
 use crate::mailbox::{Activity, DROP_PUBLISH_BACKLOG};
 use crate::metrics::Metrics;
 use crate::pipeline::{FrameResult, PipelineError, Stage};
@@ -77,8 +77,8 @@ impl CameraFamilies {
         CameraFamilies {
             device_info: m.int_gauges(
                 "edgesight_opencl_device_info",
-                "Always 1; the OpenCL device a camera's pipeline runs on.",
-                &["camera", "platform", "device", "version"],
+                "Always 1; the OpenCL device a camera's pipeline runs on, and whose clock its stage times are on: device (profiling events) or host (the driver gives no profiling queue).",
+                &["camera", "platform", "device", "version", "timing"],
             ),
             camera_up: m.int_gauges(
                 "edgesight_camera_up",
@@ -119,9 +119,10 @@ impl CameraFamilies {
                 "edgesight_stage_duration_seconds",
                 &format!(
                     "Device time of each pipeline stage per frame, in seconds, from OpenCL \
-                     profiling events, measured on one frame in {TIMED_FRAMES}; and stage \
-                     decode, the host time of decoding a JPEG frame's luma, on every frame \
-                     of a source that delivers JPEG."
+                     profiling events (from the host's clock where the driver gives none: \
+                     edgesight_opencl_device_info's timing), measured on one frame in \
+                     {TIMED_FRAMES}; and stage decode, the host time of decoding a JPEG \
+                     frame's luma, on every frame of a source that delivers JPEG."
                 ),
                 &["camera", "stage"],
                 &STAGE_BUCKETS,
@@ -401,10 +402,17 @@ impl CameraMetrics {
         self.up.set(i64::from(up));
     }
 
-    /// Names the OpenCL device the camera runs on (once it was opened on one).
-    pub fn set_device(&self, device: &ClDeviceInfo) {
+    /// Names the OpenCL device the camera runs on (once it was opened on one) and where
+    /// its stage times come from.
+    pub fn set_device(&self, device: &ClDeviceInfo, timing: Timing) {
         self.device_info
-            .with_label_values(&[&self.name, &device.platform, &device.name, &device.version])
+            .with_label_values(&[
+                &self.name,
+                &device.platform,
+                &device.name,
+                &device.version,
+                timing.name(),
+            ])
             .set(1);
     }
 
@@ -412,7 +420,8 @@ impl CameraMetrics {
     /// names one.
     pub fn pipeline_error(&self, error: &PipelineError) {
         self.pipeline_errors.inc();
-        if let PipelineError::Stage { stage, .. } = error {
+        if let PipelineError::Stage { stage, .. } | PipelineError::Implausible { stage, .. } = error
+        {
             if let Some(i) = Stage::ALL.iter().position(|s| s.name() == *stage) {
                 self.stage_errors[i].inc();
             }

@@ -193,6 +193,7 @@ mod tests {
                 device: crate::cl::DeviceSpec::default(),
                 tuning: crate::pipeline::TuningChoice::Auto,
                 verify_every: 0,
+                profiling: crate::cl::Profiling::Auto,
                 source: crate::capture::SourceSpec::default_pattern(),
                 options: crate::pipeline::PipelineOptions::default(),
                 regions: Vec::new(),

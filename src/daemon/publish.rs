@@ -359,4 +359,67 @@ mod tests {
         let back: Vec<u8> = spare.try_iter().map(|r| r.otsu_threshold).collect();
         assert_eq!(back, [2]);
     }
+
+    /// A broken driver's frames never reach the publisher: the pipeline refuses each
+    /// one's impossible results (every word read back random: histogram, threshold, sums,
+    /// motion's counts), and the camera counts it under the stage whose results they
+    /// were, as it counts any failed frame.
+    #[test]
+    fn a_broken_drivers_frames_are_refused_and_counted_by_stage() {
+        use crate::cl::scribble::{self, Reads};
+        use crate::frame::{FrameLayout, PixelFormat};
+        use crate::pipeline::{MotionSettings, Pipeline, PipelineError};
+        let gpu = crate::cl::test_gpu();
+        let layout = FrameLayout::packed(PixelFormat::Yuyv, 97, 61);
+        let regions = ["door:3,5,40,30".parse().expect("region")];
+        let options = PipelineOptions::default();
+        let mut pipeline = Pipeline::new(&gpu, layout, options, &regions).expect("pipeline");
+        pipeline
+            .set_health_grid(&gpu, Some(crate::health::GRID))
+            .expect("grid");
+        pipeline.set_motion(Some(MotionSettings::default()));
+        let mut slot = pipeline.new_slot(&gpu).expect("slot");
+        slot.write_bytes(&gpu, &vec![77; layout.frame_bytes()])
+            .expect("write");
+        let metrics = Metrics::new();
+        let m = CameraFamilies::new(&metrics, 16).camera("c", Some(30.0));
+        let mut result = FrameResult::empty();
+        // Motion learns on the first frame (it has no background to compare with yet).
+        pipeline
+            .process_into(&gpu, &slot, &mut result)
+            .expect("a right frame");
+        scribble::on(0xdead_beef, Reads::Results);
+        let mut stages = Vec::new();
+        for _ in 0..20 {
+            match pipeline.process_into(&gpu, &slot, &mut result).map(drop) {
+                Err(e @ PipelineError::Implausible { stage, .. }) => {
+                    stages.push(stage);
+                    m.pipeline_error(&e);
+                }
+                other => panic!("garbage taken: {other:?}"),
+            }
+        }
+        scribble::off();
+        assert!(
+            stages.iter().all(|s| ["histogram", "integral"].contains(s)),
+            "{stages:?}"
+        );
+        let counted = |stage: &str| {
+            metrics
+                .sample(&format!(
+                    r#"edgesight_stage_errors_total{{camera="c",stage="{stage}"}}"#
+                ))
+                .unwrap_or(0.0)
+        };
+        assert_eq!(counted("histogram") + counted("integral"), 20.0);
+        assert_eq!(
+            metrics.sample(r#"edgesight_pipeline_errors_total{camera="c"}"#),
+            Some(20.0)
+        );
+        // And the device right again: the frames are taken.
+        pipeline
+            .process_into(&gpu, &slot, &mut result)
+            .expect("a right frame after the broken ones");
+        assert_eq!(result.histogram[77], 97 * 61);
+    }
 }

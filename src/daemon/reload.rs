@@ -272,10 +272,11 @@ async fn send(
         if c.source != t.settings.source
             || c.device != t.settings.device
             || c.tuning != t.settings.tuning
+            || c.profiling != t.settings.profiling
         {
             tracing::warn!(
                 camera = %c.name,
-                "SIGHUP: source, device and tuning changes take a restart"
+                "SIGHUP: source, device, tuning and profiling changes take a restart"
             );
         }
         let (reply, rx) = oneshot::channel();

@@ -241,6 +241,12 @@ impl ReadBack {
         self.layout = layout;
     }
 
+    /// What the device wrote, to be overwritten (a broken device, in tests).
+    #[cfg(test)]
+    pub(super) fn words_mut(&mut self) -> &mut [u64] {
+        &mut self.words
+    }
+
     /// u32 word `i` of the buffer, as the device wrote it (host and device share their
     /// byte order: OpenCL devices of a host are of its endianness).
     fn word(&self, i: usize) -> u32 {

@@ -12,7 +12,7 @@ use opencl3::memory::Buffer;
 
 use super::buffers::held_bytes;
 use super::{device_buffer, HistogramCounting, Launch, Tuning};
-use crate::cl::{launch, CallContext, ClError, Gpu, Record, HISTOGRAM_CL};
+use crate::cl::{launch, ClError, Gpu, Record, HISTOGRAM_CL};
 use crate::frame::FrameLayout;
 use crate::kernel_params;
 
@@ -73,7 +73,7 @@ impl HistogramStage {
             HistogramCounting::ItemSubHistograms => ("-DITEM_SUB_HISTOGRAMS", tuning.group_size),
         };
         let program = gpu.build_with(HISTOGRAM_CL, defines)?;
-        let kernel = Kernel::create(&program, "histogram_count").call("clCreateKernel")?;
+        let kernel = gpu.kernel(&program, "histogram_count")?;
         let launch = Launch::one_d(gpu, &kernel, group_size)?;
         let units = gpu.info.compute_units as usize;
         let (groups, sum) = match tuning.histogram_counting {
@@ -85,7 +85,7 @@ impl HistogramStage {
                 let groups = (units * SUB_HISTOGRAM_GROUPS_PER_COMPUTE_UNIT)
                     .max(fewest_items.div_ceil(local))
                     .max(1);
-                let k = Kernel::create(&program, "histogram_sum").call("clCreateKernel")?;
+                let k = gpu.kernel(&program, "histogram_sum")?;
                 let sum_launch = Launch::one_d(gpu, &k, tuning.group_size)?;
                 let subs = device_buffer(gpu, groups * local * SUB_HISTOGRAM_WORDS)?;
                 (groups, Some((k, sum_launch, subs)))

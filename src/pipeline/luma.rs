@@ -9,7 +9,7 @@ use opencl3::kernel::Kernel;
 use opencl3::memory::Buffer;
 
 use super::{Launch, Tuning};
-use crate::cl::{launch, CallContext, ClError, Gpu, KernelSource, Record, LUMA_CL, RAW_CL};
+use crate::cl::{launch, ClError, Gpu, KernelSource, Record, LUMA_CL, RAW_CL};
 use crate::frame::{FrameLayout, PixelFormat, Samples};
 use crate::kernel_params;
 
@@ -48,7 +48,7 @@ pub(super) struct LumaStage {
 }
 
 /// The kernel file, kernel and the `-D` option of the samples' storage for `format`.
-fn kernel_for(format: PixelFormat) -> (KernelSource, &'static str, &'static str) {
+pub(super) fn kernel_for(format: PixelFormat) -> (KernelSource, &'static str, &'static str) {
     let samples_define = |samples: Samples| match samples {
         Samples::Eight => "",
         Samples::Le10 | Samples::Le12 | Samples::Le16 => "-DSAMPLES_LE16",
@@ -83,7 +83,7 @@ impl LumaStage {
             .collect::<Vec<_>>()
             .join(" ");
         let program = gpu.build_with(source, &defines)?;
-        let kernel = Kernel::create(&program, name).call("clCreateKernel")?;
+        let kernel = gpu.kernel(&program, name)?;
         let launch = Launch::two_d(gpu, &kernel)?;
         let raw = match format {
             PixelFormat::Mono(samples) => Some(RawParams {

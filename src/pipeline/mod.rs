@@ -62,13 +62,17 @@ mod buffers;
 mod inspect;
 mod launch;
 mod options;
+mod plausible;
 mod processed;
+pub mod programs;
 mod timings;
 mod traffic;
 
 use opencl3::event::Event;
 
-use crate::cl::{ClError, FrameSlot, Gpu, Record};
+use std::time::Instant;
+
+use crate::cl::{ClError, FrameSlot, Gpu, Record, Timing};
 use crate::frame::{FrameLayout, LayoutError};
 use crate::region::{Region, RegionError};
 
@@ -104,6 +108,8 @@ pub enum PipelineError {
         need: usize,
         layout: String,
     },
+    #[error("{stage} stage: the device's results are impossible: {what}")]
+    Implausible { stage: &'static str, what: String },
     #[error("{stage} stage")]
     Stage {
         stage: &'static str,
@@ -155,6 +161,9 @@ pub struct Pipeline {
     /// The last frame's events, kept so that a frame allocates nothing once warm (none on
     /// a frame that is not timed).
     events: Vec<(Stage, Event)>,
+    /// On a device timed by the host ([`Timing::Host`]): when the last timed frame began
+    /// enqueueing, and when each of its commands was seen complete.
+    host_marks: (Instant, Vec<(Stage, Instant)>),
     /// Stage times are measured on one frame in this many ([`Pipeline::time_every`]).
     time_every: u64,
     /// The last timed frame's stage times, and its first kernel start to last kernel end
@@ -246,6 +255,7 @@ impl Pipeline {
             id: NEXT_PIPELINE_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             bufs,
             events: Vec::with_capacity(32),
+            host_marks: (Instant::now(), Vec::with_capacity(32)),
             time_every: 1,
             last_timings: StageTimings::default(),
             last_span: 0,
@@ -404,8 +414,46 @@ impl Pipeline {
         }
         enqueued?;
         finished?;
+        #[cfg(test)]
+        crate::cl::scribble::over(
+            crate::cl::scribble::Reads::Results,
+            self.read_back.words_mut(),
+        );
+        if let Err(e) = self.read_results(result, motion, gradient) {
+            // What the device left may be anything: the next frame clears the histogram
+            // and learns the background afresh.
+            self.hist_zeroed = false;
+            if let Some(control) = &mut self.motion_control {
+                control.relearn();
+            }
+            return Err(e);
+        }
         self.hist_zeroed = true;
+        if timed {
+            (self.last_timings, self.last_span) = match gpu.timing {
+                Timing::Device => StageTimings::of_events(&self.events)?,
+                Timing::Host => StageTimings::of_host_marks(self.host_marks.0, &self.host_marks.1),
+            };
+        }
+        result.timings = self.last_timings;
+        result.timed = timed;
+        result.timing = gpu.timing;
+        Ok(FrameImages {
+            pipeline: self,
+            slot,
+        })
+    }
+
+    /// Reads a finished frame's results into `result`, each checked for what no right
+    /// device writes ([`plausible`]) before the motion control or anything else reads it.
+    fn read_results(
+        &mut self,
+        result: &mut FrameResult,
+        motion: Option<FrameMotion>,
+        gradient: bool,
+    ) -> Result<(), PipelineError> {
         let l = self.layout;
+        let tiles = self.motion.tiles();
         let read = &self.read_back;
         for (i, count) in result.histogram.iter_mut().enumerate() {
             *count = read.result(i);
@@ -414,16 +462,18 @@ impl Pipeline {
         let mut watching = false;
         if motion.is_some() {
             self.motion.finished();
-        }
-        if let (Some(control), Some(_)) = (&mut self.motion_control, motion) {
             let histogram = read.motion_histogram();
-            let counts = motion::control::FrameCounts {
-                diff_histogram: &histogram,
-                moving: read.motion_count(motion::STATS_MOVING),
-                gain: read.motion_count(motion::STATS_GAIN),
-            };
-            result.motion = control.observe(&counts, tiles);
-            watching = result.motion.state == MotionState::Watching;
+            let moving = read.motion_count(motion::STATS_MOVING);
+            plausible::check_motion(&histogram, moving, tiles)?;
+            if let Some(control) = &mut self.motion_control {
+                let counts = motion::control::FrameCounts {
+                    diff_histogram: &histogram,
+                    moving,
+                    gain: read.motion_count(motion::STATS_GAIN),
+                };
+                result.motion = control.observe(&counts, tiles);
+                watching = result.motion.state == MotionState::Watching;
+            }
         }
         if self.motion_told.is_some() && tiles > 0 {
             watching = true;
@@ -442,17 +492,22 @@ impl Pipeline {
                 *count = read.gradient(i);
             }
         }
-        if timed {
-            (self.last_timings, self.last_span) = StageTimings::of_events(&self.events)?;
-        }
         result.width = l.width;
         result.height = l.height;
-        result.otsu_threshold = read.result(256) as u8;
-        result.timings = self.last_timings;
-        result.timed = timed;
-        Ok(FrameImages {
-            pipeline: self,
-            slot,
+        let threshold = read.result(256);
+        result.otsu_threshold = threshold as u8;
+        let mut regions = result
+            .regions
+            .iter()
+            .map(|(_, s)| s)
+            .chain(result.cells.iter());
+        plausible::check(plausible::Readout {
+            pixels: l.pixels() as u64,
+            histogram: &result.histogram,
+            threshold,
+            frame: &result.frame,
+            regions: &mut regions,
+            gradients: gradient.then_some(&result.gradient_histogram),
         })
     }
 
@@ -472,8 +527,19 @@ impl Pipeline {
         let r = &b.readout;
         let events = &mut self.events;
         events.clear();
+        // Timed by the host: each command is waited for as it is enqueued.
+        let host_timed = record == Record::Event && gpu.timing == Timing::Host;
+        let (begun, marks) = &mut self.host_marks;
+        *begun = Instant::now();
+        marks.clear();
         let mut keep = |stage: Stage, event: Option<Event>| {
             if let Some(event) = event {
+                if host_timed {
+                    // A command that failed is reported by the frame's finish, which
+                    // follows whatever this wait says.
+                    let _ = event.wait();
+                    marks.push((stage, Instant::now()));
+                }
                 events.push((stage, event));
             }
         };

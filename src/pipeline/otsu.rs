@@ -11,7 +11,7 @@ use opencl3::memory::Buffer;
 
 use super::buffers::DeviceImage;
 use super::{FullImages, Launch, OtsuArithmetic, OtsuLaunch, Tuning};
-use crate::cl::{launch, CallContext, ClError, Gpu, Record, OTSU_CL};
+use crate::cl::{launch, ClError, Gpu, Record, OTSU_CL};
 use crate::frame::FrameLayout;
 use crate::kernel_params;
 
@@ -86,8 +86,7 @@ impl OtsuStage {
         let program = || gpu.build_with(OTSU_CL, &defines);
         let threshold = match tuning.otsu_launch {
             OtsuLaunch::Own => {
-                let kernel =
-                    Kernel::create(&*program()?, "otsu_threshold").call("clCreateKernel")?;
+                let kernel = gpu.kernel(&*program()?, "otsu_threshold")?;
                 // Fewer work-items score more thresholds each: the tuning's group size, as
                 // its barriers are cheaper in a small group (Mali: Arm's OpenCL guide).
                 let launch = Launch::one_d(
@@ -101,7 +100,7 @@ impl OtsuStage {
         };
         let binarize = match images {
             FullImages::Kept => {
-                let kernel = Kernel::create(&*program()?, "binarize").call("clCreateKernel")?;
+                let kernel = gpu.kernel(&*program()?, "binarize")?;
                 let launch = Launch::one_d(gpu, &kernel, tuning.group_size)?;
                 let mask = DeviceImage::new(gpu, pixels)?;
                 Some(Binarize {

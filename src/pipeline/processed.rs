@@ -8,7 +8,7 @@ use super::buffers::read_buffer_into;
 use super::motion::control::MotionResult;
 #[allow(unused_imports)] // named in the docs
 use super::{FullImages, Pipeline, PipelineError, StageTimings};
-use crate::cl::{FrameSlot, Gpu};
+use crate::cl::{FrameSlot, Gpu, Timing};
 use crate::frame::FrameLayout;
 use crate::reference::motion::{Tiles, DIFF_BINS};
 use crate::region::{Region, RegionStats};
@@ -38,6 +38,8 @@ pub struct FrameResult {
     /// ([`Pipeline::time_every`]; zero before the first).
     pub timings: StageTimings,
     pub timed: bool,
+    /// Whose clock `timings` are on: the device's (profiling events) or the host's.
+    pub timing: Timing,
 }
 
 impl FrameResult {
@@ -57,6 +59,7 @@ impl FrameResult {
             motion: MotionResult::default(),
             timings: StageTimings::default(),
             timed: false,
+            timing: Timing::Device,
         }
     }
 
@@ -78,6 +81,7 @@ impl FrameResult {
             motion,
             timings,
             timed,
+            timing,
         } = other;
         (self.width, self.height, self.grid) = (*width, *height, *grid);
         self.histogram = *histogram;
@@ -99,6 +103,7 @@ impl FrameResult {
         self.motion = *motion;
         self.timings = *timings;
         self.timed = *timed;
+        self.timing = *timing;
     }
 }
 

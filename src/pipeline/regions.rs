@@ -78,9 +78,9 @@ impl RegionsStage {
         let built = || -> Result<_, ClError> {
             let program = integral::program(gpu, tuning)?;
             Ok(if tuning.integral_layout == IntegralLayout::GroupBands {
-                RegionSums::Groups(integral::kernel(&program, "region_sums")?)
+                RegionSums::Groups(gpu.kernel(&program, "region_sums")?)
             } else {
-                let kernel = integral::kernel(&program, "region_sums_items")?;
+                let kernel = gpu.kernel(&program, "region_sums_items")?;
                 let launch = Launch::one_d(gpu, &kernel, ITEMS_GROUP_SIZE)?;
                 RegionSums::Items(kernel, launch)
             })

@@ -18,7 +18,7 @@ use super::{
     otsu, FullImages, Launch, Magnitude, OtsuLaunch, PipelineOptions, SobelLayout, Tuning,
     SOBEL_RUN_CHUNKS,
 };
-use crate::cl::{launch, CallContext, ClError, Gpu, Record, OTSU_SOBEL_CL, SOBEL_CL};
+use crate::cl::{launch, ClError, Gpu, Record, OTSU_SOBEL_CL, SOBEL_CL};
 use crate::frame::FrameLayout;
 use crate::kernel_params;
 
@@ -119,12 +119,12 @@ impl SobelStage {
             images.sobel_defines()
         );
         let program = gpu.build_with(source, defines.trim())?;
-        let kernel = Kernel::create(&program, name).call("clCreateKernel")?;
+        let kernel = gpu.kernel(&program, name)?;
         let launch = Launch::two_d(gpu, &kernel)?;
         let fallback = match tuning.sobel_layout {
             SobelLayout::Vector16 | SobelLayout::Vector16Runs => None,
             SobelLayout::FourPixelsPerItem => {
-                let k = Kernel::create(&program, "sobel3x3_pixel").call("clCreateKernel")?;
+                let k = gpu.kernel(&program, "sobel3x3_pixel")?;
                 let launch = Launch::two_d(gpu, &k)?;
                 Some((k, launch))
             }

@@ -10,21 +10,28 @@ fn gpu() -> Gpu {
 }
 
 /// Both ways of waiting (NVIDIA's: the frame's last read polled, no clFinish once it
-/// completed), run on the test device, timing one frame in 3 as the daemon times a
-/// few: every command of a frame has completed when it returns; the untimed frames
-/// keep no events and carry the last timed frame's stage times; and the results, all
-/// come back with one read, are exact (histogram, threshold, regions, the grid's
-/// cells, the gradient histogram), for frames read in place and through the luma
-/// stage, for every tuning (the Mali one's histogram scratch is shared by the two
-/// histograms).
+/// completed), and a queue without profiling events (stage times on the host's clock),
+/// run on the test device, timing one frame in 3 as the daemon times a few: every
+/// command of a frame has completed when it returns; the untimed frames keep no events
+/// and carry the last timed frame's stage times; and the results, all come back with
+/// one read, are exact (histogram, threshold, regions, the grid's cells, the gradient
+/// histogram), for frames read in place and through the luma stage, for every tuning
+/// (the Mali one's histogram scratch is shared by the two histograms).
 #[test]
 fn timed_and_untimed_frames_give_exact_results_with_every_command_complete() {
-    for completion in [crate::cl::Completion::Finish, crate::cl::Completion::Poll] {
-        let mut gpu = gpu();
+    use crate::cl::{Completion, Profiling, Timing};
+    for (completion, profiling) in [
+        (Completion::Finish, Profiling::Auto),
+        (Completion::Poll, Profiling::Auto),
+        (Completion::Finish, Profiling::Off),
+    ] {
+        let mut gpu = crate::cl::test_gpu_with(profiling);
         gpu.completion = completion;
+        let timing = gpu.timing;
+        assert_eq!(timing == Timing::Host, profiling == Profiling::Off);
         let formats = [PixelFormat::Grey, PixelFormat::Yuyv];
         for ((name, tuning), format) in Tuning::ALL.into_iter().zip(formats.iter().cycle()) {
-            let what = format!("{completion:?}, {name}, {format}");
+            let what = format!("{completion:?}, {timing:?} timing, {name}, {format}");
             let layout = FrameLayout::packed(*format, 641, 479);
             let regions = ["door:10,20,300,200".parse().expect("region")];
             let options = PipelineOptions::default();
@@ -48,8 +55,24 @@ fn timed_and_untimed_frames_give_exact_results_with_every_command_complete() {
                     .into_result();
                 assert_eq!(pipeline.unfinished_commands(), 0, "{what}");
                 assert_eq!(result.timed, n % 3 == 0, "{what}");
+                assert_eq!(result.timing, timing, "{what}");
                 if result.timed {
-                    assert!(result.timings.get(Stage::Sobel) > 0, "{what}");
+                    for stage in [
+                        Stage::Sobel,
+                        Stage::Histogram,
+                        Stage::Integral,
+                        Stage::Regions,
+                    ] {
+                        assert!(result.timings.get(stage) > 0, "{what}: {}", stage.name());
+                    }
+                    if timing == Timing::Host {
+                        // Each command's time runs from the end of the one before.
+                        assert_eq!(
+                            pipeline.last_device_span_nanos(),
+                            result.timings.total(),
+                            "{what}"
+                        );
+                    }
                     last_timed = result.timings;
                 } else {
                     assert_eq!(result.timings, last_timed, "{what}");

@@ -1,5 +1,7 @@
 //! The stages' names and their device time per frame.
 
+use std::time::{Duration, Instant};
+
 use opencl3::event::Event;
 
 use crate::cl::{event_interval, ClError};
@@ -46,7 +48,8 @@ impl Stage {
     }
 }
 
-/// Device time of each stage for one frame, from profiling events, in nanoseconds.
+/// Time of each stage for one frame, in nanoseconds: on the device's clock (profiling
+/// events) or, where the queue has none, the host's ([`crate::cl::Timing`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StageTimings(pub [u64; Stage::ALL.len()]);
 
@@ -67,6 +70,22 @@ impl StageTimings {
             last = last.max(end);
         }
         Ok((timings, last.saturating_sub(first)))
+    }
+
+    /// A frame's stage times from the host's clock ([`Timing::Host`]): each command's
+    /// time, from the end of the one before (the first: from `begun`, when the frame
+    /// began enqueueing) to when it was seen complete, added to its stage's; and the span
+    /// from `begun` to the last one.
+    ///
+    /// [`Timing::Host`]: crate::cl::Timing::Host
+    pub(super) fn of_host_marks(begun: Instant, marks: &[(Stage, Instant)]) -> (StageTimings, u64) {
+        let mut timings = StageTimings::default();
+        let mut before = begun;
+        for &(stage, done) in marks {
+            timings.0[stage as usize] += nanos(done.saturating_duration_since(before));
+            before = before.max(done);
+        }
+        (timings, nanos(before.saturating_duration_since(begun)))
     }
 
     /// Each stage's median over several frames (the upper middle for an even count).
@@ -90,9 +109,37 @@ impl StageTimings {
     }
 }
 
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn host_marks_give_each_command_the_time_since_the_one_before() {
+        let begun = Instant::now();
+        let at = |ms| begun + Duration::from_millis(ms);
+        let marks = [
+            (Stage::Luma, at(2)),
+            (Stage::Histogram, at(5)),
+            (Stage::Histogram, at(6)),
+            (Stage::Sobel, at(10)),
+            (Stage::Regions, at(17)),
+        ];
+        let (timings, span) = StageTimings::of_host_marks(begun, &marks);
+        let ms = 1_000_000;
+        assert_eq!(
+            timings,
+            StageTimings([2 * ms, 4 * ms, 4 * ms, 0, 0, 0, 7 * ms, 0])
+        );
+        assert_eq!(span, 17 * ms);
+        assert_eq!(
+            StageTimings::of_host_marks(begun, &[]),
+            (StageTimings::default(), 0)
+        );
+    }
 
     #[test]
     fn median_per_stage() {

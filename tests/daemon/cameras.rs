@@ -238,3 +238,46 @@ fn the_camera_list_says_what_each_camera_is_doing() {
     }
     d.stop();
 }
+
+/// `[opencl] profiling = "off"`, as on a board whose driver refuses profiling queues: the
+/// daemon starts on a plain queue, times its stages on the host's clock and says so in
+/// `edgesight_opencl_device_info`, and every stage that launches kernels has its times.
+#[test]
+fn with_profiling_off_the_stages_are_timed_on_the_host() {
+    let dir = tmp_dir("daemon-profiling-off");
+    let config = "[opencl]\nprofiling = \"off\"\n\
+                  [[camera]]\nname = \"plain\"\n[camera.source]\nkind = \"pattern\"\n\
+                  size = \"96x64\"\nformat = \"yuyv\"\nfps = 50\n";
+    let path = dir.join("check.toml");
+    std::fs::write(&path, config).expect("write");
+    edgesight_ok(&["check-config", &path.display().to_string()]);
+    let d = Daemon::start(&dir, config);
+    // Stage times are taken on one frame in 8.
+    let count = |m: &str, stage: &str| {
+        sample(
+            m,
+            &format!(
+                "edgesight_stage_duration_seconds_count{{camera=\"plain\",stage=\"{stage}\"}}"
+            ),
+        )
+        .unwrap_or(0.0)
+    };
+    let m = wait_until("three timed frames", Duration::from_secs(60), || {
+        let m = d.metrics();
+        (count(&m, "regions") >= 3.0).then_some(m)
+    });
+    let info = m
+        .lines()
+        .find(|l| l.starts_with("edgesight_opencl_device_info{camera=\"plain\""))
+        .unwrap_or_else(|| panic!("no device info:\n{m}"));
+    assert!(info.contains("timing=\"host\""), "{info}");
+    for stage in ["luma", "sobel", "histogram", "integral", "regions"] {
+        let sum = sample(
+            &m,
+            &format!("edgesight_stage_duration_seconds_sum{{camera=\"plain\",stage=\"{stage}\"}}"),
+        )
+        .unwrap_or(0.0);
+        assert!(count(&m, stage) >= 3.0 && sum > 0.0, "{stage}: {m}");
+    }
+    d.stop();
+}

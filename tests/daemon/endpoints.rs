@@ -257,7 +257,7 @@ fn sighup_takes_new_regions_and_threshold_on_the_same_camera(d: &Daemon, dir: &P
     );
     assert!(
         d.log()
-            .contains("SIGHUP: source, device and tuning changes take a restart"),
+            .contains("SIGHUP: source, device, tuning and profiling changes take a restart"),
         "{}",
         d.log()
     );

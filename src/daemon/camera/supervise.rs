@@ -339,6 +339,7 @@ mod tests {
             device: device.clone(),
             tuning: TuningChoice::Auto,
             verify_every: 0,
+            profiling: crate::cl::Profiling::Auto,
             source: "pattern:32x24@100".parse().expect("spec"),
             options: PipelineOptions::default(),
             regions: Vec::new(),

@@ -212,3 +212,19 @@ fn zero_checks_nothing_until_a_reload_asks() {
     offer_frame(&mut verifier, 2, |_| {});
     wait_checked(&m, 1);
 }
+
+/// A driver whose results pass for possible but whose reads of images are garbage: the
+/// frame the verifier reads back to run the reference on is garbage too, so every stage
+/// it checks differs (motion is not measured on this camera), and nothing panics.
+#[test]
+fn a_device_writing_garbage_images_counts_a_mismatch_in_every_stage_checked() {
+    use crate::cl::scribble::{self, Reads};
+    let m = families().camera("c");
+    let mut verifier = Verifier::new(1, Arc::clone(&m));
+    scribble::on(0x0bad_d1e5, Reads::Images);
+    offer_frame(&mut verifier, 1, |_| {});
+    scribble::off();
+    wait_checked(&m, 1);
+    let counts = CHECKED_STAGES.map(|s| m.mismatches(s));
+    assert_eq!(counts, [1, 1, 1, 1, 1, 0], "{CHECKED_STAGES:?}");
+}

@@ -24,17 +24,19 @@ impl HostIntegrals {
     /// OpenCV's exclusive integrals at (x, y), 0 <= x <= width, 0 <= y <= height: luma's
     /// sum, its squared sum, the edge and the foreground counts of the pixels above and
     /// left, from the four parts as integral.cl adds them (each taken only where its
-    /// condition holds). Every part and the total fit u64 without wrapping.
+    /// condition holds). Every part and the total of a right device fit u64 without
+    /// wrapping; a broken device's parts wrap, and the comparison with the reference
+    /// finds them.
     fn at(&self, x: usize, y: usize) -> [u64; 4] {
         let g = &self.tiles;
         const S: usize = Tiles::SIZE;
         let (t, l, b, r) = (x / S, x % S, y / S, y % S);
         let mut v = [0u64; 4];
         let mut add = |words: &[u32], squares: &[u64], i: usize, plane: usize| {
-            v[0] += u64::from(words[i]);
-            v[1] += squares[i];
-            v[2] += u64::from(words[plane + i]);
-            v[3] += u64::from(words[2 * plane + i]);
+            v[0] = v[0].wrapping_add(u64::from(words[i]));
+            v[1] = v[1].wrapping_add(squares[i]);
+            v[2] = v[2].wrapping_add(u64::from(words[plane + i]));
+            v[3] = v[3].wrapping_add(u64::from(words[2 * plane + i]));
         };
         if t > 0 && b > 0 {
             let i = (b - 1) * g.whole_across() + t - 1;
@@ -50,24 +52,25 @@ impl HostIntegrals {
         }
         if l > 0 && r > 0 {
             let i = g.local_index(x - 1, y - 1);
-            v[0] += u64::from(self.sum[i]);
-            v[1] += u64::from(self.sqsum[i]);
-            v[2] += u64::from(self.edges[i]);
-            v[3] += u64::from(self.foreground[i]);
+            v[0] = v[0].wrapping_add(u64::from(self.sum[i]));
+            v[1] = v[1].wrapping_add(u64::from(self.sqsum[i]));
+            v[2] = v[2].wrapping_add(u64::from(self.edges[i]));
+            v[3] = v[3].wrapping_add(u64::from(self.foreground[i]));
         }
         v
     }
 
     /// OpenCV's four `(height + 1) x (width + 1)` images: luma's sum (u32: it fits, for
     /// any frame `FrameLayout::validate` accepts), its squared sum, the edge and the
-    /// foreground counts.
+    /// foreground counts. A broken device's sums that do not fit are cut to their low 32
+    /// bits: they are wrong either way, and the reference says so.
     #[allow(clippy::type_complexity)]
     pub(in crate::pipeline) fn opencv_images(&self) -> (Vec<u32>, Vec<u64>, Vec<u32>, Vec<u32>) {
         let (w, h) = (self.tiles.width, self.tiles.height);
         let len = (w + 1) * (h + 1);
         let (mut sum, mut sqsum) = (Vec::with_capacity(len), Vec::with_capacity(len));
         let (mut edges, mut foreground) = (Vec::with_capacity(len), Vec::with_capacity(len));
-        let narrow = |v: u64| u32::try_from(v).expect("a frame's sums fit u32");
+        let narrow = |v: u64| v as u32;
         for y in 0..=h {
             for x in 0..=w {
                 let [s, q, e, f] = self.at(x, y);

@@ -21,7 +21,6 @@ mod tiles;
 use std::sync::Arc;
 
 use opencl3::event::Event;
-use opencl3::kernel::Kernel;
 use opencl3::memory::Buffer;
 use opencl3::program::Program;
 
@@ -32,7 +31,7 @@ pub(super) use tiles::Tiles;
 use super::launch::StageContext;
 use super::motion::TileParams;
 use super::{FullImages, PipelineError, Stage, Tuning};
-use crate::cl::{CallContext, ClError, Gpu, Record, INTEGRAL_MOTION_REGIONS_CL};
+use crate::cl::{ClError, Gpu, Record, INTEGRAL_MOTION_REGIONS_CL};
 use crate::frame::FrameLayout;
 use scans::Scans;
 use tile_pass::TilePass;
@@ -53,11 +52,6 @@ pub(super) struct Counted<'a> {
 /// defines and shared by this stage, the motion stage and the region stage.
 pub(super) fn program(gpu: &Gpu, tuning: &Tuning) -> Result<Arc<Program>, ClError> {
     gpu.build_with(INTEGRAL_MOTION_REGIONS_CL, tuning.stores.define())
-}
-
-/// The kernel `name` of `program`.
-pub(super) fn kernel(program: &Program, name: &'static str) -> Result<Kernel, ClError> {
-    Kernel::create(program, name).call("clCreateKernel")
 }
 
 pub(super) struct IntegralStage {

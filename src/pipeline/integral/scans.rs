@@ -7,7 +7,7 @@ use opencl3::kernel::Kernel;
 use opencl3::program::Program;
 
 use super::blocked::{CornerParams, LeftParams, TopParams};
-use super::{kernel, Blocked, Tiles};
+use super::{Blocked, Tiles};
 use crate::cl::{launch, CallContext, ClError, Gpu, Record};
 use crate::frame::FrameLayout;
 use crate::kernel_params;
@@ -66,8 +66,8 @@ impl Scans {
         layout: IntegralLayout,
     ) -> Result<Scans, ClError> {
         if layout == IntegralLayout::GroupBands {
-            let left_tops = kernel(program, "integral_left_tops")?;
-            let corners = kernel(program, "integral_corners_split")?;
+            let left_tops = gpu.kernel(program, "integral_left_tops")?;
+            let corners = gpu.kernel(program, "integral_corners_split")?;
             let most = [&left_tops, &corners]
                 .into_iter()
                 .map(|k| k.get_work_group_size(gpu.device.id()))
@@ -86,15 +86,15 @@ impl Scans {
         }
         let rows = match layout {
             IntegralLayout::ItemTiles => {
-                let rows = kernel(program, "integral_left_rows")?;
+                let rows = gpu.kernel(program, "integral_left_rows")?;
                 let launch = Launch::one_d(gpu, &rows, LINE_GROUP_SIZE)?;
                 Some((rows, launch))
             }
             _ => None,
         };
         let (tops, corners) = (
-            kernel(program, "integral_tops")?,
-            kernel(program, "integral_corners")?,
+            gpu.kernel(program, "integral_tops")?,
+            gpu.kernel(program, "integral_corners")?,
         );
         Ok(Scans::Chains {
             rows,

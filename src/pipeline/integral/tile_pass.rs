@@ -8,7 +8,7 @@ use opencl3::memory::Buffer;
 use opencl3::program::Program;
 
 use super::blocked::{LeftParams, TopParams};
-use super::{kernel, Blocked, Counted, Tiles};
+use super::{Blocked, Counted, Tiles};
 use crate::cl::{launch, CallContext, ClError, Gpu, Record};
 use crate::frame::FrameLayout;
 use crate::kernel_params;
@@ -81,7 +81,7 @@ impl TilePass {
                 .max(steps.div_ceil(ITEM_TILES_MAX))
                 .clamp(1, tiles.bands());
             return Ok(TilePass {
-                kernel: kernel(program, "integral_tile_bands")?,
+                kernel: gpu.kernel(program, "integral_tile_bands")?,
                 shape: Shape::ItemBands {
                     items: items as u32,
                 },
@@ -95,7 +95,7 @@ impl TilePass {
             IntegralLayout::ItemTiles => ("integral_tiles", Tiles::SIZE, TILES_GROUP, 1),
             _ => ("integral_group_tiles", 1, TILE_GROUP_MAX, Tiles::SIZE),
         };
-        let kernel = kernel(program, name)?;
+        let kernel = gpu.kernel(program, name)?;
         let most = kernel
             .get_work_group_size(gpu.device.id())
             .call("clGetKernelWorkGroupInfo")?;
