@@ -21,6 +21,10 @@
 #            list localhost/edgesight:VERSION; deploy/compose.yaml runs one on a board.
 # make test-image: the amd64 image (built unless cached) run on the test pattern: scraped,
 #            its health check, user and read-only root checked (tests/image/run.sh).
+# make mali-report: Mali's own compiler (Mesa's Panfrost, through its no-op DRM shim) on
+#            every kernel of the mali tuning for a G52, a G610 and a G31: a table of
+#            instructions, cycles, occupancy and spills; then selftest and the daemon on a
+#            Mali driver that refuses profiling and runs nothing (never a panic).
 # make bench: the pipeline's cost at 720p, 1080p and 4K beside a device copy of the same bytes
 #             (BENCH_ARGS adds flags, e.g. BENCH_ARGS="--runs 50 --device portable").
 # Both install what they need first (Debian packages, Rust targets, pip packages).
@@ -39,7 +43,7 @@ DEMO_OUT := target/demo
 DEMO_LISTEN ?= 127.0.0.1:8947
 HEALTH_CHECK ?= --check
 
-.PHONY: demo demo-process test test-arm test-rusticl test-browser bench health-eval health-subset deps-run deps-test build lint unit conformance cross package image test-image vm-test vm-systemd clean
+.PHONY: demo demo-process test test-arm test-rusticl mali-report test-browser bench health-eval health-subset deps-run deps-test build lint unit conformance cross package image test-image vm-test vm-systemd clean
 
 demo: deps-run build
 	@mkdir -p $(POCL_CACHE_DIR)
@@ -113,6 +117,7 @@ lint:
 unit:
 	@mkdir -p $(POCL_CACHE_DIR)
 	python3 tests/vm/test_kernel_set.py
+	python3 scripts/mali/test_report.py
 	$(CARGO) test --locked
 
 conformance: build
@@ -155,6 +160,19 @@ image: package
 test-image: deps-test build
 	scripts/package-deb.sh amd64
 	tests/image/run.sh
+
+# Mali's own compiler on the kernels, with no board: Mesa's Panfrost compiler through its
+# no-op DRM shim (scripts/mali/mesa.sh builds Mesa once into ~/.cache/edgesight/mesa: about
+# 5 minutes on 2 cores), a table per GPU (MALI_GPUS) of instructions, cycles, occupancy and
+# spills (scripts/mali/report.py), then selftest and the daemon on the shim's G52, which
+# refuses profiling and runs nothing (scripts/mali/on-shim.sh). Not in `make test`: some
+# 25 minutes from nothing, most of it the compiler.
+MALI_GPUS ?= g52,g610,g31
+mali-report: build
+	mesa=$$(scripts/mali/mesa.sh) && \
+	scripts/mali/report.py --edgesight target/release/edgesight --mesa "$$mesa" \
+		--gpu $(MALI_GPUS) --out target/mali-report $(MALI_ARGS) && \
+	scripts/mali/on-shim.sh target/release/edgesight "$$mesa" target/mali-report/on-shim
 
 # The kernel tests and the OpenCV conformance test under qemu-user on aarch64 and armv7.
 test-arm: deps-test
