@@ -222,8 +222,9 @@ pub(crate) struct PipelineArgs {
     /// substrings), or a name substring. Default: the first GPU, else the first device.
     #[arg(long, default_value = "default")]
     pub(crate) device: DeviceSpec,
-    /// Work sizes: auto (the device's own, as `devices` shows: cpu for CPUs, mali for Arm
-    /// Mali GPUs, gpu for others), gpu, cpu or mali. Results are the same with each.
+    /// Work sizes: auto (the device's own, as `devices` shows: cpu for CPUs, midgard for a
+    /// Mali-T, mali for other Arm Mali GPUs, gpu for others), gpu, cpu, mali or midgard.
+    /// Results are the same with each.
     #[arg(long, default_value = "auto", value_name = "TUNING")]
     pub(crate) tuning: TuningChoice,
     /// Stage times from the queue's profiling events: auto (where the driver gives them,

@@ -3,8 +3,8 @@
 
 Usage:
     python3 tests/conformance.py --bin target/release/edgesight [--quick]
-                                 [--board] [--device D] [--jobs N] [--filter SUBSTR]
-                                 [--verbose]
+                                 [--board] [--device D] [--tuning T] [--jobs N]
+                                 [--filter SUBSTR] [--verbose]
 
 For every case the script writes an input (PNG / PGM / PPM / JPEG file or a
 raw frame), runs
@@ -791,7 +791,7 @@ def case_groups(cases: List[Case]) -> List[List[Case]]:
 
 
 def run_group(binary: str, cases: List[Case], timeout: float, verbose: bool,
-              device: str = "") -> List[Result]:
+              device: str = "", tuning: str = "") -> List[Result]:
     """Runs edgesight once on the inputs of `cases` (one set of options) and checks each
     case's outputs."""
     t0 = time.monotonic()
@@ -823,6 +823,8 @@ def run_group(binary: str, cases: List[Case], timeout: float, verbose: bool,
                                                    cases[0].border] + list(extra))
             if device:
                 cmd += ["--device", device]
+            if tuning:
+                cmd += ["--tuning", tuning]
             try:
                 p = subprocess.run(cmd, capture_output=True, text=True,
                                    timeout=timeout * len(cases))
@@ -863,6 +865,8 @@ def main(argv=None) -> int:
                          "one case per kernel variant (BOARD_PICKS)")
     ap.add_argument("--device", default="",
                     help="edgesight's --device for every run (default: its own default)")
+    ap.add_argument("--tuning", default="",
+                    help="edgesight's --tuning for every run (default: the device's own)")
     ap.add_argument("--jobs", type=int, default=2, help="parallel binary runs (default 2)")
     ap.add_argument("--filter", default="", help="only run cases whose label contains this")
     ap.add_argument("--timeout", type=float, default=120.0,
@@ -888,7 +892,8 @@ def main(argv=None) -> int:
     passed = failed = 0
     groups = case_groups(cases)
     with ThreadPoolExecutor(max_workers=max(1, args.jobs), initializer=reference_mode) as pool:
-        runs = pool.map(lambda g: run_group(binary, g, args.timeout, args.verbose, args.device),
+        runs = pool.map(lambda g: run_group(binary, g, args.timeout, args.verbose, args.device,
+                                            args.tuning),
                         groups)
         for r in (r for results in runs for r in results):
             timing = f" ({r.seconds:.2f}s)" if args.verbose else ""

@@ -56,10 +56,10 @@ fn check_frame(
         return;
     }
     // Otsu's other launch with each tuning's Sobel kernels: beside the CPU's runs and
-    // Mali's single runs of 16 pixels, on its own beside the GPU's four-pixel kernels.
+    // Midgard's single runs of 16 pixels, on its own beside the GPU's four-pixel kernels.
     for (tuning, otsu_launch) in [
         (Tuning::FOR_CPU, OtsuLaunch::BesideSobel),
-        (Tuning::FOR_MALI, OtsuLaunch::BesideSobel),
+        (Tuning::FOR_MIDGARD, OtsuLaunch::BesideSobel),
         (Tuning::FOR_GPU, OtsuLaunch::Own),
     ] {
         let tuning = Tuning {
@@ -804,7 +804,8 @@ fn device_bytes_are_the_blocked_integrals_and_the_full_images_only_where_kept() 
         for (tuning, scratch) in [
             (Tuning::FOR_CPU, 0),
             (Tuning::FOR_GPU, 0),
-            (Tuning::FOR_MALI, sub_histograms),
+            (Tuning::FOR_MALI, 0),
+            (Tuning::FOR_MIDGARD, sub_histograms),
         ] {
             for (images, extra) in [(FullImages::Discarded, 0), (FullImages::Kept, full)] {
                 let extra = extra + blocked_integral_bytes(w, h, images);
@@ -1138,8 +1139,8 @@ fn otsu_where_rounding_decides_ties() {
     for levels in cases {
         let (layout, frame) = levels_frame(&mut rng, &levels);
         let want = reference::otsu_threshold(&reference::histogram(&frame));
-        // FOR_GPU uses the device's own doubles where it has them, FOR_CPU and FOR_MALI
-        // the emulation (FOR_MALI with a smaller group scoring more thresholds a
+        // FOR_GPU uses the device's own doubles where it has them, the others the
+        // emulation (the Mali ones with a smaller group scoring more thresholds a
         // work-item).
         for (name, tuning) in Tuning::ALL {
             assert_eq!(

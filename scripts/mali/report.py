@@ -4,7 +4,7 @@ makes of every kernel a Mali tuning builds (instructions, cycle estimate per uni
 core, spills and fills), beside what the driver reports of it (work-group size, private memory).
 
     scripts/mali/report.py --edgesight target/release/edgesight --mesa PREFIX
-                           [--gpu g52,g610,g31] [--tuning mali] [--out DIR] [--markdown]
+                           [--gpu g52,g610,g31] [--tuning auto] [--out DIR] [--markdown]
 
 PREFIX is scripts/mali/mesa.sh's install (its env.sh puts the no-op DRM shim's Mali in front of
 OpenCL). For each GPU, `edgesight kernels --log.level debug` builds the tuning's programs
@@ -14,8 +14,9 @@ debug log names the program before its kernels. Rusticl compiles a `Default` var
 kernel and, for those that read their global id, an `Optimized` one without a global offset,
 which is the one edgesight's launches run: the table shows that one.
 
-threads: 2 is full occupancy (at most 32 registers a thread), 1 is half (33 to 64);
-spills:fills are registers kept in memory. The script fails when a launched kernel has no
+threads (Bifrost, Valhall): 2 is full occupancy (at most 32 registers a thread), 1 is half
+(33 to 64); Midgard's compiler says its work registers and 4, 2 or 1 threads. spills:fills
+are registers kept in memory. The script fails when a launched kernel has no
 statistics, so that it cannot print an empty table.
 """
 import argparse
@@ -25,7 +26,8 @@ import re
 import subprocess
 import sys
 
-GPUS = {"g31": "7093", "g52": "7212", "g57": "9093", "g610": "a867", "g72": "6221", "g76": "7211"}
+GPUS = {"g31": "7093", "g52": "7212", "g57": "9093", "g610": "a867", "g72": "6221", "g76": "7211",
+        "t720": "720", "t760": "750", "t860": "860"}
 BUILDING = re.compile(r'\bbuilding kernels file=("[^"]*"|\S+) defines=("[^"]*"|\S*)')
 VARIANT = re.compile(r"^=== Printing nir variant '(\w+)' for '([^']+)' before driver finalization")
 SHADER_DB = re.compile(r"^SHADER-DB: (\w+) shader: (.*)$")
@@ -87,28 +89,35 @@ def rows_of(kernels_json, stats, gpu):
     return rows
 
 
-def units(rows):
-    """The cycle estimate's parts this GPU's statistics have (Bifrost and Valhall differ)."""
+# The statistics shown, in this order, where a GPU's compiler gives them: Bifrost's cycle
+# parts (arith, texture, vary, ldst), Valhall's (fma, cvt, sfu, v, t, ls), Midgard's
+# bundles and work registers.
+SHOWN = ["inst", "bundles", "cycles", "arith", "texture", "vary", "ldst", "fma", "cvt", "sfu",
+         "v", "t", "ls", "registers", "threads", "spills", "fills"]
+CYCLES = {"cycles", "arith", "texture", "vary", "ldst", "fma", "cvt", "sfu", "v", "t", "ls"}
+
+
+def columns(rows):
+    have = set()
     for r in rows:
-        if r["stats"]:
-            return [u for u in ("arith", "texture", "vary", "ldst", "fma", "cvt", "sfu", "v",
-                                "t", "ls") if u in r["stats"]]
-    return []
+        have.update((r["stats"] or {}).keys())
+    return [c for c in SHOWN if c in have]
+
+
+def cell(stats, column):
+    v = (stats or {}).get(column, 0)
+    return f"{v:.1f}" if column in CYCLES else str(int(v))
 
 
 def table(rows, markdown):
-    parts = units(rows)
-    head = ["kernel", "program", "run", "inst", "cycles"] + parts + ["threads", "spills",
-                                                                     "fills", "wg", "priv B"]
+    cols = columns(rows)
+    head = ["kernel", "program", "run"] + cols + ["wg", "priv B"]
     body = []
     for r in rows:
-        s = r["stats"] or {}
         program = r["file"].replace(".cl", "") + (f" {r['defines']}" if r["defines"] else "")
-        body.append([r["kernel"], program, "yes" if r["launched"] else "-",
-                     str(int(s.get("inst", 0))), f"{s.get('cycles', 0):.1f}"]
-                    + [f"{s.get(u, 0):.1f}" for u in parts]
-                    + [str(int(s.get("threads", 0))), str(s.get("spills", 0)),
-                       str(s.get("fills", 0)), str(r["work_group_size"]), str(r["private_bytes"])])
+        body.append([r["kernel"], program, "yes" if r["launched"] else "-"]
+                    + [cell(r["stats"], c) for c in cols]
+                    + [str(r["work_group_size"]), str(r["private_bytes"])])
     if markdown:
         out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         out += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in body]
@@ -119,12 +128,18 @@ def table(rows, markdown):
 
 
 def summary(rows):
+    """How many launched kernels run at each occupancy (Bifrost and Valhall: 2 threads is
+    full, 1 half; Midgard: 4, 2, 1) and how many spill."""
     run = [r for r in rows if r["launched"] and r["stats"]]
-    half = [r for r in run if r["stats"].get("threads", 0) < 2]
+    threads = {}
+    for r in run:
+        t = int(r["stats"].get("threads", 0))
+        threads[t] = threads.get(t, 0) + 1
     spilling = [r for r in run if r["stats"].get("spills", 0) or r["stats"].get("fills", 0)]
-    return (f"{len(run)} launched kernels: {len(run) - len(half)} at full occupancy, "
-            f"{len(half)} at half; {len(run) - len(spilling)} without spills, "
-            f"{len(spilling)} with")
+    occupancy = ", ".join(f"{n} at {t} thread{'s' if t != 1 else ''}"
+                          for t, n in sorted(threads.items(), reverse=True))
+    return (f"{len(run)} launched kernels: {occupancy}; {len(run) - len(spilling)} without "
+            f"spills, {len(spilling)} with")
 
 
 def shim_env(prefix, gpu_id):
@@ -134,7 +149,8 @@ def shim_env(prefix, gpu_id):
             m = re.match(r"export (\w+)=(.*)$", line.strip())
             if m:
                 env[m.group(1)] = m.group(2)
-    env.update(PAN_GPU_ID=gpu_id, BIFROST_MESA_DEBUG="shaderdb", RUSTICL_DEBUG="nir")
+    env.update(PAN_GPU_ID=gpu_id, BIFROST_MESA_DEBUG="shaderdb", MIDGARD_MESA_DEBUG="shaderdb",
+               RUSTICL_DEBUG="nir")
     return env
 
 
@@ -166,7 +182,8 @@ def main():
     ap.add_argument("--edgesight", required=True)
     ap.add_argument("--mesa", required=True, help="scripts/mali/mesa.sh's install directory")
     ap.add_argument("--gpu", default="g52,g610,g31")
-    ap.add_argument("--tuning", default="mali")
+    ap.add_argument("--tuning", default="auto",
+                    help="the tunings to build, comma-separated; auto: what edgesight gives each GPU")
     ap.add_argument("--out", default="target/mali-report")
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
@@ -178,7 +195,8 @@ def main():
             stats, unnamed = parse_log(kept)
             rows = rows_of(kernels_json, stats, gpu)
             missing = [r["kernel"] for r in rows if r["launched"] and not r["stats"]]
-            print(f"\n## {gpu} (PAN_GPU_ID={GPUS.get(gpu, gpu)}), tuning {tuning}: "
+            built = ",".join(t["tuning"] for t in kernels_json["tunings"])
+            print(f"\n## {gpu} (PAN_GPU_ID={GPUS.get(gpu, gpu)}), tuning {built}: "
                   f"{kernels_json['device']}, {kernels_json['driver_version']}")
             print(table(rows, args.markdown))
             print(summary(rows))

@@ -44,7 +44,7 @@ class Parsing(unittest.TestCase):
         self.assertEqual(sorted(r["defines"] for r in bayer),
                          ["", "-DSAMPLES_LE16", "-DSAMPLES_MIPI10", "-DSAMPLES_MIPI12"])
         self.assertEqual(report.summary(rows),
-                         "25 launched kernels: 15 at full occupancy, 10 at half; "
+                         "25 launched kernels: 15 at 2 threads, 10 at 1 thread; "
                          "18 without spills, 7 with")
 
     def test_the_table_has_a_row_per_kernel_and_bifrosts_units(self):
@@ -52,7 +52,8 @@ class Parsing(unittest.TestCase):
         rows = report.rows_of(kernels, report.parse_log(lines)[0], "g52")
         text = report.table(rows, markdown=True).splitlines()
         self.assertEqual(len(text), 2 + len(rows))
-        self.assertIn("| arith | texture | vary | ldst |", text[0])
+        self.assertIn("| inst | cycles | arith | texture | vary | ldst | threads | spills | fills |",
+                      text[0])
         self.assertIn("| sobel3x3 | sobel -DNO_GRADIENTS -DNO_EDGE_MASK | yes | 7208 |", "\n".join(text))
 
     def test_statistics_without_a_named_kernel_or_program_are_counted(self):
@@ -64,6 +65,16 @@ class Parsing(unittest.TestCase):
         _, kernels = load()
         rows = report.rows_of(kernels, {}, "g52")
         self.assertTrue(rows and not any(r["stats"] for r in rows))
+
+    def test_midgard_lines_have_their_own_columns(self):
+        s = report.parse_stats("512 inst, 140 bundles, 400 quadwords, 12 registers, "
+                               "1 threads, 2 loops, 8:20 spills:fills")
+        rows = [{"kernel": "k", "file": "f.cl", "defines": "", "launched": True,
+                 "work_group_size": 64, "private_bytes": 0, "stats": s}]
+        head = report.table(rows, markdown=True).splitlines()[0]
+        self.assertIn("| inst | bundles | registers | threads | spills | fills |", head)
+        self.assertEqual(report.summary(rows),
+                         "1 launched kernels: 1 at 1 thread; 0 without spills, 1 with")
 
     def test_valhall_lines(self):
         s = report.parse_stats("706 inst, 22.25 cycles, 22.2 fma, 3.1 cvt, 0.5 sfu, 1.0 v, "

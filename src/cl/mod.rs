@@ -16,7 +16,7 @@ mod slot;
 pub use device::{list_devices, ClDeviceInfo, DeviceSpec, PlatformDevices};
 pub use launch::{launch, ArgKind, KernelArg, KernelParams, ParamVisitor};
 pub use raw::Record;
-pub(crate) use raw::{enqueue_fill, ImportMemoryArm};
+pub(crate) use raw::{enqueue_fill, enqueue_write, ImportMemoryArm};
 pub use slot::FrameSlot;
 
 use opencl3::command_queue::{CommandQueue, CL_QUEUE_PROFILING_ENABLE};

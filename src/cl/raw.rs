@@ -173,6 +173,40 @@ pub(crate) unsafe fn enqueue_kernel(
     Ok(record.take(event))
 }
 
+/// Enqueues the copying of `data` into `buffer` from its first element on, without
+/// waiting for it (opencl3's write wants the buffer `&mut`, which the pipeline's shared
+/// buffers are not); its event comes back as `record` asks. A write past the buffer's end
+/// is refused by the driver (CL_INVALID_VALUE), not done.
+///
+/// # Safety
+/// `data` stays alive and unchanged until the command has completed (the driver reads it
+/// then, not now), and no host mapping of `buffer` is in use while it may run.
+pub(crate) unsafe fn enqueue_write<T: Plain>(
+    queue: &CommandQueue,
+    buffer: &Buffer<T>,
+    data: &[T],
+    record: Record,
+    what: &'static str,
+) -> Result<Option<Event>, ClError> {
+    let runtime = runtime()?;
+    let mut event: cl_event = ptr::null_mut();
+    // `data` is `size_of_val(data)` bytes of plain values the caller keeps alive until
+    // the command completes; no wait list, and the event goes to a live local or nowhere.
+    let code = runtime.clEnqueueWriteBuffer(
+        queue.get(),
+        buffer.get(),
+        opencl3::types::CL_NON_BLOCKING,
+        0,
+        std::mem::size_of_val(data),
+        data.as_ptr().cast(),
+        0,
+        ptr::null(),
+        record.out(&mut event),
+    );
+    status(code, what)?;
+    Ok(record.take(event))
+}
+
 /// Enqueues the filling of elements `offset..offset + count` of `buffer` with `value`;
 /// its event comes back as `record` asks. A range past the buffer's end is refused by the
 /// driver (CL_INVALID_VALUE), not written.

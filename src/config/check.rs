@@ -699,11 +699,11 @@ mod tests {
     fn unknown_tunings_are_refused_at_their_key() {
         assert_eq!(
             refusal("[opencl]\ndevice = \"0\"\ntuning = \"bifrost\"\n"),
-            "t.toml:3:10: opencl.tuning: unknown tuning 'bifrost' (expected auto, gpu, cpu or mali)"
+            "t.toml:3:10: opencl.tuning: unknown tuning 'bifrost' (expected auto, gpu, cpu, mali or midgard)"
         );
         assert_eq!(
             refusal("[[camera]]\nname = \"c\"\nopencl_tuning = \"GPU2\"\n[camera.source]\nkind = \"pattern\"\n"),
-            "t.toml:3:17: camera.opencl_tuning: unknown tuning 'GPU2' (expected auto, gpu, cpu or mali)"
+            "t.toml:3:17: camera.opencl_tuning: unknown tuning 'GPU2' (expected auto, gpu, cpu, mali or midgard)"
         );
         assert_eq!(
             refusal("[opencl]\ntuning = 64\n"),

@@ -237,7 +237,7 @@ mod tests {
         for (w, h, value) in [(4096u32, 4096u32, 255u8), (4111, 4097, 0), (17, 3, 1)] {
             let layout = FrameLayout::packed(PixelFormat::Grey, w, h);
             let n = layout.pixels();
-            let stage = HistogramStage::new(&gpu, &Tuning::FOR_MALI, n).expect("stage");
+            let stage = HistogramStage::new(&gpu, &Tuning::FOR_MIDGARD, n).expect("stage");
             let mut luma: Buffer<u8> = device_buffer(&gpu, n).expect("luma");
             write_blocking(&gpu, &mut luma, 0, &vec![value; n]).expect("write luma");
             let mut hist: Buffer<u32> = device_buffer(&gpu, 256).expect("hist");

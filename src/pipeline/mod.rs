@@ -5,11 +5,14 @@
 //!
 //! ```text
 //! slot ─► luma ─┬─► sobel (magnitude) ─────────────────────────┐
-//!               ├─► histogram ─► otsu (threshold on device) ───┤
+//!               ├─► histogram ─► otsu (threshold on device*) ──┤
 //!               └──────────────────────────────────────────────┴─► integral ─► regions
 //!                                                                  (+ motion's   (+ moving
 //!                                                                   tiles)        pixels)
 //! ```
+//!
+//! (*) With [`OtsuArithmetic::Host`] (Bifrost and Valhall, which have no fp64) the counts
+//! are read back while Sobel runs and the host works the threshold out and writes it back.
 //!
 //! Motion (`motion/`, with its kernel's host-side control) has no launch of its own: the
 //! integral stage's last launch compares each whole tile's mean, taken from the left
@@ -606,6 +609,14 @@ impl Pipeline {
                 })
                 .stage(Stage::Health)?;
         }
+        // Where the host works the threshold out, from here on: Sobel and the gradient
+        // histogram run meanwhile, and the stages after read the threshold.
+        keep(
+            Stage::Otsu,
+            self.otsu
+                .enqueue_from_host(gpu, &b.hist, &r.results, record)
+                .stage(Stage::Otsu)?,
+        );
         keep(
             Stage::Binarize,
             self.otsu

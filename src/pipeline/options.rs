@@ -219,17 +219,18 @@ pub enum SobelLayout {
     /// (CPUs: the row's set-up, as many instructions as 16 pixels' arithmetic, is paid
     /// once per run; 1.9x faster on POCL: BENCHMARKS.md).
     Vector16Runs,
-    /// Four pixels per work-item with aligned 4-byte loads and vector stores, in two rows
-    /// that share their source rows; one pixel per item where the width is not a multiple
-    /// of 4 (GPUs: neighbouring work-items read neighbouring words).
-    FourPixelsPerItem,
+    /// Four pixels per work-item with aligned 4-byte loads and vector stores, in `rows`
+    /// rows that share their source rows (`QUAD_ROWS` in sobel.cl); one pixel per item
+    /// where the width is not a multiple of 4 (GPUs: neighbouring work-items read
+    /// neighbouring words).
+    FourPixelsPerItem { rows: usize },
 }
 
 /// The 16-pixel runs one work-item of [`SobelLayout::Vector16Runs`] computes: 128 pixels,
 /// so a 640-pixel row still gives 5 work-items to share among cores.
 pub const SOBEL_RUN_CHUNKS: usize = 8;
 
-/// The two ways `kernels/otsu.cl` computes in binary64.
+/// Where and how Otsu's threshold does OpenCV's double arithmetic.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OtsuArithmetic {
     /// The integer emulation of binary64: any OpenCL 1.2 device (Mali Bifrost and Valhall
@@ -239,6 +240,13 @@ pub enum OtsuArithmetic {
     /// subtract, multiply and divide, contraction off), else the emulation. A GPU runs the
     /// emulation's sequential part on one slow thread (BENCHMARKS.md, NVIDIA H100).
     NativeWhereAvailable,
+    /// The host's doubles: the counts read back as soon as the histogram is counted,
+    /// while Sobel runs; the threshold worked out on the host (OpenCV's own loop, as the
+    /// reference runs it) and written back before the stages that read it. No kernel: a
+    /// GPU without fp64 (Bifrost, Valhall) would run the emulation's 256 sequential steps,
+    /// each with software 64-bit divisions, on one thread, 23,000 instructions with
+    /// spills on a Mali-G52 (BENCHMARKS.md, "Mali's compiler").
+    Host,
 }
 
 /// Which launch runs Otsu's one work-group.
@@ -300,7 +308,9 @@ impl Tuning {
         histogram_counting: HistogramCounting::LocalAtomics,
         otsu_arithmetic: OtsuArithmetic::NativeWhereAvailable,
         otsu_launch: OtsuLaunch::BesideSobel,
-        sobel_layout: SobelLayout::FourPixelsPerItem,
+        // Two rows a work-item: the shortest Sobel on an NVIDIA H100; 4 are no faster and 8
+        // slower (BENCHMARKS.md, "Two rows per Sobel work-item").
+        sobel_layout: SobelLayout::FourPixelsPerItem { rows: 2 },
         stores: Stores::Cached,
         group_size: 256,
     };
@@ -315,8 +325,39 @@ impl Tuning {
         group_size: 256,
     };
 
-    /// The choices for Arm Mali GPUs (Midgard, Bifrost, Valhall), after Arm's Mali GPU
-    /// Best Practices guide and Mali OpenCL developer guides:
+    /// The choices for Arm's Bifrost and Valhall GPUs (Mali-G: G31 to G78, G310 to G720),
+    /// after Arm's Bifrost/Valhall OpenCL guide and what Mesa's Panfrost compiler makes of
+    /// each kernel (`make mali-report`; BENCHMARKS.md, "Mali's compiler"). Their compiler
+    /// keeps 32 registers a thread at full occupancy (64 at half, more spilled to memory),
+    /// splits a load it cannot prove aligned into byte loads, and their local memory is
+    /// cached system memory whose atomics the core's load/store unit does:
+    ///
+    /// * Sobel four pixels a work-item from aligned 4-byte words, one row a work-item
+    ///   ([`SobelLayout::FourPixelsPerItem`]): a 16-lane warp reads one 64-byte line, and
+    ///   the kernel fits 32 registers with no spills (two rows, as on other GPUs, take it
+    ///   past 32 and halve the threads), where Midgard's 16-pixel vectors take seven
+    ///   thousand instructions and spill hundreds of registers.
+    /// * The histogram counted in a work-group's local histogram with local atomics, each
+    ///   bin added to the frame's once per group ([`HistogramCounting::LocalAtomics`], Arm
+    ///   Compute Library's pattern): a work-item's own 512-byte global sub-histogram made a
+    ///   warp's counts touch 8 to 16 cache lines and a core's share overflow its L1.
+    /// * No fp64: Otsu's threshold is worked out on the host while Sobel runs
+    ///   ([`OtsuArithmetic::Host`]), not by the emulation's chain on one GPU thread.
+    /// * Ordinary stores ([`Stores::Cached`]), as [`Tuning::FOR_GPU`].
+    /// * The integral a work-item per tile ([`IntegralLayout::ItemTiles`]), as Midgard's.
+    pub const FOR_MALI: Tuning = Tuning {
+        integral_layout: IntegralLayout::ItemTiles,
+        histogram_counting: HistogramCounting::LocalAtomics,
+        otsu_arithmetic: OtsuArithmetic::Host,
+        otsu_launch: OtsuLaunch::Own,
+        sobel_layout: SobelLayout::FourPixelsPerItem { rows: 1 },
+        stores: Stores::Cached,
+        group_size: 64,
+    };
+
+    /// The choices for Arm's Midgard GPUs (Mali-T: T720 to T880), after Arm's Mali GPU Best
+    /// Practices guide and Mali OpenCL developer guides: a vector architecture, 128-bit
+    /// registers.
     ///
     /// * Local memory is system memory behind the same caches as global memory ("no
     ///   performance advantage"), and barriers or local memory keep the GPU from splitting
@@ -329,14 +370,13 @@ impl Tuning {
     ///   binarize have with every tuning.
     /// * Work-groups of 4 to 64 work-items, a multiple of 4, smaller where barriers remain
     ///   (Otsu's one group): 64 ([`Tuning::group_size`]; luma and Sobel take 16 x 4).
-    /// * Bifrost and Valhall have no fp64: Otsu runs the integer emulation.
+    /// * No fp64 on most: Otsu runs the integer emulation.
     /// * Ordinary stores ([`Stores::Cached`]): non-temporal stores spare a CPU the read of
     ///   a line it overwrites whole, which a GPU does not do (as [`Tuning::FOR_GPU`]), and
     ///   `__builtin_nontemporal_store` is a Clang builtin a vendor compiler need not take.
-    ///
     /// * The integral: a work-item per tile, registers only ([`IntegralLayout::ItemTiles`]):
     ///   no local memory, no barriers, 64 work-items a group.
-    pub const FOR_MALI: Tuning = Tuning {
+    pub const FOR_MIDGARD: Tuning = Tuning {
         integral_layout: IntegralLayout::ItemTiles,
         histogram_counting: HistogramCounting::ItemSubHistograms,
         otsu_arithmetic: OtsuArithmetic::Emulated,
@@ -348,11 +388,18 @@ impl Tuning {
 
     /// Every tuning, by the name `[opencl] tuning` and `--tuning` give it: what tests and
     /// `bench` go through.
-    pub const ALL: [(&'static str, Tuning); 3] = [
+    pub const ALL: [(&'static str, Tuning); 4] = [
         ("gpu", Tuning::FOR_GPU),
         ("cpu", Tuning::FOR_CPU),
         ("mali", Tuning::FOR_MALI),
+        ("midgard", Tuning::FOR_MIDGARD),
     ];
+
+    /// Which launch runs Otsu's threshold: [`Tuning::otsu_launch`], or `None` where no
+    /// kernel does ([`OtsuArithmetic::Host`]).
+    pub(crate) fn otsu_kernel_launch(&self) -> Option<OtsuLaunch> {
+        (self.otsu_arithmetic != OtsuArithmetic::Host).then_some(self.otsu_launch)
+    }
 
     /// This tuning's name in [`Tuning::ALL`], or "custom" for one made otherwise.
     pub fn name(&self) -> &'static str {
@@ -374,13 +421,16 @@ impl Tuning {
     }
 
     /// CPUs get [`Tuning::FOR_CPU`], whatever their vendor (POCL on an Arm board may name
-    /// Arm); devices whose name or vendor says Mali get [`Tuning::FOR_MALI`] (proprietary
-    /// drivers name the GPU "Mali-G610 r0p0", Mesa's name it with the driver beside it);
-    /// other devices [`Tuning::FOR_GPU`].
+    /// Arm); devices whose name or vendor says Mali get [`Tuning::FOR_MIDGARD`] where the
+    /// name says a Mali-T and [`Tuning::FOR_MALI`] otherwise (Arm's driver names the GPU
+    /// "Mali-G610 r0p0" or "Mali-T860", Mesa's "Mali-G52 (Panfrost)"); other devices
+    /// [`Tuning::FOR_GPU`].
     fn for_description(kind: &str, name: &str, vendor: &str) -> Tuning {
         let says_mali = |s: &str| s.to_ascii_lowercase().contains("mali");
         if kind == "CPU" {
             Tuning::FOR_CPU
+        } else if name.to_ascii_lowercase().contains("mali-t") {
+            Tuning::FOR_MIDGARD
         } else if says_mali(name) || says_mali(vendor) {
             Tuning::FOR_MALI
         } else {
@@ -421,7 +471,7 @@ impl fmt::Display for TuningChoice {
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error("unknown tuning '{0}' (expected auto, gpu, cpu or mali)")]
+#[error("unknown tuning '{0}' (expected auto, gpu, cpu, mali or midgard)")]
 pub struct UnknownTuning(pub String);
 
 impl FromStr for TuningChoice {
@@ -450,7 +500,9 @@ mod tests {
     #[test]
     fn mali_is_picked_by_name_or_vendor_and_cpus_stay_cpus() {
         assert_eq!(picked("GPU", "Mali-G610 r0p0", "ARM"), "mali");
-        assert_eq!(picked("GPU", "Mali-T860", "ARM"), "mali");
+        assert_eq!(picked("GPU", "Mali-T860", "ARM"), "midgard");
+        assert_eq!(picked("GPU", "Mali-T860 (Panfrost)", "Mesa"), "midgard");
+        assert_eq!(picked("GPU", "Mali-G52 (Panfrost)", "Arm"), "mali");
         assert_eq!(picked("GPU", "MALI-G52 r1", "arm"), "mali");
         assert_eq!(picked("GPU", "Mali-G57 (Panfrost)", "Mesa"), "mali");
         assert_eq!(picked("GPU", "G610", "ARM Mali"), "mali");
@@ -483,7 +535,7 @@ mod tests {
         assert_eq!(TuningChoice::Auto.to_string(), "auto");
         assert_eq!(
             "bifrost".parse::<TuningChoice>().unwrap_err().to_string(),
-            "unknown tuning 'bifrost' (expected auto, gpu, cpu or mali)"
+            "unknown tuning 'bifrost' (expected auto, gpu, cpu, mali or midgard)"
         );
         let custom = Tuning {
             group_size: 32,
@@ -492,20 +544,30 @@ mod tests {
         assert_eq!(custom.name(), "custom");
     }
 
-    /// Arm's guides: groups of 4 to 64 work-items, a multiple of 4; no fp64 on Bifrost
-    /// and Valhall; nothing that needs local memory or barriers where a global or
-    /// register form exists.
+    /// Arm's guides: groups of 4 to 64 work-items, a multiple of 4; no fp64 on Bifrost and
+    /// Valhall. Midgard: nothing that needs local memory or barriers where a global or
+    /// register form exists, 16-byte vectors. Bifrost and Valhall: what their compiler
+    /// keeps in 32 registers without spills (make mali-report).
     #[test]
-    fn the_mali_tuning_keeps_to_the_guide() {
-        let mali = Tuning::FOR_MALI;
-        assert!(mali.group_size <= 64 && mali.group_size.is_multiple_of(4));
-        assert_eq!(mali.otsu_arithmetic, OtsuArithmetic::Emulated);
+    fn the_mali_tunings_keep_to_the_guides() {
+        for mali in [Tuning::FOR_MALI, Tuning::FOR_MIDGARD] {
+            assert!(mali.group_size <= 64 && mali.group_size.is_multiple_of(4));
+            assert_eq!(mali.stores, Stores::Cached);
+            assert_eq!(mali.otsu_launch, OtsuLaunch::Own);
+        }
+        let midgard = Tuning::FOR_MIDGARD;
         assert_eq!(
-            mali.histogram_counting,
+            midgard.histogram_counting,
             HistogramCounting::ItemSubHistograms
         );
-        assert_eq!(mali.sobel_layout, SobelLayout::Vector16);
-        assert_eq!(mali.stores, Stores::Cached);
-        assert_eq!(mali.otsu_launch, OtsuLaunch::Own);
+        assert_eq!(midgard.sobel_layout, SobelLayout::Vector16);
+        assert_eq!(midgard.otsu_arithmetic, OtsuArithmetic::Emulated);
+        let mali = Tuning::FOR_MALI;
+        assert_eq!(mali.otsu_arithmetic, OtsuArithmetic::Host);
+        assert_eq!(mali.histogram_counting, HistogramCounting::LocalAtomics);
+        assert_eq!(
+            mali.sobel_layout,
+            SobelLayout::FourPixelsPerItem { rows: 1 }
+        );
     }
 }

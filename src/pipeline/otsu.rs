@@ -1,5 +1,6 @@
 //! Otsu stage: `otsu_threshold` (one work-group; the threshold never leaves the device),
-//! unless Sobel's launch runs that group ([`OtsuLaunch::BesideSobel`]), and, in a pipeline
+//! unless Sobel's launch runs that group ([`OtsuLaunch::BesideSobel`]) or the host works
+//! it out from the counts read back while Sobel runs ([`OtsuArithmetic::Host`]), and, in a pipeline
 //! that keeps its full images ([`FullImages`]), `binarize` (16 bytes per work-item over the
 //! dense image as one flat run) into the foreground mask the stage then owns, from
 //! `kernels/otsu.cl`. Without it nothing writes the mask: the integral stage counts the
@@ -8,10 +9,11 @@
 use opencl3::event::Event;
 use opencl3::kernel::Kernel;
 use opencl3::memory::Buffer;
+use opencl3::types::CL_NON_BLOCKING;
 
 use super::buffers::DeviceImage;
 use super::{FullImages, Launch, OtsuArithmetic, OtsuLaunch, Tuning};
-use crate::cl::{launch, ClError, Gpu, Record, OTSU_CL};
+use crate::cl::{launch, CallContext, ClError, Gpu, Record, OTSU_CL};
 use crate::frame::FrameLayout;
 use crate::kernel_params;
 
@@ -48,9 +50,29 @@ struct Binarize {
     mask: DeviceImage<u8>,
 }
 
+/// Who works the threshold out.
+enum Threshold {
+    /// `otsu_threshold` and its one group.
+    Kernel(Kernel, Launch),
+    /// Sobel's launch ([`OtsuLaunch::BesideSobel`]).
+    InSobel,
+    /// The host ([`OtsuArithmetic::Host`]).
+    Host(OnHost),
+}
+
+/// The host's side of [`OtsuArithmetic::Host`]: where the counts are read to, and the 257
+/// words `otsu_threshold` would have written (the counts, then the threshold), written
+/// from here. Heap memory that stays put while the device reads or writes it: the
+/// pipeline finishes its queue before it returns from a frame, whatever happens.
+struct OnHost {
+    counts: Vec<u32>,
+    words: Vec<u32>,
+    /// The read of this frame's counts.
+    read: Option<Event>,
+}
+
 pub(super) struct OtsuStage {
-    /// `otsu_threshold` and its one group, unless Sobel's launch runs it.
-    threshold: Option<(Kernel, Launch)>,
+    threshold: Threshold,
     binarize: Option<Binarize>,
 }
 
@@ -84,8 +106,13 @@ impl OtsuStage {
             tuning.stores.define()
         );
         let program = || gpu.build_with(OTSU_CL, &defines);
-        let threshold = match tuning.otsu_launch {
-            OtsuLaunch::Own => {
+        let threshold = match (tuning.otsu_arithmetic, tuning.otsu_launch) {
+            (OtsuArithmetic::Host, _) => Threshold::Host(OnHost {
+                counts: vec![0; 256],
+                words: vec![0; 257],
+                read: None,
+            }),
+            (_, OtsuLaunch::Own) => {
                 let kernel = gpu.kernel(&*program()?, "otsu_threshold")?;
                 // Fewer work-items score more thresholds each: the tuning's group size, as
                 // its barriers are cheaper in a small group (Mali: Arm's OpenCL guide).
@@ -94,9 +121,9 @@ impl OtsuStage {
                     &kernel,
                     tuning.group_size.clamp(1, THRESHOLD_GROUP_MAX),
                 )?;
-                Some((kernel, launch))
+                Threshold::Kernel(kernel, launch)
             }
-            OtsuLaunch::BesideSobel => None,
+            (_, OtsuLaunch::BesideSobel) => Threshold::InSobel,
         };
         let binarize = match images {
             FullImages::Kept => {
@@ -123,17 +150,34 @@ impl OtsuStage {
     }
 
     /// Enqueues the threshold of the counts in `hist`, where this stage launches it
-    /// (`None` otherwise: Sobel's launch does, and nothing is enqueued).
+    /// (`None` otherwise: Sobel's launch does, and nothing is enqueued), or, where the host
+    /// works it out, the read of the counts ([`OtsuStage::enqueue_from_host`] follows).
     pub(super) fn enqueue_threshold(
-        &self,
+        &mut self,
         gpu: &Gpu,
         hist: &Buffer<u32>,
         layout: &FrameLayout,
         results: &Buffer<u32>,
         record: Record,
     ) -> Result<Option<Event>, ClError> {
-        let Some((kernel, threshold_launch)) = &self.threshold else {
-            return Ok(None);
+        let (kernel, threshold_launch) = match &mut self.threshold {
+            Threshold::Kernel(kernel, launch) => (kernel, launch),
+            Threshold::InSobel => return Ok(None),
+            Threshold::Host(host) => {
+                host.read = None;
+                // SAFETY: 256 words into the 256 of `counts`, heap memory the stage
+                // owns and neither reads nor resizes until the read has completed
+                // (`enqueue_from_host` waits for it); the pipeline, the only caller,
+                // finishes the queue before it returns from the frame, so the memory
+                // outlives the read whatever happens.
+                let read = unsafe {
+                    gpu.queue
+                        .enqueue_read_buffer(hist, CL_NON_BLOCKING, 0, &mut host.counts, &[])
+                }
+                .call("clEnqueueReadBuffer(histogram, for Otsu on the host)")?;
+                host.read = Some(read);
+                return Ok(None);
+            }
         };
         let params = ThresholdParams {
             hist,
@@ -156,6 +200,58 @@ impl OtsuStage {
                 record,
             )
         }
+    }
+
+    /// Where the host works the threshold out: waits for the counts
+    /// [`OtsuStage::enqueue_threshold`] read (the kernels enqueued since run meanwhile),
+    /// works the threshold out as OpenCV does, and enqueues the writing of the 257 words
+    /// `otsu_threshold` would have written to `results` and the clearing of `hist`, as it
+    /// would have left it. Nothing elsewhere.
+    pub(super) fn enqueue_from_host(
+        &mut self,
+        gpu: &Gpu,
+        hist: &Buffer<u32>,
+        results: &Buffer<u32>,
+        record: Record,
+    ) -> Result<Option<Event>, ClError> {
+        let Threshold::Host(host) = &mut self.threshold else {
+            return Ok(None);
+        };
+        let Some(read) = host.read.take() else {
+            return Ok(None);
+        };
+        read.wait()
+            .call("clWaitForEvents(the counts, for Otsu on the host)")?;
+        let mut counts = [0u32; 256];
+        counts.copy_from_slice(&host.counts);
+        host.words[..256].copy_from_slice(&counts);
+        host.words[256] = u32::from(crate::reference::otsu_threshold(&counts));
+        // SAFETY: `words` is heap memory the stage owns and does not touch again before
+        // the next frame, and the pipeline finishes the queue before it returns from this
+        // one; no host mapping of `results` exists (the pipeline maps only frame slots).
+        let wrote = unsafe {
+            crate::cl::enqueue_write(
+                &gpu.queue,
+                results,
+                &host.words,
+                record,
+                "clEnqueueWriteBuffer(Otsu's threshold from the host)",
+            )
+        }?;
+        // SAFETY: no host mapping of the histogram buffer exists: the pipeline maps only
+        // frame slots.
+        unsafe {
+            crate::cl::enqueue_fill(
+                &gpu.queue,
+                hist,
+                0u32,
+                0,
+                256,
+                Record::NoEvent,
+                "clEnqueueFillBuffer(histogram, after Otsu on the host)",
+            )
+        }?;
+        Ok(wrote)
     }
 
     /// Writes the foreground mask of `luma` where the stage keeps it (`None` otherwise:

@@ -25,11 +25,6 @@ use crate::kernel_params;
 /// Pixels in one of `sobel3x3`'s runs; it reads 18 x 3 input pixels for them.
 pub(crate) const PIXELS_PER_ITEM: usize = 16;
 
-/// Rows one `sobel3x3_quad` work-item computes (`QUAD_ROWS` in sobel.cl): it loads each
-/// source row once for all of them. 2 gives the shortest Sobel on an NVIDIA H100; 4 are
-/// no faster and 8 slower (BENCHMARKS.md, "Two rows per Sobel work-item").
-const QUAD_ROWS: usize = 2;
-
 kernel_params! {
     /// The parameters of sobel.cl's kernels: the gradients and the edge mask exactly where
     /// the program was built to write them, Otsu's exactly where it runs the threshold.
@@ -100,18 +95,19 @@ impl SobelStage {
                 [PIXELS_PER_ITEM * SOBEL_RUN_CHUNKS, 1],
                 format!("-DCHUNKS_PER_ITEM={SOBEL_RUN_CHUNKS} -DBYTE_PAIRS"),
             ),
-            SobelLayout::FourPixelsPerItem => (
-                "sobel3x3_quad",
-                [4, QUAD_ROWS],
-                format!("-DQUAD_ROWS={QUAD_ROWS}"),
-            ),
+            // A work-item loads each source row once for all its rows.
+            SobelLayout::FourPixelsPerItem { rows } => {
+                ("sobel3x3_quad", [4, rows], format!("-DQUAD_ROWS={rows}"))
+            }
         };
-        let (source, otsu_defines) = match tuning.otsu_launch {
-            OtsuLaunch::Own => (SOBEL_CL, String::new()),
-            OtsuLaunch::BesideSobel => (
+        let beside = tuning.otsu_kernel_launch() == Some(OtsuLaunch::BesideSobel);
+        let (source, otsu_defines) = if beside {
+            (
                 OTSU_SOBEL_CL,
                 format!("-DOTSU_BESIDE {}", otsu::arithmetic_define(gpu, tuning)),
-            ),
+            )
+        } else {
+            (SOBEL_CL, String::new())
         };
         let defines = format!(
             "{} {} {runs} {otsu_defines}",
@@ -123,7 +119,7 @@ impl SobelStage {
         let launch = Launch::two_d(gpu, &kernel)?;
         let fallback = match tuning.sobel_layout {
             SobelLayout::Vector16 | SobelLayout::Vector16Runs => None,
-            SobelLayout::FourPixelsPerItem => {
+            SobelLayout::FourPixelsPerItem { .. } => {
                 let k = gpu.kernel(&program, "sobel3x3_pixel")?;
                 let launch = Launch::two_d(gpu, &k)?;
                 Some((k, launch))
@@ -138,7 +134,7 @@ impl SobelStage {
             FullImages::Discarded => None,
         };
         // otsu_group takes one work-item a lane of its reduction.
-        if tuning.otsu_launch == OtsuLaunch::BesideSobel {
+        if beside {
             for l in std::iter::once(&launch).chain(fallback.as_ref().map(|(_, l)| l)) {
                 assert!(l.local[0] * l.local[1] <= otsu::THRESHOLD_GROUP_MAX);
             }
@@ -149,7 +145,11 @@ impl SobelStage {
             item,
             fallback,
             kept,
-            otsu: tuning.otsu_launch,
+            otsu: if beside {
+                OtsuLaunch::BesideSobel
+            } else {
+                OtsuLaunch::Own
+            },
         })
     }
 

@@ -65,7 +65,7 @@ fn check_config_prints_the_tuning_and_refuses_unknown_ones() {
     assert_bad_input(
         &["check-config", path.to_str().unwrap()],
         &format!(
-            "{}:3:10: opencl.tuning: unknown tuning 'turbo' (expected auto, gpu, cpu or mali)",
+            "{}:3:10: opencl.tuning: unknown tuning 'turbo' (expected auto, gpu, cpu, mali or midgard)",
             path.display()
         ),
     );
@@ -83,7 +83,7 @@ fn selftest_passes_every_stage_with_every_tuning() {
         String::from_utf8_lossy(&o.stderr)
     );
     assert!(
-        stdout.contains("with the gpu, cpu, mali tunings"),
+        stdout.contains("with the gpu, cpu, mali, midgard tunings"),
         "{stdout}"
     );
     for stage in edgesight::selftest::STAGES {
@@ -172,4 +172,69 @@ fn selftest_names_the_first_wrong_pixel_bin_and_region() {
         first("regions")
     );
     assert_eq!(findings.stages["sobel"].mismatches, 0);
+}
+
+/// `kernels` builds every program a tuning's pipelines build, each cold, and says of every
+/// kernel whether the tuning launches it, with the driver's work-group size and memory:
+/// the table on stdout and the same as JSON, the Mali tuning's own kernels launched and
+/// Midgard's not.
+#[test]
+fn kernels_lists_every_program_of_a_tuning_and_what_it_launches() {
+    let dir = crate::out_dir("cli-kernels");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let json = dir.join("kernels.json");
+    let o = crate::edgesight(&[
+        "kernels",
+        "--tuning",
+        "mali",
+        "--json",
+        &json.display().to_string(),
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(stdout.contains("tuning mali: "), "{stdout}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("json")).expect("parse");
+    let tunings = report["tunings"].as_array().expect("tunings");
+    assert_eq!(tunings.len(), 1);
+    assert_eq!(tunings[0]["tuning"], "mali");
+    let launched = |name: &str| -> Vec<bool> {
+        tunings[0]["programs"]
+            .as_array()
+            .expect("programs")
+            .iter()
+            .flat_map(|p| p["kernels"].as_array().expect("kernels").iter())
+            .filter(|k| k["name"] == name)
+            .map(|k| k["launched"] == true)
+            .collect()
+    };
+    // The daemon's Sobel and the --raw one, each four pixels a work-item.
+    assert_eq!(launched("sobel3x3_quad"), [true, true]);
+    assert!(
+        launched("sobel3x3").iter().all(|l| !l),
+        "Midgard's Sobel is not launched"
+    );
+    assert_eq!(launched("histogram_count"), [true]);
+    assert!(
+        launched("histogram_sum").is_empty(),
+        "local atomics need no sum"
+    );
+    // Otsu is worked out on the host: its kernel is not launched (binarize is, --raw).
+    assert!(launched("otsu_threshold").iter().all(|l| !l));
+    assert!(launched("binarize").contains(&true));
+    for p in tunings[0]["programs"].as_array().expect("programs") {
+        assert!(p["build_seconds"].as_f64().is_some_and(|s| s > 0.0), "{p}");
+        for k in p["kernels"].as_array().expect("kernels") {
+            assert!(k["work_group_size"].as_u64().is_some_and(|w| w > 0), "{k}");
+        }
+        let file = p["file"].as_str().unwrap_or_default();
+        assert!(
+            stdout.contains(&format!("kernels/{file} ")),
+            "{file} not in:\n{stdout}"
+        );
+    }
 }

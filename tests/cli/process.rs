@@ -261,7 +261,7 @@ fn process_takes_every_tuning_with_the_same_results() {
             "--tuning",
             "bifrost",
         ],
-        "unknown tuning 'bifrost' (expected auto, gpu, cpu or mali)",
+        "unknown tuning 'bifrost' (expected auto, gpu, cpu, mali or midgard)",
     );
 }
 

@@ -43,7 +43,7 @@ fn bad_configs_are_refused_before_anything_starts() {
         (
             "unknown-tuning",
             format!("[opencl]\ntuning = \"valhall\"\n{good}"),
-            ":2:10: opencl.tuning: unknown tuning 'valhall' (expected auto, gpu, cpu or mali)",
+            ":2:10: opencl.tuning: unknown tuning 'valhall' (expected auto, gpu, cpu, mali or midgard)",
         ),
     ] {
         assert_refused(&dir, name, &text, expect);
