@@ -8,11 +8,13 @@
 // One unsafe operation per block, so each SAFETY comment covers exactly one.
 #![deny(clippy::multiple_unsafe_ops_per_block)]
 
+mod cache;
 mod device;
 mod launch;
 mod raw;
 mod slot;
 
+pub use cache::ProgramCache;
 pub use device::{list_devices, ClDeviceInfo, DeviceSpec, PlatformDevices};
 pub use launch::{launch, ArgKind, KernelArg, KernelParams, ParamVisitor};
 pub use raw::Record;
@@ -204,6 +206,8 @@ struct Shared {
     context: Context,
     /// In the order they were built.
     programs: Mutex<Vec<BuiltProgram>>,
+    /// Where programs are kept between starts.
+    cache: Mutex<Option<ProgramCache>>,
 }
 
 /// A program built in a context, and how long the driver took to build it.
@@ -215,6 +219,8 @@ pub struct BuiltProgram {
     pub defines: String,
     pub program: Arc<Program>,
     pub build_time: std::time::Duration,
+    /// Whether it was made of a binary kept from an earlier build ([`ProgramCache`]).
+    pub from_cache: bool,
     /// The kernels made of it with [`Gpu::kernel`], in the order they were first made.
     pub kernels_made: Vec<&'static str>,
     text: &'static str,
@@ -237,16 +243,17 @@ impl Shared {
         {
             return Ok(shared);
         }
-        let shared = Shared::new(device)?;
+        let shared = Shared::new(device, ProgramCache::from_env())?;
         open.push((id, Arc::downgrade(&shared)));
         Ok(shared)
     }
 
     /// A context of `device`'s own, with nothing built in it yet.
-    fn new(device: &Device) -> Result<Arc<Shared>, ClError> {
+    fn new(device: &Device, cache: Option<ProgramCache>) -> Result<Arc<Shared>, ClError> {
         Ok(Arc::new(Shared {
             context: Context::from_device(device).call("clCreateContext")?,
             programs: Mutex::new(Vec::new()),
+            cache: Mutex::new(cache),
         }))
     }
 }
@@ -345,40 +352,103 @@ impl Gpu {
         {
             return Ok(Arc::clone(&built.program));
         }
-        let mut program = Program::create_from_source(self.context(), source.text)
-            .call("clCreateProgramWithSource")?;
         let options = format!("{BUILD_OPTIONS} {defines}");
-        // Where the driver's compiler prints what it makes of each kernel (Mesa's
-        // BIFROST_MESA_DEBUG=shaderdb), this line tells whose kernels follow.
-        tracing::debug!(file = source.file, defines, device = %self.info.name, "building kernels");
+        let _building = Building::start();
         let started = std::time::Instant::now();
-        if program.build(&[self.device.id()], &options).is_err() {
-            let log = program
-                .get_build_log(self.device.id())
-                .unwrap_or_else(|e| format!("(no build log: {e})"));
-            return Err(ClError::Build {
-                file: source.file.to_string(),
-                device: self.info.name.clone(),
-                log,
+        let cache = self
+            .program_cache()
+            .filter(|_| keeps_binaries_worth_keeping(&self.info));
+        let key = ProgramCache::key(&self.info, &options, source.text);
+        let cached = cache
+            .as_ref()
+            .and_then(|c| c.load(&key))
+            .and_then(|binary| match self.build_binary(&binary, &options) {
+                Ok(program) => Some(program),
+                Err(e) => {
+                    tracing::warn!(
+                        file = source.file,
+                        "the driver refused the kept binary ({e}); building from source"
+                    );
+                    None
+                }
             });
-        }
+        let from_cache = cached.is_some();
+        let program = match cached {
+            Some(program) => program,
+            None => {
+                let mut program = Program::create_from_source(self.context(), source.text)
+                    .call("clCreateProgramWithSource")?;
+                // Where the driver's compiler prints what it makes of each kernel (Mesa's
+                // BIFROST_MESA_DEBUG=shaderdb), this line tells whose kernels follow.
+                tracing::debug!(file = source.file, defines, device = %self.info.name, "building kernels");
+                if program.build(&[self.device.id()], &options).is_err() {
+                    let log = program
+                        .get_build_log(self.device.id())
+                        .unwrap_or_else(|e| format!("(no build log: {e})"));
+                    return Err(ClError::Build {
+                        file: source.file.to_string(),
+                        device: self.info.name.clone(),
+                        log,
+                    });
+                }
+                if let Some(cache) = &cache {
+                    keep_binary(cache, &key, &program, source.file);
+                }
+                program
+            }
+        };
         let build_time = started.elapsed();
-        tracing::debug!(
-            file = source.file,
-            defines,
-            seconds = build_time.as_secs_f64(),
-            "built kernels"
-        );
+        // A build that takes long is a board's first start: said, with where it is kept.
+        let seconds = build_time.as_secs_f64();
+        if !from_cache && seconds >= 1.0 {
+            tracing::info!(file = source.file, defines, seconds, device = %self.info.name, "built kernels");
+        } else {
+            tracing::debug!(
+                file = source.file,
+                defines,
+                seconds,
+                from_cache,
+                "built kernels"
+            );
+        }
         let program = Arc::new(program);
         programs.push(BuiltProgram {
             file: source.file,
             defines: defines.to_string(),
             program: Arc::clone(&program),
             build_time,
+            from_cache,
             kernels_made: Vec::new(),
             text: source.text,
         });
         Ok(program)
+    }
+
+    /// A program made from a binary this device's driver made, built with `options`.
+    fn build_binary(&self, binary: &[u8], options: &str) -> Result<Program, ClError> {
+        // SAFETY: the device is the context's (the context was made of it alone).
+        let mut program =
+            unsafe { Program::create_from_binary(self.context(), &[self.device.id()], &[binary]) }
+                .call("clCreateProgramWithBinary")?;
+        program
+            .build(&[self.device.id()], options)
+            .call("clBuildProgram (a kept binary)")?;
+        Ok(program)
+    }
+
+    /// Where this `Gpu`'s programs are kept between starts, if anywhere.
+    pub fn program_cache(&self) -> Option<ProgramCache> {
+        self.shared
+            .cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Keeps the programs built from now on in `cache` (none: nowhere), and takes them
+    /// from there.
+    pub fn set_program_cache(&self, cache: Option<ProgramCache>) {
+        *self.shared.cache.lock().unwrap_or_else(|e| e.into_inner()) = cache;
     }
 
     /// The kernel `name` of `program` (built on this `Gpu`), noted as made: what a
@@ -412,10 +482,11 @@ impl Gpu {
     }
 
     /// Another `Gpu` of this device with a context of its own, which no other `Gpu`
-    /// shares and in which nothing is built yet (what a cold start builds, and how long
-    /// that takes, is then its own), and a queue timed as this one's.
+    /// shares, in which nothing is built yet and which keeps no program between starts
+    /// (what a cold start builds, and how long that takes, is then its own), and a queue
+    /// timed as this one's.
     pub fn alone(&self) -> Result<Gpu, ClError> {
-        let shared = Shared::new(&self.device)?;
+        let shared = Shared::new(&self.device, None)?;
         let profiling = match self.timing {
             Timing::Device => Profiling::On,
             Timing::Host => Profiling::Off,
@@ -459,6 +530,65 @@ impl Gpu {
             }
         }
         self.finish()
+    }
+}
+
+/// Builds under way in this process: while one is, a camera loop that has not turned is
+/// compiling, not hung (the daemon's watchdog and systemd's start timeout wait for it).
+static BUILDS: Mutex<Vec<std::time::Instant>> = Mutex::new(Vec::new());
+
+/// One build under way, from its start until this is dropped.
+struct Building(std::time::Instant);
+
+impl Building {
+    fn start() -> Building {
+        let now = std::time::Instant::now();
+        BUILDS.lock().unwrap_or_else(|e| e.into_inner()).push(now);
+        Building(now)
+    }
+}
+
+impl Drop for Building {
+    fn drop(&mut self) {
+        let mut builds = BUILDS.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = builds.iter().position(|&t| t == self.0) {
+            builds.swap_remove(i);
+        }
+    }
+}
+
+/// How long the oldest program build under way in this process has run, if one is.
+pub fn build_under_way() -> Option<std::time::Duration> {
+    let builds = BUILDS.lock().unwrap_or_else(|e| e.into_inner());
+    builds.iter().min().map(|t| t.elapsed())
+}
+
+/// Whether a program's binary saves `info`'s driver a build at the next start. Mesa's
+/// Rusticl hands out SPIR-V and compiles it again in full when given it back: on its
+/// Panfrost driver the integral's program took 206 s that way against 106 s from source,
+/// while Mesa's own shader cache (`MESA_SHADER_CACHE_DIR`, which the unit points into its
+/// cache directory) brought the next start's build down to 0.09 s (BENCHMARKS.md).
+fn keeps_binaries_worth_keeping(info: &ClDeviceInfo) -> bool {
+    !info.platform.to_ascii_lowercase().contains("rusticl")
+}
+
+/// Keeps `program`'s binary in `cache` under `key`; a failure is logged and costs only
+/// the next start's build.
+fn keep_binary(cache: &ProgramCache, key: &str, program: &Program, file: &str) {
+    let kept = match program.get_binaries() {
+        Ok(binaries) => match binaries.as_slice() {
+            [binary] if !binary.is_empty() => cache.store(key, binary).map_err(|e| e.to_string()),
+            _ => Err("the driver gave no binary".to_string()),
+        },
+        Err(e) => Err(e.to_string()),
+    };
+    match kept {
+        Ok(path) => tracing::debug!(file, path = %path.display(), "kept the program's binary"),
+        Err(e) => tracing::warn!(
+            file,
+            dir = %cache.dir().display(),
+            "could not keep the program's binary for the next start: {e}"
+        ),
     }
 }
 
@@ -734,6 +864,49 @@ mod tests {
         assert!(test_gpu().shares_context_with(&c));
         // Programs are per context: the new one builds its own.
         assert!(!Arc::ptr_eq(&built, &c.build(OTSU_CL).expect("build")));
+    }
+
+    /// A program built with a cache is kept there, and a context of its own built later
+    /// takes it from there, its kernels the same; a kept binary the driver refuses (here:
+    /// garbage under the right key) is rebuilt from source and replaced.
+    #[test]
+    fn programs_are_kept_between_starts_and_a_refused_binary_is_rebuilt() {
+        let dir =
+            std::env::temp_dir().join(format!("edgesight-program-cache-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let cache = ProgramCache::at(&dir);
+        let first = test_gpu().alone().expect("context");
+        first.set_program_cache(Some(cache.clone()));
+        first.build(OTSU_CL).expect("build");
+        let built = first.built_programs();
+        assert!(!built[0].from_cache);
+        let files = || std::fs::read_dir(&dir).map_or(0, |d| d.count());
+        assert_eq!(files(), 1);
+
+        let second = test_gpu().alone().expect("context");
+        second.set_program_cache(Some(cache.clone()));
+        let program = second.build(OTSU_CL).expect("build");
+        assert!(second.built_programs()[0].from_cache);
+        assert_eq!(
+            program.get_kernel_names().expect("names"),
+            built[0].program.get_kernel_names().expect("names")
+        );
+        second
+            .kernel(&program, "binarize")
+            .expect("a kernel of the kept binary");
+
+        let key = ProgramCache::key(&second.info, &format!("{BUILD_OPTIONS} "), OTSU_CL.text);
+        cache.store(&key, b"not a binary at all").expect("store");
+        let third = test_gpu().alone().expect("context");
+        third.set_program_cache(Some(cache.clone()));
+        third.build(OTSU_CL).expect("rebuilt from source");
+        assert!(!third.built_programs()[0].from_cache);
+        assert_ne!(
+            cache.load(&key).as_deref(),
+            Some(&b"not a binary at all"[..])
+        );
+        assert_eq!(files(), 1);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

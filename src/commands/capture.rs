@@ -118,9 +118,20 @@ pub(crate) fn capture(args: &CaptureArgs) -> Result<()> {
     }
     let options = args.pipeline.options();
     let setup = setup(&gpu, args.pipeline.tuning, args.raw);
+    // The kernels are built, and compiled for their work sizes, before the frames' time
+    // starts: a cold build under a slow driver must not eat the --timeout.
+    let built = Instant::now();
     let mut pipeline = Pipeline::with_setup(&gpu, layout, options, &args.pipeline.rois, setup)
         .context("setting up the pipeline")?;
+    pipeline
+        .warm_up(&gpu)
+        .context("a warm-up frame through the pipeline")?;
     println!("{}", source.describe());
+    println!(
+        "  kernels built and run once in {:.1} s, before the {} s for the frames",
+        built.elapsed().as_secs_f64(),
+        args.timeout
+    );
 
     let give_up = Instant::now() + Duration::from_secs(args.timeout);
     let cpu_start = process_cpu_time();

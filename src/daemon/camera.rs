@@ -30,9 +30,7 @@ use crate::config::CameraSettings;
 use crate::frame::FrameLayout;
 use crate::health::{self, HealthSettings};
 use crate::mailbox::{Snapshot, SnapshotReply, SourceInfo};
-use crate::pipeline::{
-    FrameImages, FrameResult, MotionState, Pipeline, PipelineError, PipelineOptions, TileMask,
-};
+use crate::pipeline::{FrameImages, FrameResult, MotionState, Pipeline, PipelineOptions, TileMask};
 use crate::region::Region;
 
 mod supervise;
@@ -207,18 +205,11 @@ fn build_pipeline(gpu: &Gpu, layout: FrameLayout, settings: &CameraSettings) -> 
         .context("setting up the health grid")?;
     pipeline.set_motion(settings.motion.pipeline());
     pipeline.time_every(super::camera_metrics::TIMED_FRAMES);
-    // A driver may compile a kernel for its work sizes at its first launch (POCL: seconds
-    // on a cold cache): one blank frame now, before the source's clock starts, keeps that
-    // stall off the first frames (they would be dropped and shorten health's learning).
-    let blank = pipeline
-        .new_slot(gpu)
-        .context("a frame slot for the warm-up")?;
-    match pipeline.process(gpu, &blank) {
-        // Its results are never read: impossible ones are the next frames' to count,
-        // each under its stage, as a broken driver's frames are.
-        Ok(_) | Err(PipelineError::Implausible { .. }) => {}
-        Err(e) => return Err(e).context("a warm-up frame through the pipeline"),
-    }
+    // Before the source's clock starts: a stall on the first frames would drop them and
+    // shorten health's learning.
+    pipeline
+        .warm_up(gpu)
+        .context("a warm-up frame through the pipeline")?;
     Ok(pipeline)
 }
 

@@ -9,6 +9,11 @@ use tokio::sync::watch;
 use super::camera::CameraState;
 use crate::server::CameraView;
 
+/// How far each extension of systemd's start timeout reaches, and how often one is sent
+/// while a program builds before READY.
+const EXTEND_BY: Duration = Duration::from_secs(60);
+const EXTEND_EVERY: Duration = Duration::from_secs(20);
+
 /// Tells systemd READY once every camera has published a frame or is waiting for its
 /// device (a board whose camera is unplugged at boot still serves its metrics), and pings
 /// its watchdog only while every camera loop keeps turning, so a hung GPU call gets the
@@ -25,10 +30,21 @@ pub(super) async fn supervise(
     // the watchdog (an eighth of its period, so the pings, a quarter period apart, stay well
     // inside it), or not at all without one: no thread woken ten times a second for nothing.
     let mut tick = tokio::time::interval(Duration::from_millis(100));
+    let mut extended: Option<Instant> = None;
     loop {
         tokio::select! {
             _ = tick.tick() => {}
             _ = shutdown.changed() => return,
+        }
+        // A first start on a board compiles for minutes: systemd's start timeout is
+        // pushed out while a program builds, a minute at a time.
+        if !ready
+            && crate::cl::build_under_way().is_some()
+            && extended.is_none_or(|t| t.elapsed() >= EXTEND_EVERY)
+        {
+            let usec = u32::try_from(EXTEND_BY.as_micros()).unwrap_or(u32::MAX);
+            let _ = sd_notify::notify(&[sd_notify::NotifyState::ExtendTimeoutUsec(usec)]);
+            extended = Some(Instant::now());
         }
         if !ready
             && views

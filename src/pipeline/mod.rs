@@ -356,6 +356,18 @@ impl Pipeline {
         Ok(())
     }
 
+    /// Runs one blank frame through every stage and forgets it: a driver may compile a
+    /// kernel for its work sizes at its first launch (POCL: seconds on a cold cache), which
+    /// is then off the first real frames. Its results are never read, so impossible ones
+    /// are no error here: a broken driver's frames are the next frames' to count.
+    pub fn warm_up(&mut self, gpu: &Gpu) -> Result<(), PipelineError> {
+        let blank = self.new_slot(gpu)?;
+        match self.process(gpu, &blank) {
+            Ok(_) | Err(PipelineError::Implausible { .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
     /// A frame slot of the size this pipeline's frames need.
     pub fn new_slot(&self, gpu: &Gpu) -> Result<FrameSlot, ClError> {
         FrameSlot::new(gpu, self.layout.frame_bytes())

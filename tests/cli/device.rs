@@ -238,3 +238,36 @@ fn kernels_lists_every_program_of_a_tuning_and_what_it_launches() {
         );
     }
 }
+
+/// The programs' binaries are kept where `EDGESIGHT_KERNEL_CACHE` says and taken from
+/// there by the next start; `capture` says how long building took, before its frames'
+/// time starts.
+#[test]
+fn program_binaries_are_kept_and_taken_by_the_next_start() {
+    let dir = crate::out_dir("cli-kernel-cache");
+    let cache = dir.join("kernels");
+    let run = || {
+        common::gpu();
+        std::process::Command::new(env!("CARGO_BIN_EXE_edgesight"))
+            .args(["capture", "pattern:64x48@30", "--frames", "2", "--out"])
+            .arg(dir.join("out"))
+            .env("EDGESIGHT_KERNEL_CACHE", &cache)
+            .env("RUST_LOG", "debug")
+            .output()
+            .expect("run edgesight")
+    };
+    let first = run();
+    let err = String::from_utf8_lossy(&first.stderr);
+    assert!(first.status.success(), "{err}");
+    let out = String::from_utf8_lossy(&first.stdout);
+    assert!(out.contains("kernels built and run once in "), "{out}");
+    let kept = std::fs::read_dir(&cache).expect("the cache").count();
+    assert!(kept >= 4, "{kept} files");
+    assert!(!err.contains("from_cache=true"), "{err}");
+    let second = run();
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(second.status.success(), "{err}");
+    assert!(err.contains("from_cache=true"), "{err}");
+    assert!(!err.contains("from_cache=false"), "{err}");
+    assert_eq!(std::fs::read_dir(&cache).expect("the cache").count(), kept);
+}

@@ -225,6 +225,13 @@ else
     fail 1b "/metrics: camera_up=$(value "edgesight_camera_up{camera=\"$CAM\"}") ${FLOW:-}"
 fi
 say "POCL cache after the first start: $(du -sh /var/cache/private/$U 2>/dev/null | cut -f1)"
+# The programs' binaries are kept in the unit's cache directory for the next start.
+kept=$(find /var/cache/private/$U/kernels -name '*.bin' -size +0 2>/dev/null | wc -l)
+if [ "$kept" -ge 4 ]; then
+    pass 1d "program binaries kept for the next start: $kept in CacheDirectory's kernels/"
+else
+    fail 1d "program binaries kept: $kept in /var/cache/private/$U/kernels ($(ls -la /var/cache/private/$U 2>&1 | tr '\n' ' '))"
+fi
 
 # Prometheus starts now, so that it has scraped for a while by check 7.
 t=$(now)

@@ -30,6 +30,11 @@ const RESTART_RESET: Duration = Duration::from_secs(60);
 /// device under load (a cold start on a busy 2-core machine took over 5 s, half the unit's
 /// WatchdogSec), while a driver hung in the compiler still gets the service restarted.
 pub(super) const SLOW_STEP_GRACE: Duration = Duration::from_secs(120);
+/// How long one program's build may run before the watchdog counts it as hung: a board's
+/// first start compiles for minutes under Mesa's Rusticl on a small core (an estimated 15
+/// to 25 for the Mali tunings' programs before they were reshaped), once, since the
+/// binaries are kept for the next start ([`crate::cl::ProgramCache`]).
+pub(crate) const BUILD_GRACE: Duration = Duration::from_secs(3600);
 
 /// State shared between a camera thread and the rest of the daemon.
 pub struct CameraState {
@@ -73,11 +78,18 @@ impl CameraState {
     }
 
     /// Whether the loop has not turned for longer than `limit`, outside a slow step's
-    /// grace.
+    /// grace and while no program has been building for less than [`BUILD_GRACE`].
     pub fn stuck(&self, limit: Duration) -> bool {
+        self.stuck_while(limit, crate::cl::build_under_way())
+    }
+
+    /// [`CameraState::stuck`], with the oldest program build under way in the process
+    /// running for `building`.
+    fn stuck_while(&self, limit: Duration, building: Option<Duration>) -> bool {
         let slow_until = self.slow_until_ms.load(Ordering::Relaxed);
         let now = self.epoch.elapsed().as_millis() as u64;
-        self.since_last_turn() > limit && now >= slow_until
+        let compiling = building.is_some_and(|d| d < BUILD_GRACE);
+        self.since_last_turn() > limit && now >= slow_until && !compiling
     }
 
     /// Runs `step`, which may take up to `grace` without the loop counting as stuck; the
@@ -230,19 +242,35 @@ mod tests {
         state.slow_step(Duration::from_secs(60), || {
             std::thread::sleep(Duration::from_millis(80));
             assert!(state.since_last_turn() > limit);
-            assert!(!state.stuck(limit), "stuck during the slow step");
+            assert!(
+                !state.stuck_while(limit, None),
+                "stuck during the slow step"
+            );
         });
-        assert!(!state.stuck(limit), "the step's end is a turn");
+        assert!(!state.stuck_while(limit, None), "the step's end is a turn");
         std::thread::sleep(Duration::from_millis(80));
         assert!(
-            state.stuck(limit),
+            state.stuck_while(limit, None),
             "a loop that stopped turning after the step"
         );
         // A step that outlives its grace is stuck all the same.
         state.slow_step(Duration::from_millis(10), || {
             std::thread::sleep(Duration::from_millis(80));
-            assert!(state.stuck(limit), "stuck past the grace");
+            assert!(state.stuck_while(limit, None), "stuck past the grace");
         });
+    }
+
+    /// A program building (a board's first start compiles for minutes) keeps a loop that
+    /// has not turned from counting as stuck, up to BUILD_GRACE.
+    #[test]
+    fn a_loop_is_not_stuck_while_a_program_builds() {
+        let state = CameraState::new();
+        let limit = Duration::from_millis(10);
+        state.turn();
+        std::thread::sleep(Duration::from_millis(40));
+        assert!(state.stuck_while(limit, None));
+        assert!(!state.stuck_while(limit, Some(Duration::from_secs(900))));
+        assert!(state.stuck_while(limit, Some(BUILD_GRACE)));
     }
 
     /// What a test source does when asked for frames.
