@@ -341,11 +341,7 @@ impl Gpu {
     /// on a cache hit POCL preprocesses the source with all its OpenCL headers, which costs
     /// each build a noticeable time natively and far more under emulation (BENCHMARKS.md).
     pub fn build_with(&self, source: KernelSource, defines: &str) -> Result<Arc<Program>, ClError> {
-        let mut programs = self
-            .shared
-            .programs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut programs = self.programs();
         if let Some(built) = programs
             .iter()
             .find(|b| b.file == source.file && b.text == source.text && b.defines == defines)
@@ -456,11 +452,7 @@ impl Gpu {
     /// ([`BuiltProgram::kernels_made`]).
     pub fn kernel(&self, program: &Program, name: &'static str) -> Result<Kernel, ClError> {
         let kernel = Kernel::create(program, name).call("clCreateKernel")?;
-        let mut programs = self
-            .shared
-            .programs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut programs = self.programs();
         if let Some(built) = programs
             .iter_mut()
             .find(|b| std::ptr::eq(Arc::as_ptr(&b.program), program))
@@ -474,11 +466,15 @@ impl Gpu {
 
     /// The programs built in this `Gpu`'s context so far, in the order they were built.
     pub fn built_programs(&self) -> Vec<BuiltProgram> {
+        self.programs().clone()
+    }
+
+    /// The programs built in this `Gpu`'s context, held until the guard is dropped.
+    fn programs(&self) -> std::sync::MutexGuard<'_, Vec<BuiltProgram>> {
         self.shared
             .programs
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .clone()
     }
 
     /// Another `Gpu` of this device with a context of its own, which no other `Gpu`

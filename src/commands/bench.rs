@@ -10,7 +10,7 @@ use edgesight::cl::{Gpu, Profiling};
 use edgesight::frame::PixelFormat;
 use edgesight::pipeline::TuningChoice;
 
-use super::BadOutDir;
+use super::{write_json, BadOutDir};
 use crate::cli::{BenchArgs, Scene};
 
 pub(crate) fn bench(args: &BenchArgs) -> Result<()> {
@@ -102,12 +102,7 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<()> {
             warmup: args.warmup as usize,
             results: figures.iter().map(JsonSize::new).collect(),
         };
-        let text = serde_json::to_string_pretty(&report)?;
-        std::fs::write(path, text + "\n").map_err(|e| BadOutDir {
-            path: path.clone(),
-            reason: e.to_string(),
-        })?;
-        println!("wrote {}", path.display());
+        write_json(path, &report)?;
     }
     Ok(())
 }

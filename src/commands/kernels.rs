@@ -12,7 +12,7 @@ use edgesight::cl::Gpu;
 use edgesight::pipeline::programs::{build_every_program, ProgramInfo};
 use edgesight::pipeline::Tuning;
 
-use super::BadOutDir;
+use super::write_json;
 use crate::cli::{KernelsArgs, SelftestTunings};
 
 #[derive(Serialize)]
@@ -84,12 +84,7 @@ pub(crate) fn kernels(args: &KernelsArgs) -> Result<()> {
         });
     }
     if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(&report)?;
-        std::fs::write(path, text + "\n").map_err(|e| BadOutDir {
-            path: path.clone(),
-            reason: e.to_string(),
-        })?;
-        println!("wrote {}", path.display());
+        write_json(path, &report)?;
     }
     Ok(())
 }

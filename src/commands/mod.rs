@@ -44,6 +44,17 @@ pub(crate) struct BadOutDir {
     pub(crate) reason: String,
 }
 
+/// Writes `value` as pretty JSON to `path` (a command's `--json`), and says so.
+fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<()> {
+    let text = serde_json::to_string_pretty(value)?;
+    std::fs::write(path, text + "\n").map_err(|e| BadOutDir {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    println!("wrote {}", path.display());
+    Ok(())
+}
+
 fn create_out_dir(out: &Path) -> Result<(), BadOutDir> {
     std::fs::create_dir_all(out).map_err(|e| BadOutDir {
         path: out.to_path_buf(),

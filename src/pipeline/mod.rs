@@ -174,7 +174,8 @@ pub struct Pipeline {
     last_timings: StageTimings,
     last_span: u64,
     /// Whether the histogram buffer holds zeros, as the last frame's Otsu kernel leaves it;
-    /// a frame that failed before that kernel ran leaves it to be cleared.
+    /// a frame that failed before that kernel ran, or whose threshold the host worked out,
+    /// leaves it to be cleared.
     hist_zeroed: bool,
     /// Where the small results are read back to.
     read_back: ReadBack,
@@ -443,7 +444,7 @@ impl Pipeline {
             }
             return Err(e);
         }
-        self.hist_zeroed = true;
+        self.hist_zeroed = self.otsu.clears_histogram();
         if timed {
             (self.last_timings, self.last_span) = match gpu.timing {
                 Timing::Device => StageTimings::of_events(&self.events)?,
@@ -626,7 +627,7 @@ impl Pipeline {
         keep(
             Stage::Otsu,
             self.otsu
-                .enqueue_from_host(gpu, &b.hist, &r.results, record)
+                .enqueue_from_host(gpu, &r.results, record)
                 .stage(Stage::Otsu)?,
         );
         keep(

@@ -202,15 +202,19 @@ impl OtsuStage {
         }
     }
 
+    /// Whether a frame's threshold leaves the counts zeroed for the next, as the kernel
+    /// does; where the host works it out, the next frame clears them first.
+    pub(super) fn clears_histogram(&self) -> bool {
+        !matches!(self.threshold, Threshold::Host(_))
+    }
+
     /// Where the host works the threshold out: waits for the counts
     /// [`OtsuStage::enqueue_threshold`] read (the kernels enqueued since run meanwhile),
     /// works the threshold out as OpenCV does, and enqueues the writing of the 257 words
-    /// `otsu_threshold` would have written to `results` and the clearing of `hist`, as it
-    /// would have left it. Nothing elsewhere.
+    /// `otsu_threshold` would have written to `results`. Nothing elsewhere.
     pub(super) fn enqueue_from_host(
         &mut self,
         gpu: &Gpu,
-        hist: &Buffer<u32>,
         results: &Buffer<u32>,
         record: Record,
     ) -> Result<Option<Event>, ClError> {
@@ -236,19 +240,6 @@ impl OtsuStage {
                 &host.words,
                 record,
                 "clEnqueueWriteBuffer(Otsu's threshold from the host)",
-            )
-        }?;
-        // SAFETY: no host mapping of the histogram buffer exists: the pipeline maps only
-        // frame slots.
-        unsafe {
-            crate::cl::enqueue_fill(
-                &gpu.queue,
-                hist,
-                0u32,
-                0,
-                256,
-                Record::NoEvent,
-                "clEnqueueFillBuffer(histogram, after Otsu on the host)",
             )
         }?;
         Ok(wrote)
