@@ -46,7 +46,7 @@
 //! (what a pipeline costs and tells about its last frame). This file holds [`Pipeline`],
 //! which runs them: what runs, what is read back, in which order.
 //!
-//! Over 500 lines as one room: `Pipeline` is the one place that orders every stage's
+//! One room, long as it is: `Pipeline` is the one place that orders every stage's
 //! kernels on the queue and reads their results back from the one buffer; the stages'
 //! own code lives in their files, and the tests in `tests.rs` and `motion_tests.rs`.
 

@@ -2,8 +2,8 @@
 //! work-size choices ([`Tuning`]) that change how, never what, and how a pipeline is built
 //! ([`Setup`]: the tuning and whether it keeps the full images, [`FullImages`]).
 //!
-//! Over 500 lines as one room: the options and tunings every stage reads, each tuning's
-//! choices beside the reason for it; under 440 lines are code, the rest its unit tests.
+//! One room, long as it is: the options and tunings every stage reads, each tuning's
+//! choices beside the reason for it, and their unit tests.
 
 use std::fmt;
 use std::str::FromStr;
