@@ -61,7 +61,7 @@
  * 6.8e10). Per pixel this is 8 bytes of local, 20 / 16 each of left and top and 20 / 256
  * of corner: about 10.6 bytes against OpenCV's 20, 2.6 without local.
  *
- * Three layouts write local (with keep_local), left and top (the host picks one per device
+ * Four layouts write local (with keep_local), left and top (the host picks one per device
  * kind); then integral_tops and integral_corners sum top down the bands and left's band
  * ends into corner (CPUs and Mali), or on GPUs integral_left_tops and
  * integral_corners_split:
@@ -72,7 +72,9 @@
  *         down the columns (a work-item per column, through local memory); then
  *         integral_left_tops turns the tiles' row sums into left as integral_left_rows
  *         does, and sums top, in one launch.
- *   Mali  integral_tiles: a work-item per tile, registers only; then integral_left_rows.
+ *   Mali  integral_tiles (Midgard): a work-item per tile, registers only, or
+ *         integral_tile_parts (Bifrost, Valhall): a work-item per part of a tile, four
+ *         columns at a time; then integral_left_rows.
  * The kernels that read the width x height inputs take (luma, src_stride, width, height,
  * magnitude, edge_threshold, results, ...): luma and the magnitude are dense and share
  * their row offsets, so src_stride must equal width.
@@ -94,6 +96,8 @@
  *   unrolls no loop this large), about 6 iterations a tile where there were 18, and the
  *   host gives a work-item of integral_tile_bands at most 4096 tiles, each band counted
  *   one more (ITEM_TILES_MAX in integral.rs): at most about 25000 iterations;
+ *   integral_tile_parts walks one tile's rows once per quarter of its columns, every
+ *   part's walk counted where llvmpipe runs every branch: a few hundred;
  *   the split scans keep SPLIT_CHUNKS runs a line where a device allows fewer work-items
  *   a group, and take fewer lines (integral.rs): a run is at most 131586 entries, two
  *   loops of 16449 steps of 8;
@@ -399,6 +403,155 @@ __kernel void integral_tiles(__global const uchar *luma, uint src_stride, uint w
     integral_tile(t, b, rows, luma, width, height, magnitude, (uchar16)(uchar)edge_threshold,
                   (uchar16)(uchar)results[256], keep_local, sum, sqsum, edges, foreground, left,
                   left_sq, top, top_sq, 0, 0, 0, 0);
+}
+
+/*
+ * integral_tile_parts (Bifrost and Valhall Malis): local, the tiles' row sums (left before
+ * integral_left_rows) and top, as integral_tiles writes them, within the 32 registers a
+ * thread may hold on those GPUs before Mesa's Panfrost compiler halves the threads a core
+ * runs (integral_tiles' 16-lane accumulators spill hundreds of registers there:
+ * BENCHMARKS.md, "Mali's compiler").
+ * Work size: 2-D, x = work-groups of 4 x `per` work-items, y = a band; a group takes `per`
+ * neighbouring tiles of a band, once for each part (the sum, the squared sum, the edges,
+ * the foreground: work-items part * per .. part * per + per - 1, so that a warp's
+ * work-items take one part, side by side along the band). A work-item walks its tile's
+ * rows four times, four columns at a time (Mesa's compiler gave each lane of a vector a
+ * register of its own in our trials, bytes too: 16 lanes of anything took 16 registers):
+ * one aligned uchar4 a row
+ * where the width is a multiple of 4, the running column sums of its four columns, and
+ * each row's running total added into left, read back for the columns after the first
+ * four. The column sums' prefix, plus the columns before them, is top (and local, each
+ * row). Built with -DNO_LOCAL (the daemon, which never keeps the full images) it has no
+ * store of local at all, which is what keeps it within 32 registers.
+ */
+#define PART_QUARTERS 4
+
+/* The quarter of a tile row at p with n of its 4 columns inside the frame (zeros after
+ * them); 4-byte aligned where `aligned`. */
+inline uchar4 quarter_row(__global const uchar *p, uint n, bool aligned)
+{
+    if (n >= 4)
+        return aligned ? *(__global const uchar4 *)p : vload4(0, p);
+    uchar4 v = 0;
+    if (n > 0)
+        v.s0 = p[0];
+    if (n > 1)
+        v.s1 = p[1];
+    if (n > 2)
+        v.s2 = p[2];
+    return v;
+}
+
+#define QUARTER_SUMS(T)                                                                     \
+    inline T##4 prefix4_##T(T##4 v)                                                         \
+    {                                                                                       \
+        v += (T##4)((T)0, v.s012);                                                          \
+        v += (T##4)((T##2)0, v.s01);                                                        \
+        return v;                                                                           \
+    }                                                                                       \
+    inline uint sum4_##T(T##4 v)                                                            \
+    {                                                                                       \
+        T##2 a = v.lo + v.hi;                                                               \
+        return (uint)a.x + a.y;                                                             \
+    }
+QUARTER_SUMS(uchar)
+QUARTER_SUMS(ushort)
+QUARTER_SUMS(uint)
+
+/* tile_part_NAME: one part of tile t of band b, its lanes' quantity VALUE (of l, luma, and
+ * m, the magnitude, which is loaded only where MAGNITUDE is 1, and the scalars et and th),
+ * counted in T (local's type), left's entries L, top's W. The part's left and top are at
+ * plane `plane` of their buffers. Partial quarters: a lane past the width loads 0, and
+ * `inside` (a word of bytes, 1 for a lane inside the frame) takes the edges' away (a
+ * magnitude of 0 is an edge at an edge threshold of 0). Always inlined: every pointer and
+ * index is worked out inside the part's branch, so that none is held across the other
+ * parts'. Indices are 32-bit, which every offset into a frame of at most 16843009 pixels
+ * fits (FrameLayout::validate): 64-bit ones took Valhall's compiler past 32 registers. */
+#define TILE_PART(NAME, T, L, W, VALUE, LUMA, MAGNITUDE)                                    \
+    __attribute__((always_inline)) inline void tile_part_##NAME(                            \
+        uint t, uint b, __global const uchar *luma, __global const uchar *magnitude,        \
+        uint width, uint height, uchar et, uchar th, uint keep_local, __global T *local_,   \
+        __global L *left, uint plane, __global W *top)                                      \
+    {                                                                                       \
+        uint tiles = (width + TILE - 1) / TILE, whole_tiles = width / TILE;                 \
+        uint whole_bands = height / TILE, x0 = TILE * t, y0 = TILE * b;                     \
+        uint rows = min((uint)TILE, height - y0), cols = min((uint)TILE, width - x0);       \
+        bool aligned = width % 4 == 0;                                                      \
+        bool left_too = t < whole_tiles, top_too = b < whole_bands;                         \
+        uint padded = TILE * tiles;                                                         \
+        uint local_at = y0 * padded + TILE * rows * t;                                      \
+        left += plane * whole_tiles * height + t * height + y0;                             \
+        top += plane * whole_bands * padded + b * padded + x0;                              \
+        W before = 0;                                                                       \
+        for (uint h = 0; h < PART_QUARTERS; h++) {                                          \
+            uint n = cols > 4 * h ? min(cols - 4 * h, 4u) : 0;                              \
+            uint inside = (n >= 4 ? 0xffffffffu : (1u << (8 * n)) - 1) & 0x01010101u;       \
+            T##4 columns = 0;                                                               \
+            uint run = 0;                                                                   \
+            uint at = y0 * width + x0 + 4 * h;                                              \
+            for (uint r = 0; r < rows; r++, at += width) {                                  \
+                uchar4 l = LUMA ? quarter_row(luma + at, n, aligned) : (uchar4)0;           \
+                uchar4 m = MAGNITUDE ? quarter_row(magnitude + at, n, aligned) : (uchar4)0; \
+                T##4 v = VALUE;                                                             \
+                columns += v;                                                               \
+                run += sum4_##T(v);                                                         \
+                if (keep_local) {                                                           \
+                    __global T *row = local_ + local_at + TILE * r;                         \
+                    T##4 p = prefix4_##T(columns);                                          \
+                    if (h > 0)                                                              \
+                        p += (T##4)row[4 * h - 1];                                          \
+                    vstore4(p, h, row);                                                     \
+                }                                                                           \
+                if (left_too) {                                                             \
+                    if (h > 0)                                                              \
+                        left[r] += run;                                                     \
+                    else                                                                    \
+                        left[r] = run;                                                      \
+                }                                                                           \
+            }                                                                               \
+            if (top_too) {                                                                  \
+                W##4 w = convert_##W##4(prefix4_##T(columns)) + before;                     \
+                vstore4(w, h, top);                                                         \
+                before = w.s3;                                                              \
+            }                                                                               \
+        }                                                                                   \
+    }
+/* A count's local may wrap only at the tile's last pixel (see the top of the file); its
+ * top is worked out in uint, exact. */
+TILE_PART(sum, ushort, uint, uint, convert_ushort4(l), 1, 0)
+TILE_PART(squares, uint, ulong, ulong, convert_uint4(l) * convert_uint4(l), 1, 0)
+TILE_PART(edges, uchar, uint, uint,
+          as_uchar4(as_uint(as_uchar4(m >= (uchar4)et)) & inside), 0, 1)
+TILE_PART(foreground, uchar, uint, uint, as_uchar4(l > (uchar4)th) & (uchar4)1, 1, 0)
+
+__kernel void integral_tile_parts(__global const uchar *luma, uint src_stride, uint width,
+                                  uint height, __global const uchar *magnitude,
+                                  uint edge_threshold, __global const uint *results,
+                                  uint keep_local, __global ushort *sum, __global uint *sqsum,
+                                  __global uchar *edges, __global uchar *foreground,
+                                  __global uint *left, __global ulong *left_sq,
+                                  __global uint *top, __global ulong *top_sq)
+{
+#ifdef NO_LOCAL
+    keep_local = 0;
+#endif
+    uint per = get_local_size(0) / 4, lid = get_local_id(0);
+    uint part = lid / per, t = get_group_id(0) * per + lid % per, b = get_global_id(1);
+    if (t >= (width + TILE - 1) / TILE || b >= (height + TILE - 1) / TILE)
+        return;
+    uchar et = (uchar)edge_threshold, th = (uchar)results[256];
+    if (part == 0)
+        tile_part_sum(t, b, luma, magnitude, width, height, et, th, keep_local, sum, left, 0,
+                      top);
+    else if (part == 1)
+        tile_part_squares(t, b, luma, magnitude, width, height, et, th, keep_local, sqsum,
+                          left_sq, 0, top_sq);
+    else if (part == 2)
+        tile_part_edges(t, b, luma, magnitude, width, height, et, th, keep_local, edges, left,
+                        1, top);
+    else
+        tile_part_foreground(t, b, luma, magnitude, width, height, et, th, keep_local,
+                             foreground, left, 2, top);
 }
 
 /*

@@ -230,7 +230,7 @@ impl Pipeline {
         let n = layout.pixels();
         let luma_in_slot = reads_luma_in_place(&layout);
         let integral = integral::IntegralStage::new(gpu, &layout, &tuning, images)?;
-        let region_stage = regions::RegionsStage::new(gpu, &layout, regions, &tuning)?;
+        let region_stage = regions::RegionsStage::new(gpu, &layout, regions, &tuning, images)?;
         let readout = Readout::new(gpu, region_stage.region_count())?;
         let read_back = ReadBack::new(readout.layout);
         let bufs = DeviceImages {

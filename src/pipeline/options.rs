@@ -271,6 +271,10 @@ pub enum IntegralLayout {
     /// pass is several times slower than [`IntegralLayout::GroupBands`]' (BENCHMARKS.md),
     /// so [`Tuning::FOR_GPU`] keeps that one.
     ItemTiles,
+    /// Bifrost and Valhall Malis: as [`IntegralLayout::ItemTiles`], but a work-item per
+    /// part of a tile (its sum, squared sum, edges or foreground), four columns at a time,
+    /// so that it fits the 32 registers those GPUs give a thread at full occupancy.
+    TileParts,
     /// GPUs: a work-group per run of tiles of a band, one barrier between the prefixes
     /// along each tile row (a work-item per row, in registers) and those down each column
     /// (a work-item per column, through local memory), so that loads and stores are whole
@@ -344,9 +348,11 @@ impl Tuning {
     /// * No fp64: Otsu's threshold is worked out on the host while Sobel runs
     ///   ([`OtsuArithmetic::Host`]), not by the emulation's chain on one GPU thread.
     /// * Ordinary stores ([`Stores::Cached`]), as [`Tuning::FOR_GPU`].
-    /// * The integral a work-item per tile ([`IntegralLayout::ItemTiles`]), as Midgard's.
+    /// * The integral's tile pass a work-item per part of a tile, four columns at a time
+    ///   ([`IntegralLayout::TileParts`]): Midgard's work-item per tile holds 16-lane
+    ///   accumulators of four parts and spills hundreds of registers.
     pub const FOR_MALI: Tuning = Tuning {
-        integral_layout: IntegralLayout::ItemTiles,
+        integral_layout: IntegralLayout::TileParts,
         histogram_counting: HistogramCounting::LocalAtomics,
         otsu_arithmetic: OtsuArithmetic::Host,
         otsu_launch: OtsuLaunch::Own,

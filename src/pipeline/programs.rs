@@ -123,6 +123,7 @@ mod tests {
             };
             let (tiles, not_tiles) = match tuning.integral_layout {
                 IntegralLayout::ItemTiles => ("integral_tiles", "integral_group_tiles"),
+                IntegralLayout::TileParts => ("integral_tile_parts", "integral_tiles"),
                 IntegralLayout::GroupBands => ("integral_group_tiles", "integral_tiles"),
                 IntegralLayout::ItemBands => ("integral_tile_bands", "integral_tiles"),
             };

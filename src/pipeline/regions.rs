@@ -15,7 +15,7 @@ use super::buffers::held_bytes;
 use super::integral::{self, Blocked, CornerParams, Counted, LeftParams, TopParams};
 use super::launch::StageContext;
 use super::motion::MotionParams;
-use super::{device_buffer, IntegralLayout, Launch, PipelineError, Stage, Tuning};
+use super::{device_buffer, FullImages, IntegralLayout, Launch, PipelineError, Stage, Tuning};
 use crate::cl::{launch, write_blocking, ClError, Gpu, Record};
 use crate::frame::FrameLayout;
 use crate::kernel_params;
@@ -74,9 +74,10 @@ impl RegionsStage {
         layout: &FrameLayout,
         regions: &[Region],
         tuning: &Tuning,
+        images: FullImages,
     ) -> Result<RegionsStage, PipelineError> {
         let built = || -> Result<_, ClError> {
-            let program = integral::program(gpu, tuning)?;
+            let program = integral::program(gpu, tuning, images)?;
             Ok(if tuning.integral_layout == IntegralLayout::GroupBands {
                 RegionSums::Groups(gpu.kernel(&program, "region_sums")?)
             } else {

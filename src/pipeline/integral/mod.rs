@@ -6,7 +6,7 @@
 //! (8 more). The region stage (`regions.rs`) reads any rectangle's sums from them in O(1).
 //!
 //! Its rooms: `tiles` (the blocked form's geometry), `blocked` (its buffers on the
-//! device), `tile_pass` (the first pass, in three layouts), `scans` (the sums over whole
+//! device), `tile_pass` (the first pass, in four layouts), `scans` (the sums over whole
 //! tiles after it, in two families) and `host` (OpenCV's images assembled on the host for
 //! `process --raw`).
 
@@ -30,7 +30,7 @@ pub(super) use tiles::Tiles;
 
 use super::launch::StageContext;
 use super::motion::TileParams;
-use super::{FullImages, PipelineError, Stage, Tuning};
+use super::{FullImages, IntegralLayout, PipelineError, Stage, Tuning};
 use crate::cl::{ClError, Gpu, Record, INTEGRAL_MOTION_REGIONS_CL};
 use crate::frame::FrameLayout;
 use scans::Scans;
@@ -49,9 +49,23 @@ pub(super) struct Counted<'a> {
 }
 
 /// The program of integral.cl, motion.cl and regions.cl, built once per device and set of
-/// defines and shared by this stage, the motion stage and the region stage.
-pub(super) fn program(gpu: &Gpu, tuning: &Tuning) -> Result<Arc<Program>, ClError> {
-    gpu.build_with(INTEGRAL_MOTION_REGIONS_CL, tuning.stores.define())
+/// defines and shared by this stage, the motion stage and the region stage. The Mali tile
+/// pass without the full images is built without its stores of local (`-DNO_LOCAL`), which
+/// is what keeps it within Mali's 32 registers (integral.cl); the other layouts take
+/// `keep_local` as it comes, so that a tuning builds one program for both.
+pub(super) fn program(
+    gpu: &Gpu,
+    tuning: &Tuning,
+    images: FullImages,
+) -> Result<Arc<Program>, ClError> {
+    let no_local =
+        tuning.integral_layout == IntegralLayout::TileParts && images == FullImages::Discarded;
+    let defines = match (tuning.stores.define(), no_local) {
+        (stores, false) => stores.to_string(),
+        ("", true) => "-DNO_LOCAL".to_string(),
+        (stores, true) => format!("{stores} -DNO_LOCAL"),
+    };
+    gpu.build_with(INTEGRAL_MOTION_REGIONS_CL, &defines)
 }
 
 pub(super) struct IntegralStage {
@@ -70,7 +84,7 @@ impl IntegralStage {
     ) -> Result<IntegralStage, PipelineError> {
         let tiles = Tiles::new(layout);
         let built = || -> Result<_, ClError> {
-            let program = program(gpu, tuning)?;
+            let program = program(gpu, tuning, images)?;
             let tile_pass = TilePass::new(gpu, &program, tuning.integral_layout, &tiles, images)?;
             Ok((
                 tile_pass,

@@ -85,7 +85,7 @@ impl Scans {
             });
         }
         let rows = match layout {
-            IntegralLayout::ItemTiles => {
+            IntegralLayout::ItemTiles | IntegralLayout::TileParts => {
                 let rows = gpu.kernel(program, "integral_left_rows")?;
                 let launch = Launch::one_d(gpu, &rows, LINE_GROUP_SIZE)?;
                 Some((rows, launch))

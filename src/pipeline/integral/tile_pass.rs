@@ -14,7 +14,8 @@ use crate::frame::FrameLayout;
 use crate::kernel_params;
 use crate::pipeline::{FullImages, IntegralLayout};
 
-/// Work-items per group of `integral_tiles` (a multiple of 4 of 64 to 128: Mali's guide).
+/// Work-items per group of `integral_tiles` and `integral_tile_parts` (a multiple of 4 of
+/// 64 to 128: Mali's guide).
 const TILES_GROUP: usize = 64;
 /// Runs of bands per compute unit in the CPU pass: a few, so a slow core holds up little.
 const BANDS_PER_COMPUTE_UNIT: usize = 4;
@@ -28,7 +29,7 @@ const TILE_GROUP_MAX: usize = 128;
 
 kernel_params! {
     /// The parameters of integral.cl's `integral_tile_bands` and, without `items`, of
-    /// `integral_group_tiles` and `integral_tiles`.
+    /// `integral_group_tiles`, `integral_tiles` and `integral_tile_parts`.
     struct TileParams<'a> {
         luma: &'a Buffer<u8>,
         src_stride: u32,
@@ -61,8 +62,9 @@ enum Shape {
     ItemBands { items: u32 },
     /// GPUs: a 2-D pass, `across` work-items a band in groups of `group`, whose left then
     /// needs summing along the rows: `integral_group_tiles`, a work-item per column and a
-    /// group per `group / 16` tiles (`group` a multiple of 16), or `integral_tiles`, a
-    /// work-item per tile.
+    /// group per `group / 16` tiles (`group` a multiple of 16), `integral_tiles`, a
+    /// work-item per tile, or `integral_tile_parts`, four work-items per tile (`group` a
+    /// multiple of 4, its quarters the parts of `group / 4` tiles).
     Grid { across: usize, group: usize },
 }
 
@@ -90,9 +92,12 @@ impl TilePass {
         }
         // The kernel, pixels a work-item takes across a band, the group size wanted and
         // what it must be a multiple of: integral_group_tiles gives each tile 16
-        // work-items, so its groups hold whole tiles.
+        // work-items, so its groups hold whole tiles; integral_tile_parts gives a group's
+        // tiles four work-items each, one a part, so its groups are a multiple of 4 (a
+        // work-item for every 4 columns across a band).
         let (name, per_item, wanted, multiple) = match layout {
             IntegralLayout::ItemTiles => ("integral_tiles", Tiles::SIZE, TILES_GROUP, 1),
+            IntegralLayout::TileParts => ("integral_tile_parts", Tiles::SIZE / 4, TILES_GROUP, 4),
             _ => ("integral_group_tiles", 1, TILE_GROUP_MAX, Tiles::SIZE),
         };
         let kernel = gpu.kernel(program, name)?;
@@ -167,8 +172,10 @@ impl TilePass {
         // write within that band: integral_group_tiles' item (x, b) element x of the band's
         // rows of local only where x < the padded width (`group` a multiple of 16 of at most
         // TILE_GROUP_MAX, the tiles its local buffer holds), integral_tiles' item (t, b) its
-        // tile's elements only where the tile lies in the frame; both write left only for whole
-        // tiles and rows of the band, and top only for whole bands. The pipeline, the only
+        // tile's elements only where the tile lies in the frame, and integral_tile_parts' its
+        // part's of one tile, which it works out from its group and `group / 4` (the group a
+        // multiple of 4), only where that tile lies in the frame; all write left only for
+        // whole tiles and rows of the band, and top only for whole bands. The pipeline, the only
         // caller, passes the layout the stage was built for, its inputs of `pixels()` bytes and
         // its 257-word results.
         unsafe {
