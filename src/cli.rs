@@ -41,7 +41,8 @@ pub(crate) enum Command {
     Capture(CaptureArgs),
     /// Check the OpenCL device: every stage with each tuning, on synthetic frames of every
     /// input format at awkward sizes, against the plain-Rust reference; a table per stage,
-    /// exit 1 on any mismatch. Run it once on a board after installing.
+    /// exit 1 on any mismatch. Run it once on a board after installing; with --json, the
+    /// report a board's issue needs.
     Selftest(SelftestArgs),
     /// Build every OpenCL program a tuning uses, each as on a cold start, and show what the
     /// driver says of each kernel: largest work-group, private memory (spilled registers,
@@ -125,6 +126,17 @@ pub(crate) struct SelftestArgs {
     /// Profiling events, as for `process`.
     #[arg(long, default_value = "auto")]
     pub(crate) profiling: Profiling,
+    /// Also write what a board report needs as JSON to this file (also when a check
+    /// fails): the board, the driver's versions, the kernel driver and GPU clock, every
+    /// kernel's work-group size and memory, the cold build time, every stage's device time
+    /// at 720p, 1080p and 4K (and on POCL's CPU device where there is one besides), and a
+    /// coherency run of many changing frames through one pipeline.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) json: Option<PathBuf>,
+    /// A V4L2 camera for the report's USERPTR check: whether its driver takes a mapped
+    /// frame slot as USERPTR memory and fills it (without it, not tried).
+    #[arg(long, value_name = "DEVICE", requires = "json")]
+    pub(crate) camera: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]

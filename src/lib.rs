@@ -12,6 +12,7 @@
 
 pub mod activity;
 pub mod bench;
+pub mod board;
 pub mod capture;
 pub mod cl;
 pub mod config;

@@ -5,10 +5,13 @@
 //!
 //! A board's OpenCL driver is the part edgesight cannot test before it ships: each vendor
 //! image has its own libmali. This is the check a board user runs once after installing,
-//! and what `[opencl] verify_every` runs on live frames ([`compare_frame`]).
+//! and what `[opencl] verify_every` runs on live frames ([`compare_frame`]). The
+//! coherency run ([`coherency`]) takes many changing frames through one pipeline's slots.
 
 use std::collections::BTreeMap;
 use std::fmt;
+
+use serde::Serialize;
 
 use crate::cl::Gpu;
 use crate::frame::{FrameLayout, PixelFormat};
@@ -20,6 +23,7 @@ use crate::pipeline::{
 use crate::reference;
 use crate::region::{self, Region, RegionStats};
 
+pub mod coherency;
 mod motion;
 
 pub use motion::{compare_frame_motion, SCENES as MOTION_SCENES};
@@ -37,7 +41,7 @@ pub const STAGES: [&str; 7] = [
 
 /// What one stage's checks found: how many outputs were compared, and the first that
 /// differed (where, and both values).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct StageResult {
     pub checks: usize,
     pub first_mismatch: Option<String>,
@@ -53,6 +57,15 @@ pub struct Findings {
 impl Findings {
     pub fn passed(&self) -> bool {
         self.stages.values().all(|s| s.mismatches == 0)
+    }
+
+    /// Every stage of [`STAGES`], those not checked with no checks: a report lists them
+    /// all, so that a stage missing is seen as not run.
+    pub fn every_stage(&self) -> BTreeMap<&'static str, StageResult> {
+        STAGES
+            .iter()
+            .map(|&stage| (stage, self.stages.get(stage).cloned().unwrap_or_default()))
+            .collect()
     }
 
     /// Counts one check of `stage`; a failed one (`mismatch`) is counted as such, and
@@ -536,5 +549,33 @@ mod tests {
             let s = &findings.stages[stage];
             assert_eq!(s.mismatches, 0, "{stage}: {s:?}");
         }
+    }
+
+    /// What `selftest --json` writes of the checks: every stage, each with its counts and
+    /// its first difference, the mismatches of garbage images among them.
+    #[test]
+    fn a_device_writing_garbage_images_is_a_mismatch_in_the_json() {
+        let findings = garbage(Reads::Images);
+        let json = serde_json::to_value(findings.every_stage()).expect("json");
+        assert_eq!(
+            json.as_object().map(|o| o.len()),
+            Some(STAGES.len()),
+            "{json}"
+        );
+        for stage in STAGES {
+            let s = &findings.stages[stage];
+            assert_eq!(json[stage]["checks"], s.checks, "{stage}");
+            assert_eq!(json[stage]["mismatches"], s.mismatches, "{stage}");
+        }
+        assert!(json["luma"]["mismatches"].as_u64() > Some(0), "{json}");
+        assert_eq!(json["histogram"]["mismatches"], 0);
+        assert_eq!(json["histogram"]["first_mismatch"], serde_json::Value::Null);
+        let first = json["luma"]["first_mismatch"].as_str().unwrap_or_default();
+        assert!(first.starts_with("luma, "), "{first}");
+        // A stage no check reached is listed with none.
+        assert_eq!(
+            Findings::default().every_stage()["motion"],
+            StageResult::default()
+        );
     }
 }

@@ -313,3 +313,21 @@ fn rates_and_sizes_are_bounded_on_the_command_line() {
         assert_bad_input(&args, culprit);
     }
 }
+
+/// `selftest --json` into a directory that is not there is refused before any check runs,
+/// naming the file; `--camera` is for the report, so only with `--json`.
+#[test]
+fn selftest_json_and_camera_are_checked_first() {
+    let started = std::time::Instant::now();
+    let line = bad_input_line(&["selftest", "--json", "/nonexistent/dir/board.json"]);
+    assert_eq!(
+        line,
+        "edgesight: error: output directory /nonexistent/dir: not a directory (for --json \
+         /nonexistent/dir/board.json)\n"
+    );
+    assert!(started.elapsed().as_secs() < 5, "refused before the checks");
+    let o = edgesight(&["selftest", "--camera", "/dev/video0"]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--json <FILE>"), "{stderr}");
+}

@@ -271,3 +271,214 @@ fn program_binaries_are_kept_and_taken_by_the_next_start() {
     assert!(!err.contains("from_cache=false"), "{err}");
     assert_eq!(std::fs::read_dir(&cache).expect("the cache").count(), kept);
 }
+
+/// `selftest --json` writes the board's report beside the table: every stage as the table
+/// counts it, none differing; the board and driver as the library reads them (nothing on
+/// a machine without the files); every kernel of the device's tuning; every stage timed
+/// at 720p, 1080p and 4K; the coherency run's frames all matching; the USERPTR check not
+/// tried without a camera.
+#[test]
+fn selftest_json_reports_the_board_and_every_check() {
+    use edgesight::board::{versions::DriverVersions, Board};
+
+    let dir = out_dir("cli-selftest-json");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let json = dir.join("board.json");
+    let o = edgesight(&[
+        "selftest",
+        "--tuning",
+        "auto",
+        "--json",
+        &json.display().to_string(),
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("json")).expect("parse");
+    let gpu = common::gpu();
+    let tuning = Tuning::for_info(&gpu.info).name();
+    assert_eq!(r["passed"], true);
+
+    // The checks: the table's rows, each stage checked and none differing.
+    let checks = &r["checks"];
+    assert_eq!(checks["tunings"], serde_json::json!([tuning]));
+    assert_eq!(checks["frames"], edgesight::selftest::cases().len());
+    assert_eq!(checks["motion_scenes"], edgesight::selftest::MOTION_SCENES);
+    let stages = checks["stages"].as_object().expect("stages");
+    assert_eq!(stages.len(), edgesight::selftest::STAGES.len());
+    for stage in edgesight::selftest::STAGES {
+        let row = stdout
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(stage))
+            .unwrap_or_else(|| panic!("no row for {stage}:\n{stdout}"));
+        let table: u64 = row.split_whitespace().nth(1).unwrap().parse().unwrap();
+        let s = &stages[stage];
+        assert!(table > 0, "{row}");
+        assert_eq!(
+            s,
+            &serde_json::json!({"checks": table, "mismatches": 0, "first_mismatch": null}),
+            "{stage}"
+        );
+    }
+
+    // The coherency run: every frame compared, none differing.
+    let c = &r["coherency"];
+    assert_eq!(c["frames"], edgesight::selftest::coherency::FRAMES);
+    assert_eq!(c["slots"], edgesight::selftest::coherency::SLOTS);
+    assert_eq!(c["tuning"], tuning);
+    assert_eq!(
+        (
+            &c["frames_mismatched"],
+            &c["mismatches"],
+            &c["first_mismatch"]
+        ),
+        (&0.into(), &0.into(), &serde_json::Value::Null)
+    );
+    for stage in ["luma", "sobel"] {
+        assert_eq!(
+            c["stages"][stage]["checks"],
+            edgesight::selftest::coherency::FRAMES,
+            "{stage}"
+        );
+    }
+    assert!(
+        stdout.contains("coherency: 200 frames of 480x270 through 3 slots in turn, each matches")
+    );
+
+    // The board, as the library reads it here; the driver as it describes itself.
+    let board = serde_json::to_value(Board::probe()).expect("board");
+    for field in [
+        "model",
+        "compatible",
+        "kernel_driver",
+        "mali0",
+        "render_nodes",
+    ] {
+        assert_eq!(r["board"][field], board[field], "{field}");
+    }
+    let cl = &r["opencl"];
+    assert_eq!(cl["name"], gpu.info.name);
+    assert_eq!(cl["platform"], gpu.info.platform);
+    assert_eq!(cl["driver_version"], gpu.info.driver_version);
+    assert_eq!(cl["tuning_auto"], tuning);
+    let versions = DriverVersions::parse(
+        &gpu.info.platform,
+        &[
+            &gpu.info.platform_version,
+            &gpu.info.version,
+            &gpu.info.driver_version,
+        ],
+    );
+    assert_eq!(
+        cl["arm_release_ver"],
+        serde_json::json!(versions.arm_release_ver)
+    );
+    assert_eq!(cl["mesa_version"], serde_json::json!(versions.mesa_version));
+    let profiling = edgesight::cl::offers_profiling(&gpu.device).expect("profiling");
+    assert_eq!(cl["profiling"], profiling);
+    let extensions = gpu.device.extensions().expect("extensions");
+    let has = |e: &str| extensions.split_whitespace().any(|x| x == e);
+    assert_eq!(cl["cl_arm_import_memory"], has("cl_arm_import_memory"));
+    assert_eq!(
+        cl["extensions"].as_array().map(Vec::len),
+        Some(extensions.split_whitespace().count())
+    );
+    let pocl = gpu.info.platform == "Portable Computing Language";
+    if pocl {
+        assert_eq!(
+            (
+                &cl["arm_release_ver"],
+                &cl["mesa_version"],
+                &cl["cl_arm_import_memory"]
+            ),
+            (
+                &serde_json::Value::Null,
+                &serde_json::Value::Null,
+                &false.into()
+            )
+        );
+    }
+    assert_eq!(
+        r["userptr"],
+        serde_json::json!({
+            "camera": null, "tried": false, "taken": null,
+            "detail": "not tried: it needs a V4L2 camera (selftest --camera /dev/videoN)",
+        })
+    );
+
+    // Every kernel of the tuning, the launched ones marked, each program's cold build.
+    let kernels = &r["kernels"];
+    assert_eq!(kernels["tuning"], tuning);
+    let programs = kernels["programs"].as_array().expect("programs");
+    let sum: f64 = programs
+        .iter()
+        .map(|p| p["build_seconds"].as_f64().expect("build seconds"))
+        .sum();
+    assert!(sum > 0.0);
+    assert!((kernels["build_seconds"].as_f64().unwrap() - sum).abs() < 1e-9);
+    let all: Vec<&serde_json::Value> = programs
+        .iter()
+        .flat_map(|p| p["kernels"].as_array().expect("kernels"))
+        .collect();
+    let launched = |name: &str| {
+        all.iter()
+            .any(|k| k["name"] == name && k["launched"] == true)
+    };
+    // As every tuning's pipelines launch: Bayer's luma, one of the two region sums.
+    assert!(launched("luma_bayer"));
+    assert!(launched("region_sums_items") != launched("region_sums"));
+    assert!(
+        all.iter().any(|k| k["launched"] == false),
+        "kernels of other tunings listed"
+    );
+    for k in &all {
+        let wg = k["work_group_size"].as_u64().expect("work-group size");
+        assert!(
+            (1..=gpu.info.max_work_group_size as u64).contains(&wg),
+            "{k}"
+        );
+        assert!(
+            k["private_bytes"].is_u64() && k["local_bytes"].is_u64(),
+            "{k}"
+        );
+    }
+
+    // Every stage's device time at each size, the run count said.
+    let times = &r["stage_times"];
+    assert_eq!((&times["runs"], &times["warmup"]), (&5.into(), &2.into()));
+    if profiling {
+        let device = &times["device"];
+        assert_eq!(device["tuning"], tuning);
+        let sizes: Vec<(u64, u64)> = device["sizes"]
+            .as_array()
+            .expect("sizes")
+            .iter()
+            .map(|s| (s["width"].as_u64().unwrap(), s["height"].as_u64().unwrap()))
+            .collect();
+        assert_eq!(sizes, [(1280, 720), (1920, 1080), (3840, 2160)]);
+        for s in device["sizes"].as_array().unwrap() {
+            assert!(
+                s["pipeline_device_ms"].as_f64().is_some_and(|ms| ms > 0.0),
+                "{s}"
+            );
+            for stage in ["sobel", "histogram", "integral"] {
+                assert!(
+                    s["stages"][stage].as_f64().is_some_and(|ms| ms > 0.0),
+                    "{stage}: {s}"
+                );
+            }
+        }
+    }
+    if pocl {
+        assert_eq!(
+            times["pocl_cpu"],
+            serde_json::json!({
+                "not_timed": "the chosen device is POCL's CPU device: its times are the device's"
+            })
+        );
+    }
+}
