@@ -67,6 +67,35 @@ inline ulong4 blocked_at(uint x, uint y, uint width, uint height, __global const
     return v;
 }
 
+#ifdef NARROW_ROWS
+/* Built with -DNARROW_ROWS (Bifrost and Valhall Malis): the same two functions a byte at
+ * a time. Mesa's Panfrost compiler gives every lane of a vector a register of its own, so
+ * the 16-lane forms below took region_sums_items past 64 registers there (75 spilled);
+ * a byte load is what Mali makes of an unaligned vector load anyway. */
+
+/* The n < 16 pixels of luma and the magnitude from element at, as (sum, squared sum,
+ * edges, foreground): one row of a corner's in-tile part. */
+inline uint4 row_part(__global const uchar *luma, __global const uchar *magnitude, size_t at,
+                      uint n, size_t pixels, uint edge_threshold, uchar threshold)
+{
+    uint4 sums = 0;
+    for (uint i = 0; i < n; i++) {
+        uint v = luma[at + i];
+        sums += (uint4)(v, v * v, magnitude[at + i] >= edge_threshold, v > threshold);
+    }
+    return sums;
+}
+
+/* The moving tiles among n mask bytes from p (room, the bytes of the mask from p on, is
+ * the wide form's). */
+inline uint mask_count(__global const uchar *p, uint n, size_t room)
+{
+    uint sum = 0;
+    for (uint k = 0; k < n; k++)
+        sum += p[k];
+    return sum;
+}
+#else
 /* The n < 16 pixels of luma and the magnitude from element at of their `pixels`, as (sum,
  * squared sum, edges, foreground): one row of a corner's in-tile part. Packed as the GPU
  * pass packs a row (15 pixels' sum fits its 12 bits). */
@@ -104,6 +133,8 @@ inline uint mask_count(__global const uchar *p, uint n, size_t room)
     }
     return sum16(sum);
 }
+
+#endif
 
 /* The moving pixels of rect (x, y, w, h, inside the frame) in its rows of tiles first,
  * first + step, ...: a pixel moves where the tile it falls in does, the last column and

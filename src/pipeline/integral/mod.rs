@@ -49,22 +49,31 @@ pub(super) struct Counted<'a> {
 }
 
 /// The program of integral.cl, motion.cl and regions.cl, built once per device and set of
-/// defines and shared by this stage, the motion stage and the region stage. The Mali tile
-/// pass without the full images is built without its stores of local (`-DNO_LOCAL`), which
-/// is what keeps it within Mali's 32 registers (integral.cl); the other layouts take
-/// `keep_local` as it comes, so that a tuning builds one program for both.
+/// defines and shared by this stage, the motion stage and the region stage. For Bifrost
+/// and Valhall Malis ([`IntegralLayout::TileParts`]) the region sums count a corner's rows
+/// a byte at a time (`-DNARROW_ROWS`), and without the full images the tile pass is built
+/// without its stores of local (`-DNO_LOCAL`): both keep those kernels from spilling
+/// registers there (regions.cl, integral.cl). The other layouts take `keep_local` as it
+/// comes, so that their tuning builds one program for both.
 pub(super) fn program(
     gpu: &Gpu,
     tuning: &Tuning,
     images: FullImages,
 ) -> Result<Arc<Program>, ClError> {
-    let no_local =
-        tuning.integral_layout == IntegralLayout::TileParts && images == FullImages::Discarded;
-    let defines = match (tuning.stores.define(), no_local) {
-        (stores, false) => stores.to_string(),
-        ("", true) => "-DNO_LOCAL".to_string(),
-        (stores, true) => format!("{stores} -DNO_LOCAL"),
-    };
+    let mali = tuning.integral_layout == IntegralLayout::TileParts;
+    let defines = [
+        tuning.stores.define(),
+        if mali { "-DNARROW_ROWS" } else { "" },
+        if mali && images == FullImages::Discarded {
+            "-DNO_LOCAL"
+        } else {
+            ""
+        },
+    ]
+    .into_iter()
+    .filter(|d| !d.is_empty())
+    .collect::<Vec<_>>()
+    .join(" ");
     gpu.build_with(INTEGRAL_MOTION_REGIONS_CL, &defines)
 }
 
