@@ -164,9 +164,11 @@ test-image: deps-test build
 # Mali's own compiler on the kernels, with no board: Mesa's Panfrost compiler through its
 # no-op DRM shim (scripts/mali/mesa.sh builds Mesa once into ~/.cache/edgesight/mesa: about
 # 5 minutes on 2 cores), a table per GPU (MALI_GPUS) of instructions, cycles, occupancy and
-# spills (scripts/mali/report.py), then selftest and the daemon on the shim's G52, which
-# refuses profiling and runs nothing (scripts/mali/on-shim.sh). Not in `make test`: some
-# 25 minutes from nothing, most of it the compiler.
+# spills, and the model of a 1080p and a 4K frame's device time from them and the daemon's
+# launches (scripts/mali/report.py; MALI_ARGS="--reuse" models again from the last run's
+# output), then selftest and the daemon on the shim's G52, which refuses profiling and runs
+# nothing (scripts/mali/on-shim.sh). Not in `make test`: some 25 minutes from nothing, most
+# of it the compiler.
 MALI_GPUS ?= g52,g610,g31
 mali-report: build
 	mesa=$$(scripts/mali/mesa.sh) && \

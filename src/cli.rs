@@ -157,6 +157,12 @@ pub(crate) struct KernelsArgs {
     /// driver compiles it (to read a compiler's own statistics beside).
     #[arg(long = "log.level", default_value = "warn", value_name = "LEVEL")]
     pub(crate) log_level: String,
+    /// Also run two frames of the daemon's pipeline at each of these sizes, WIDTHxHEIGHT,
+    /// comma-separated (grey frames, the health grid, motion), and list every kernel each
+    /// launched with its work sizes, and the bytes a frame moves. The frames' results are
+    /// not looked at: a driver that runs nothing has them refused, and the list is the same.
+    #[arg(long, value_delimiter = ',', value_parser = frame_size, value_name = "SIZES")]
+    pub(crate) launches: Vec<Size>,
 }
 
 /// `selftest --tuning` and `kernels --tuning`: every tuning, or one.

@@ -13,11 +13,19 @@
 //! own parameter: its name, a `__global` pointer for a buffer, the OpenCL type of a
 //! scalar, and that none is left over. What is left to each caller is the second half,
 //! the extents, which it argues where it launches.
+//!
+//! Every launch goes through [`launch`], so it is also where a [`LaunchRecorder`] sees each
+//! kernel enqueued on its thread, with its work sizes (`edgesight kernels --launches`, the
+//! launch geometry Mali's compiler report models a frame's device time from).
+
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use opencl3::event::Event;
 use opencl3::kernel::Kernel;
 use opencl3::memory::{Buffer, ClMem};
 use opencl3::types::cl_mem;
+use serde::Serialize;
 
 use super::raw::{self, Record};
 use super::{ClError, Gpu};
@@ -217,7 +225,102 @@ pub unsafe fn launch(
     // SAFETY: every argument was set just above to what its parameter takes, from a
     // buffer the caller borrows or a scalar, and the caller guarantees (this function's
     // contract) that the sizes keep the kernel inside those buffers.
-    unsafe { raw::enqueue_kernel(&gpu.queue, kernel, global, local, record, what) }
+    let event = unsafe { raw::enqueue_kernel(&gpu.queue, kernel, global, local, record, what) }?;
+    // One relaxed load when nothing records: the camera thread's launches stay as they were.
+    if RECORDERS.load(Ordering::Relaxed) > 0 {
+        note_launch(gpu, kernel, global, local);
+    }
+    Ok(event)
+}
+
+/// One kernel launch as a [`LaunchRecorder`] saw it: the kernel, the program it was made
+/// of (its file and `-D` options, as [`Gpu::built_programs`] names them) and its work sizes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct LaunchRecord {
+    pub kernel: String,
+    /// The program's kernel file (files joined by " + "); empty for a program built
+    /// outside [`Gpu::build_with`].
+    pub file: &'static str,
+    pub defines: String,
+    /// Work-items in each dimension (each a multiple of `local`'s).
+    pub global: Vec<usize>,
+    /// Work-items a group in each dimension.
+    pub local: Vec<usize>,
+}
+
+impl LaunchRecord {
+    /// Work-items in all (the product of the global sizes).
+    pub fn work_items(&self) -> usize {
+        self.global.iter().product()
+    }
+}
+
+/// How many [`LaunchRecorder`]s are alive in the process: [`launch`] looks no further
+/// while none is.
+static RECORDERS: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    /// The launches recorded on this thread, while a recorder of this thread is alive.
+    static RECORDED: RefCell<Option<Vec<LaunchRecord>>> = const { RefCell::new(None) };
+}
+
+/// Records every kernel [`launch`] enqueues on the thread that made it, until it is
+/// dropped; launches on other threads are not seen. Off (no recorder), a launch costs one
+/// relaxed atomic load more.
+pub struct LaunchRecorder {
+    /// Tied to its thread: the list it reads is that thread's.
+    _thread: std::marker::PhantomData<*const ()>,
+}
+
+impl LaunchRecorder {
+    /// Starts recording this thread's launches (a recorder already alive on this thread
+    /// starts again from none).
+    pub fn start() -> LaunchRecorder {
+        RECORDED.with(|r| *r.borrow_mut() = Some(Vec::new()));
+        RECORDERS.fetch_add(1, Ordering::Relaxed);
+        LaunchRecorder {
+            _thread: std::marker::PhantomData,
+        }
+    }
+
+    /// The launches recorded since the start or the last take, in the order enqueued.
+    pub fn take(&self) -> Vec<LaunchRecord> {
+        RECORDED.with(|r| {
+            r.borrow_mut()
+                .as_mut()
+                .map(std::mem::take)
+                .unwrap_or_default()
+        })
+    }
+}
+
+impl Drop for LaunchRecorder {
+    fn drop(&mut self) {
+        RECORDED.with(|r| *r.borrow_mut() = None);
+        RECORDERS.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Adds a launch to this thread's recorded launches, if this thread records.
+fn note_launch(gpu: &Gpu, kernel: &Kernel, global: &[usize], local: &[usize]) {
+    RECORDED.with(|r| {
+        let mut recorded = r.borrow_mut();
+        let Some(list) = recorded.as_mut() else {
+            return;
+        };
+        let program = kernel.program().ok();
+        let built = gpu
+            .built_programs()
+            .into_iter()
+            .find(|b| Some(b.program.get()) == program);
+        list.push(LaunchRecord {
+            kernel: kernel.function_name().unwrap_or_default(),
+            file: built.as_ref().map_or("", |b| b.file),
+            defines: built.map(|b| b.defines).unwrap_or_default(),
+            global: global.to_vec(),
+            local: local.to_vec(),
+        });
+    });
 }
 
 /// Panics unless parameter `index` of `kernel` is named `name` and is of `kind`, where the
@@ -345,6 +448,80 @@ mod tests {
         let mut back = [0u32; 8];
         read_blocking(&gpu, &out, 0, &mut back).expect("read");
         assert_eq!(back, [0xfeed; 8]);
+    }
+
+    /// A recorder sees its own thread's launches, named by kernel and program, with their
+    /// sizes; once it is dropped nothing is kept.
+    #[test]
+    fn a_recorder_lists_the_launches_of_its_thread() {
+        let gpu = test_gpu();
+        let kernel = fill_kernel(&gpu);
+        let out: Buffer<u32> =
+            new_buffer(&gpu, opencl3::memory::CL_MEM_READ_WRITE, 16).expect("buffer");
+        let params = FillParams {
+            out: &out,
+            value: 7,
+        };
+        let fill = |n: usize, group: usize| {
+            // SAFETY: `FillParams` is fill's parameter list; its `n` <= 16 work-items write
+            // words 0..n of the 16-word `out`.
+            unsafe {
+                launch(
+                    &gpu,
+                    &kernel,
+                    &params,
+                    &[n],
+                    &[group],
+                    "fill",
+                    Record::NoEvent,
+                )
+            }
+            .expect("launch");
+        };
+        let recorder = LaunchRecorder::start();
+        fill(16, 8);
+        fill(4, 4);
+        let seen = recorder.take();
+        assert_eq!(
+            seen,
+            [
+                LaunchRecord {
+                    kernel: "fill".into(),
+                    file: FILL_CL.file,
+                    defines: String::new(),
+                    global: vec![16],
+                    local: vec![8],
+                },
+                LaunchRecord {
+                    kernel: "fill".into(),
+                    file: FILL_CL.file,
+                    defines: String::new(),
+                    global: vec![4],
+                    local: vec![4],
+                },
+            ]
+        );
+        assert_eq!(seen[0].work_items(), 16);
+        assert!(recorder.take().is_empty(), "taken once");
+        drop(recorder);
+        fill(8, 8);
+        let again = LaunchRecorder::start();
+        assert!(again.take().is_empty(), "nothing kept while none recorded");
+        // A recorder on another thread, alive while this thread launches, sees nothing.
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let other = std::thread::spawn(move || {
+            let recorder = LaunchRecorder::start();
+            ready_tx.send(()).expect("send");
+            go_rx.recv().expect("recv");
+            recorder.take()
+        });
+        ready_rx.recv().expect("recv");
+        fill(8, 8);
+        go_tx.send(()).expect("send");
+        assert!(other.join().expect("join").is_empty());
+        assert_eq!(again.take().len(), 1);
+        gpu.queue.finish().expect("finish");
     }
 
     /// The devices the tests run on keep the parameters' descriptions (every program is

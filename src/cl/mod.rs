@@ -16,7 +16,9 @@ mod slot;
 
 pub use cache::ProgramCache;
 pub use device::{list_devices, ClDeviceInfo, DeviceSpec, PlatformDevices};
-pub use launch::{launch, ArgKind, KernelArg, KernelParams, ParamVisitor};
+pub use launch::{
+    launch, ArgKind, KernelArg, KernelParams, LaunchRecord, LaunchRecorder, ParamVisitor,
+};
 pub use raw::Record;
 pub(crate) use raw::{enqueue_fill, enqueue_write, ImportMemoryArm};
 pub use slot::FrameSlot;

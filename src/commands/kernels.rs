@@ -3,13 +3,19 @@
 //! preferred multiple, private memory (spills, on Arm's driver) and local memory, with each
 //! program's build time. With `--log.level debug` each build is announced on stderr first,
 //! so that a compiler printing its own statistics (Mesa's `BIFROST_MESA_DEBUG=shaderdb`)
-//! can be read kernel by kernel (`make mali-report`).
+//! can be read kernel by kernel (`make mali-report`). With `--launches`, the daemon's
+//! pipeline then runs two frames at each size asked in the same context (no second build)
+//! and every kernel they launched is listed with its work sizes, beside the bytes a frame
+//! moves: the launch geometry Mali's compiler report models a frame's device time from.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use serde::Serialize;
 
 use edgesight::cl::Gpu;
-use edgesight::pipeline::programs::{build_every_program, ProgramInfo};
+use edgesight::frame::{FrameLayout, PixelFormat};
+use edgesight::pipeline::programs::{
+    build_every_program_in, frame_launches, FrameLaunches, ProgramInfo,
+};
 use edgesight::pipeline::Tuning;
 
 use super::write_json;
@@ -19,6 +25,8 @@ use crate::cli::{KernelsArgs, SelftestTunings};
 struct JsonTuning {
     tuning: &'static str,
     programs: Vec<ProgramInfo>,
+    /// One entry per `--launches` size, in the order asked.
+    launches: Vec<FrameLaunches>,
 }
 
 #[derive(Serialize)]
@@ -46,8 +54,13 @@ pub(crate) fn kernels(args: &KernelsArgs) -> Result<()> {
         timing: gpu.timing.name(),
         tunings: Vec::new(),
     };
+    for size in &args.launches {
+        FrameLayout::packed(PixelFormat::Grey, size.width, size.height).validate()?;
+    }
     for tuning in tunings {
-        let programs = build_every_program(&gpu, tuning)?;
+        // Each tuning's programs in a context of their own, kept for its launches.
+        let alone = gpu.alone()?;
+        let programs = build_every_program_in(&alone, tuning)?;
         let seconds: f64 = programs.iter().map(|p| p.build_seconds).sum();
         println!();
         println!(
@@ -78,13 +91,57 @@ pub(crate) fn kernels(args: &KernelsArgs) -> Result<()> {
                 );
             }
         }
+        let mut launches = Vec::with_capacity(args.launches.len());
+        for size in &args.launches {
+            let layout = FrameLayout::packed(PixelFormat::Grey, size.width, size.height);
+            let frame = frame_launches(&alone, tuning, layout, Some(edgesight::health::GRID))
+                .with_context(|| format!("the launches of a {size} frame"))?;
+            print_launches(&frame);
+            launches.push(frame);
+        }
         report.tunings.push(JsonTuning {
             tuning: tuning.name(),
             programs,
+            launches,
         });
     }
     if let Some(path) = &args.json {
         write_json(path, &report)?;
     }
     Ok(())
+}
+
+/// The kernels each frame launched, with their work sizes.
+fn print_launches(f: &FrameLaunches) {
+    println!();
+    println!(
+        "launches at {}x{} ({} frames, the health grid, motion): {} bytes moved a frame",
+        f.width, f.height, f.format, f.bytes_moved
+    );
+    for (i, frame) in f.frames.iter().enumerate() {
+        let health = if frame.gradient_sampled {
+            "with the health stage"
+        } else {
+            "without the health stage"
+        };
+        let refused = match &frame.refused {
+            Some(why) => format!("; its results refused: {why}"),
+            None => String::new(),
+        };
+        println!("  frame {} ({health}){refused}", i + 1);
+        println!(
+            "    {:<24} {:>14} {:>8} {:>11}",
+            "kernel", "global", "local", "work-items"
+        );
+        for l in &frame.launches {
+            let dims = |v: &[usize]| v.iter().map(usize::to_string).collect::<Vec<_>>().join("x");
+            println!(
+                "    {:<24} {:>14} {:>8} {:>11}",
+                l.kernel,
+                dims(&l.global),
+                dims(&l.local),
+                l.work_items()
+            );
+        }
+    }
 }

@@ -2,13 +2,17 @@
 //! kernel in them (`edgesight kernels`, `selftest --json`, and Mali's compiler report,
 //! which reads the compiler's own statistics beside it). The programs are the pipelines'
 //! own: a pipeline is built for each luma kernel's pixel format, with and without the full
-//! images, so nothing here lists them a second time.
+//! images, so nothing here lists them a second time. Also the launches of a frame of the
+//! daemon's pipeline at a given size, with the bytes it moves (`edgesight kernels
+//! --launches`: the work sizes Mali's compiler report models a frame's device time from).
 
 use opencl3::kernel::create_program_kernels;
 use serde::Serialize;
 
-use super::{FullImages, Pipeline, PipelineError, PipelineOptions, Setup, Tuning};
-use crate::cl::{CallContext, Gpu};
+use super::{
+    FullImages, MotionSettings, Pipeline, PipelineError, PipelineOptions, Setup, Stage, Tuning,
+};
+use crate::cl::{CallContext, Gpu, LaunchRecord, LaunchRecorder};
 use crate::frame::{FrameLayout, PixelFormat};
 
 /// One kernel as the driver describes it after the build.
@@ -58,12 +62,22 @@ fn luma_formats() -> Vec<PixelFormat> {
 /// Builds every program pipelines of `tuning` build on `gpu`'s device, in a context of
 /// their own ([`Gpu::alone`]), and describes each kernel of each.
 pub fn build_every_program(gpu: &Gpu, tuning: Tuning) -> Result<Vec<ProgramInfo>, PipelineError> {
-    let gpu = gpu.alone()?;
+    build_every_program_in(&gpu.alone()?, tuning)
+}
+
+/// As [`build_every_program`], in `gpu`'s context, which the caller made with
+/// [`Gpu::alone`] and keeps: pipelines it builds there afterwards ([`frame_launches`]) find
+/// the programs built, and no compiler runs a second time. Every program of the context
+/// is described, so nothing else should have been built in it.
+pub fn build_every_program_in(
+    gpu: &Gpu,
+    tuning: Tuning,
+) -> Result<Vec<ProgramInfo>, PipelineError> {
     for format in luma_formats() {
         for images in [FullImages::Discarded, FullImages::Kept] {
             let layout = FrameLayout::packed(format, 64, 32);
             let setup = Setup { tuning, images };
-            Pipeline::with_setup(&gpu, layout, PipelineOptions::default(), &[], setup)?;
+            Pipeline::with_setup(gpu, layout, PipelineOptions::default(), &[], setup)?;
         }
     }
     let id = gpu.device.id();
@@ -91,6 +105,93 @@ pub fn build_every_program(gpu: &Gpu, tuning: Tuning) -> Result<Vec<ProgramInfo>
         });
     }
     Ok(out)
+}
+
+/// The kernels one frame launched, in order.
+#[derive(Clone, Debug, Serialize)]
+pub struct FrameLaunchList {
+    /// Whether the frame counted the gradient histogram (the health stage, one frame in
+    /// [`GRADIENT_SAMPLE_FRAMES`](super::GRADIENT_SAMPLE_FRAMES)).
+    pub gradient_sampled: bool,
+    /// Why the pipeline refused the frame's results, if it did: where nothing runs (a
+    /// no-op driver) the results are impossible, and the launches are still these.
+    pub refused: Option<String>,
+    pub launches: Vec<LaunchRecord>,
+}
+
+/// Bytes a stage moves ([`Traffic`](super::Traffic)).
+#[derive(Clone, Debug, Serialize)]
+pub struct StageBytes {
+    pub stage: &'static str,
+    pub bytes: u64,
+}
+
+/// The launches of the daemon's pipeline on frames of one size, and the bytes a frame
+/// moves.
+#[derive(Clone, Debug, Serialize)]
+pub struct FrameLaunches {
+    pub width: u32,
+    pub height: u32,
+    pub format: &'static str,
+    /// The least a frame moves: its luma read once, every image the pipeline keeps
+    /// written once ([`Traffic::pipeline`](super::Traffic::pipeline)).
+    pub bytes_moved: u64,
+    /// Each stage's inputs read once and outputs written once.
+    pub stage_bytes: Vec<StageBytes>,
+    /// The first frame (the health stage's) and the next (without it).
+    pub frames: Vec<FrameLaunchList>,
+}
+
+/// Builds the daemon's pipeline of `tuning` for frames of `layout` on `gpu` (without the
+/// full images, the health grid `grid`, motion on, no configured regions: what `bench`
+/// measures), runs two blank frames through it and lists every kernel each launched. The
+/// frames' results are not looked at: a driver that runs nothing (Panfrost's no-op DRM
+/// shim) has them refused as impossible, which is no error here.
+pub fn frame_launches(
+    gpu: &Gpu,
+    tuning: Tuning,
+    layout: FrameLayout,
+    grid: Option<(u32, u32)>,
+) -> Result<FrameLaunches, PipelineError> {
+    let mut pipeline = Pipeline::with_tuning(gpu, layout, PipelineOptions::default(), &[], tuning)?;
+    pipeline.set_health_grid(gpu, grid)?;
+    pipeline.set_motion(Some(MotionSettings::default()));
+    let slot = pipeline.new_slot(gpu)?;
+    let recorder = LaunchRecorder::start();
+    let mut frames = Vec::new();
+    for _ in 0..2 {
+        let refused = match pipeline.process(gpu, &slot) {
+            Ok(processed) => {
+                let gradient_sampled = processed.result.gradient_sampled;
+                (gradient_sampled, None)
+            }
+            Err(e @ PipelineError::Implausible { .. }) => {
+                // Frame 0 counts the gradient histogram wherever there is a grid.
+                (grid.is_some() && frames.is_empty(), Some(e.to_string()))
+            }
+            Err(e) => return Err(e),
+        };
+        frames.push(FrameLaunchList {
+            gradient_sampled: refused.0,
+            refused: refused.1,
+            launches: recorder.take(),
+        });
+    }
+    let traffic = pipeline.traffic();
+    Ok(FrameLaunches {
+        width: layout.width,
+        height: layout.height,
+        format: layout.format.name(),
+        bytes_moved: traffic.pipeline,
+        stage_bytes: Stage::ALL
+            .iter()
+            .map(|&s| StageBytes {
+                stage: s.name(),
+                bytes: traffic.stages[s as usize],
+            })
+            .collect(),
+        frames,
+    })
 }
 
 #[cfg(test)]

@@ -239,6 +239,116 @@ fn kernels_lists_every_program_of_a_tuning_and_what_it_launches() {
     }
 }
 
+/// `kernels --launches` runs the daemon's pipeline (grey frames, the health grid, motion)
+/// at each size and lists every kernel a frame launched with its work sizes, the first
+/// frame's with the health stage's gradient histogram, the second's without; and the bytes
+/// a frame moves. The sizes follow the stages' own rules for a 64x48 frame of the mali
+/// tuning, on a device that allows groups of 64.
+#[test]
+fn kernels_lists_the_launches_of_a_frame_with_their_work_sizes() {
+    let dir = crate::out_dir("cli-kernels-launches");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let json = dir.join("kernels.json");
+    let o = crate::edgesight(&[
+        "kernels",
+        "--tuning",
+        "mali",
+        "--launches",
+        "64x48",
+        "--json",
+        &json.display().to_string(),
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        stdout.contains("launches at 64x48 (grey frames, the health grid, motion): 14064 bytes"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("    sobel3x3_quad                     16x48     16x4         768"),
+        "{stdout}"
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("json")).expect("parse");
+    let frame = &report["tunings"][0]["launches"][0];
+    assert_eq!(
+        (&frame["width"], &frame["height"]),
+        (&64.into(), &48.into())
+    );
+    // The magnitude written and read again (2 bytes a pixel; a grey frame is its own luma)
+    // and the compact integrals: 20 bytes for each of 48 rows of 4 tiles, 64 columns of 3
+    // bands and the 4 x 3 corners.
+    let n = 64 * 48;
+    assert_eq!(frame["bytes_moved"], 2 * n + 20 * (4 * 48 + 64 * 3 + 4 * 3));
+    let launches = |i: usize| -> Vec<(String, Vec<u64>, Vec<u64>)> {
+        frame["frames"][i]["launches"]
+            .as_array()
+            .expect("launches")
+            .iter()
+            .map(|l| {
+                let sizes = |key: &str| {
+                    l[key]
+                        .as_array()
+                        .expect("sizes")
+                        .iter()
+                        .map(|v| v.as_u64().expect("a size"))
+                        .collect()
+                };
+                (
+                    l["kernel"].as_str().expect("kernel").to_string(),
+                    sizes("global"),
+                    sizes("local"),
+                )
+            })
+            .collect()
+    };
+    // The histogram: 4 groups of 64 a compute unit (histogram.rs).
+    let units = common::gpu().info.compute_units as u64;
+    let histogram = (
+        "histogram_count".to_string(),
+        vec![(units * 4).clamp(1, 1024) * 64],
+        vec![64],
+    );
+    let k = |name: &str, global: &[u64], local: &[u64]| {
+        (name.to_string(), global.to_vec(), local.to_vec())
+    };
+    let rest = [
+        // Four pixels a work-item, one row, in 16 x 4 groups.
+        k("sobel3x3_quad", &[64 / 4, 48], &[16, 4]),
+        // Four work-items a 16 x 16 tile (a part each), 16 across the 4 tiles rounded up
+        // to a group of 64, 3 bands.
+        k("integral_tile_parts", &[64, 3], &[64, 1]),
+        // Left's 48 rows and top's 64 / 4 column quads, each rounded up to 64, in 4 parts
+        // (sum, squared sum, edges, foreground).
+        k("integral_left_rows", &[64, 4], &[64, 1]),
+        k("integral_tops", &[64, 4], &[64, 1]),
+        // The 4 tile columns' corners in 4 parts and motion's fifth.
+        k("integral_corners", &[64, 5], &[64, 1]),
+        // A work-item a region: the 16 x 12 health cells and the whole frame, 193, in
+        // groups of 64.
+        k("region_sums_items", &[256], &[64]),
+    ];
+    let mut first = vec![histogram.clone(), rest[0].clone(), histogram.clone()];
+    first.extend_from_slice(&rest[1..]);
+    let mut second = vec![histogram];
+    second.extend_from_slice(&rest);
+    assert_eq!(frame["frames"][0]["gradient_sampled"], true);
+    assert_eq!(launches(0), first);
+    assert_eq!(frame["frames"][1]["gradient_sampled"], false);
+    assert_eq!(launches(1), second);
+    let sobel = &frame["frames"][1]["launches"][1];
+    assert_eq!(sobel["file"], "sobel.cl");
+    assert_eq!(
+        sobel["defines"],
+        "-DNO_GRADIENTS -DNO_EDGE_MASK -DQUAD_ROWS=1"
+    );
+    assert_eq!(frame["frames"][1]["refused"], serde_json::Value::Null);
+}
+
 /// The programs' binaries are kept where `EDGESIGHT_KERNEL_CACHE` says and taken from
 /// there by the next start; `capture` says how long building took, before its frames'
 /// time starts.
