@@ -151,11 +151,19 @@ inline void motion_tiles(uint item, uint items, uint lid, uint lsize, uint width
     uint next = 1 - parity, still = 0, pixels = 0;
     /* Its share of the tiles, one run down the columns (tile column after tile column,
      * band after band in each): a CPU's work-item walks left and the background in
-     * order, and no tile costs a division. Runs of ceil(tiles / items), the last ones
-     * shorter or empty, in 32-bit arithmetic: a 64-bit division is a long software
-     * routine on Mali, which took Panfrost's compiler past its registers (20 spilled). */
+     * order, and no tile costs a division. Built with -DNO_LONG_DIVISION (Bifrost and
+     * Valhall Malis): runs of ceil(tiles / items), the last ones shorter or empty, in
+     * 32-bit arithmetic, where a 64-bit division is a long software routine that took
+     * Panfrost's compiler past its registers (20 spilled); elsewhere runs within one tile
+     * of each other, as measured on POCL and NVIDIA's OpenCL before (BENCHMARKS.md,
+     * "Mali's compiler"). */
+#ifdef NO_LONG_DIVISION
     uint run = (tiles + items - 1) / items;
     uint first = min(item * run, tiles), end = min(first + run, tiles);
+#else
+    uint first = (uint)((ulong)tiles * item / items);
+    uint end = (uint)((ulong)tiles * (item + 1) / items);
+#endif
     uint t = first / max(tiles_y, 1u), b = first % max(tiles_y, 1u);
     for (uint j = first; j < end; j++, b = b + 1 == tiles_y ? 0 : b + 1, t += b == 0) {
         uint i = b * tiles_x + t;

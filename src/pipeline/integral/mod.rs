@@ -51,9 +51,10 @@ pub(super) struct Counted<'a> {
 /// The program of integral.cl, motion.cl and regions.cl, built once per device and set of
 /// defines and shared by this stage, the motion stage and the region stage. For Bifrost
 /// and Valhall Malis ([`IntegralLayout::TileParts`]) the region sums count a corner's rows
-/// a byte at a time (`-DNARROW_ROWS`), and without the full images the tile pass is built
-/// without its stores of local (`-DNO_LOCAL`): both keep those kernels from spilling
-/// registers there (regions.cl, integral.cl). The other layouts take `keep_local` as it
+/// a byte at a time (`-DNARROW_ROWS`), motion splits its tiles without a 64-bit division
+/// (`-DNO_LONG_DIVISION`), and without the full images the tile pass is built without its
+/// stores of local (`-DNO_LOCAL`): each keeps a kernel from spilling registers there
+/// (regions.cl, motion.cl, integral.cl). The other layouts take `keep_local` as it
 /// comes, so that their tuning builds one program for both.
 pub(super) fn program(
     gpu: &Gpu,
@@ -63,7 +64,11 @@ pub(super) fn program(
     let mali = tuning.integral_layout == IntegralLayout::TileParts;
     let defines = [
         tuning.stores.define(),
-        if mali { "-DNARROW_ROWS" } else { "" },
+        if mali {
+            "-DNARROW_ROWS -DNO_LONG_DIVISION"
+        } else {
+            ""
+        },
         if mali && images == FullImages::Discarded {
             "-DNO_LOCAL"
         } else {
