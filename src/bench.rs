@@ -23,8 +23,8 @@
 //! Motion, which has no stage of its own, is measured as the difference between as many
 //! timed frames with it and without it, taken in turns.
 //!
-//! Over 500 lines as one room: the stage timings, the copy floor and the JSON are one
-//! report, measured on the same frames; its unit tests follow from line 596.
+//! One room, long as it is: the stage timings, the copy floor and the JSON are one
+//! report, measured on the same frames; its unit tests follow.
 
 use std::time::{Duration, Instant};
 

@@ -3,9 +3,8 @@
 //! Knows nothing of OpenCL; both the kernels' launchers and the references take their
 //! geometry from here, so a layout is validated once, before anything is enqueued.
 //!
-//! Over 500 lines as one room: the formats' names, sample layouts and row and frame sizes
-//! are one table that the launchers and the references both read; under 495 lines are code,
-//! the rest its unit tests.
+//! One room, long as it is: the formats' names, sample layouts and row and frame sizes
+//! are one table that the launchers and the references both read, and its unit tests.
 
 use std::fmt;
 use std::str::FromStr;

@@ -13,8 +13,8 @@
 //!   counted in [`CaptureStats`], reflected in [`FrameSource::is_up`], and never an `Err`.
 //!   An `Err` means the source cannot go on at all (an OpenCL failure, say).
 //!
-//! Over 500 lines as one room: the `FrameSource` contract, the types every source shares
-//! and the builder from source specs; under 440 lines are code, the rest its unit tests.
+//! One room, long as it is: the `FrameSource` contract, the types every source shares
+//! and the builder from source specs, and their unit tests.
 
 /// Logs a state change of a source (a mode refused, a camera lost or back) through
 /// `tracing`, so the daemon's subscriber and `capture`'s stderr both show it.

@@ -3,9 +3,9 @@
 //! names present, each refusal placed at its key's FILE:LINE:COLUMN. Nothing here opens a
 //! device; [`super::validate`] adds what needs the machine.
 //!
-//! Over 500 lines as one room: every check from the parsed file to `Settings`, in the order
-//! of the file's tables, so that one place says what a config may hold; under 400 lines are
-//! code, the rest its unit tests.
+//! One room, long as it is: every check from the parsed file to `Settings`, in the order
+//! of the file's tables, so that one place says what a config may hold, and their unit
+//! tests.
 
 use std::collections::HashSet;
 use std::ops::Range;

@@ -9,9 +9,8 @@
 //! `supervise` opens the camera, restarts it when it fails, and keeps the state the
 //! thread shows the rest of the daemon.
 //!
-//! Over 500 lines as one room: the frame loop, its reloads and its snapshot answers share
-//! the camera's state on this one thread; under 440 lines are code, the rest its unit
-//! tests.
+//! One room, long as it is: the frame loop, its reloads and its snapshot answers share
+//! the camera's state on this one thread; its unit tests follow.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;

@@ -4,8 +4,8 @@
 //! the publisher copies each [`FrameResult`] in ([`CameraMetrics::frame`]); stages never
 //! touch the registry.
 //!
-//! Over 500 lines as one room: a camera's families and the code that sets them, each
-//! family's help text beside it (most of the length); its unit tests follow from line 520.
+//! One room, long as it is: a camera's families and the code that sets them, each
+//! family's help text beside it (most of the length), then its unit tests.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, OnceLock};

@@ -17,10 +17,9 @@
 //! [`check_hash`] is the one parser of a stored hash: the config check and the verifier
 //! both call it, so `check-config` accepts exactly what `run` can serve.
 //!
-//! Over 500 lines as one room: the hash check, the per-peer fair queue and the bcrypt
+//! One room, long as it is: the hash check, the per-peer fair queue and the bcrypt
 //! thread are one mechanism (what a check costs and how checks wait are what the floods
-//! attacked together); its unit tests, the flood and timing tests among them, start at
-//! line 164.
+//! attacked together), followed by its unit tests, the flood and timing tests among them.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::IpAddr;
