@@ -160,11 +160,8 @@ pub fn frame_launches(
     let recorder = LaunchRecorder::start();
     let mut frames = Vec::new();
     for _ in 0..2 {
-        let refused = match pipeline.process(gpu, &slot) {
-            Ok(processed) => {
-                let gradient_sampled = processed.result.gradient_sampled;
-                (gradient_sampled, None)
-            }
+        let (gradient_sampled, refused) = match pipeline.process(gpu, &slot) {
+            Ok(processed) => (processed.result.gradient_sampled, None),
             Err(e @ PipelineError::Implausible { .. }) => {
                 // Frame 0 counts the gradient histogram wherever there is a grid.
                 (grid.is_some() && frames.is_empty(), Some(e.to_string()))
@@ -172,8 +169,8 @@ pub fn frame_launches(
             Err(e) => return Err(e),
         };
         frames.push(FrameLaunchList {
-            gradient_sampled: refused.0,
-            refused: refused.1,
+            gradient_sampled,
+            refused,
             launches: recorder.take(),
         });
     }

@@ -75,13 +75,7 @@ fn check_config_prints_the_tuning_and_refuses_unknown_ones() {
 /// with its checks and "pass", and exit 0.
 #[test]
 fn selftest_passes_every_stage_with_every_tuning() {
-    let o = edgesight(&["selftest"]);
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let stdout = crate::edgesight_ok(&["selftest"]);
     assert!(
         stdout.contains("with the gpu, cpu, mali, midgard tunings"),
         "{stdout}"
@@ -183,19 +177,13 @@ fn kernels_lists_every_program_of_a_tuning_and_what_it_launches() {
     let dir = crate::out_dir("cli-kernels");
     std::fs::create_dir_all(&dir).expect("mkdir");
     let json = dir.join("kernels.json");
-    let o = crate::edgesight(&[
+    let stdout = crate::edgesight_ok(&[
         "kernels",
         "--tuning",
         "mali",
         "--json",
         &json.display().to_string(),
     ]);
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
     assert!(stdout.contains("tuning mali: "), "{stdout}");
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).expect("json")).expect("parse");
@@ -249,7 +237,7 @@ fn kernels_lists_the_launches_of_a_frame_with_their_work_sizes() {
     let dir = crate::out_dir("cli-kernels-launches");
     std::fs::create_dir_all(&dir).expect("mkdir");
     let json = dir.join("kernels.json");
-    let o = crate::edgesight(&[
+    let stdout = crate::edgesight_ok(&[
         "kernels",
         "--tuning",
         "mali",
@@ -258,12 +246,6 @@ fn kernels_lists_the_launches_of_a_frame_with_their_work_sizes() {
         "--json",
         &json.display().to_string(),
     ]);
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
     assert!(
         stdout.contains("launches at 64x48 (grey frames, the health grid, motion): 14064 bytes"),
         "{stdout}"
@@ -394,19 +376,13 @@ fn selftest_json_reports_the_board_and_every_check() {
     let dir = out_dir("cli-selftest-json");
     std::fs::create_dir_all(&dir).expect("mkdir");
     let json = dir.join("board.json");
-    let o = edgesight(&[
+    let stdout = crate::edgesight_ok(&[
         "selftest",
         "--tuning",
         "auto",
         "--json",
         &json.display().to_string(),
     ]);
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
     let r: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).expect("json")).expect("parse");
     let gpu = common::gpu();

@@ -25,6 +25,19 @@ fn edgesight(args: &[&str]) -> Output {
         .expect("run edgesight")
 }
 
+/// Runs edgesight, which must succeed (its output in the failure's message), and returns
+/// its stdout.
+fn edgesight_ok(args: &[&str]) -> String {
+    let o = edgesight(args);
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    stdout
+}
+
 fn out_dir(name: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     let _ = std::fs::remove_dir_all(&dir);
