@@ -254,10 +254,21 @@ impl Health {
         &self.settings
     }
 
-    /// New settings from a reload; changed ones learn the baseline again.
+    /// New settings from a reload, judged from the next frame on. The learned view, a
+    /// learning under way and every detector's state are kept: the settings are
+    /// thresholds and times the view is judged by, and none of them changes what the
+    /// view was, so none makes the baseline stale. Learning again would take whatever is
+    /// in front of the camera now (a cover, a new view) as normal, clear the alarm it
+    /// raised, and read the real view as a tamper once the cover is gone. A tamper the
+    /// new thresholds no longer see clears as any other, after `clear_seconds`.
+    ///
+    /// Turning the detectors on starts afresh: nothing was measured while they were off,
+    /// so the old view may be long gone, and no alarm stood to be kept.
     pub fn set_settings(&mut self, settings: HealthSettings) {
-        if settings != self.settings {
+        if settings.enabled != self.settings.enabled {
             *self = Health::new(settings);
+        } else {
+            self.settings = settings;
         }
     }
 

@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 #[serde(deny_unknown_fields, default)]
 pub struct HealthSettings {
     pub enabled: bool,
-    /// Seconds after start (or after the frame size or these settings change) over which
-    /// the baseline is learned.
+    /// Seconds after start (or after the frame size changes, or the detectors are turned
+    /// on) over which the baseline is learned.
     pub learning_seconds: f64,
     /// Time constant of the baseline's slow adaptation, in seconds; it adapts only while
     /// every detector says ok.

@@ -218,7 +218,7 @@ fn light_steps_flickers_and_a_passing_object_raise_nothing() {
 }
 
 #[test]
-fn a_tamper_clears_after_the_clear_time_and_a_reload_learns_again() {
+fn a_tamper_clears_after_the_clear_time_and_off_and_on_learns_again() {
     let view = scene(0);
     let mut p = Player::new(HealthSettings::default());
     p.play(0, 150, |i| shoot(&view, 1.0, i));
@@ -239,13 +239,72 @@ fn a_tamper_clears_after_the_clear_time_and_a_reload_learns_again() {
         "ok",
         "the same settings keep the baseline"
     );
-    p.health.set_settings(HealthSettings {
-        moved_scene_change: 0.4,
-        ..HealthSettings::default()
-    });
+    // Off and on again (two reloads) is what learns the view afresh.
+    for enabled in [false, true] {
+        p.health.set_settings(HealthSettings {
+            enabled,
+            ..HealthSettings::default()
+        });
+    }
     p.events.clear();
     p.play(300, 400, |i| shoot(&view, 1.0, i));
     assert_eq!(p.events, [(390, Event::Learned)]);
+}
+
+/// Issue 46, finding 8: a reload that changes the health settings while the camera is
+/// covered keeps the alarm and the view learned before the cover. The cover is not
+/// learned as normal, and the view coming back clears the alarm instead of reading as
+/// moved.
+#[test]
+fn round3_8_a_reload_while_covered_keeps_the_alarm_and_the_learned_view() {
+    let view = scene(0);
+    let covered = |i| shoot(&[20.0; W * H], 1.0, i);
+    let mut p = Player::new(HealthSettings::default());
+    p.play(0, 150, |i| shoot(&view, 1.0, i));
+    p.play(150, 200, covered);
+    // Thresholds and times changed, the learning period among them.
+    let reloaded = HealthSettings {
+        learning_seconds: 1.0,
+        clear_seconds: 1.0,
+        moved_scene_change: 0.4,
+        defocus_sharpness: 0.5,
+        ..HealthSettings::default()
+    };
+    p.health.set_settings(reloaded);
+    p.play(200, 300, covered);
+    let r = p.health.report();
+    assert_eq!((r.state, r.learning), ("tampered", false), "{r:?}");
+    assert_eq!(r.kinds[2], (Kind::Covered, State::Tampered), "{r:?}");
+    p.play(300, 400, |i| shoot(&view, 1.0, i));
+    // Uncovered at 300, ok again after the new clear time (1 s: 30 frames); the view
+    // is the learned one, so nothing reads as moved.
+    assert_eq!(
+        p.events,
+        [
+            (90, Event::Learned),
+            (165, Event::Tampered(Kind::Covered)),
+            (330, Event::Cleared(Kind::Covered))
+        ]
+    );
+    let r = p.health.report();
+    assert_eq!(r.state, "ok", "{r:?}");
+    assert!(r.scene_change.is_some_and(|c| c < 0.05), "{r:?}");
+    assert_eq!(p.health.settings(), &reloaded);
+}
+
+/// A reload while learning goes on learning with the new period, from the frames seen
+/// so far.
+#[test]
+fn round3_8_a_reload_while_learning_keeps_the_frames_learned_so_far() {
+    let view = scene(0);
+    let mut p = Player::new(HealthSettings::default());
+    p.play(0, 30, |i| shoot(&view, 1.0, i));
+    p.health.set_settings(HealthSettings {
+        learning_seconds: 2.0,
+        ..HealthSettings::default()
+    });
+    p.play(30, 120, |i| shoot(&view, 1.0, i));
+    assert_eq!(p.events, [(60, Event::Learned)]);
 }
 
 #[test]

@@ -333,3 +333,121 @@ fn camera_health_bad_settings_are_refused_at_their_key() {
         assert_refused(&dir, name, &text, expect);
     }
 }
+
+/// Puts `images` (name, PGM bytes) in place by rename: the replay never reads half a file.
+fn show(dir: &Path, images: &[(&str, Vec<u8>)]) {
+    for (name, bytes) in images {
+        let tmp = dir.join(format!("{name}.tmp"));
+        std::fs::write(&tmp, bytes).expect("write an image");
+        std::fs::rename(&tmp, dir.join(name)).expect("rename an image");
+    }
+}
+
+/// The textured view, one pixel apart between its two images so that the picture keeps
+/// changing (a frozen picture would be a tamper of its own).
+fn live_view() -> [(&'static str, Vec<u8>); 2] {
+    let a = textured_pgm(64, 48);
+    let mut b = a.clone();
+    let last = b.len() - 1;
+    b[last] ^= 1;
+    [("a.pgm", a), ("b.pgm", b)]
+}
+
+/// A flat grey cover.
+fn cover() -> [(&'static str, Vec<u8>); 2] {
+    let flat = |v: u8| {
+        let mut bytes = b"P5\n64 48\n255\n".to_vec();
+        bytes.extend(std::iter::repeat_n(v, 64 * 48));
+        bytes
+    };
+    [("a.pgm", flat(20)), ("b.pgm", flat(21))]
+}
+
+/// Issue 46, finding 8: SIGHUP with changed health settings while the camera is covered
+/// keeps the alarm (the report, the metric) and the view learned before the cover: no
+/// learning again, and once uncovered the camera is ok again, not moved.
+#[test]
+fn round3_8_a_health_reload_while_covered_keeps_the_alarm() {
+    let dir = tmp_dir("daemon-health-covered-reload");
+    let images = dir.join("images");
+    std::fs::create_dir_all(&images).expect("mkdir");
+    show(&images, &live_view());
+    let config = |health: &str| {
+        format!(
+            "[[camera]]\nname = \"cam\"\n[camera.source]\nkind = \"replay\"\npath = \"{}\"\n\
+             fps = 30\n[camera.health]\nlearning_seconds = 0.5\n{health}",
+            images.display()
+        )
+    };
+    let d = Daemon::spawn(&dir, &config(""));
+    wait_until("the view learned", Duration::from_secs(60), || {
+        latest_frame(d.port).filter(|l| l["health"]["state"] == "ok")
+    });
+    show(&images, &cover());
+    wait_until("the covered tamper", Duration::from_secs(30), || {
+        latest_frame(d.port).filter(|l| l["health"]["kinds"]["covered"] == "tampered")
+    });
+
+    std::fs::write(
+        dir.join("edgesight.toml"),
+        config("clear_seconds = 1\nmoved_scene_change = 0.4\n"),
+    )
+    .expect("rewrite");
+    d.signal(libc::SIGHUP);
+    wait_until("the reload", Duration::from_secs(30), || {
+        sample(
+            &d.metrics(),
+            r#"edgesight_config_reloads_total{result="success"}"#,
+        )
+        .filter(|v| *v == 1.0)
+    });
+    // Three learning periods of frames later, still covered: still tampered.
+    let reloaded = latest_frame(d.port).expect("a frame")["sequence"]
+        .as_u64()
+        .expect("sequence");
+    wait_until(
+        "45 frames after the reload",
+        Duration::from_secs(60),
+        || {
+            let l = latest_frame(d.port).expect("a frame");
+            let h = &l["health"];
+            assert_eq!(
+                (&h["state"], &h["learning"], &h["kinds"]["covered"]),
+                (&"tampered".into(), &false.into(), &"tampered".into()),
+                "{l}\n{}",
+                d.log()
+            );
+            (l["sequence"].as_u64().expect("sequence") >= reloaded + 45).then_some(())
+        },
+    );
+    let covered = r#"{camera="cam",kind="covered"}"#;
+    let m = d.metrics();
+    assert_eq!(
+        sample(&m, &format!("edgesight_camera_tamper{covered}")),
+        Some(1.0),
+        "{m}"
+    );
+
+    show(&images, &live_view());
+    wait_until("ok again", Duration::from_secs(30), || {
+        latest_frame(d.port).filter(|l| l["health"]["state"] == "ok")
+    });
+    let m = d.metrics();
+    for (kind, tamper, events) in tamper_series(&m, "cam") {
+        let want = if kind == "covered" { 1.0 } else { 0.0 };
+        assert_eq!((tamper, events), (Some(0.0), Some(want)), "{kind}:\n{m}");
+    }
+    let log = d.log();
+    assert_eq!(
+        log_lines(&log, "camera health: baseline learned").len(),
+        1,
+        "{log}"
+    );
+    let tampered = log_lines(&log, "camera health: tampered");
+    assert_eq!(tampered.len(), 1, "{log}");
+    assert!(tampered[0].contains("kind=covered"), "{log}");
+    let again = log_lines(&log, "camera health: ok again");
+    assert_eq!(again.len(), 1, "{log}");
+    assert!(again[0].contains("kind=covered"), "{log}");
+    d.stop();
+}
