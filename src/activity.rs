@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::health::{Kind, State};
 use crate::pipeline::{FrameResult, MotionSettings, MotionState, MotionThreshold};
+use crate::region::{Region, RegionStats};
 
 /// The tampers that take the camera's view away: while one of their detectors is not ok
 /// (suspect already, so a blur or a cover sliding in begins no event), nothing is taken
@@ -217,19 +218,23 @@ impl RegionMotion {
     }
 }
 
-/// An event that began or ended, for the log.
+/// An event that began or ended, for the log; the index is the region's in the frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Change {
     Began(usize),
     Ended(usize),
+    /// The event of a region a reload removed or redefined, ended with its old
+    /// definition (not in the frame's regions, or there with another rectangle).
+    Withdrawn,
 }
 
 /// Each region's events, kept across frames.
 pub struct MotionEvents {
     settings: ActivitySettings,
     report: MotionReport,
-    /// The regions `report.regions` are of: other regions (a reload) start afresh.
-    names: Vec<String>,
+    /// The regions `report.regions` are of, as defined: a reload that leaves a region's
+    /// definition alone leaves its events alone.
+    regions: Vec<Region>,
 }
 
 impl MotionEvents {
@@ -237,7 +242,7 @@ impl MotionEvents {
         MotionEvents {
             settings,
             report: MotionReport::default(),
-            names: Vec::new(),
+            regions: Vec::new(),
         }
     }
 
@@ -250,14 +255,14 @@ impl MotionEvents {
     }
 
     /// Takes a frame captured at `at`; `view_lost` when a [`VIEW_LOST`] detector is not
-    /// ok. Calls `changed` for each event that began or ended. Allocates only when the
-    /// regions grow.
+    /// ok. Calls `changed` for each event that began or ended, with its region's name.
+    /// Allocates only when the regions change.
     pub fn update(
         &mut self,
         result: &FrameResult,
         at: Instant,
         view_lost: Option<Kind>,
-        mut changed: impl FnMut(Change),
+        mut changed: impl FnMut(Change, &str),
     ) {
         let m = result.motion;
         let watching = m.state == MotionState::Watching && view_lost.is_none();
@@ -274,25 +279,21 @@ impl MotionEvents {
         } else {
             0.0
         };
-        let same = self.names.len() == result.regions.len()
+        let same = self.regions.len() == result.regions.len()
             && self
-                .names
-                .iter()
-                .zip(&result.regions)
-                .all(|(n, (region, _))| *n == region.name);
-        if !same {
-            self.names = result
                 .regions
                 .iter()
-                .map(|(region, _)| region.name.clone())
-                .collect();
-            r.regions.clear();
+                .zip(&result.regions)
+                .all(|(held, (region, _))| held == region);
+        if !same {
+            self.follow_regions(&result.regions, &mut changed);
         }
+        let r = &mut self.report;
         r.regions
             .resize(result.regions.len(), RegionMotion::default());
         let (enter, leave) = (self.settings.min_ratio, self.settings.min_ratio / 2.0);
         let hold = std::time::Duration::from_secs_f64(self.settings.min_seconds);
-        for (i, (region, (_, stats))) in r.regions.iter_mut().zip(&result.regions).enumerate() {
+        for (i, (region, (def, stats))) in r.regions.iter_mut().zip(&result.regions).enumerate() {
             region.ratio = if watching { stats.motion_ratio() } else { 0.0 };
             if m.state == MotionState::Off {
                 *region = RegionMotion {
@@ -312,7 +313,7 @@ impl MotionEvents {
                         region.active = true;
                         region.events += 1;
                         region.below_since = None;
-                        changed(Change::Began(i));
+                        changed(Change::Began(i), &def.name);
                     }
                 } else {
                     region.above_since = None;
@@ -322,12 +323,51 @@ impl MotionEvents {
                 if at.saturating_duration_since(since) >= hold {
                     region.active = false;
                     region.above_since = None;
-                    changed(Change::Ended(i));
+                    changed(Change::Ended(i), &def.name);
                 }
             } else {
                 region.below_since = None;
             }
         }
+    }
+
+    /// Takes the regions of a reload. A region defined as before keeps its motion as it
+    /// was (its event, when it began, its count); an added or redefined one starts
+    /// afresh, where a region of the same name keeps its count (its counter in the
+    /// metrics is the same series); the event of one removed or redefined ends, as its
+    /// log needs to close what it opened.
+    fn follow_regions(
+        &mut self,
+        regions: &[(Region, RegionStats)],
+        changed: &mut impl FnMut(Change, &str),
+    ) {
+        let held = std::mem::take(&mut self.report.regions);
+        let before: Vec<(&Region, RegionMotion)> = self.regions.iter().zip(held).collect();
+        let mut taken = vec![false; before.len()];
+        let followed = regions
+            .iter()
+            .map(|(region, _)| {
+                if let Some(j) = (0..before.len()).find(|&j| !taken[j] && before[j].0 == region) {
+                    taken[j] = true;
+                    return before[j].1;
+                }
+                let events = before
+                    .iter()
+                    .find(|(held, _)| held.name == region.name)
+                    .map_or(0, |(_, motion)| motion.events);
+                RegionMotion {
+                    events,
+                    ..RegionMotion::default()
+                }
+            })
+            .collect();
+        for ((region, motion), taken) in before.iter().zip(&taken) {
+            if !taken && motion.active {
+                changed(Change::Withdrawn, &region.name);
+            }
+        }
+        self.report.regions = followed;
+        self.regions = regions.iter().map(|(region, _)| region.clone()).collect();
     }
 }
 

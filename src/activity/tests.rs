@@ -33,7 +33,7 @@ fn run(
     let mut seen = Vec::new();
     for (n, &(state, moving, lost)) in frames.iter().enumerate() {
         let at = start + Duration::from_millis(100 * n as u64);
-        events.update(&frame(state, moving), at, lost, |c| seen.push((n, c)));
+        events.update(&frame(state, moving), at, lost, |c, _| seen.push((n, c)));
     }
     seen
 }
@@ -143,4 +143,107 @@ fn settings_are_checked_by_key_and_the_threshold_reads_auto_or_a_number() {
         ..ActivitySettings::default()
     };
     assert_eq!(off.pipeline(), None);
+}
+
+/// A watched frame of `regions` (definition, moving pixels of its 1000).
+fn frame_of(regions: &[(&str, u64)]) -> FrameResult {
+    let stats = |motion: u64| RegionStats {
+        area: 1000,
+        motion,
+        ..RegionStats::default()
+    };
+    FrameResult {
+        frame: stats(0),
+        regions: regions
+            .iter()
+            .map(|&(def, moving)| (def.parse().expect("region"), stats(moving)))
+            .collect(),
+        motion: MotionResult {
+            state: MotionState::Watching,
+            ..MotionResult::default()
+        },
+        ..FrameResult::empty()
+    }
+}
+
+/// Frames `from..to` of `regions`, one every 100 ms from `start`; the changes, with the
+/// frame and the region's name, go to `seen`.
+fn play(
+    events: &mut MotionEvents,
+    start: Instant,
+    (from, to): (u64, u64),
+    regions: &[(&str, u64)],
+    seen: &mut Vec<(u64, Change, String)>,
+) {
+    let frame = frame_of(regions);
+    for n in from..to {
+        let at = start + Duration::from_millis(100 * n);
+        events.update(&frame, at, None, |c, name| seen.push((n, c, name.into())));
+    }
+}
+
+/// Issue 46, finding 12: a reload keeps the events of the regions whose definition it
+/// left alone (active, begun when they began, counted once), starts the added and the
+/// redefined ones afresh, and ends the events of those it removed or redefined.
+#[test]
+fn round3_12_a_reload_keeps_the_events_of_the_regions_it_left_alone() {
+    let mut events = MotionEvents::new(ActivitySettings {
+        min_ratio: 0.05,
+        min_seconds: 0.5,
+        ..ActivitySettings::default()
+    });
+    let start = Instant::now();
+    let mut seen = Vec::new();
+    let (door, gate) = ("door:0,0,100,10", "gate:0,10,100,10");
+    play(
+        &mut events,
+        start,
+        (0, 10),
+        &[(door, 200), (gate, 200)],
+        &mut seen,
+    );
+    // A region added between the two, the gate moved: the door's event goes on.
+    let (yard, gate_moved) = ("yard:0,20,100,10", "gate:0,30,100,10");
+    let reloaded = [(door, 200), (yard, 0), (gate_moved, 200)];
+    play(&mut events, start, (10, 20), &reloaded, &mut seen);
+    let named = |n: u64, c: Change, name: &str| (n, c, name.to_string());
+    let before = [
+        named(5, Change::Began(0), "door"),
+        named(5, Change::Began(1), "gate"),
+        named(10, Change::Withdrawn, "gate"),
+        named(15, Change::Began(2), "gate"),
+    ];
+    assert_eq!(seen, before);
+    let shown = |events: &MotionEvents| {
+        let r = events.report();
+        r.regions
+            .iter()
+            .map(|m| (m.active, m.events))
+            .collect::<Vec<_>>()
+    };
+    // The gate keeps its count, as its series (of the same name) does.
+    assert_eq!(shown(&events), [(true, 1), (false, 0), (true, 2)]);
+    // The door removed: its event ends with it.
+    play(
+        &mut events,
+        start,
+        (20, 30),
+        &[(yard, 0), (gate_moved, 200)],
+        &mut seen,
+    );
+    play(
+        &mut events,
+        start,
+        (30, 40),
+        &[(yard, 0), (gate_moved, 0)],
+        &mut seen,
+    );
+    assert_eq!(shown(&events), [(false, 0), (false, 2)]);
+    assert_eq!(
+        seen[before.len()..],
+        [
+            named(20, Change::Withdrawn, "door"),
+            named(35, Change::Ended(1), "gate"),
+        ]
+    );
 }

@@ -186,14 +186,16 @@ fn watch_motion(
     motion.set_settings(p.motion);
     let view_lost = health.and_then(|h| activity::view_lost(&h.kinds));
     began.clear();
-    let roi = |i: usize| p.result.regions.get(i).map_or("", |(r, _)| r.name.as_str());
-    motion.update(&p.result, p.captured, view_lost, |change| match change {
+    motion.update(&p.result, p.captured, view_lost, |change, roi| match change {
         Change::Began(i) => {
             began.push(i);
-            tracing::info!(camera = %m.name, roi = %roi(i), frame = p.sequence, "motion began");
+            tracing::info!(camera = %m.name, roi = %roi, frame = p.sequence, "motion began");
         }
-        Change::Ended(i) => {
-            tracing::info!(camera = %m.name, roi = %roi(i), frame = p.sequence, "motion ended");
+        Change::Ended(_) => {
+            tracing::info!(camera = %m.name, roi = %roi, frame = p.sequence, "motion ended");
+        }
+        Change::Withdrawn => {
+            tracing::info!(camera = %m.name, roi = %roi, frame = p.sequence, cause = "reload", "motion ended");
         }
     });
     m.motion(motion.report(), began.iter().copied());

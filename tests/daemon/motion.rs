@@ -108,6 +108,122 @@ fn the_bars_lane_moves_the_sky_does_not_and_sighup_turns_motion_off() {
     assert_eq!(l["motion"]["state"], "off", "{l}");
 }
 
+/// The lane's events as `/api/v1/latest` (count, active), `edgesight_roi_motion_events_total`
+/// and the log ("motion began", "motion ended" lines) tell them.
+#[derive(Debug, PartialEq)]
+struct LaneEvents {
+    api: (u64, bool),
+    metric: u64,
+    began: u64,
+    ended: u64,
+}
+
+fn lane_events(d: &Daemon) -> Option<LaneEvents> {
+    let metric = || {
+        let m = d.metrics();
+        sample(
+            &m,
+            r#"edgesight_roi_motion_events_total{camera="front",roi="lane"}"#,
+        )
+        .expect("the lane's events") as u64
+    };
+    let l = latest_frame(d.port)?;
+    let lane = &l["motion"]["regions"]["lane"];
+    let log = d.log();
+    let lines = |what: &str| {
+        let line = format!("{what} camera=front roi=lane ");
+        log.lines().filter(|l| l.contains(&line)).count() as u64
+    };
+    Some(LaneEvents {
+        api: (lane["events"].as_u64()?, lane["active"].as_bool()?),
+        metric: metric(),
+        began: lines("motion began"),
+        ended: lines("motion ended"),
+    })
+}
+
+/// The API, the metric and the log agree on the lane's events: as many began as are
+/// counted, and each but the active one ended.
+fn agreeing(e: &LaneEvents) -> bool {
+    let (count, active) = e.api;
+    count == e.metric && e.began == count && e.ended + u64::from(active) == count
+}
+
+/// Issue 46, finding 12: a reload that only adds a region leaves the lane's event going:
+/// no second "motion began" without an "ended", no event counted twice, the API and the
+/// metric alike; a reload that removes the lane ends its event in the log.
+#[test]
+fn round3_12_adding_a_region_leaves_the_other_regions_events_alone() {
+    let dir = tmp_dir("daemon-motion-reload-regions");
+    // The event ends after a second under half its ratio: the bar never leaves the lane
+    // that long, so the lane's one event lasts.
+    let motion = "min_seconds = 1\n";
+    let d = Daemon::spawn(&dir, &pattern(motion));
+    let before = wait_until("the lane's event", Duration::from_secs(60), || {
+        lane_events(&d).filter(|e| e.api.1 && agreeing(e))
+    });
+    let config = dir.join("edgesight.toml");
+    let added = pattern(motion).replace(
+        "[camera.health]",
+        "[[camera.roi]]\nname = \"corner\"\nx = 0\ny = 0\nw = 64\nh = 8\n[camera.health]",
+    );
+    std::fs::write(&config, &added).expect("rewrite");
+    d.signal(libc::SIGHUP);
+    let corner = wait_until("the added region", Duration::from_secs(30), || {
+        latest_frame(d.port).filter(|l| l["motion"]["regions"]["corner"].is_object())
+    });
+    let first = corner["sequence"].as_u64().expect("sequence");
+    // A second and a half of frames later the lane's event is the one it was.
+    wait_until("45 more frames", Duration::from_secs(60), || {
+        latest_frame(d.port).filter(|l| l["sequence"].as_u64().expect("sequence") >= first + 45)
+    });
+    let mut after = lane_events(&d).expect("the lane");
+    for _ in 0..50 {
+        if agreeing(&after) {
+            break;
+        }
+        // An event that began between two reads: read again.
+        std::thread::sleep(Duration::from_millis(100));
+        after = lane_events(&d).expect("the lane");
+    }
+    assert_eq!(after, before, "{}", d.log());
+
+    // The lane removed while its event goes on: the event ends in the log.
+    let removed = added.replace(
+        "[[camera.roi]]\nname = \"lane\"\nx = 0\ny = 160\nw = 320\nh = 32\n",
+        "",
+    );
+    assert_ne!(removed, added, "the lane's definition");
+    std::fs::write(&config, &removed).expect("rewrite");
+    d.signal(libc::SIGHUP);
+    let ended = wait_until("the lane's event to end", Duration::from_secs(30), || {
+        let log = d.log();
+        log.lines()
+            .find(|l| {
+                l.contains("motion ended camera=front roi=lane ") && l.contains("cause=reload")
+            })
+            .map(str::to_string)
+    });
+    let log = d.log();
+    let began = log.matches("motion began camera=front roi=lane ").count();
+    let ended_lines = log.matches("motion ended camera=front roi=lane ").count();
+    assert_eq!(
+        (began, ended_lines),
+        (before.began as usize, before.began as usize),
+        "{ended}\n{log}"
+    );
+    let m = d.metrics();
+    assert_eq!(
+        sample(
+            &m,
+            r#"edgesight_roi_motion_events_total{camera="front",roi="lane"}"#
+        ),
+        None,
+        "a removed region's series goes"
+    );
+    d.stop();
+}
+
 #[test]
 fn bad_motion_settings_are_refused_at_their_key() {
     let dir = tmp_dir("daemon-motion-refused");
