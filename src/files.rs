@@ -1,11 +1,14 @@
 //! Opening the files a user names (configs, the files a config names, input frames) so that
 //! a FIFO, a device or a directory is refused at once: a FIFO's read waits for a writer,
-//! and `/dev/zero` never ends.
+//! and `/dev/zero` never ends. Writing the files the commands make (results, reports) so
+//! that nothing already at their paths is written through: a link planted in an output
+//! directory must not have its target overwritten.
 
 use std::fs::{File, FileType};
-use std::io::Read;
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
-use std::path::Path;
+use std::io::{Read, Write};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Why a file could not be opened for reading.
 #[derive(Debug)]
@@ -61,7 +64,185 @@ pub(crate) fn kind_name(kind: FileType) -> &'static str {
         "a block device"
     } else if kind.is_socket() {
         "a socket"
+    } else if kind.is_symlink() {
+        "a symbolic link"
     } else {
         "a special file"
+    }
+}
+
+/// An output file that could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// Something else than a regular file is at the path: a link planted there would
+    /// have its target overwritten, and a FIFO would hold the writer forever.
+    #[error(
+        "{}: not a regular file but {kind}; edgesight replaces only regular files (remove it \
+         or choose another path)",
+        path.display()
+    )]
+    NotRegular { path: PathBuf, kind: &'static str },
+    #[error("{}: cannot write: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// Writes `bytes` as the file `path`: see [`write_with`].
+pub fn write_file(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
+    write_with(path, |file| file.write_all(bytes))
+}
+
+/// Writes the file `path` with `write`, without following or opening what is there:
+/// `write` fills a new temporary file beside it (created exclusively, never through a
+/// link), which then takes the name by a rename, which replaces a name and never writes
+/// through it. A regular file there is replaced, keeping its permissions; anything else
+/// (a link, a FIFO, a device, a directory) is refused. A failed write leaves no
+/// temporary file.
+pub fn write_with(
+    path: &Path,
+    write: impl FnOnce(&mut File) -> std::io::Result<()>,
+) -> Result<(), WriteError> {
+    let io = |source| WriteError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let kept_mode = match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_file() => Some(meta.permissions().mode() & 0o777),
+        Ok(meta) => {
+            return Err(WriteError::NotRegular {
+                path: path.to_path_buf(),
+                kind: kind_name(meta.file_type()),
+            })
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(io(e)),
+    };
+    let (mut file, temp) = create_temp(path).map_err(io)?;
+    let written = (|| {
+        if let Some(mode) = kept_mode {
+            file.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        }
+        write(&mut file)?;
+        drop(file);
+        std::fs::rename(&temp, path)
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&temp);
+        // A directory or a link put there after the look above is refused as it would
+        // have been then.
+        if let Ok(meta) = std::fs::symlink_metadata(path) {
+            if !meta.file_type().is_file() {
+                return Err(WriteError::NotRegular {
+                    path: path.to_path_buf(),
+                    kind: kind_name(meta.file_type()),
+                });
+            }
+        }
+        return Err(io(e));
+    }
+    Ok(())
+}
+
+/// The temporary files this process has made, for their names.
+static TEMPS: AtomicU64 = AtomicU64::new(0);
+
+/// A new file beside `path` under a name no other writer uses: `.NAME.PID.N.tmp`. A name
+/// taken (by a writer that died, or by anything planted there) is passed over.
+fn create_temp(path: &Path) -> std::io::Result<(File, PathBuf)> {
+    let name = path.file_name().ok_or_else(|| {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, "the path names no file")
+    })?;
+    let mut tries = 0;
+    loop {
+        let n = TEMPS.fetch_add(1, Ordering::Relaxed);
+        let mut temp_name = std::ffi::OsString::from(".");
+        temp_name.push(name);
+        temp_name.push(format!(".{}.{n}.tmp", std::process::id()));
+        let temp = path.with_file_name(temp_name);
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NOCTTY)
+            .open(&temp)
+        {
+            Ok(file) => return Ok((file, temp)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && tries < 16 => tries += 1,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fresh_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("edgesight-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Issue 46, finding 2: a write that fails half way leaves the file that was there
+    /// whole, and no temporary file.
+    #[test]
+    fn round3_2_a_failed_write_keeps_the_old_file_and_leaves_no_temp() {
+        let dir = fresh_dir("files-failed");
+        let path = dir.join("report.json");
+        std::fs::write(&path, "old").unwrap();
+        let e = write_with(&path, |f| {
+            f.write_all(b"half")?;
+            Err(std::io::Error::other("the encoder gave up"))
+        })
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("{}: cannot write: the encoder gave up", path.display())
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "old");
+        assert_eq!(names(&dir), ["report.json"]);
+        write_file(&path, b"new").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
+        assert_eq!(names(&dir), ["report.json"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Issue 46, finding 2: a directory, or a link that leads nowhere, is refused as a
+    /// link to a file is; a temporary name already taken (by a link planted there) is
+    /// passed over, and the link left alone.
+    #[test]
+    fn round3_2_only_a_regular_file_is_replaced() {
+        let dir = fresh_dir("files-kinds");
+        std::fs::create_dir(dir.join("sub")).unwrap();
+        std::os::unix::fs::symlink(dir.join("nowhere"), dir.join("dangling")).unwrap();
+        for (name, kind) in [("sub", "a directory"), ("dangling", "a symbolic link")] {
+            let e = write_file(&dir.join(name), b"x").unwrap_err();
+            assert!(
+                matches!(e, WriteError::NotRegular { kind: k, .. } if k == kind),
+                "{name}: {e}"
+            );
+        }
+        assert!(!dir.join("nowhere").exists());
+        // The next temporary name this process would take, and the one after it.
+        let next = TEMPS.load(Ordering::Relaxed);
+        for n in [next, next + 1] {
+            let temp = dir.join(format!(".out.{}.{n}.tmp", std::process::id()));
+            std::os::unix::fs::symlink(dir.join("victim"), temp).unwrap();
+        }
+        write_file(&dir.join("out"), b"bytes").unwrap();
+        assert_eq!(std::fs::read(dir.join("out")).unwrap(), b"bytes");
+        assert!(!dir.join("victim").exists());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -17,7 +17,7 @@ pub mod capture;
 pub mod cl;
 pub mod config;
 pub mod daemon;
-pub(crate) mod files;
+pub mod files;
 pub mod frame;
 pub mod health;
 pub mod input;

@@ -89,6 +89,10 @@ fn is_bad_input(err: &anyhow::Error) -> bool {
             || e.is::<RegionError>()
             || e.is::<LayoutError>()
             || e.is::<BadOutDir>()
+            || matches!(
+                e.downcast_ref::<edgesight::files::WriteError>(),
+                Some(edgesight::files::WriteError::NotRegular { .. })
+            )
             || e.is::<ConfigError>()
             || e.is::<InvalidSource>()
             || e.is::<BadSource>()

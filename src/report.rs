@@ -4,10 +4,13 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+pub use crate::files::WriteError;
+
 use image::{GrayImage, Rgb, RgbImage};
 use serde::Serialize;
 
 use crate::cl::Timing;
+use crate::files;
 use crate::pipeline::{FrameResult, Images, Pictures, PipelineOptions};
 use crate::region::RegionStats;
 
@@ -94,31 +97,28 @@ impl Report {
     }
 }
 
-/// A file that could not be written.
-#[derive(Debug, thiserror::Error)]
-#[error("{path}: {reason}")]
-pub struct WriteError {
-    pub path: PathBuf,
-    pub reason: String,
-}
-
 fn write_file(path: PathBuf, bytes: &[u8]) -> Result<PathBuf, WriteError> {
-    std::fs::write(&path, bytes).map_err(|e| WriteError {
-        path: path.clone(),
-        reason: e.to_string(),
-    })?;
+    files::write_file(&path, bytes)?;
     Ok(path)
 }
 
-fn save_png(
+/// Writes `image` as a PNG file: encoded here, so that the file is written as every
+/// other output is (the encoder's own `save` opens the path, following what is there).
+fn save_png<P: image::PixelWithColorType>(
     path: PathBuf,
-    save: impl FnOnce(&Path) -> image::ImageResult<()>,
-) -> Result<PathBuf, WriteError> {
-    save(&path).map_err(|e| WriteError {
-        path: path.clone(),
-        reason: e.to_string(),
-    })?;
-    Ok(path)
+    image: &image::ImageBuffer<P, Vec<P::Subpixel>>,
+) -> Result<PathBuf, WriteError>
+where
+    [P::Subpixel]: image::EncodableLayout,
+{
+    let mut png = std::io::Cursor::new(Vec::new());
+    image
+        .write_to(&mut png, image::ImageFormat::Png)
+        .map_err(|e| WriteError::Io {
+            path: path.clone(),
+            source: std::io::Error::other(e),
+        })?;
+    write_file(path, png.get_ref())
 }
 
 fn grey(width: u32, height: u32, pixels: &[u8]) -> GrayImage {
@@ -167,14 +167,13 @@ pub fn write_outputs(
     histogram.copy_from_slice(&report.histogram);
     Ok(vec![
         write_file(dir.join("report.json"), &json)?,
-        save_png(dir.join("luma.png"), |p| grey(w, h, &pictures.luma).save(p))?,
-        save_png(dir.join("edges.png"), |p| {
-            grey(w, h, &pictures.magnitude).save(p)
-        })?,
-        save_png(dir.join("mask.png"), |p| grey(w, h, &pictures.mask).save(p))?,
-        save_png(dir.join("histogram.png"), |p| {
-            histogram_chart(&histogram, report.otsu_threshold).save(p)
-        })?,
+        save_png(dir.join("luma.png"), &grey(w, h, &pictures.luma))?,
+        save_png(dir.join("edges.png"), &grey(w, h, &pictures.magnitude))?,
+        save_png(dir.join("mask.png"), &grey(w, h, &pictures.mask))?,
+        save_png(
+            dir.join("histogram.png"),
+            &histogram_chart(&histogram, report.otsu_threshold),
+        )?,
     ])
 }
 

@@ -60,8 +60,7 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<()> {
                 edgesight::frame::CaptureFormat::Pixels(other) => other.name(),
             };
             let path = dir.join(format!("frame-{}x{}.{extension}", size.width, size.height));
-            std::fs::write(&path, &frame.bytes)
-                .with_context(|| format!("writing {}", path.display()))?;
+            edgesight::files::write_file(&path, &frame.bytes)?;
         }
         let mut progress = |w: u32, h: u32, done: usize, total: usize| {
             eprint!("\r  {w}x{h}: run {done}/{total}   ");

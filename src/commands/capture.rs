@@ -208,7 +208,7 @@ pub(crate) fn capture(args: &CaptureArgs) -> Result<()> {
     };
     let path = args.out.join("capture.json");
     let json = serde_json::to_vec_pretty(&summary)?;
-    std::fs::write(&path, json).with_context(|| format!("writing {}", path.display()))?;
+    edgesight::files::write_file(&path, &json)?;
     written.push(path);
     println!(
         "  {} frames, {} dropped, {:.2} fps measured, io {}",

@@ -156,10 +156,8 @@ pub(crate) fn manpage(dir: Option<&Path>, date: Option<&str>) -> Result<()> {
         return Ok(());
     };
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let write = |name: String, text: &str| {
-        let path = dir.join(name);
-        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
-    };
+    let write =
+        |name: String, text: &str| edgesight::files::write_file(&dir.join(name), text.as_bytes());
     write(main.get_filename(), &page)?;
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
         let sub = man(sub.clone());

@@ -17,6 +17,7 @@ use anyhow::Result;
 
 use edgesight::cl::Gpu;
 use edgesight::config;
+use edgesight::files;
 use edgesight::pipeline::{
     FrameResult, FullImages, Images, Pictures, Pipeline, Processed, Setup, TuningChoice,
 };
@@ -47,9 +48,13 @@ pub(crate) struct BadOutDir {
 /// Writes `value` as pretty JSON to `path` (a command's `--json`), and says so.
 fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<()> {
     let text = serde_json::to_string_pretty(value)?;
-    std::fs::write(path, text + "\n").map_err(|e| BadOutDir {
-        path: path.to_path_buf(),
-        reason: e.to_string(),
+    files::write_file(path, (text + "\n").as_bytes()).map_err(|e| match e {
+        files::WriteError::Io { path, source } => BadOutDir {
+            path,
+            reason: source.to_string(),
+        }
+        .into(),
+        refused => anyhow::Error::from(refused),
     })?;
     println!("wrote {}", path.display());
     Ok(())

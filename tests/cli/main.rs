@@ -12,6 +12,7 @@ mod common;
 mod bad_input;
 mod bench;
 mod device;
+mod outputs;
 mod process;
 
 use std::path::{Path, PathBuf};
