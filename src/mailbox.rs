@@ -40,7 +40,8 @@ pub struct Latest {
 /// while no frame comes), so the status page and `/api/v1/latest` say what `/metrics` says.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Activity {
-    /// Frames published per second, measured over the last two seconds.
+    /// Frames published per second over the last 30 seconds, up to now (see
+    /// `edgesight_frame_rate`).
     pub fps: f64,
     /// Frames the source lost, by [`DropReason`] (indexed by `reason as usize`).
     pub dropped: [u64; DropReason::ALL.len()],

@@ -135,7 +135,7 @@ impl CameraFamilies {
             ),
             frame_rate: m.gauges(
                 "edgesight_frame_rate",
-                "Frames published per second, measured over the last two seconds.",
+                "Frames published per second over the last 30 seconds, up to now: bursts read as their average, and a stalled camera falls to 0 within 30 seconds.",
                 cam,
             ),
             target_rate: m.gauges(
@@ -526,52 +526,72 @@ impl CameraMetrics {
     }
 }
 
-/// What `edgesight_frame_rate` measures: frames published per second over the last
-/// [`FrameRate::WINDOW`], from the first to the last publishing time in it; 0 with fewer
-/// than two frames in the window.
+/// What `edgesight_frame_rate` measures: the frames published in the last
+/// [`FrameRate::WINDOW`] divided by that window's length, up to now. A rate taken from
+/// the intervals between the last frames reads a burst's pace: a camera that delivers
+/// three frames a tenth of a second apart every fifteen seconds runs at 0.2 fps, not 10.
+/// The window ends now, not at the last frame, so a stalled camera's rate falls, to 0
+/// one window after its last frame. Before a window has passed since the first frame,
+/// the window starts at that frame (which is then not counted: a rate needs the interval
+/// before a frame), so a steady camera reads its rate from its second frame on.
 ///
-/// Its times are kept in memory taken once, for the fastest source there can be: a rate
-/// that rises (a camera out of low light, a publisher catching up) allocates nothing.
+/// Its times are kept in memory taken once, for a window at the fastest rate it is
+/// measured at in full: a rate that rises (a camera out of low light, a publisher
+/// catching up) allocates nothing. Above that rate the window starts at the newest
+/// frame the memory let go of, so it holds the frames kept.
 pub(crate) struct FrameRate {
+    /// The frames counted, oldest first.
     times: VecDeque<Instant>,
+    /// Where the window may start at the earliest: the first frame, then the newest frame
+    /// let go of for memory.
+    since: Option<Instant>,
 }
 
 impl FrameRate {
-    pub(crate) const WINDOW: Duration = Duration::from_secs(2);
-    /// The times kept: a window at the highest rate a source may run at. Beyond it
-    /// (a burst of queued frames) the oldest go first, and the rate is measured over
-    /// the shorter span the rest cover.
+    /// Long enough to hold frames of a slow camera, and bursts of frames with the pauses
+    /// between them; a bursty camera's reading is exact when its period divides it.
+    pub(crate) const WINDOW: Duration = Duration::from_secs(30);
+    /// The times kept: a window at [`MAX_FPS`] would need fifteen times as many, and
+    /// two thousand frames measure a rate well enough.
     const KEPT: usize = 2 * MAX_FPS as usize;
 
     pub(crate) fn new() -> FrameRate {
         FrameRate {
             times: VecDeque::with_capacity(Self::KEPT),
+            since: None,
         }
     }
 
     /// Counts a frame published at `at`.
     pub(crate) fn frame(&mut self, at: Instant) {
+        if self.since.is_none() {
+            self.since = Some(at);
+            return;
+        }
         if self.times.len() == Self::KEPT {
-            self.times.pop_front();
+            let oldest = self.times.pop_front();
+            self.since = self.since.max(oldest);
         }
         self.times.push_back(at);
     }
 
-    /// The rate at `now`, once the frames older than the window are forgotten.
+    /// The rate at `now`: the frames after the window's start, over the time from it to
+    /// `now`; 0 before a second frame.
     pub(crate) fn at(&mut self, now: Instant) -> f64 {
-        while self
-            .times
-            .front()
-            .is_some_and(|t| now.saturating_duration_since(*t) > Self::WINDOW)
-        {
+        let Some(since) = self.since else {
+            return 0.0;
+        };
+        let start = now
+            .checked_sub(Self::WINDOW)
+            .map_or(since, |window| window.max(since));
+        while self.times.front().is_some_and(|&t| t <= start) {
             self.times.pop_front();
         }
-        match (self.times.front(), self.times.back()) {
-            (Some(first), Some(last)) if last > first => {
-                (self.times.len() - 1) as f64 / last.duration_since(*first).as_secs_f64()
-            }
-            _ => 0.0,
+        let span = now.saturating_duration_since(start);
+        if span.is_zero() {
+            return 0.0;
         }
+        self.times.len() as f64 / span.as_secs_f64()
     }
 }
 
@@ -677,28 +697,78 @@ mod tests {
         assert_eq!((mean("b"), mean("c")), (None, None));
     }
 
+    /// A steady camera reads its rate from its second frame on, before a window has
+    /// passed and after.
     #[test]
-    fn the_frame_rate_counts_the_frames_of_the_last_two_seconds() {
+    fn the_frame_rate_of_a_steady_camera_is_its_rate_from_the_second_frame() {
         let t0 = Instant::now();
         let ms = |n: u64| t0 + Duration::from_millis(n);
         let mut rate = FrameRate::new();
         assert_eq!(rate.at(t0), 0.0);
         rate.frame(ms(0));
         assert_eq!(rate.at(ms(0)), 0.0, "one frame is no rate");
-        for n in [250, 500, 750] {
-            rate.frame(ms(n));
+        assert_eq!(rate.at(ms(100)), 0.0, "one frame is no rate");
+        for n in 1..=200 {
+            rate.frame(ms(250 * n));
+            assert_eq!(rate.at(ms(250 * n)), 4.0, "frame {n}");
         }
-        // Three intervals in 0.75 s.
-        assert_eq!(rate.at(ms(750)), 4.0);
-        // At 2.5 s the frames at 0 and 0.25 s are older than the window; 0.5 s is not.
-        assert_eq!(rate.at(ms(2500)), 4.0);
-        assert_eq!(rate.at(ms(2501)), 0.0, "one frame left");
-        // Frames again: the rate is theirs alone.
-        for n in [3000, 3100, 3200, 3300, 3400] {
-            rate.frame(ms(n));
+        // Between frames: a full window holds as many frames as ever; in the first one
+        // the time since the last frame counts.
+        assert_eq!(rate.at(ms(50_125)), 4.0);
+        let mut rate = FrameRate::new();
+        for n in 0..=4 {
+            rate.frame(ms(250 * n));
         }
-        assert_eq!(rate.at(ms(3400)), 10.0);
-        assert_eq!(rate.at(ms(9000)), 0.0);
+        assert_eq!(rate.at(ms(1125)), 4.0 / 1.125);
+    }
+
+    /// Issue 46, finding 11: a camera delivering 0.2 fps in bursts read 12-15 fps, the
+    /// pace within a burst. Three frames 100 ms apart every 15 s read 0.2 fps at every
+    /// moment once a window has passed.
+    #[test]
+    fn round3_11_bursts_read_as_their_average_rate() {
+        let t0 = Instant::now();
+        let ms = |n: u64| t0 + Duration::from_millis(n);
+        let mut rate = FrameRate::new();
+        let mut due: Vec<u64> = (0..=12)
+            .flat_map(|k| [0, 100, 200].map(|d| 15_000 * k + d))
+            .rev()
+            .collect();
+        for now in (0..=180_000).step_by(50) {
+            while due.last().is_some_and(|&t| t <= now) {
+                rate.frame(ms(due.pop().unwrap()));
+            }
+            let fps = rate.at(ms(now));
+            match now {
+                // The first burst, before a window has passed, is all there is.
+                200 => assert_eq!(fps, 10.0),
+                15_200 => assert_eq!(fps, 5.0 / 15.2),
+                30_200.. => assert_eq!(fps, 0.2, "at {now} ms"),
+                _ => assert!(fps <= 10.0, "at {now} ms: {fps}"),
+            }
+        }
+    }
+
+    /// Issue 46, finding 11: a camera that stops falls towards 0 as the window moves
+    /// past its last frames, and reads 0 one window after the last.
+    #[test]
+    fn round3_11_a_stalled_camera_falls_to_zero_within_a_window() {
+        let t0 = Instant::now();
+        let ms = |n: u64| t0 + Duration::from_millis(n);
+        let mut rate = FrameRate::new();
+        // 4 fps for a minute, then nothing.
+        for n in 0..=240 {
+            rate.frame(ms(250 * n));
+        }
+        assert_eq!(rate.at(ms(60_000)), 4.0);
+        assert_eq!(rate.at(ms(67_500)), 3.0);
+        assert_eq!(rate.at(ms(75_000)), 2.0);
+        assert_eq!(rate.at(ms(89_999)), 1.0 / 30.0);
+        assert_eq!(rate.at(ms(90_000)), 0.0);
+        assert_eq!(rate.at(ms(900_000)), 0.0);
+        // Frames again: the window holds them, and the stall before them.
+        rate.frame(ms(900_250));
+        assert_eq!(rate.at(ms(900_250)), 1.0 / 30.0);
     }
 
     /// A rate above any source's (a burst) keeps the memory the window was given and
