@@ -108,17 +108,7 @@ pub fn write_with(
         path: path.to_path_buf(),
         source,
     };
-    let kept_mode = match std::fs::symlink_metadata(path) {
-        Ok(meta) if meta.file_type().is_file() => Some(meta.permissions().mode() & 0o777),
-        Ok(meta) => {
-            return Err(WriteError::NotRegular {
-                path: path.to_path_buf(),
-                kind: kind_name(meta.file_type()),
-            })
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(io(e)),
-    };
+    let kept_mode = check_replaceable(path)?;
     let (mut file, temp) = create_temp(path).map_err(io)?;
     let written = (|| {
         if let Some(mode) = kept_mode {
@@ -143,6 +133,23 @@ pub fn write_with(
         return Err(io(e));
     }
     Ok(())
+}
+
+/// Whether [`write_with`] would write `path`: nothing there, or a regular file, whose
+/// permission bits are returned. A command that works long before it writes looks first.
+pub fn check_replaceable(path: &Path) -> Result<Option<u32>, WriteError> {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_file() => Ok(Some(meta.permissions().mode() & 0o777)),
+        Ok(meta) => Err(WriteError::NotRegular {
+            path: path.to_path_buf(),
+            kind: kind_name(meta.file_type()),
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(WriteError::Io {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
 }
 
 /// The temporary files this process has made, for their names.

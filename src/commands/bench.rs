@@ -18,6 +18,10 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<()> {
         edgesight::frame::FrameLayout::packed(PixelFormat::Grey, size.width, size.height)
             .validate()?;
     }
+    if let Some(path) = &args.json {
+        // Before the runs, which take a while, as the file is written after them.
+        edgesight::files::check_replaceable(path)?;
+    }
     if let Some(dir) = &args.save_frames {
         std::fs::create_dir_all(dir).map_err(|e| BadOutDir {
             path: dir.clone(),

@@ -39,6 +39,10 @@ struct JsonReport {
 
 pub(crate) fn kernels(args: &KernelsArgs) -> Result<()> {
     edgesight::daemon::init_logging(&args.log_level, Default::default());
+    if let Some(path) = &args.json {
+        // Before the builds, which take a while, as the file is written after them.
+        edgesight::files::check_replaceable(path)?;
+    }
     let gpu = Gpu::open_with(&args.device, args.profiling)?;
     let tunings: Vec<Tuning> = match args.tuning {
         SelftestTunings::All => Tuning::ALL.iter().map(|(_, t)| *t).collect(),

@@ -64,20 +64,22 @@ pub(crate) fn selftest(args: &SelftestArgs) -> Result<()> {
     conclude(&gpu, args, &checked, findings)
 }
 
-/// Refuses a `--json` file whose directory is not there before the checks run, not
-/// after.
-fn check_json_dir(path: &Path) -> Result<(), BadOutDir> {
+/// Refuses a `--json` file whose directory is not there, or that would not be written
+/// (a link, a FIFO), before the checks run, not after.
+fn check_json_dir(path: &Path) -> Result<()> {
     let dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
     };
-    if dir.is_dir() {
-        return Ok(());
+    if !dir.is_dir() {
+        return Err(BadOutDir {
+            path: dir.to_path_buf(),
+            reason: format!("not a directory (for --json {})", path.display()),
+        }
+        .into());
     }
-    Err(BadOutDir {
-        path: dir.to_path_buf(),
-        reason: format!("not a directory (for --json {})", path.display()),
-    })
+    edgesight::files::check_replaceable(path)?;
+    Ok(())
 }
 
 /// What the checks ran.

@@ -326,6 +326,26 @@ fn selftest_json_and_camera_are_checked_first() {
          /nonexistent/dir/board.json)\n"
     );
     assert!(started.elapsed().as_secs() < 5, "refused before the checks");
+    // Issue 46, finding 2: so is a --json path a file would not be written to.
+    let dir = crate::out_dir("cli-round3-2-json");
+    std::fs::create_dir_all(&dir).unwrap();
+    let link = dir.join("board.json");
+    std::os::unix::fs::symlink(dir.join("elsewhere"), &link).unwrap();
+    for command in ["selftest", "bench", "kernels"] {
+        let started = std::time::Instant::now();
+        let line = bad_input_line(&[command, "--json", link.to_str().unwrap()]);
+        assert_eq!(
+            line,
+            format!(
+                "edgesight: error: {}: not a regular file but a symbolic link; edgesight \
+                 replaces only regular files (remove it or choose another path)\n",
+                link.display()
+            ),
+            "{command}"
+        );
+        assert!(started.elapsed().as_secs() < 5, "{command}: refused first");
+    }
+    assert!(!dir.join("elsewhere").exists());
     let o = edgesight(&["selftest", "--camera", "/dev/video0"]);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{stderr}");
