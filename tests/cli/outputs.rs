@@ -44,9 +44,9 @@ fn edgesight_within(args: &[&str], limit: Duration) -> Output {
 }
 
 /// Issue 46, finding 2: a link planted in `--out` under the name of an output had its
-/// target overwritten. Now the run is refused at that file, naming it and what it is;
-/// the link's target keeps its bytes, the link stays a link, and no temporary file is
-/// left behind.
+/// target overwritten (and a hard link's other name had its bytes replaced). Now the run
+/// is refused at a symbolic link, naming it and what it is; the link's target keeps its
+/// bytes, the link stays a link, and no temporary file is left behind.
 #[test]
 fn round3_2_a_link_planted_in_out_is_refused_and_its_target_kept() {
     let dir = out_dir("cli-round3-2-link");
@@ -62,6 +62,11 @@ fn round3_2_a_link_planted_in_out_is_refused_and_its_target_kept() {
     for link in [&mask, &summary] {
         std::os::unix::fs::symlink(&victim, link).unwrap();
     }
+    // A hard link is a regular file: its name is replaced, and the other name keeps
+    // the bytes it had.
+    let hard = dir.join("hard");
+    std::fs::write(&hard, "kept too\n").unwrap();
+    std::fs::hard_link(&hard, process.join("luma.png")).unwrap();
     let refusal = |path: &Path| {
         format!(
             "edgesight: error: {}: not a regular file but a symbolic link; edgesight \
@@ -88,6 +93,9 @@ fn round3_2_a_link_planted_in_out_is_refused_and_its_target_kept() {
         std::fs::read_to_string(&victim).unwrap(),
         "not to be overwritten\n"
     );
+    assert_eq!(std::fs::read_to_string(&hard).unwrap(), "kept too\n");
+    let luma = image::open(process.join("luma.png")).unwrap();
+    assert_eq!((luma.width(), luma.height()), (640, 480));
     for link in [&mask, &summary] {
         let kind = std::fs::symlink_metadata(link).unwrap().file_type();
         assert!(kind.is_symlink(), "{}", link.display());
