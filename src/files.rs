@@ -96,8 +96,7 @@ pub fn write_file(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
 
 /// Writes the file `path` with `write`, without following or opening what is there:
 /// `write` fills a new temporary file beside it (created exclusively, never through a
-/// link), which then takes the name by a rename, which replaces a name and never writes
-/// through it. A regular file there is replaced, keeping its permissions; anything else
+/// link), then renamed to `path`: a rename replaces a name, never writes through it. A regular file there is replaced, keeping its permissions; anything else
 /// (a link, a FIFO, a device, a directory) is refused. A failed write leaves no
 /// temporary file.
 pub fn write_with(
