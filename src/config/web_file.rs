@@ -7,8 +7,10 @@
 //! chooses itself (cipher suites, curves) is accepted and reported as not applied.
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::path::{Path, PathBuf};
 
+use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 
 use crate::server::{ClientAuth, TlsSettings, TlsVersion};
@@ -18,8 +20,41 @@ use crate::server::{ClientAuth, TlsSettings, TlsVersion};
 struct File {
     tls_server_config: Option<Tls>,
     http_server_config: Option<Http>,
-    basic_auth_users: Option<BTreeMap<String, String>>,
+    basic_auth_users: Option<Users>,
 }
+
+/// The users in the order given: a map would keep the last of a name given twice, and
+/// exporter-toolkit refuses such a file.
+#[derive(Debug, Default)]
+struct Users(Vec<(String, String)>);
+
+impl<'de> Deserialize<'de> for Users {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Users, D::Error> {
+        struct Entries;
+        impl<'de> Visitor<'de> for Entries {
+            type Value = Users;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a map of user names to bcrypt hashes")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Users, A::Error> {
+                let mut users = Vec::new();
+                while let Some(entry) = map.next_entry()? {
+                    users.push(entry);
+                }
+                Ok(Users(users))
+            }
+        }
+        deserializer.deserialize_map(Entries)
+    }
+}
+
+/// A web config's size at most: exporter-toolkit's files are a few KiB (a user is a line
+/// of about 80 bytes).
+const MAX_BYTES: u64 = 64 << 10;
+/// Nesting at most: exporter-toolkit's keys nest 3 deep. The YAML parser takes time
+/// quadratic in the nesting (200 KB of nested sequences took half a minute), so the
+/// nesting is bounded before the text reaches it.
+const MAX_DEPTH: usize = 16;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -68,8 +103,18 @@ pub(super) struct WebFile {
 
 /// Reads the web config file at `path`; an error names its key.
 pub(super) fn read(path: &Path) -> Result<WebFile, (String, String)> {
-    let text = crate::files::read_small_file(path, 1 << 20)
+    let text = crate::files::read_small_file(path, MAX_BYTES)
         .map_err(|e| (String::new(), format!("{}: {e}", path.display())))?;
+    if let Some(line) = too_deep(&text, MAX_DEPTH) {
+        return Err((
+            String::new(),
+            format!(
+                "{}: nested deeper than {MAX_DEPTH} levels at line {line}: an exporter web \
+                 config nests 3 deep",
+                path.display()
+            ),
+        ));
+    }
     let file: File = if text.trim().is_empty() {
         File::default()
     } else {
@@ -233,8 +278,69 @@ pub(super) fn read(path: &Path) -> Result<WebFile, (String, String)> {
             out.headers.push((known.to_string(), value));
         }
     }
-    out.users = file.basic_auth_users.unwrap_or_default();
+    for (user, hash) in file.basic_auth_users.unwrap_or_default().0 {
+        if out.users.insert(user.clone(), hash).is_some() {
+            return Err(bad(
+                &format!("basic_auth_users.{user}"),
+                format!(
+                    "user '{user}' is given twice: exporter-toolkit refuses it too, and \
+                     which hash counts would be a guess"
+                ),
+            ));
+        }
+    }
     Ok(out)
+}
+
+/// The first line (from 1) where `text`'s YAML nests deeper than `max`, counted without
+/// parsing: the open flow brackets (`[`, `{`) outside quotes and comments, plus, on a
+/// block line, its indentation levels and its `- ` / `? ` markers. It may count a level
+/// more than YAML would (a literal block's lines), never fewer than half.
+fn too_deep(text: &str, max: usize) -> Option<usize> {
+    // The indentations of the block levels open above the current line.
+    let mut indents: Vec<usize> = Vec::new();
+    let mut flow = 0usize;
+    for (n, line) in text.lines().enumerate() {
+        let body = line.trim_start_matches(' ');
+        let mut depth = flow;
+        if flow == 0 && !body.is_empty() && !body.starts_with('#') {
+            let indent = line.len() - body.len();
+            while indents.last().is_some_and(|&i| i >= indent) {
+                indents.pop();
+            }
+            indents.push(indent);
+            let mut rest = body;
+            let mut markers = 0;
+            while let Some(after) = ["- ", "? "].iter().find_map(|m| rest.strip_prefix(m)) {
+                markers += 1;
+                rest = after.trim_start_matches(' ');
+            }
+            depth = indents.len() + markers;
+        }
+        let mut quote = None;
+        // A quote opens a scalar, and `#` a comment, only where a token starts: `it's`
+        // and `a#b` are plain text.
+        let mut token_start = true;
+        for c in line.chars() {
+            match (quote, c) {
+                (Some(q), c) if c == q => quote = None,
+                (Some(_), _) => {}
+                (None, '#') if token_start => break,
+                (None, '"' | '\'') if token_start => quote = Some(c),
+                (None, '[' | '{') => flow += 1,
+                (None, ']' | '}') => flow = flow.saturating_sub(1),
+                _ => {}
+            }
+            token_start = quote.is_none() && (c.is_whitespace() || "[{,:".contains(c));
+            if depth.max(indents.len() + flow) > max {
+                return Some(n + 1);
+            }
+        }
+        if depth > max {
+            return Some(n + 1);
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -285,6 +391,26 @@ mod tests {
         );
         assert_eq!(web.not_applied.len(), 2, "{:?}", web.not_applied);
         assert!(read(&write("empty", "")).expect("empty").tls.is_none());
+    }
+
+    /// Brackets in quotes and comments do not nest; a quote or `#` inside a plain word
+    /// opens nothing, so the brackets after it still count.
+    #[test]
+    fn round3_9_nesting_is_counted_as_yaml_nests() {
+        let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        assert_eq!(too_deep(&format!("a: {}\n", deep(15)), 16), None);
+        assert_eq!(too_deep(&format!("a: {}\n", deep(16)), 16), Some(1));
+        let quoted = format!(
+            "a: \"{}\"\nb: '{}' # {}\n",
+            "[".repeat(40),
+            "{".repeat(40),
+            deep(40)
+        );
+        assert_eq!(too_deep(&quoted, 16), None);
+        let plain = format!("a: [it's, a#b, {}]\n", "[".repeat(16));
+        assert_eq!(too_deep(&plain, 16), Some(1));
+        let across = format!("a:\n  b: [\n{}\n]\n", "[".repeat(15));
+        assert_eq!(too_deep(&across, 16), Some(3));
     }
 
     #[test]

@@ -286,3 +286,99 @@ fn the_demo_config_takes_another_source() {
     assert!(!log.contains("ERROR"), "{log}");
     d.stop();
 }
+
+/// Runs `check-config` and `run` on `config` with `--web.config.file web`: both must refuse
+/// it within `limit`, with `expect` in the error; returns the slower one's time.
+fn assert_web_config_refused(config: &Path, web: &Path, expect: &str, limit: Duration) -> Duration {
+    let (config, web) = (config.display().to_string(), web.display().to_string());
+    let mut slowest = Duration::ZERO;
+    for args in [
+        vec!["check-config", "--web.config.file", &web, &config],
+        vec!["run", "--config", &config, "--web.config.file", &web],
+    ] {
+        let start = std::time::Instant::now();
+        let (code, err) = edgesight_within(&args, Duration::from_secs(120));
+        slowest = slowest.max(start.elapsed());
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.contains(expect), "{args:?}: {err}");
+        assert!(!err.contains("serving"), "{args:?} was served: {err}");
+    }
+    assert!(slowest < limit, "{expect}: refused after {slowest:?}");
+    slowest
+}
+
+/// Resilience round 3, item 9: a web config of nested sequences parsed in quadratic time
+/// (200 KB in 21-42 s, 1 MiB about 10 minutes) in `check-config`, `run` and every SIGHUP.
+/// Its nesting and size are bounded before it is parsed, and the error names the file.
+#[test]
+fn round3_9_a_deeply_nested_web_config_is_refused_before_it_is_parsed() {
+    let dir = tmp_dir("round3-9-deep-web-config");
+    let config = dir.join("edgesight.toml");
+    std::fs::write(&config, camera("front", "64x48", &[], 64)).expect("config");
+    // Just under the size limit, so that only the nesting refuses it.
+    let deep = dir.join("deep.yml");
+    let n = 32_000;
+    std::fs::write(
+        &deep,
+        format!("basic_auth_users: {}{}\n", "[".repeat(n), "]".repeat(n)),
+    )
+    .expect("deep");
+    let expect = format!(
+        "{}: nested deeper than 16 levels at line 1: an exporter web config nests 3 deep",
+        deep.display()
+    );
+    assert_web_config_refused(&config, &deep, &expect, Duration::from_secs(2));
+    // Block style nests too: a `- ` per level, and indentation.
+    let dashes = dir.join("dashes.yml");
+    std::fs::write(
+        &dashes,
+        format!("basic_auth_users:\n  a:\n    {}x\n", "- ".repeat(17)),
+    )
+    .expect("dashes");
+    let expect = format!(
+        "{}: nested deeper than 16 levels at line 3: an exporter web config nests 3 deep",
+        dashes.display()
+    );
+    assert_web_config_refused(&config, &dashes, &expect, Duration::from_secs(2));
+    let indented = dir.join("indented.yml");
+    let text: String = (0..20)
+        .map(|i| format!("{}k{i}:\n", "  ".repeat(i)))
+        .collect();
+    std::fs::write(&indented, text).expect("indented");
+    let expect = format!(
+        "{}: nested deeper than 16 levels at line 17: an exporter web config nests 3 deep",
+        indented.display()
+    );
+    assert_web_config_refused(&config, &indented, &expect, Duration::from_secs(2));
+    // A file past the size limit is not read at all (it was read up to 1 MiB).
+    let big = dir.join("big.yml");
+    std::fs::write(&big, format!("# {}\n", "x".repeat(70_000))).expect("big");
+    let expect = format!("{}: larger than 65536 bytes", big.display());
+    assert_web_config_refused(&config, &big, &expect, Duration::from_secs(2));
+}
+
+/// Resilience round 3, item 14: a web config naming one user twice was accepted, the last
+/// hash taking effect; exporter-toolkit refuses it, and so does edgesight now, naming the
+/// file and the user.
+#[test]
+fn round3_14_a_user_named_twice_in_a_web_config_is_refused() {
+    let dir = tmp_dir("round3-14-user-twice");
+    let config = dir.join("edgesight.toml");
+    std::fs::write(&config, camera("front", "64x48", &[], 64)).expect("config");
+    let (first, second) = (
+        bcrypt::hash("one", 4).expect("hash"),
+        bcrypt::hash("two", 4).expect("hash"),
+    );
+    let web = dir.join("web.yml");
+    std::fs::write(
+        &web,
+        format!("basic_auth_users:\n  prom: {first}\n  other: {first}\n  prom: {second}\n"),
+    )
+    .expect("web config");
+    let expect = format!(
+        "basic_auth_users.prom: {}: user 'prom' is given twice: exporter-toolkit refuses it \
+         too, and which hash counts would be a guess",
+        web.display()
+    );
+    assert_web_config_refused(&config, &web, &expect, Duration::from_secs(30));
+}
