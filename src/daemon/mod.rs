@@ -109,6 +109,7 @@ pub fn run(config_path: Option<PathBuf>, overrides: Overrides) -> Result<()> {
     }
 
     let tls = listener.tls();
+    let auth = listener.auth();
     let runtime = server::runtime()?;
     let outcome = runtime.block_on(serve::serve(
         &settings,
@@ -120,6 +121,7 @@ pub fn run(config_path: Option<PathBuf>, overrides: Overrides) -> Result<()> {
         Arc::new(views),
         listener,
         tls,
+        &auth,
         exits_rx,
         signals,
     ));

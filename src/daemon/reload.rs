@@ -1,6 +1,7 @@
 //! SIGHUP: the config read again and checked as at start, then handed to the running
 //! cameras, all of them or none; and the family that counts the outcomes.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
@@ -11,7 +12,7 @@ use super::camera::Reload;
 use super::CameraThread;
 use crate::config::{self, Overrides, Settings};
 use crate::metrics::Metrics;
-use crate::server::TlsIdentity;
+use crate::server::{Auth, TlsIdentity, WebSettings};
 
 /// `edgesight_config_reloads_total`. Its series appear with the first reload of their
 /// result: reloads are rare, so nothing is resolved ahead.
@@ -102,12 +103,13 @@ pub(super) async fn reload(
     current: &Settings,
     threads: &[CameraThread],
     tls: Option<&TlsIdentity>,
+    auth: &Auth,
     metrics: &ReloadMetrics,
 ) {
     if let Some(tls) = tls {
         reload_tls(tls);
     }
-    let sent = match send(path, overrides, current, threads).await {
+    let sent = match send(path, overrides, current, threads, auth).await {
         Ok(sent) => sent,
         Err(e) => {
             metrics.count(ReloadResult::Failure);
@@ -129,6 +131,35 @@ fn reload_tls(tls: &TlsIdentity) {
         }
         Err(e) => tracing::error!("SIGHUP: keeping the TLS certificate served: {e}"),
     }
+}
+
+/// Says which changes of `new` take a restart: `[web]` but its users is fixed when the
+/// server is made.
+fn restart_only(current: &Settings, new: &Settings) {
+    let web = WebSettings {
+        users: current.web.users.clone(),
+        ..new.web.clone()
+    };
+    for (changed, what) in [(
+        web != current.web,
+        "[web] changes other than basic-auth users",
+    )] {
+        if changed {
+            tracing::warn!("SIGHUP: {what} take a restart; keeping the running ones");
+        }
+    }
+}
+
+/// Serves the reloaded basic-auth users from the next request on; the log says so when
+/// they changed.
+fn replace_users(auth: &Auth, users: &BTreeMap<String, String>) -> Result<()> {
+    if auth
+        .replace(users.clone())
+        .map_err(|e| anyhow!("web.basic_auth_users: {e}"))?
+    {
+        tracing::info!("SIGHUP: basic-auth users read again: {} users", users.len());
+    }
+    Ok(())
 }
 
 /// A camera's answer to a reload, still to come.
@@ -225,6 +256,7 @@ async fn send(
     overrides: &Overrides,
     current: &Settings,
     threads: &[CameraThread],
+    auth: &Auth,
 ) -> Result<Vec<Sent>> {
     let path = path.ok_or_else(|| anyhow!("no --config file to read again"))?;
     let path_owned = path.to_path_buf();
@@ -239,9 +271,7 @@ async fn send(
         tracing::warn!("SIGHUP: {warning}");
     }
     let new = checked.settings;
-    if new.web != current.web {
-        tracing::warn!("SIGHUP: [web] changes take a restart; keeping the running ones");
-    }
+    restart_only(current, &new);
     for c in &new.cameras {
         if !threads.iter().any(|t| t.settings.name == c.name) {
             tracing::warn!(camera = %c.name, "SIGHUP: new cameras take a restart");
@@ -261,6 +291,7 @@ async fn send(
             }
         }
     }
+    replace_users(auth, &new.web.users)?;
     let mut sent = Vec::new();
     for t in threads {
         let Some(c) = new.cameras.iter().find(|c| c.name == t.settings.name) else {

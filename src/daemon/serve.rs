@@ -30,6 +30,7 @@ pub(super) async fn serve(
     views: Arc<Vec<CameraView>>,
     listener: server::Listener,
     tls: Option<server::TlsIdentity>,
+    auth: &server::Auth,
     mut exits: tmpsc::UnboundedReceiver<String>,
     mut signals: tmpsc::UnboundedReceiver<Signal>,
 ) -> Result<()> {
@@ -61,6 +62,7 @@ pub(super) async fn serve(
             settings,
             threads,
             tls.as_ref(),
+            auth,
             reloads,
         ))
     };

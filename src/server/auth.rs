@@ -13,6 +13,8 @@
 //! - A user name that is not configured costs the same bcrypt as a known one, against a
 //!   dummy hash of the highest configured cost, so answer times do not tell which user
 //!   names exist.
+//! - SIGHUP replaces the users whole ([`Auth::replace`]); a remembered password is tied to
+//!   the hash it passed, so a removed user or a changed hash stops passing at once.
 //!
 //! [`check_hash`] is the one parser of a stored hash: the config check and the verifier
 //! both call it, so `check-config` accepts exactly what `run` can serve.
@@ -25,7 +27,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::net::IpAddr;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock};
 
 use base64::Engine;
 use ring::hmac;
@@ -96,19 +98,24 @@ pub(crate) enum Verdict {
 }
 
 pub(crate) struct Auth {
-    users: BTreeMap<String, String>,
-    /// Checked for user names that are not configured.
-    dummy: String,
+    /// Swapped whole by a reload; a check in flight keeps the users it started with.
+    users: RwLock<Arc<Users>>,
     remembered: Remembered,
-    bcrypt: Option<Bcrypt>,
+    /// Started with the first users, at start or by a reload, and kept from then on.
+    bcrypt: OnceLock<Bcrypt>,
 }
 
-impl Auth {
-    /// Checks every hash with [`check_hash`] and starts the bcrypt thread (when there are
-    /// users); the error names the user.
-    pub fn new(users: BTreeMap<String, String>) -> Result<Auth, String> {
+/// The users served and the dummy hash unknown names are checked against.
+struct Users {
+    hashes: BTreeMap<String, String>,
+    dummy: String,
+}
+
+impl Users {
+    /// Checks every hash with [`check_hash`]; the error names the user.
+    fn new(hashes: BTreeMap<String, String>) -> Result<Users, String> {
         let mut cost: Option<(&str, u32)> = None;
-        for (user, hash) in &users {
+        for (user, hash) in &hashes {
             let this = check_hash(hash).map_err(|e| format!("user '{user}': {e}"))?;
             match cost {
                 Some((first, c)) if c != this => return Err(mixed_costs(first, c, user, this)),
@@ -118,30 +125,59 @@ impl Auth {
         // The dummy hash has the users' cost, so an unknown user costs what a known one
         // does.
         let cost = cost.map_or(4, |(_, c)| c);
-        let bcrypt = match users.is_empty() {
-            true => None,
-            false => Some(Bcrypt::start().map_err(|e| format!("starting es-bcrypt: {e}"))?),
-        };
-        Ok(Auth {
-            users,
+        Ok(Users {
+            hashes,
             dummy: format!("$2b${cost:02}${DUMMY_SALT_AND_HASH}"),
-            remembered: Remembered::new(),
-            bcrypt,
         })
+    }
+}
+
+impl Auth {
+    /// Checks every hash with [`check_hash`] and starts the bcrypt thread (when there are
+    /// users); the error names the user.
+    pub fn new(users: BTreeMap<String, String>) -> Result<Auth, String> {
+        let auth = Auth {
+            users: RwLock::new(Arc::new(Users::new(BTreeMap::new())?)),
+            remembered: Remembered::new(),
+            bcrypt: OnceLock::new(),
+        };
+        auth.replace(users)?;
+        Ok(auth)
+    }
+
+    /// Serves `users` from the next check on (SIGHUP), or keeps the served ones and says
+    /// why not; whether they differ from the served ones. Remembered passwords are tied
+    /// to the hash they passed, so a removed user or a changed hash no longer passes by
+    /// them.
+    pub fn replace(&self, users: BTreeMap<String, String>) -> Result<bool, String> {
+        let users = Users::new(users)?;
+        if !users.hashes.is_empty() && self.bcrypt.get().is_none() {
+            let bcrypt = Bcrypt::start().map_err(|e| format!("starting es-bcrypt: {e}"))?;
+            let _ = self.bcrypt.set(bcrypt);
+        }
+        let mut served = self.users.write().unwrap_or_else(|e| e.into_inner());
+        let changed = served.hashes != users.hashes;
+        *served = Arc::new(users);
+        Ok(changed)
     }
 
     /// Judges an `Authorization` header value sent by `peer` (its checks wait in a queue
     /// of their own).
     pub async fn check(&self, header: Option<&str>, peer: Option<IpAddr>) -> Verdict {
-        let Some(bcrypt) = &self.bcrypt else {
+        let users = Arc::clone(&self.users.read().unwrap_or_else(|e| e.into_inner()));
+        if users.hashes.is_empty() {
             return Verdict::Allowed;
+        }
+        // Started before the first users were put in place.
+        let Some(bcrypt) = self.bcrypt.get() else {
+            return Verdict::Busy;
         };
         let Some((user, password)) = header.and_then(decode) else {
             return Verdict::Denied;
         };
-        let (hash, known) = match self.users.get(&user) {
+        let (hash, known) = match users.hashes.get(&user) {
             Some(hash) => (hash.clone(), true),
-            None => (self.dummy.clone(), false),
+            None => (users.dummy.clone(), false),
         };
         let print = self.remembered.fingerprint(&user, &hash, &password);
         if known && self.remembered.contains(&print) {
@@ -175,7 +211,7 @@ impl Auth {
             answers.push(answer);
         }
         let queue = Arc::clone(&bcrypt.queue);
-        self.bcrypt = Some(bcrypt);
+        self.bcrypt = OnceLock::from(bcrypt);
         (queue, answers)
     }
 
@@ -183,7 +219,7 @@ impl Auth {
     #[cfg(test)]
     fn bcrypt_runs(&self) -> u64 {
         self.bcrypt
-            .as_ref()
+            .get()
             .map_or(0, |b| b.runs.load(Ordering::Relaxed))
     }
 }
@@ -389,6 +425,10 @@ mod tests {
         Auth::new(BTreeMap::from([("prom".to_string(), hash)])).unwrap()
     }
 
+    async fn check(auth: &Auth, user: &str, password: &str) -> Verdict {
+        auth.check(Some(&header(user, password)), None).await
+    }
+
     /// Resilience round 2, item 12: while no credentials were verified yet, a flood of
     /// wrong passwords from one address filled the bcrypt queue and a scraper elsewhere
     /// got 503 for as long as the flood lasted. Taken in turns, its first login waits for
@@ -510,11 +550,60 @@ mod tests {
             ("b".to_string(), bcrypt::hash("y", 6).unwrap()),
         ]);
         let auth = Auth::new(users).unwrap();
-        assert_eq!(check_hash(&auth.dummy), Ok(6));
+        assert_eq!(check_hash(&auth.users.read().unwrap().dummy), Ok(6));
         for cost in 4..=MAX_COST {
             let dummy = format!("$2b${cost:02}${DUMMY_SALT_AND_HASH}");
             assert_eq!(check_hash(&dummy), Ok(cost));
         }
+    }
+
+    /// Resilience round 3, item 7: users swapped by a reload. A removed user and a
+    /// changed hash are refused though their password was remembered; a new user passes;
+    /// the dummy follows the new cost; a refused set keeps the served one; users put in
+    /// place where there were none start the bcrypt thread, and none opens every route.
+    #[tokio::test]
+    async fn round3_7_replaced_users_are_served_from_the_next_check() {
+        let s3cret = bcrypt::hash("s3cret", 4).unwrap();
+        let auth = Auth::new(BTreeMap::from([
+            ("prom".to_string(), s3cret.clone()),
+            ("old".to_string(), s3cret.clone()),
+        ]))
+        .unwrap();
+        for user in ["prom", "old"] {
+            assert_eq!(check(&auth, user, "s3cret").await, Verdict::Allowed);
+        }
+        let runs = auth.bcrypt_runs();
+        let replaced = BTreeMap::from([
+            ("prom".to_string(), bcrypt::hash("other", 5).unwrap()),
+            ("new".to_string(), bcrypt::hash("s3cret", 5).unwrap()),
+        ]);
+        assert_eq!(auth.replace(replaced.clone()), Ok(true));
+        assert_eq!(auth.replace(replaced), Ok(false));
+        assert_eq!(check(&auth, "old", "s3cret").await, Verdict::Denied);
+        assert_eq!(check(&auth, "prom", "s3cret").await, Verdict::Denied);
+        assert_eq!(check(&auth, "prom", "other").await, Verdict::Allowed);
+        assert_eq!(check(&auth, "new", "s3cret").await, Verdict::Allowed);
+        // Each of the four went to bcrypt: nothing passed on what was remembered before.
+        assert_eq!(auth.bcrypt_runs() - runs, 4);
+        let dummy = || check_hash(&auth.users.read().unwrap().dummy);
+        assert_eq!(dummy(), Ok(5));
+        let mixed = BTreeMap::from([
+            ("a".to_string(), bcrypt::hash("x", 4).unwrap()),
+            ("b".to_string(), bcrypt::hash("y", 6).unwrap()),
+        ]);
+        let err = auth.replace(mixed).unwrap_err();
+        assert!(err.starts_with("user 'b': bcrypt cost 6"), "{err}");
+        assert_eq!(check(&auth, "new", "s3cret").await, Verdict::Allowed);
+        assert_eq!(dummy(), Ok(5));
+        auth.replace(BTreeMap::new()).unwrap();
+        assert_eq!(check(&auth, "nobody", "").await, Verdict::Allowed);
+
+        let open = Auth::new(BTreeMap::new()).unwrap();
+        assert!(open.bcrypt.get().is_none());
+        open.replace(BTreeMap::from([("prom".to_string(), s3cret)]))
+            .unwrap();
+        assert_eq!(check(&open, "prom", "wrong").await, Verdict::Denied);
+        assert_eq!(check(&open, "prom", "s3cret").await, Verdict::Allowed);
     }
 
     #[test]

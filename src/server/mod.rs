@@ -33,7 +33,7 @@ use tokio::sync::watch;
 
 use crate::metrics::Metrics;
 
-pub(crate) use auth::{check_hash, mixed_costs};
+pub(crate) use auth::{check_hash, mixed_costs, Auth};
 pub use listen::ListenAddress;
 pub use routes::{CameraView, HttpMetrics};
 pub use status::{CameraState, CameraStatus};
@@ -190,6 +190,11 @@ impl Listener {
     /// The TLS identity served, for SIGHUP to read again.
     pub fn tls(&self) -> Option<TlsIdentity> {
         self.tls.clone()
+    }
+
+    /// The basic-auth users served, for SIGHUP to replace.
+    pub(crate) fn auth(&self) -> Arc<Auth> {
+        Arc::clone(&self.auth)
     }
 }
 

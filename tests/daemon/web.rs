@@ -513,3 +513,74 @@ fn an_exporter_web_config_file_serves_unchanged() {
         "{stderr}"
     );
 }
+
+/// Resilience round 3, item 7: a basic-auth user removed from the config kept working
+/// after SIGHUP, and the reload counted as a success. Users and hashes are taken by the
+/// reload now: a removed user, and a user whose hash changed, are refused at once (a
+/// password remembered under the old hash does not pass), a new user is let in.
+#[test]
+fn round3_7_users_removed_or_changed_by_sighup_are_refused() {
+    let dir = tmp_dir("round3-7-users-reload");
+    let s3cret = bcrypt::hash("s3cret", 4).expect("bcrypt");
+    let other = bcrypt::hash("other", 4).expect("bcrypt");
+    let users = |list: &[(&str, &str)]| -> String {
+        let mut text = String::from("[web]\n[web.basic_auth_users]\n");
+        for (user, hash) in list {
+            text += &format!("{user} = \"{hash}\"\n");
+        }
+        text + &camera("c", "64x48", &[], 64)
+    };
+    let d = Daemon::spawn(
+        &dir,
+        &users(&[("prom", s3cret.as_str()), ("old", s3cret.as_str())]),
+    );
+    let port = d.port;
+    wait_until("healthz with the password", Duration::from_secs(60), || {
+        (get_as(port, "/healthz", "prom") == 200).then_some(())
+    });
+    for user in ["prom", "old", "new"] {
+        let expect = if user == "new" { 401 } else { 200 };
+        assert_eq!(get_as(port, "/metrics", user), expect, "{user} before");
+    }
+    std::fs::write(
+        dir.join("edgesight.toml"),
+        users(&[("prom", other.as_str()), ("new", s3cret.as_str())]),
+    )
+    .expect("rewrite the config");
+    d.signal(libc::SIGHUP);
+    wait_until("the reload", Duration::from_secs(30), || {
+        d.log()
+            .contains("SIGHUP: configuration reloaded")
+            .then_some(())
+    });
+    for (user, expect) in [("old", 401), ("prom", 401), ("new", 200)] {
+        assert_eq!(get_as(port, "/metrics", user), expect, "{user} after");
+    }
+    let log = d.log();
+    assert!(
+        log.contains("SIGHUP: basic-auth users read again: 2 users"),
+        "{log}"
+    );
+    assert!(!log.contains("take a restart"), "{log}");
+    assert_eq!(
+        sample(
+            &metrics_as(port, "new"),
+            r#"edgesight_config_reloads_total{result="success"}"#
+        ),
+        Some(1.0)
+    );
+    d.stop();
+}
+
+/// `/metrics` fetched with basic auth as `user` (password `s3cret`).
+fn metrics_as(port: u16, user: &str) -> String {
+    let token = base64::Engine::encode(
+        &base64::engine::general_purpose::STANDARD,
+        format!("{user}:s3cret"),
+    );
+    let auth = format!("Authorization: Basic {token}\r\n");
+    let stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    let r = exchange(stream, "GET", "/metrics", &auth, Duration::from_secs(10)).expect("metrics");
+    assert_eq!(r.status, 200, "/metrics as {user}");
+    String::from_utf8(r.body).expect("text")
+}
