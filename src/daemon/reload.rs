@@ -133,17 +133,27 @@ fn reload_tls(tls: &TlsIdentity) {
     }
 }
 
-/// Says which changes of `new` take a restart: `[web]` but its users is fixed when the
-/// server is made.
+/// Says which changes of `new` take a restart: `[web]` but its users, `[log]` and
+/// `[metrics]` are fixed when the server, the log and the cameras' metrics are made.
 fn restart_only(current: &Settings, new: &Settings) {
     let web = WebSettings {
         users: current.web.users.clone(),
         ..new.web.clone()
     };
-    for (changed, what) in [(
-        web != current.web,
-        "[web] changes other than basic-auth users",
-    )] {
+    for (changed, what) in [
+        (
+            web != current.web,
+            "[web] changes other than basic-auth users",
+        ),
+        (
+            new.log_level != current.log_level || new.log_format != current.log_format,
+            "[log] changes",
+        ),
+        (
+            new.histogram_bins != current.histogram_bins,
+            "[metrics] changes",
+        ),
+    ] {
         if changed {
             tracing::warn!("SIGHUP: {what} take a restart; keeping the running ones");
         }

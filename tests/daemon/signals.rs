@@ -127,3 +127,44 @@ fn sighup_right_after_start_is_kept_for_the_daemon() {
         );
     }
 }
+
+/// Resilience round 3, item 13: SIGHUP ignored `[log]` and `[metrics]` changes and said
+/// "configuration reloaded", where `[web]`, source, device and tuning changes said they
+/// take a restart. They say so too now, and the running ones are kept.
+#[test]
+fn round3_13_log_and_metrics_changes_say_they_take_a_restart() {
+    let dir = tmp_dir("round3-13-log-metrics-reload");
+    let body = camera("c", "32x24", &[], 64);
+    let d = Daemon::start(&dir, &format!("[log]\nformat = \"text\"\n{body}"));
+    let bins = || {
+        d.metrics()
+            .lines()
+            .filter(|l| l.starts_with("edgesight_luma_bin_ratio{"))
+            .count()
+    };
+    wait_until("the histogram", Duration::from_secs(30), || {
+        (bins() == 32).then_some(())
+    });
+    let changed = format!(
+        "[log]\nlevel = \"debug\"\nformat = \"json\"\n[metrics]\nhistogram_bins = 64\n{body}"
+    );
+    std::fs::write(dir.join("edgesight.toml"), changed).expect("rewrite the config");
+    d.signal(libc::SIGHUP);
+    let log = wait_until("the reload", Duration::from_secs(30), || {
+        let log = d.log();
+        log.contains("SIGHUP: configuration reloaded")
+            .then_some(log)
+    });
+    for what in ["[log] changes", "[metrics] changes"] {
+        assert!(
+            log.contains(&format!(
+                "SIGHUP: {what} take a restart; keeping the running ones"
+            )),
+            "{what}: {log}"
+        );
+    }
+    // Kept: the text format and 32 buckets.
+    assert!(!log.contains("{\""), "{log}");
+    assert_eq!(bins(), 32);
+    d.stop();
+}
