@@ -5,7 +5,7 @@
 # test needs). `--lintian` runs lintian on the packages afterwards and fails on warnings.
 #
 # Each package holds /usr/bin/edgesight, the systemd unit, /etc/edgesight/edgesight.toml
-# (deploy/edgesight.toml as a conffile: the V4L2 camera /dev/video0 on ":8947"), the man
+# (deploy/edgesight.toml as a conffile: the V4L2 camera /dev/video0 on "127.0.0.1:8947"), the man
 # pages and the docs with the fleet files of deploy/ and the TLS drop-in
 # (edgesight.service.d/tls.conf) as examples. The maintainer scripts enable and start the
 # service on install, as Debian's exporters do (packaging/deb/postinst says why). The

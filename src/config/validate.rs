@@ -109,6 +109,7 @@ pub fn validate(path: Option<&Path>, overrides: &Overrides) -> Result<Checked, C
             settings.cameras.len()
         ));
     }
+    warnings.extend(super::web::exposure_warnings(&settings.web));
     if let Some(web_file) = &overrides.web_config_file {
         // Read already by the checks, which refuse a file that cannot be read.
         if let Ok(read) = super::web_file::read(web_file) {

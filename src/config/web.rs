@@ -216,6 +216,33 @@ pub(super) fn check_web(
     })
 }
 
+/// A warning for each address beyond loopback served to peers who show nothing: no basic
+/// auth, and no client certificate required. What every endpoint shows then is private
+/// (motion per region says someone is there) or helps an attacker (paths, the revision).
+pub(super) fn exposure_warnings(web: &WebSettings) -> Vec<String> {
+    let certificates_required = web
+        .tls
+        .as_ref()
+        .and_then(|t| t.client_ca.as_ref())
+        .is_some_and(|(_, auth)| *auth == crate::server::ClientAuth::Require);
+    if !web.users.is_empty() || certificates_required {
+        return Vec::new();
+    }
+    web.listen
+        .iter()
+        .filter(|l| !l.is_loopback())
+        .map(|open| {
+            format!(
+                "web.listen_address {open}: beyond loopback without basic auth, any peer \
+                 that reaches it reads the live motion per region (presence), the tamper \
+                 and health states, the status page, error texts with file paths and the \
+                 build revision: add basic_auth_users (TLS alone does not say who may \
+                 read) or listen on loopback (README, What the network sees)"
+            )
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::{Path, PathBuf};
@@ -269,6 +296,39 @@ eFI5wNssFJ7TtRqnt+EpkJzH/GEDN+dIHY9n0wOy3/D2pJMkfdcEwo58\n\
             dir.join(cert).display(),
             dir.join(key).display()
         )
+    }
+
+    /// Resilience round 3, item 6: an address beyond loopback draws a warning unless
+    /// peers must show a password or a client certificate; one taken if given is not
+    /// enough.
+    #[test]
+    fn round3_6_only_unauthenticated_addresses_beyond_loopback_are_named() {
+        use crate::server::{ClientAuth, ListenAddress, TlsSettings};
+        let mut web = load_text("").unwrap().web;
+        web.listen = ["127.0.0.1:1", "[::1]:2", "0.0.0.0:3", ":4"]
+            .iter()
+            .map(|a| ListenAddress::parse(a).unwrap())
+            .collect();
+        let named = |web: &crate::server::WebSettings| -> Vec<String> {
+            super::exposure_warnings(web)
+                .iter()
+                .map(|w| w.split(':').take(2).collect::<Vec<_>>().join(":"))
+                .collect()
+        };
+        assert_eq!(
+            named(&web),
+            ["web.listen_address 0.0.0.0:3", "web.listen_address :4"]
+        );
+        let mut tls = TlsSettings::new("c.pem".into(), "k.pem".into());
+        tls.client_ca = Some(("ca.pem".into(), ClientAuth::IfGiven));
+        web.tls = Some(tls.clone());
+        assert_eq!(named(&web).len(), 2);
+        tls.client_ca = Some(("ca.pem".into(), ClientAuth::Require));
+        web.tls = Some(tls);
+        assert!(named(&web).is_empty());
+        web.tls = None;
+        web.users.insert("prom".into(), "$2y$04$hash".into());
+        assert!(named(&web).is_empty());
     }
 
     #[test]

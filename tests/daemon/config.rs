@@ -382,3 +382,93 @@ fn round3_14_a_user_named_twice_in_a_web_config_is_refused() {
     );
     assert_web_config_refused(&config, &web, &expect, Duration::from_secs(30));
 }
+
+/// What `check-config` warns about the addresses of `config` (a file in `dir`): its
+/// `warning:` lines naming `web.listen_address`, and the effective settings it printed.
+fn exposure_warnings(dir: &Path, name: &str, config: &str) -> (Vec<String>, String) {
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, config).expect("config");
+    let out = edgesight_command()
+        .args(["check-config"])
+        .arg(&path)
+        .output()
+        .expect("check-config");
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(0), "{name}: {err}");
+    let warnings = err
+        .lines()
+        .filter(|l| l.contains("warning: web.listen_address"))
+        .map(|l| l.split_once("warning: ").expect("a warning").1.to_string())
+        .collect();
+    (warnings, String::from_utf8_lossy(&out.stdout).to_string())
+}
+
+/// The warning for `address`, beyond loopback without basic auth.
+fn exposed(address: &str) -> String {
+    format!(
+        "web.listen_address {address}: beyond loopback without basic auth, any peer that \
+         reaches it reads the live motion per region (presence), the tamper and health \
+         states, the status page, error texts with file paths and the build revision: add \
+         basic_auth_users (TLS alone does not say who may read) or listen on loopback \
+         (README, What the network sees)"
+    )
+}
+
+/// Resilience round 3, item 6: the packaged config listened on every address without
+/// auth, so every network peer read the motion per region (presence), tamper and health
+/// states, the status page, error texts and the build revision. It listens on loopback
+/// now; `check-config` and `run` warn for each address beyond loopback served without
+/// basic auth, naming what it shows.
+#[test]
+fn round3_6_addresses_beyond_loopback_without_auth_draw_a_warning() {
+    let dir = tmp_dir("round3-6-exposure");
+    let body = camera("front", "64x48", &[], 64);
+    let hash = bcrypt::hash("s3cret", 4).expect("bcrypt");
+    for (name, web, expect) in [
+        (
+            "open",
+            "[web]\nlisten_address = [\"127.0.0.1:8947\", \"0.0.0.0:8947\", \":8948\"]\n"
+                .to_string(),
+            vec![exposed("0.0.0.0:8947"), exposed(":8948")],
+        ),
+        (
+            "auth",
+            format!(
+                "[web]\nlisten_address = \":8947\"\n[web.basic_auth_users]\nprom = \"{hash}\"\n"
+            ),
+            vec![],
+        ),
+        (
+            "loopback",
+            "[web]\nlisten_address = [\"127.0.0.1:8947\", \"[::1]:8948\"]\n".to_string(),
+            vec![],
+        ),
+    ] {
+        let (warnings, _) = exposure_warnings(&dir, name, &format!("{web}{body}"));
+        assert_eq!(warnings, expect, "{name}");
+    }
+    // The packaged config: loopback, so nothing to warn about.
+    let packaged = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/edgesight.toml"
+    ))
+    .expect("deploy/edgesight.toml");
+    let (warnings, settings) = exposure_warnings(&dir, "packaged", &packaged);
+    assert_eq!(warnings, Vec::<String>::new());
+    assert!(
+        settings.contains("listen_address = \"127.0.0.1:8947\"\n"),
+        "{settings}"
+    );
+    // `run` logs it at start.
+    let d = Daemon::start_with(&dir, &body, |c| {
+        c.args(["--listen", "0.0.0.0:0"]);
+    });
+    let log = d.log();
+    assert!(log.contains(&exposed("0.0.0.0:0")), "{log}");
+    assert_eq!(
+        log.matches("beyond loopback without basic auth").count(),
+        1,
+        "{log}"
+    );
+    d.stop();
+}

@@ -165,14 +165,16 @@ if scrape && [ "$(value "edgesight_camera_up{camera=\"$CAM\"}")" = 1 ] && [ "$vi
 else
     fail 0b "packaged config: camera_up=$(value "edgesight_camera_up{camera=\"$CAM\"}"), /dev/video0 open $video_fd times, roi series $(grep -c '^edgesight_roi_' /tmp/metrics), snapshot $snapshot, ${FLOW:-}"
 fi
-# ":8947": IPv6's any address (taking IPv4 too), not loopback: Prometheus on another host
-# reaches it. 22F3 is 8947; 0A is LISTEN.
-any6=$(awk '$2 == "00000000000000000000000000000000:22F3" && $4 == "0A"' /proc/net/tcp6 | wc -l)
-if [ "$any6" = 1 ] && curl -sf --max-time 10 -o /dev/null http://127.0.0.1:8947/metrics &&
-    curl -sf --max-time 10 -o /dev/null "http://[::1]:8947/metrics"; then
-    pass 0c "listens on [::]:8947 (every address, /proc/net/tcp6), answers over 127.0.0.1 and ::1"
+# "127.0.0.1:8947": loopback only, so a fresh install shows the network nothing (motion
+# per region tells who is there). 0100007F is 127.0.0.1, 22F3 is 8947; 0A is LISTEN.
+lo4=$(awk '$2 == "0100007F:22F3" && $4 == "0A"' /proc/net/tcp | wc -l)
+listening=$(awk '$2 ~ /:22F3$/ && $4 == "0A"' /proc/net/tcp /proc/net/tcp6 | wc -l)
+if [ "$lo4" = 1 ] && [ "$listening" = 1 ] &&
+    curl -sf --max-time 10 -o /dev/null http://127.0.0.1:8947/metrics &&
+    ! journalctl -u $U -b --no-pager | grep -q 'beyond loopback without basic auth'; then
+    pass 0c "listens on 127.0.0.1:8947 only (/proc/net/tcp, tcp6), answers there, no exposure warning"
 else
-    fail 0c "listening sockets on 8947: tcp6 [::] $any6, $(grep -ci ':22F3 ' /proc/net/tcp /proc/net/tcp6 | tr '\n' ' ')"
+    fail 0c "listening sockets on 8947: 127.0.0.1 $lo4, all $listening, $(journalctl -u $U -b --no-pager | grep -c 'beyond loopback') exposure warnings"
 fi
 section ""
 
