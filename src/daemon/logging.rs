@@ -10,12 +10,19 @@
 //! `\u001b`-style escapes; JSON escapes them itself.
 
 use std::fmt;
+use std::sync::OnceLock;
 
 use tracing::field::{Field, Visit};
+use tracing_subscriber::filter::LevelFilter;
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, MakeWriter};
-use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::registry::{LookupSpan, Registry};
+use tracing_subscriber::reload;
+
+/// The installed log's level, for SIGHUP to change.
+static LEVEL: OnceLock<reload::Handle<LevelFilter, Registry>> = OnceLock::new();
 
 use crate::config::LogFormat;
 
@@ -25,15 +32,11 @@ use crate::config::LogFormat;
 /// starts with its syslog priority (`<3>` for errors), so `journalctl -p err` finds the
 /// errors, and carries no time of its own (journald stamps each line).
 pub fn init_logging(level: &str, format: LogFormat) {
-    let parse = |s: &str| s.trim().parse::<tracing::Level>().ok();
-    let level = std::env::var("RUST_LOG")
-        .ok()
-        .and_then(|s| parse(&s))
-        .or_else(|| parse(level))
+    let level = env_level()
+        .or_else(|| parse_level(level))
         .unwrap_or(tracing::Level::INFO);
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    // A second call (tests) keeps the first subscriber.
-    let _ = tracing::subscriber::set_global_default(subscriber(
+    let (subscriber, handle) = subscriber(
         level,
         Lines {
             format,
@@ -41,24 +44,69 @@ pub fn init_logging(level: &str, format: LogFormat) {
             ansi,
         },
         std::io::stderr,
-    ));
+    );
+    // A second call (tests) keeps the first subscriber.
+    if tracing::subscriber::set_global_default(subscriber).is_ok() {
+        let _ = LEVEL.set(handle);
+    }
 }
 
-/// The subscriber [`init_logging`] installs, writing `lines` to `writer`.
+fn parse_level(s: &str) -> Option<tracing::Level> {
+    s.trim().parse::<tracing::Level>().ok()
+}
+
+/// The level `RUST_LOG` names, which wins over the config's.
+fn env_level() -> Option<tracing::Level> {
+    std::env::var("RUST_LOG").ok().and_then(|s| parse_level(&s))
+}
+
+/// Logs at `level` from now on (SIGHUP), unless `RUST_LOG` names one, which wins as it
+/// did at start; whether the level changed, or why it was not applied. A change is said
+/// at info by whichever level shows it, the old or the new.
+pub fn set_log_level(level: &str) -> Result<bool, String> {
+    if let Some(env) = env_level() {
+        return Err(format!("RUST_LOG={env} wins over the config's level"));
+    }
+    let level = parse_level(level).ok_or_else(|| format!("unknown log level '{level}'"))?;
+    let handle = LEVEL.get().ok_or("no log installed")?;
+    let filter = LevelFilter::from_level(level);
+    let old = handle.clone_current();
+    if old == Some(filter) {
+        return Ok(false);
+    }
+    let name = level.as_str().to_ascii_lowercase();
+    let announce = || tracing::info!("SIGHUP: log level now {name}");
+    let old_shows_it = old.is_some_and(|o| o >= LevelFilter::INFO);
+    if old_shows_it {
+        announce();
+    }
+    handle.reload(filter).map_err(|e| e.to_string())?;
+    if !old_shows_it {
+        announce();
+    }
+    Ok(true)
+}
+
+/// The subscriber [`init_logging`] installs, writing `lines` to `writer`, and the handle
+/// that changes its level.
 fn subscriber<W>(
     level: tracing::Level,
     lines: Lines,
     writer: W,
-) -> Box<dyn tracing::Subscriber + Send + Sync>
+) -> (
+    Box<dyn tracing::Subscriber + Send + Sync>,
+    reload::Handle<LevelFilter, Registry>,
+)
 where
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
 {
-    Box::new(
-        tracing_subscriber::fmt()
-            .with_max_level(level)
-            .with_writer(writer)
-            .event_format(lines)
-            .finish(),
+    let (filter, handle) = reload::Layer::new(LevelFilter::from_level(level));
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_writer(writer)
+        .event_format(lines);
+    (
+        Box::new(tracing_subscriber::registry().with(filter).with(fmt)),
+        handle,
     )
 }
 
@@ -353,7 +401,7 @@ mod tests {
             ansi: false,
         };
         tracing::subscriber::with_default(
-            subscriber(tracing::Level::INFO, lines, out.clone()),
+            subscriber(tracing::Level::INFO, lines, out.clone()).0,
             log,
         );
         let text = String::from_utf8(out.0.lock().expect("lock").clone()).expect("UTF-8");

@@ -36,7 +36,7 @@ use camera::{CameraState, Links, Reload};
 use camera_metrics::CameraFamilies;
 use reload::ReloadMetrics;
 
-pub use logging::init_logging;
+pub use logging::{init_logging, set_log_level};
 pub use publish::publish;
 
 /// Results waiting for the publisher, per camera. Small on purpose: a publisher that

@@ -133,8 +133,8 @@ fn reload_tls(tls: &TlsIdentity) {
     }
 }
 
-/// Says which changes of `new` take a restart: `[web]` but its users, `[log]` and
-/// `[metrics]` are fixed when the server, the log and the cameras' metrics are made.
+/// Says which changes of `new` take a restart: `[web]` but its users, the log's format
+/// and `[metrics]` are fixed when the server, the log and the cameras' metrics are made.
 fn restart_only(current: &Settings, new: &Settings) {
     let web = WebSettings {
         users: current.web.users.clone(),
@@ -145,10 +145,7 @@ fn restart_only(current: &Settings, new: &Settings) {
             web != current.web,
             "[web] changes other than basic-auth users",
         ),
-        (
-            new.log_level != current.log_level || new.log_format != current.log_format,
-            "[log] changes",
-        ),
+        (new.log_format != current.log_format, "[log] format changes"),
         (
             new.histogram_bins != current.histogram_bins,
             "[metrics] changes",
@@ -157,6 +154,17 @@ fn restart_only(current: &Settings, new: &Settings) {
         if changed {
             tracing::warn!("SIGHUP: {what} take a restart; keeping the running ones");
         }
+    }
+}
+
+/// Logs at the reloaded `[log] level` from now on. A level that `RUST_LOG` overrides, as
+/// at start, is said when the config changed it.
+fn apply_log_level(current: &Settings, new: &Settings) {
+    match super::set_log_level(&new.log_level) {
+        Err(e) if new.log_level != current.log_level => {
+            tracing::warn!("SIGHUP: [log] level not applied: {e}")
+        }
+        _ => {}
     }
 }
 
@@ -302,6 +310,7 @@ async fn send(
         }
     }
     replace_users(auth, &new.web.users)?;
+    apply_log_level(current, &new);
     let mut sent = Vec::new();
     for t in threads {
         let Some(c) = new.cameras.iter().find(|c| c.name == t.settings.name) else {
