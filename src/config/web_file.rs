@@ -311,9 +311,13 @@ fn too_deep(text: &str, max: usize) -> Option<usize> {
             indents.push(indent);
             let mut rest = body;
             let mut markers = 0;
-            while let Some(after) = ["- ", "? "].iter().find_map(|m| rest.strip_prefix(m)) {
+            // A marker is followed by a space or a tab.
+            while let Some(after) = ["- ", "-\t", "? ", "?\t"]
+                .iter()
+                .find_map(|m| rest.strip_prefix(m))
+            {
                 markers += 1;
-                rest = after.trim_start_matches(' ');
+                rest = after.trim_start_matches([' ', '\t']);
             }
             depth = indents.len() + markers;
         }
@@ -409,6 +413,8 @@ mod tests {
         assert_eq!(too_deep(&quoted, 16), None);
         let plain = format!("a: [it's, a#b, {}]\n", "[".repeat(16));
         assert_eq!(too_deep(&plain, 16), Some(1));
+        let tabs = format!("a:\n  b:\n    {}x\n", "-\t".repeat(15));
+        assert_eq!(too_deep(&tabs, 16), Some(3));
         let across = format!("a:\n  b: [\n{}\n]\n", "[".repeat(15));
         assert_eq!(too_deep(&across, 16), Some(3));
     }
