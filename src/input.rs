@@ -67,13 +67,21 @@ pub enum InputError {
     /// The decoder a JPEG needs is missing.
     #[error("{path}: {reason}")]
     Library { path: PathBuf, reason: String },
+    /// An image of another layout than the one asked for (a JPEG's known from its frame
+    /// header, before any decoding).
+    #[error("{path}: {} {}x{}, where {} {}x{} is wanted", got.format, got.width, got.height, want.format, want.width, want.height)]
+    OtherLayout {
+        path: PathBuf,
+        got: FrameLayout,
+        want: FrameLayout,
+    },
 }
 
 /// Reads `path` as a raw frame when `raw` is given, else as an image file.
 pub fn load(path: &Path, raw: Option<(PixelFormat, Size)>) -> Result<LoadedFrame, InputError> {
     let frame = match raw {
         Some((format, size)) => raw_frame(path, format, size)?,
-        None => image_frame(path, Scale::Full)?,
+        None => image_frame(path, Scale::Full, None)?,
     };
     check_layout(path, &frame.layout)?;
     Ok(frame)
@@ -82,8 +90,27 @@ pub fn load(path: &Path, raw: Option<(PixelFormat, Size)>) -> Result<LoadedFrame
 /// Reads `path` as an image file, a JPEG's luma decoded at `scale` (other images refuse
 /// a scale other than 1).
 pub fn load_image(path: &Path, scale: Scale) -> Result<LoadedFrame, InputError> {
-    let frame = image_frame(path, scale)?;
+    let frame = image_frame(path, scale, None)?;
     check_layout(path, &frame.layout)?;
+    Ok(frame)
+}
+
+/// [`load_image`] of an image that must give a frame of `want`'s layout, or
+/// [`InputError::OtherLayout`]: a JPEG of another size is refused from its frame header,
+/// before any decoding (decoding one may take seconds).
+pub fn load_image_as(
+    path: &Path,
+    scale: Scale,
+    want: FrameLayout,
+) -> Result<LoadedFrame, InputError> {
+    let frame = image_frame(path, scale, Some(want))?;
+    if frame.layout != want {
+        return Err(InputError::OtherLayout {
+            path: path.to_path_buf(),
+            got: frame.layout,
+            want,
+        });
+    }
     Ok(frame)
 }
 
@@ -145,7 +172,11 @@ fn raw_frame(path: &Path, format: PixelFormat, size: Size) -> Result<LoadedFrame
     Ok(LoadedFrame { layout, bytes })
 }
 
-fn image_frame(path: &Path, scale: Scale) -> Result<LoadedFrame, InputError> {
+fn image_frame(
+    path: &Path,
+    scale: Scale,
+    want: Option<FrameLayout>,
+) -> Result<LoadedFrame, InputError> {
     let (file, len) = open_regular(path)?;
     if len > MAX_IMAGE_FILE_BYTES {
         return Err(InputError::TooLarge {
@@ -160,14 +191,19 @@ fn image_frame(path: &Path, scale: Scale) -> Result<LoadedFrame, InputError> {
             bytes: bytes.len() as u64,
         });
     }
-    decode_image(path, &bytes, scale)
+    decode_image(path, &bytes, scale, want)
 }
 
 /// Decodes an image file's bytes into a frame: the format from the content, completeness
 /// checked first, the size checked from the header before any pixel is decoded.
-fn decode_image(path: &Path, bytes: &[u8], scale: Scale) -> Result<LoadedFrame, InputError> {
+fn decode_image(
+    path: &Path,
+    bytes: &[u8],
+    scale: Scale,
+    want: Option<FrameLayout>,
+) -> Result<LoadedFrame, InputError> {
     if bytes.starts_with(&[0xFF, 0xD8]) {
-        return decode_jpeg(path, bytes, scale);
+        return decode_jpeg(path, bytes, scale, want);
     }
     if scale != Scale::Full {
         return Err(InputError::Decode {
@@ -249,7 +285,12 @@ fn check_complete(path: &Path, format: ImageFormat, bytes: &[u8]) -> Result<(), 
 /// grey of its decoded RGB, and equals OpenCV's `imread(path, IMREAD_GRAYSCALE)`). An
 /// image whose data stops before its EOI is refused: decoders fill what they could not
 /// read with grey and call it success.
-fn decode_jpeg(path: &Path, bytes: &[u8], scale: Scale) -> Result<LoadedFrame, InputError> {
+fn decode_jpeg(
+    path: &Path,
+    bytes: &[u8],
+    scale: Scale,
+    want: Option<FrameLayout>,
+) -> Result<LoadedFrame, InputError> {
     let end = jpeg::jpeg_end(bytes).map_err(|reason| InputError::Incomplete {
         path: path.to_path_buf(),
         format: "JPEG",
@@ -274,6 +315,13 @@ fn decode_jpeg(path: &Path, bytes: &[u8], scale: Scale) -> Result<LoadedFrame, I
     )?;
     let scaled = scale.apply(size);
     let layout = FrameLayout::packed(PixelFormat::Grey, scaled.width, scaled.height);
+    if let Some(want) = want.filter(|&want| want != layout) {
+        return Err(InputError::OtherLayout {
+            path: path.to_path_buf(),
+            got: layout,
+            want,
+        });
+    }
     let mut luma = vec![0u8; layout.frame_bytes()];
     decoder
         .decode(

@@ -1,5 +1,6 @@
 //! The camera loop with a publisher that never takes anything: frames are dropped and
-//! counted, and the loop keeps capturing and processing at the source's pace.
+//! counted, and the loop keeps capturing and processing at the source's pace. And what the
+//! loop's replay source does with recordings that change or are hostile while they play.
 
 mod common;
 
@@ -7,6 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use edgesight::capture::{self, DropReason, FrameSource, Next, SourceSpec};
+use edgesight::cl::Gpu;
 use edgesight::config::CameraSettings;
 use edgesight::daemon::camera::{self, Links};
 use edgesight::daemon::camera_metrics::CameraFamilies;
@@ -102,4 +105,148 @@ fn a_publisher_that_never_reads_costs_frames_not_the_camera() {
     let text = String::from_utf8(metrics.encode()).expect("UTF-8");
     // Nothing was published, so nothing counts as published.
     assert_eq!(sample(&text, r#"edgesight_frames_total{camera="t"}"#), 0.0);
+}
+
+fn tmp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The log lines the calling thread writes while `run` runs (the sources' warnings on the
+/// capture target included), through one global subscriber for the test binary.
+fn logged<T>(run: impl FnOnce() -> T) -> (T, String) {
+    thread_local! {
+        static LINES: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    struct ThisThread;
+    impl std::io::Write for ThisThread {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            LINES.with(|l| l.borrow_mut().extend_from_slice(buf));
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    static SUBSCRIBER: std::sync::Once = std::sync::Once::new();
+    SUBSCRIBER.call_once(|| {
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_writer(|| ThisThread)
+            .finish();
+        tracing::subscriber::set_global_default(subscriber).expect("one subscriber");
+    });
+    LINES.with(|l| l.borrow_mut().clear());
+    let out = run();
+    let text = LINES.with(|l| String::from_utf8_lossy(&l.borrow()).into_owned());
+    (out, text)
+}
+
+/// A uniform JPEG of `width`x`height` at `value`, and its luma as the replay decodes it.
+fn jpeg(dir: &std::path::Path, width: u32, height: u32, value: u8) -> (Vec<u8>, Vec<u8>) {
+    let size = edgesight::frame::Size { width, height };
+    let rgb = vec![value; (3 * width * height) as usize];
+    let bytes = edgesight::jpeg::encode_rgb(&rgb, size, 90).unwrap();
+    let file = dir.join(format!("luma-{width}x{height}-{value}.jpg"));
+    std::fs::write(&file, &bytes).unwrap();
+    let luma = edgesight::input::load(&file, None).unwrap().bytes;
+    std::fs::remove_file(&file).unwrap();
+    (bytes, luma)
+}
+
+/// Frames from `source` until `count` were made or dropped (not counting the pacer's
+/// gaps), or until `until` holds of the frames so far, within a minute.
+fn play(
+    gpu: &Gpu,
+    source: &mut dyn FrameSource,
+    count: u64,
+    until: impl Fn(&[(u64, Vec<u8>)], &capture::CaptureStats) -> bool,
+) -> Result<Vec<(u64, Vec<u8>)>, String> {
+    let filled = |s: &capture::CaptureStats| {
+        s.frames + s.dropped_total() - s.dropped(DropReason::SequenceGap)
+    };
+    let end = filled(&source.stats()).saturating_add(count);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut out = Vec::new();
+    while filled(&source.stats()) < end && !until(&out, &source.stats()) {
+        assert!(Instant::now() < deadline, "{:?}", source.stats());
+        match source.next_frame(gpu, Duration::from_millis(100)) {
+            Ok(Next::Frame(frame)) => out.push((frame.sequence, frame.slot.read(gpu).unwrap())),
+            Ok(Next::Idle) => {}
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    Ok(out)
+}
+
+/// Issue 46 item 5: an image of a replay directory that was bad (of the wrong size, say)
+/// was read and decoded in full again on every loop. Now a file found bad is not read
+/// again while its inode, size and modification time stay the same, and a JPEG of the
+/// wrong size is refused from its frame header, before its data is decoded.
+#[test]
+fn round3_5_a_bad_image_of_a_replay_directory_is_not_decoded_again_each_loop() {
+    let gpu = common::gpu();
+    let dir = tmp_dir("replay-remembered");
+    let (a, a_luma) = jpeg(&dir, 16, 8, 10);
+    std::fs::write(dir.join("a.jpg"), &a).unwrap();
+    // Wrong in size, whose data would not decode either: its header claims 40x24.
+    let mut claims = jpeg(&dir, 16, 8, 90).0;
+    let sof = claims.windows(2).position(|w| w == [0xFF, 0xC0]).unwrap();
+    claims[sof + 5..sof + 9].copy_from_slice(&[0, 24, 0, 40]);
+    std::fs::write(dir.join("b.jpg"), &claims).unwrap();
+    // Bad for its size: 32x8.
+    let (c, _) = jpeg(&dir, 32, 8, 200);
+    let c_path = dir.join("c.jpg");
+    std::fs::write(&c_path, &c).unwrap();
+    let spec: SourceSpec = format!("replay:{}@200", dir.display()).parse().unwrap();
+    let (_, log) = logged(|| {
+        let mut source = capture::open(&spec, &gpu).unwrap();
+        let bad = |s: &dyn FrameSource| s.stats().dropped(DropReason::BadImage);
+        play(&gpu, source.as_mut(), u64::MAX, |_, stats| {
+            stats.dropped(DropReason::BadImage) >= 2
+        })
+        .unwrap();
+        // Rewritten in place with a good image of the same length and modification time:
+        // the same file to the source, still bad, so not read.
+        let (good, good_luma) = jpeg(&dir, 16, 8, 150);
+        assert!(good.len() <= c.len());
+        let modified = std::fs::metadata(&c_path).unwrap().modified().unwrap();
+        let mut padded = good.clone();
+        padded.resize(c.len(), 0);
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&c_path)
+            .unwrap();
+        std::os::unix::fs::FileExt::write_all_at(&file, &padded, 0).unwrap();
+        file.set_modified(modified).unwrap();
+        let before = bad(source.as_ref());
+        let got = play(&gpu, source.as_mut(), 9, |_, _| false).unwrap();
+        for (sequence, bytes) in &got {
+            assert_eq!(bytes, &a_luma, "frame {sequence}");
+        }
+        assert!(bad(source.as_ref()) > before);
+        // A new modification time is another file: read, and good now.
+        file.set_modified(modified + Duration::from_secs(1))
+            .unwrap();
+        let got = play(&gpu, source.as_mut(), u64::MAX, |got, _| {
+            got.iter().any(|(_, bytes)| bytes == &good_luma)
+        })
+        .unwrap();
+        assert_eq!(got.last().unwrap().0 % 3, 2);
+    });
+    let name = |file: &str| dir.join(file).display().to_string();
+    for problem in [
+        format!(
+            "skipping {} (frame 1) is grey 40x24, the first image is grey 16x8",
+            name("b.jpg")
+        ),
+        format!(
+            "skipping {} (frame 2) is grey 32x8, the first image is grey 16x8",
+            name("c.jpg")
+        ),
+    ] {
+        assert_eq!(log.matches(&problem).count(), 1, "'{problem}' in:\n{log}");
+    }
 }

@@ -38,6 +38,7 @@ fn every_corpus_image_loads_with_the_size_and_format_in_its_name() {
         ("baseline-17x9.jpg", PixelFormat::Grey),
         ("baseline-grey-33x17.jpg", PixelFormat::Grey),
         ("progressive-33x17.jpg", PixelFormat::Grey),
+        ("progressive-64-scans-48x32.jpg", PixelFormat::Grey),
         ("restarts-48x16.jpg", PixelFormat::Grey),
         ("grey-8x6.pgm", PixelFormat::Grey),
         ("rgb-9x7.ppm", PixelFormat::Rgb24),
@@ -307,4 +308,24 @@ fn r10_a_small_file_claiming_a_huge_frame_is_refused_before_decoding() {
         "{stderr}"
     );
     assert!(peak_kib < 64 * 1024, "peak {peak_kib} KiB");
+}
+
+/// Issue 46 item 5: a valid progressive JPEG of 499 scans (49 MB) took 6.5 s to decode,
+/// its data decoded again for each scan, and a replay directory of such files held the
+/// camera loop and the daemon's start-up. An image of more scans than any encoder's
+/// progression writes is refused from its markers, before any decoding; the most taken
+/// still decodes.
+#[test]
+fn round3_5_a_jpeg_of_too_many_scans_is_refused_before_decoding() {
+    let most = input::load(&corpus("progressive-64-scans-48x32.jpg"), None).unwrap();
+    assert_eq!(most.layout, FrameLayout::packed(PixelFormat::Grey, 48, 32));
+    let path = corpus("progressive-100-scans-48x32.jpg");
+    assert_eq!(
+        input::load(&path, None).unwrap_err().to_string(),
+        format!(
+            "{}: not a readable PNG, JPEG or PGM/PPM image (100 scans, more than the 64 an \
+             image may have); for a raw frame give --format and --size",
+            path.display()
+        )
+    );
 }

@@ -11,7 +11,9 @@
 //! dropped as a `short_frame`. (The file is not memory-mapped: a mapping of a file that
 //! shrinks faults with SIGBUS, which would end the whole daemon.) An image of a directory
 //! that is missing, unreadable, incomplete or of another size than the first is skipped
-//! and dropped as a `bad_image`; the rest play on. Each change is logged once.
+//! and dropped as a `bad_image`; the rest play on. A file found bad is not read again until its inode, length or modification time
+//! changes, and a JPEG's size is taken from its header before it is decoded. Each change
+//! is logged once.
 //!
 //! With nothing left to play the two differ. A raw file without a whole frame reports
 //! itself down and stays open: a recorder rewriting it in place fills it again, and the
@@ -282,6 +284,9 @@ struct ImageDir {
     cached: Option<Vec<u8>>,
     /// What was last wrong with each file, so that each problem is logged once.
     problems: Vec<Option<String>>,
+    /// The version of each file found bad, which is not read again (a JPEG of the wrong
+    /// size, or one of many scans, would otherwise be read, even decoded, on every loop).
+    bad: Vec<Option<FileKey>>,
 }
 
 /// The image files of a directory, in name order.
@@ -338,6 +343,7 @@ impl ImageDir {
                         layout: frame.layout,
                         scale,
                         cached: (files.len() == 1).then_some(frame.bytes),
+                        bad: vec![None; files.len()],
                         files,
                         problems,
                     })
@@ -360,7 +366,16 @@ impl ImageDir {
             return Ok(Fill::Written);
         }
         let index = (sequence % self.files.len() as u64) as usize;
-        match self.load(index) {
+        let key = std::fs::metadata(&self.files[index])
+            .ok()
+            .map(|meta| file_key(&meta));
+        // A file found bad is not read again until it changes; its problem stays as logged.
+        let loaded = match (key, self.bad[index]) {
+            (Some(key), Some(bad)) if key == bad => Err(None),
+            _ => self.load(index).map_err(Some),
+        };
+        self.bad[index] = loaded.as_ref().err().and(key);
+        match loaded {
             Ok(bytes) => {
                 if self.problems[index].take().is_some() {
                     replay_warn!(
@@ -373,9 +388,11 @@ impl ImageDir {
                 Ok(Fill::Written)
             }
             Err(problem) => {
-                if self.problems[index].as_deref() != Some(problem.as_str()) {
-                    replay_warn!("replay {}: skipping {problem}", dir.display());
-                    self.problems[index] = Some(problem);
+                if let Some(problem) = problem {
+                    if self.problems[index].as_deref() != Some(problem.as_str()) {
+                        replay_warn!("replay {}: skipping {problem}", dir.display());
+                        self.problems[index] = Some(problem);
+                    }
                 }
                 if self.problems.iter().all(Option::is_some) {
                     return Err(none_readable(dir, &self.problems));
@@ -385,13 +402,13 @@ impl ImageDir {
         }
     }
 
-    /// Decodes image `index`, or says what is wrong with it (naming the file).
+    /// Decodes image `index`, or says what is wrong with it (naming the file). One of
+    /// another size than the first is refused from its header where it has one that says.
     fn load(&self, index: usize) -> Result<Vec<u8>, String> {
         let file = &self.files[index];
-        let frame = input::load_image(file, self.scale).map_err(|e| e.to_string())?;
-        let (got, want) = (frame.layout, self.layout);
-        if got != want {
-            return Err(format!(
+        match input::load_image_as(file, self.scale, self.layout) {
+            Ok(frame) => Ok(frame.bytes),
+            Err(input::InputError::OtherLayout { got, want, .. }) => Err(format!(
                 "{} (frame {index}) is {} {}x{}, the first image is {} {}x{}",
                 file.display(),
                 got.format,
@@ -400,10 +417,24 @@ impl ImageDir {
                 want.format,
                 want.width,
                 want.height
-            ));
+            )),
+            Err(e) => Err(e.to_string()),
         }
-        Ok(frame.bytes)
     }
+}
+
+/// What tells one version of a file from another without reading it: its device, inode,
+/// length and modification time.
+type FileKey = (u64, u64, u64, i64, i64);
+
+fn file_key(meta: &std::fs::Metadata) -> FileKey {
+    (
+        meta.dev(),
+        meta.ino(),
+        meta.len(),
+        meta.mtime(),
+        meta.mtime_nsec(),
+    )
 }
 
 impl FrameSource for ReplaySource {

@@ -89,6 +89,8 @@ pub(super) struct Notes {
     pub huffman_tables: bool,
     /// Width and height from the (first) frame header, SOF0 to SOF15.
     pub size: Option<(u16, u16)>,
+    /// Scans (SOS segments) walked: a progressive image's data is decoded once per scan.
+    pub scans: u32,
 }
 
 /// [`walk`], noting what [`Notes`] holds.
@@ -137,6 +139,7 @@ pub(super) fn walk_noting(bytes: &[u8], notes: &mut Notes) -> Walk {
             return Walk::Unwhole(Unwhole::SegmentLength { at, len });
         }
         notes.huffman_tables |= code == 0xC4;
+        notes.scans += u32::from(code == 0xDA);
         // SOF0-SOF15 (not DHT, JPG or DAC): precision, then height and width.
         if (0xC0..=0xCF).contains(&code) && !matches!(code, 0xC4 | 0xC8 | 0xCC) {
             if let (None, Some(h)) = (notes.size, bytes.get(at + 3..at + 7)) {
@@ -247,7 +250,8 @@ mod tests {
             notes,
             Notes {
                 huffman_tables: true,
-                size: Some((640, 480))
+                size: Some((640, 480)),
+                scans: 1,
             }
         );
         // Without the DHT segment.

@@ -10,7 +10,8 @@
 //! the conformance test checks.
 //!
 //! An image is decoded only whole: its markers are walked to its EOI first ([`markers`]),
-//! and a decoder warning other than stray bytes before a marker (which loses no pixel)
+//! one of more than [`MAX_SCANS`] scans is refused before decoding, and a decoder warning
+//! other than stray bytes before a marker (which loses no pixel)
 //! makes it corrupt, as do a size other than the one expected. Frames without Huffman
 //! tables (the AVI1 style of UVC cameras) take the standard tables, as libjpeg-turbo does.
 //! Knows nothing of OpenCL, capture or files.
@@ -26,6 +27,11 @@ use std::str::FromStr;
 pub use markers::{jpeg_end, next_image, walk, Part, Unwhole, Walk};
 
 use crate::frame::Size;
+
+/// The most scans an image may have. A progressive image's data is decoded again for each
+/// scan (a 49 MB one of 499 scans took 6.5 s); encoders' progressions write about ten
+/// (libjpeg's and mozjpeg's), and libjpeg-turbo 2.1's own limit (`TJFLAG_LIMITSCANS`) is 500.
+pub const MAX_SCANS: u32 = 64;
 
 /// How much smaller than the image its decoded luma is (libjpeg's DCT scaling: each side
 /// is the image's divided by [`Scale::divisor`], rounded up).
@@ -120,6 +126,8 @@ pub enum Corruption {
     Empty { width: i32, height: i32 },
     /// More bytes than the decoder takes.
     TooLong(usize),
+    /// More scans than [`MAX_SCANS`].
+    Scans(u32),
     /// libjpeg-turbo's message about the damage it met.
     Decoder(Message),
 }
@@ -173,6 +181,12 @@ impl fmt::Display for Corruption {
                 )
             }
             Corruption::TooLong(len) => write!(f, "{len} bytes is too long"),
+            Corruption::Scans(scans) => {
+                write!(
+                    f,
+                    "{scans} scans, more than the {MAX_SCANS} an image may have"
+                )
+            }
             Corruption::Decoder(message) => f.write_str(message.as_str().trim_end()),
         }
     }
@@ -365,12 +379,16 @@ pub fn encode_rgb(rgb: &[u8], size: Size, quality: u8) -> Result<Vec<u8>, JpegEr
 }
 
 /// Where the whole image in `jpeg` ends, its size (from its frame header, read by the
-/// same walk: no second parse by the decoder) and whether it defines Huffman tables.
+/// same walk: no second parse by the decoder) and whether it defines Huffman tables; an
+/// image of more than [`MAX_SCANS`] scans is refused here, before anything decodes it.
 fn whole(jpeg: &[u8]) -> Result<(usize, Size, bool), JpegError> {
     let mut notes = markers::Notes::default();
     let end = markers::walk_noting(jpeg, &mut notes)
         .end()
         .map_err(|why| JpegError::Corrupt(Corruption::Unwhole(why)))?;
+    if notes.scans > MAX_SCANS {
+        return Err(JpegError::Corrupt(Corruption::Scans(notes.scans)));
+    }
     let (width, height) = notes.size.unwrap_or((0, 0));
     if width == 0 || height == 0 {
         return Err(JpegError::Corrupt(Corruption::Empty {

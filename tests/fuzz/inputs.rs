@@ -42,6 +42,7 @@ fn kind(e: &InputError) -> &'static str {
         InputError::RawSize { .. } => "raw-size",
         InputError::Layout { .. } => "layout",
         InputError::Library { .. } => "library",
+        InputError::OtherLayout { .. } => "other-layout",
     }
 }
 
