@@ -250,3 +250,90 @@ fn round3_5_a_bad_image_of_a_replay_directory_is_not_decoded_again_each_loop() {
         assert_eq!(log.matches(&problem).count(), 1, "'{problem}' in:\n{log}");
     }
 }
+
+/// Issue 46 item 10: an MJPEG recording truncated in place logged a warning for each
+/// frame of its lost images, forever (20 a second at 20 fps), while its camera stayed up;
+/// one replaced by a rename played the deleted file on, silently. Now a read past the
+/// file's end, or a loop's end, notices either: the recording is indexed again, which is
+/// logged once; with no image left the source fails, so that its camera shows down and
+/// is opened again with a growing delay.
+#[test]
+fn round3_10_an_mjpeg_recording_truncated_or_replaced_is_indexed_again() {
+    let gpu = common::gpu();
+    let dir = tmp_dir("replay-mjpeg-changes");
+    let images: Vec<_> = [10u8, 100, 200]
+        .iter()
+        .map(|&v| jpeg(&dir, 16, 8, v))
+        .collect();
+    let path = dir.join("clip.mjpeg");
+    let recording: Vec<u8> = images.iter().flat_map(|(bytes, _)| bytes.clone()).collect();
+    std::fs::write(&path, &recording).unwrap();
+    let spec: SourceSpec = format!("replay:{}@200", path.display()).parse().unwrap();
+    let p = path.display().to_string();
+    let (first, second) = (images[0].0.len() as u64, images[1].0.len() as u64);
+    let truncated = first + second / 2;
+    let ((failure, replaced_len), log) = logged(|| {
+        let mut source = capture::open(&spec, &gpu).unwrap();
+        for (sequence, bytes) in play(&gpu, source.as_mut(), 3, |_, _| false).unwrap() {
+            assert_eq!(bytes, images[sequence as usize % 3].1, "frame {sequence}");
+        }
+        // Cut in place inside the second image: the first is all that plays.
+        let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        file.set_len(truncated).unwrap();
+        let got = play(&gpu, source.as_mut(), 20, |_, _| false).unwrap();
+        assert!(got.len() >= 5, "{} frames", got.len());
+        assert!(got.iter().all(|(_, bytes)| bytes == &images[0].1));
+        assert!(
+            source.describe().contains("(MJPEG, 2 JPEG images"),
+            "{}",
+            source.describe()
+        );
+        assert!(source.is_up());
+
+        // Replaced by a rename: the new recording plays.
+        let (other, other_luma) = jpeg(&dir, 16, 8, 50);
+        let new = dir.join("clip.new");
+        std::fs::write(&new, [other.clone(), other].concat()).unwrap();
+        std::fs::rename(&new, &path).unwrap();
+        play(&gpu, source.as_mut(), u64::MAX, |got, _| {
+            got.iter().any(|(_, bytes)| bytes == &other_luma)
+        })
+        .unwrap();
+        assert!(
+            source.describe().contains("(MJPEG, 2 JPEG images"),
+            "{}",
+            source.describe()
+        );
+
+        // Emptied: nothing left to play, the source fails.
+        let replaced_len = std::fs::metadata(&path).unwrap().len();
+        std::fs::write(&path, b"").unwrap();
+        let failure = play(&gpu, source.as_mut(), u64::MAX, |_, _| false).unwrap_err();
+        (failure, replaced_len)
+    });
+    assert_eq!(
+        failure,
+        format!(
+            "replay {p}: holds no JPEG image: give a directory of images, an MJPEG recording \
+             (JPEG images back to back), or a raw file with :WxH:FORMAT"
+        )
+    );
+    let shrank = format!(
+        "replay {p}: the file shrank from {} to {truncated} bytes; indexed again: 2 JPEG images",
+        recording.len()
+    );
+    let replaced = format!("replay {p}: replaced by another file; indexed again: 2 JPEG images");
+    assert_eq!(log.matches(&shrank).count(), 1, "{log}");
+    assert_eq!(log.matches(&replaced).count(), 1, "{log}");
+    let emptied = format!(
+        "replay {p}: the file shrank from {replaced_len} to 0 bytes; indexing it again failed"
+    );
+    assert_eq!(log.matches(&emptied).count(), 1, "{log}");
+    let cut = format!(
+        "replay {p}: the image at byte {first} is corrupt (cut short: the next image or the \
+         file's end comes before its end-of-image marker); dropped as corrupt_frame"
+    );
+    assert_eq!(log.matches(&cut).count(), 1, "{log}");
+    // Nothing else: no line per frame.
+    assert_eq!(log.lines().count(), 4, "{log}");
+}

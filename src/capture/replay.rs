@@ -9,9 +9,11 @@
 //! that shrank, grew or was replaced is followed: its length is taken again before every
 //! frame, the loop is its whole frames now, and a frame that cannot be read whole is
 //! dropped as a `short_frame`. (The file is not memory-mapped: a mapping of a file that
-//! shrinks faults with SIGBUS, which would end the whole daemon.) An image of a directory
-//! that is missing, unreadable, incomplete or of another size than the first is skipped
-//! and dropped as a `bad_image`; the rest play on. A file found bad is not read again until its inode, length or modification time
+//! shrinks faults with SIGBUS, which would end the whole daemon.) An MJPEG recording cut
+//! shorter in place, or replaced by a rename, is indexed again at a loop's end or at a
+//! read past its end. An image of a directory that is missing, unreadable, incomplete or
+//! of another size than the first is skipped and dropped as a `bad_image`; the rest play
+//! on. A file found bad is not read again until its inode, length or modification time
 //! changes, and a JPEG's size is taken from its header before it is decoded. Each change
 //! is logged once.
 //!
@@ -20,7 +22,7 @@
 //! open file shows that at once. A directory whose every image was bad on its last try
 //! fails (`Err`): its camera shows down, logs the reason once and is opened again with a
 //! growing delay, which also lists the directory again, so images written under new names
-//! are found.
+//! are found. So does an MJPEG recording indexed again with no image left in it.
 //!
 //! Owns the open file or the image list, and two frame slots; knows nothing of kernels or
 //! metrics.
@@ -500,7 +502,7 @@ impl FrameSource for ReplaySource {
                 let filled = match frames {
                     Frames::Raw(raw) => raw.fill(path, sequence, out),
                     Frames::Images(dir) => dir.fill(path, sequence, out)?,
-                    Frames::Mjpeg(recording) => recording.fill(path, sequence, out),
+                    Frames::Mjpeg(recording) => recording.fill(path, sequence, out)?,
                 };
                 *drops = match filled {
                     Fill::Written | Fill::Decoded(_) => 0,

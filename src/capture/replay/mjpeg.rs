@@ -298,6 +298,10 @@ pub(super) fn index(reader: impl Read) -> Result<Vec<Span>, IndexError> {
 /// An MJPEG recording being played.
 pub(super) struct MjpegFile {
     file: File,
+    /// The open file's device and inode, to notice the path naming another file.
+    identity: (u64, u64),
+    /// The file's length when it was indexed, to notice it cut shorter.
+    indexed_len: u64,
     spans: Vec<Span>,
     /// The recording's frame size (its first whole image's) and the luma's scale.
     size: Size,
@@ -308,13 +312,19 @@ pub(super) struct MjpegFile {
     bytes: Vec<u8>,
     /// Whether a corrupt frame was logged.
     logged: bool,
+    /// The image of the loop played last, to notice a loop's end.
+    last: usize,
+    /// Whether a failed read was logged (until one reads again).
+    read_failed: bool,
+    /// Whether the path was found gone (the open file still plays).
+    path_gone: bool,
 }
 
 impl MjpegFile {
     /// Indexes `path` and takes the size of its first image that decodes.
     pub fn open(path: &Path, scale: Scale) -> Result<MjpegFile, CaptureError> {
         let fail = |message: String| source_error(path, message);
-        let (file, _) = crate::files::open_regular(path).map_err(|e| {
+        let (file, indexed_len) = crate::files::open_regular(path).map_err(|e| {
             fail(match e {
                 crate::files::OpenError::Io(e) => e.to_string(),
                 crate::files::OpenError::NotRegular(kind) => {
@@ -322,6 +332,7 @@ impl MjpegFile {
                 }
             })
         })?;
+        let meta = file.metadata().map_err(|e| fail(e.to_string()))?;
         let spans = index(&file).map_err(|e| fail(e.to_string()))?;
         if spans.is_empty() {
             return Err(fail(
@@ -347,6 +358,8 @@ impl MjpegFile {
                         .map_err(|e| fail(e.to_string()))?;
                     return Ok(MjpegFile {
                         file,
+                        identity: super::identity(&meta),
+                        indexed_len,
                         spans,
                         size,
                         scale,
@@ -354,6 +367,9 @@ impl MjpegFile {
                         decoder,
                         bytes,
                         logged: false,
+                        last: usize::MAX,
+                        read_failed: false,
+                        path_gone: false,
                     });
                 }
                 Err(e) => {
@@ -375,27 +391,112 @@ impl MjpegFile {
         self.spans.len()
     }
 
+    /// How the recording changed since it was indexed, if it did in a way that loses
+    /// images: cut shorter in place, or the path now names another file (a recording
+    /// replaced by a rename). A file that grew plays on as indexed.
+    fn changed(&mut self, path: &Path) -> Option<String> {
+        match std::fs::metadata(path) {
+            Ok(meta) => {
+                self.path_gone = false;
+                if meta.is_file() && super::identity(&meta) != self.identity {
+                    return Some("replaced by another file".into());
+                }
+            }
+            Err(e) => {
+                if !self.path_gone {
+                    self.path_gone = true;
+                    replay_warn!(
+                        "replay {}: {e}; playing the file already open until the path is back",
+                        path.display()
+                    );
+                }
+            }
+        }
+        let len = self.file.metadata().map_or(self.indexed_len, |m| m.len());
+        (len < self.indexed_len)
+            .then(|| format!("the file shrank from {} to {len} bytes", self.indexed_len))
+    }
+
+    /// Indexes the recording at `path` again after `why`; an error, for the camera to fail
+    /// on, when it holds no image now or its frames changed size.
+    fn reopen(&mut self, path: &Path, why: &str) -> Result<(), CaptureError> {
+        let again = MjpegFile::open(path, self.scale).and_then(|again| {
+            if again.layout == self.layout {
+                Ok(again)
+            } else {
+                Err(source_error(
+                    path,
+                    format!(
+                        "{why}, whose frames are {}x{}, not {}x{}: opened again",
+                        again.size.width, again.size.height, self.size.width, self.size.height
+                    ),
+                ))
+            }
+        });
+        match again {
+            Ok(again) => {
+                replay_warn!(
+                    "replay {}: {why}; indexed again: {} JPEG images",
+                    path.display(),
+                    again.count()
+                );
+                *self = again;
+                Ok(())
+            }
+            Err(e) => {
+                replay_warn!("replay {}: {why}; indexing it again failed", path.display());
+                Err(e)
+            }
+        }
+    }
+
     /// Decodes frame `sequence` of the loop into `out`. A corrupt frame costs no
-    /// allocation (its reason is made into text only for the one log line).
-    pub fn fill(&mut self, path: &Path, sequence: u64, out: &mut [u8]) -> Fill {
-        let span = self.spans[(sequence % self.spans.len() as u64) as usize];
+    /// allocation (its reason is made into text only for the one log line). At a loop's
+    /// end, and when a read runs past the file's end, the recording is looked at again:
+    /// an error if it lost every image.
+    pub fn fill(
+        &mut self,
+        path: &Path,
+        sequence: u64,
+        out: &mut [u8],
+    ) -> Result<Fill, CaptureError> {
+        let mut image = (sequence % self.spans.len() as u64) as usize;
+        if image <= self.last {
+            if let Some(why) = self.changed(path) {
+                self.reopen(path, &why)?;
+                image = (sequence % self.spans.len() as u64) as usize;
+            }
+        }
+        self.last = image;
+        let span = self.spans[image];
         let problem = if span.whole {
             self.bytes.resize(span.len as usize, 0);
             if let Err(e) = self.file.read_exact_at(&mut self.bytes, span.start) {
-                replay_warn!(
-                    "replay {}: reading the image at byte {}: {e}; dropped",
-                    path.display(),
-                    span.start
-                );
-                return Fill::Dropped(DropReason::ShortFrame);
+                if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                    if let Some(why) = self.changed(path) {
+                        self.reopen(path, &why)?;
+                        return Ok(Fill::Dropped(DropReason::ShortFrame));
+                    }
+                }
+                if !self.read_failed {
+                    self.read_failed = true;
+                    replay_warn!(
+                        "replay {}: reading the image at byte {}: {e}; dropped, and later \
+                         failed reads counted without a log until one reads",
+                        path.display(),
+                        span.start
+                    );
+                }
+                return Ok(Fill::Dropped(DropReason::ShortFrame));
             }
+            self.read_failed = false;
             let started = Instant::now();
             let pitch = self.layout.stride as usize;
             match self
                 .decoder
                 .decode(&self.bytes, self.size, self.scale, out, pitch)
             {
-                Ok(()) => return Fill::Decoded(started.elapsed()),
+                Ok(()) => return Ok(Fill::Decoded(started.elapsed())),
                 Err(e) => Some(e),
             }
         } else {
@@ -416,7 +517,7 @@ impl MjpegFile {
                 span.start
             );
         }
-        Fill::Dropped(DropReason::CorruptFrame)
+        Ok(Fill::Dropped(DropReason::CorruptFrame))
     }
 }
 
