@@ -1,8 +1,10 @@
 //! Fuzz target `inputs`: the readers of files a user hands the daemon. Each input is
-//! written to a file and read as an image and as a raw frame (`input::load`); every 32nd
-//! is also played as the second image of a replay directory whose first image is good,
-//! and as what follows a good JPEG image in an MJPEG recording (the path an MJPEG camera's
-//! frames take: the marker walk, then libjpeg-turbo's luma decode).
+//! written to a file and read as an image and as a raw frame (`input::load`); every 32nd,
+//! and every one that holds more than one image start (a recording's shape: the corpus
+//! has tiny images repeated, a damaged header before a long tail, and progressive images
+//! of many scans), is also played as the second image of a replay directory whose first
+//! image is good, and as what follows a good JPEG image in an MJPEG recording (the path an
+//! MJPEG camera's frames take: the marker walk, then libjpeg-turbo's luma decode).
 //!
 //! Invariants: an accepted frame has a layout the pipeline takes and exactly its
 //! `frame_bytes`, a raw one the format and size it was asked for; every error names the
@@ -192,6 +194,14 @@ fn check_mjpeg(
     })
 }
 
+/// How many JPEG image starts (`FF D8 FF`) `bytes` holds.
+fn image_starts(bytes: &[u8]) -> usize {
+    bytes
+        .windows(3)
+        .filter(|w| w == &[0xFF, 0xD8, 0xFF])
+        .count()
+}
+
 #[test]
 fn inputs() {
     let dir = work_dir("fuzz-inputs");
@@ -209,7 +219,7 @@ fn inputs() {
         let image = check_load(&file, None)?;
         let raw = check_load(&file, Some(raw_args(bytes)))?;
         runs.set(runs.get() + 1);
-        if runs.get().is_multiple_of(32) {
+        if runs.get().is_multiple_of(32) || image_starts(bytes) > 1 {
             let replay = check_replay(&gpu, &replay_dir, bytes)?;
             let mjpeg = check_mjpeg(&gpu, &recording, &good, bytes)?;
             return Ok(format!("{image} {raw} {replay} {mjpeg}"));
