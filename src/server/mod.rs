@@ -257,6 +257,7 @@ async fn accept_loop(
             continue;
         };
         let _ = stream.set_nodelay(true);
+        let stream = slots::Socket::new(stream, Arc::clone(&slot.connection));
         let state = Arc::clone(&state);
         let tls = tls.as_ref().map(TlsIdentity::acceptor);
         tokio::spawn(async move {
@@ -278,7 +279,7 @@ async fn accept_loop(
             };
             tokio::select! {
                 _ = served => {}
-                _ = conn.evicted() => tracing::debug!(%peer, "idle connection closed for a newcomer"),
+                _ = conn.evicted() => tracing::debug!(%peer, "connection closed for a newcomer"),
             }
             drop(slot);
         });
@@ -321,6 +322,7 @@ async fn connection<S>(
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let stream = slots::Tracked::new(stream, Arc::clone(&conn));
+    let slot = Arc::clone(&conn);
     let service = service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
         req.extensions_mut().insert(routes::Peer(peer.ip()));
         let state = Arc::clone(&state);
@@ -331,7 +333,7 @@ async fn connection<S>(
             Ok::<_, std::convert::Infallible>(response)
         }
     });
-    let conn = http1::Builder::new()
+    let serving = http1::Builder::new()
         // A client that shuts its side after the request still gets the answer; without
         // this, hyper dropped answers that take a moment (a password check, a snapshot).
         .half_close(true)
@@ -339,10 +341,33 @@ async fn connection<S>(
         .header_read_timeout(HEAD_TIMEOUT)
         .max_buf_size(MAX_HEAD_BYTES)
         .serve_connection(TokioIo::new(stream), service);
-    match tokio::time::timeout(CONNECTION_LIFETIME, conn).await {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => tracing::debug!(%peer, "connection: {e}"),
-        Err(_) => tracing::debug!(%peer, "connection closed after its lifetime"),
+    tokio::pin!(serving);
+    let end = tokio::time::sleep(CONNECTION_LIFETIME);
+    tokio::pin!(end);
+    let mut retired = false;
+    loop {
+        tokio::select! {
+            served = serving.as_mut() => {
+                if let Err(e) = served {
+                    tracing::debug!(%peer, "connection: {e}");
+                }
+                return;
+            }
+            _ = &mut end => {
+                tracing::debug!(%peer, "connection closed after its lifetime or retirement");
+                return;
+            }
+            // Its slot went to a newcomer: the answer in flight goes out whole, then the
+            // connection closes (at once if none is), within the retirement deadline.
+            _ = slot.retired(), if !retired => {
+                retired = true;
+                serving.as_mut().graceful_shutdown();
+                let deadline = tokio::time::Instant::now() + slots::RETIRE_DEADLINE;
+                if deadline < end.deadline() {
+                    end.as_mut().reset(deadline);
+                }
+            }
+        }
     }
 }
 

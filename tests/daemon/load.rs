@@ -1,6 +1,7 @@
 //! The daemon under load and hostile clients: wrk on `/metrics` beside clients that never
-//! read, a flood of wrong passwords, and idle connections from one peer. In each the
-//! cameras must keep their pace and a scraper must get through.
+//! read, a flood of wrong passwords, idle connections from one peer, and the attacks on
+//! the connection slots (slowloris, incomplete heads, a flood of cheap answers, churn).
+//! In each the cameras must keep their pace and a scraper must get through.
 //!
 //! How fast frames come under these loads is measured, not asserted, by
 //! `python3 bench/http_load.py pace` (BENCHMARKS.md); here the camera's own counters say
@@ -274,8 +275,8 @@ fn r7_a_bad_password_flood_neither_stops_frames_nor_locks_out_the_scraper() {
             "{name}: {threads:?}"
         );
     }
-    // The flood's own address gets in again once its connections are gone (until then
-    // they fill its share of the slots: answers in flight keep theirs).
+    // The flood's own address gets in: its newcomer retires one of the flood's busy
+    // connections, whose answer goes out first.
     wait_until(
         "an authorized scrape from the flood's address",
         Duration::from_secs(20),
@@ -354,5 +355,344 @@ fn r8_idle_connections_from_one_peer_leave_room_for_a_scraper() {
     }
     // The one peer holds its share again and is served as before.
     assert_eq!(get(d.port, "/healthz").status, 200);
+    d.stop();
+}
+
+/// Hostile clients on threads of their own, stopped (and joined) when dropped.
+struct Attack {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Attack {
+    /// Runs `client` on a thread for each of `from`, until the attack is dropped; each
+    /// call gets its address and whether to stop.
+    fn start(
+        from: &[&'static str],
+        client: impl Fn(&'static str, &std::sync::atomic::AtomicBool) + Send + Sync + 'static,
+    ) -> Attack {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let client = std::sync::Arc::new(client);
+        let threads = from
+            .iter()
+            .map(|addr| {
+                let (stop, client, addr) = (stop.clone(), client.clone(), *addr);
+                std::thread::spawn(move || client(addr, &stop))
+            })
+            .collect();
+        Attack { stop, threads }
+    }
+
+    fn stopped(stop: &std::sync::atomic::AtomicBool) -> bool {
+        stop.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl Drop for Attack {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Whether the server closed `s` (EOF, reset), asked without waiting.
+fn closed_now(s: &TcpStream) -> bool {
+    let _ = s.set_nonblocking(true);
+    let mut byte = [0u8; 1];
+    let closed = !matches!((&mut &*s).read(&mut byte),
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock);
+    let _ = s.set_nonblocking(false);
+    closed
+}
+
+const SLOW_HEAD: &[u8] = b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: slow\r\n";
+
+/// A slowloris from one address: `count` connections, each sending a request head a
+/// byte at a time every `every` (or one byte only, when `None`); it checks its
+/// connections every `check` and opens anew those the server closed.
+fn slow_heads(
+    port: u16,
+    count: usize,
+    every: Option<Duration>,
+    check: Duration,
+) -> impl Fn(&'static str, &std::sync::atomic::AtomicBool) + Send + Sync {
+    move |from, stop| {
+        let open = |conns: &mut Vec<(TcpStream, usize)>, i: usize| {
+            if let Ok(mut s) = connect_from(from, port) {
+                let _ = s.write_all(&SLOW_HEAD[..1]);
+                conns[i] = (s, 1);
+            }
+        };
+        let mut conns: Vec<(TcpStream, usize)> = (0..count)
+            .filter_map(|_| connect_from(from, port).ok())
+            .map(|mut s| {
+                let _ = s.write_all(&SLOW_HEAD[..1]);
+                (s, 1)
+            })
+            .collect();
+        let mut last_byte = std::time::Instant::now();
+        while !Attack::stopped(stop) {
+            std::thread::sleep(check);
+            let byte_due = every.is_some_and(|e| last_byte.elapsed() >= e);
+            if byte_due {
+                last_byte = std::time::Instant::now();
+            }
+            for i in 0..conns.len() {
+                if closed_now(&conns[i].0) {
+                    open(&mut conns, i);
+                } else if byte_due {
+                    let (s, sent) = &mut conns[i];
+                    // The head never ends: it starts over before its blank line.
+                    let _ = s.write_all(&SLOW_HEAD[*sent % SLOW_HEAD.len()..][..1]);
+                    *sent += 1;
+                }
+            }
+        }
+    }
+}
+
+/// A GET of `path` on the kept-alive `s`: the answer's status, its body read whole.
+fn keep_alive_get(s: &mut TcpStream, path: &str) -> std::io::Result<u16> {
+    write!(s, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")?;
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if s.read(&mut byte)? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head).to_lowercase();
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| std::io::Error::other("no content-length"))?;
+    let mut body = vec![0u8; length];
+    s.read_exact(&mut body)?;
+    head.split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| std::io::Error::other("no status"))
+}
+
+/// Whether a scrape from `from` was answered 200 whole within `limit`; its request is
+/// sent `delay` after the connection is made.
+fn scraped_whole(from: &str, port: u16, limit: Duration, delay: Duration) -> bool {
+    let start = std::time::Instant::now();
+    let Ok(s) = connect_from(from, port) else {
+        return false;
+    };
+    std::thread::sleep(delay);
+    let Ok(r) = exchange(s, "GET", "/metrics", "", limit) else {
+        return false;
+    };
+    let length = r
+        .headers
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse::<usize>().ok());
+    r.status == 200
+        && length.is_none_or(|n| n == r.body.len())
+        && r.body.ends_with(b"\n")
+        && start.elapsed() <= limit
+}
+
+/// Of `n` scrapes from `from`, each given `limit`, how many were answered whole.
+fn scrapes_answered(from: &str, port: u16, n: usize, limit: Duration) -> usize {
+    scrapes_answered_after(from, port, n, limit, Duration::ZERO)
+}
+
+/// [`scrapes_answered`], each request sent `delay` after its connection is made.
+fn scrapes_answered_after(
+    from: &str,
+    port: u16,
+    n: usize,
+    limit: Duration,
+    delay: Duration,
+) -> usize {
+    let answered = (0..n)
+        .filter(|_| scraped_whole(from, port, limit, delay))
+        .count();
+    eprintln!("{answered} of {n} scrapes from {from} answered whole");
+    answered
+}
+
+/// The slot count of the issue's figures: a quarter, 16, per peer.
+const SLOTS: &str = "[web]\nmax_connections = 64\n";
+
+/// Resilience round 3, regression of round 1: 64 connections from the scraper's own
+/// address trickling request heads (a byte every half second) held its share of the
+/// slots, each "receiving its request": 0 of 10 scrapes from that address answered
+/// within 3 s. Behind NAT or a proxy every client shares one address. Heads incomplete
+/// past the grace give their slots up.
+#[test]
+fn round3_a_slowloris_from_the_scrapers_own_address_leaves_it_room() {
+    let dir = tmp_dir("daemon-slowloris-own");
+    let d = Daemon::start(&dir, &format!("{SLOTS}{}", camera("c", "64x48", &[], 64)));
+    let attack = Attack::start(
+        &["127.0.0.1"],
+        slow_heads(
+            d.port,
+            64,
+            Some(Duration::from_millis(500)),
+            Duration::from_millis(50),
+        ),
+    );
+    // Heads past the grace, as a slowloris keeps them.
+    std::thread::sleep(Duration::from_secs(2));
+    let answered = scrapes_answered("127.0.0.1", d.port, 10, Duration::from_secs(3));
+    drop(attack);
+    assert_eq!(answered, 10);
+    d.stop();
+}
+
+/// Resilience round 3, item 1: 4 addresses x 16 connections that each send one byte of a
+/// request head and nothing more held all 64 slots (scrapes from a fifth: 0 of 30); the
+/// attacker opens anew what the server closes, at about 25 connections a second.
+#[test]
+fn round3_1_one_byte_heads_from_four_peers_leave_room_for_a_fifth() {
+    let dir = tmp_dir("daemon-one-byte-heads");
+    let d = Daemon::start(&dir, &format!("{SLOTS}{}", camera("c", "64x48", &[], 64)));
+    let attack = Attack::start(
+        &["127.0.0.11", "127.0.0.12", "127.0.0.13", "127.0.0.14"],
+        slow_heads(d.port, 16, None, Duration::from_millis(160)),
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    let answered = scrapes_answered("127.0.0.15", d.port, 30, Duration::from_secs(3));
+    drop(attack);
+    assert_eq!(answered, 30);
+    d.stop();
+}
+
+/// Resilience round 3, regression of round 2: 4 addresses x 16 kept-alive connections
+/// asking a snapshot of a camera that is down (answered 503 at once) held every slot with
+/// an answer in flight: 0 of 38 scrapes from a fifth address answered. The busiest
+/// peer's oldest connection finishes its answer and gives its slot up.
+#[test]
+fn round3_b_a_snapshot_flood_of_a_down_camera_leaves_room_for_a_fifth_peer() {
+    let dir = tmp_dir("daemon-snapshot-flood");
+    let config = format!(
+        "{SLOTS}snapshots = true\n{}[[camera]]\nname = \"down\"\n[camera.source]\n\
+         kind = \"v4l2\"\ndevice = \"/dev/video-edgesight-none\"\n",
+        camera("c", "64x48", &[], 64)
+    );
+    // A camera down answers 503 on /healthz: served is enough.
+    let d = Daemon::spawn(&dir, &config);
+    wait_until("the daemon to serve", Duration::from_secs(60), || {
+        request(d.port, "GET", "/metrics")
+            .ok()
+            .filter(|r| r.status == 200)
+    });
+    let path = "/snapshot/luma.png?camera=down";
+    assert_eq!(get(d.port, path).status, 503);
+    let port = d.port;
+    let answers = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = answers.clone();
+    let attack = Attack::start(
+        &["127.0.0.21", "127.0.0.22", "127.0.0.23", "127.0.0.24"],
+        move |from, stop| {
+            // 16 kept-alive connections, asked in turn, each opened anew once closed.
+            let mut conns: Vec<Option<TcpStream>> = (0..16).map(|_| None).collect();
+            while !Attack::stopped(stop) {
+                for c in conns.iter_mut() {
+                    if c.is_none() {
+                        *c = connect_from(from, port).ok();
+                    }
+                    let Some(s) = c.as_mut() else { continue };
+                    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+                    match keep_alive_get(s, path) {
+                        Ok(503) => {
+                            counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        Ok(other) => panic!("the flood got {other}"),
+                        Err(_) => *c = None,
+                    }
+                }
+            }
+        },
+    );
+    wait_until(
+        "the flood's first thousand 503s",
+        Duration::from_secs(30),
+        || (answers.load(std::sync::atomic::Ordering::Relaxed) >= 1000).then_some(()),
+    );
+    let answered = scrapes_answered("127.0.0.25", d.port, 30, Duration::from_secs(3));
+    drop(attack);
+    assert_eq!(answered, 30);
+    d.stop();
+}
+
+/// Resilience round 3, regression of round 2: thousands of empty connections a second
+/// from 4 addresses cut some scrapes from a fifth (39 of 40 answered whole): a scrape
+/// whose request had not arrived, or not been read, looked idle, and the churn took its
+/// slot. Here each scrape's request follows its connection by 150 ms, as an encrypted
+/// request follows the TLS handshake over a link of 100 ms round trip (the handshake
+/// leaves the connection idle in the slot table). At least 99 % of the scrapes must be
+/// answered whole.
+#[test]
+fn round3_c_connection_churn_leaves_scrapes_whole() {
+    let dir = tmp_dir("daemon-churn");
+    // 16 slots, 4 per peer: the shape of 64, turned over four times as fast by a churn
+    // that a loaded 2-core machine accepts at a few hundred connections a second.
+    let slots = 16;
+    let config = format!(
+        "[web]\nmax_connections = {slots}\n{}",
+        camera("c", "64x48", &[], 64)
+    );
+    let d = Daemon::start(&dir, &config);
+    let port = d.port;
+    let made = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = made.clone();
+    let attack = Attack::start(
+        &["127.0.0.31", "127.0.0.32", "127.0.0.33", "127.0.0.34"],
+        move |from, stop| {
+            // Each address keeps more than its share open, the oldest closed as it opens
+            // another: the slots stay full of empty connections.
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime");
+            let bind = format!("{from}:0").parse().expect("address");
+            let to = format!("127.0.0.1:{port}").parse().expect("address");
+            runtime.block_on(async {
+                let mut ring = std::collections::VecDeque::new();
+                while !Attack::stopped(stop) {
+                    let Ok(socket) = tokio::net::TcpSocket::new_v4() else {
+                        continue;
+                    };
+                    if socket.bind(bind).is_ok() {
+                        if let Ok(s) = socket.connect(to).await {
+                            counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            ring.push_back(s);
+                        }
+                    }
+                    if ring.len() > 100 {
+                        ring.pop_front();
+                    }
+                }
+            });
+        },
+    );
+    let start = std::time::Instant::now();
+    let n = 100;
+    let delay = Duration::from_millis(150);
+    let answered = scrapes_answered_after("127.0.0.35", d.port, n, Duration::from_secs(5), delay);
+    let rate =
+        made.load(std::sync::atomic::Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64();
+    drop(attack);
+    eprintln!("churn: {rate:.0} connections a second");
+    // Each scrape's wait is long enough for the churn to replace every slot (the
+    // daemon's threads run below other work: a loaded machine accepts fewer).
+    assert!(
+        rate * delay.as_secs_f64() >= slots as f64,
+        "only {rate:.0} connections a second"
+    );
+    assert!(
+        100 * answered >= 99 * n,
+        "{answered} of {n} scrapes answered whole"
+    );
     d.stop();
 }
