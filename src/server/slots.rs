@@ -2,37 +2,41 @@
 //! once, at most a quarter of them from one peer. A newcomer whose peer holds its share,
 //! or that finds the table full, takes a slot in this order:
 //!
-//! 1. an idle connection, oldest first: no byte of a request received (none waiting in
-//!    the socket either, or a TLS handshake under way), and no answer being sent, or one
-//!    whose client has read nothing of it for [`STALLED_WRITE`]. It is closed at once.
+//! 1. an idle connection: no byte of a request received (none waiting in the socket
+//!    either, or a TLS handshake under way), and no answer being sent, or one whose client
+//!    has read nothing of it for [`STALLED_WRITE`]; of the peer holding the most slots
+//!    first, then oldest first. It is closed at once.
 //! 2. a connection whose request head began arriving more than [`HEAD_GRACE`] ago and is
 //!    still incomplete, oldest head first, closed at once. A real client writes its head
 //!    in one go and it arrives within a round trip; one still incomplete after the grace
 //!    is a slowloris (or a client that went away), not work worth protecting.
-//! 3. a busy connection (being answered, sending its answer, or just done with one and
-//!    kept alive): the oldest of its own peer's when that peer holds its share, or else
-//!    the oldest of the peer holding the most slots, provided that peer holds more than
-//!    the newcomer's peer would. It is *retired*: the answer in flight completes whole,
-//!    then the connection closes, or after [`RETIRE_DEADLINE`] anyway; its slot is the
-//!    newcomer's at once. At most a quarter of `max` are retiring at a time, so that a
-//!    flood of newcomers cannot turn every connection into one that still holds a socket.
+//! 3. a connection of one peer: the newcomer's own when that peer holds its share; else
+//!    the peer holding the most slots, provided it holds more than the newcomer's would;
+//!    else the newcomer's own. Of that peer, the oldest busy connection (being answered,
+//!    sending its answer, or just done with one and kept alive) is *retired*: the answer
+//!    in flight completes whole, then the connection closes, or after
+//!    [`RETIRE_DEADLINE`] anyway; its slot is the newcomer's at once. At most a quarter
+//!    of `max` are retiring at a time: past that the oldest retiring one is closed at
+//!    once, so that a flood of newcomers can neither turn every connection into one that
+//!    still holds a socket nor stop retiring. Where that peer has none busy, its oldest
+//!    head that began arriving within the grace is closed at once: a slowloris that opens
+//!    anew every connection closed keeps its connections young, and its own address's
+//!    scraper (behind NAT or a proxy every client shares one), or a fifth peer arriving a
+//!    moment after it began, must still get in.
 //!
-//! 4. for a newcomer of a peer at its share only: that peer's oldest head arriving within
-//!    the grace, closed at once. A slowloris that opens anew every connection closed keeps
-//!    its share full of young heads; its own address's scraper (behind NAT or a proxy
-//!    every client shares one) must still get in.
-//!
-//! Otherwise the newcomer is closed. Among idle connections those of the peer holding the
-//! most slots go first, so that a churn of empty connections from a few peers takes their
-//! own, not a fifth peer's whose request has not arrived yet (a TLS handshake leaves a
-//! connection idle for a round trip or two). Another peer's head that began arriving
-//! within the grace is never taken (a flood of new connections never cuts a scrape being
-//! received or sent), a slowloris holds only connections that the next client takes
-//! away, and four peers each at their share leave room for a fifth. Whether a connection
-//! accepted but not yet read from has its request waiting is asked of the socket: on a
-//! loaded machine its task may not have run yet.
+//! Otherwise the newcomer is closed. Idle connections of the biggest peer go first so
+//! that a churn of empty connections from a few peers takes their own, not a fifth peer's
+//! whose request has not arrived yet (a TLS handshake leaves a connection idle for a round
+//! trip or two). A head that began arriving within the grace is taken only from the
+//! newcomer's own peer or one holding more slots than the newcomer's would, so a flood of
+//! new connections from other peers never cuts a scrape being received, nor one being
+//! sent (a retired answer goes out whole, barring a quarter of the slots retired after
+//! it before it is out); a slowloris holds only connections that the next client takes
+//! away, and four peers each at their share leave room for a fifth. Whether a connection accepted but not yet read
+//! from has its request waiting is asked of the socket: on a loaded machine its task may
+//! not have run yet.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
@@ -73,9 +77,11 @@ struct Table {
     next_id: u64,
     /// By id, which is by age: the first idle entry is the oldest.
     open: BTreeMap<u64, Open>,
-    /// Connections retired for a newcomer, finishing their answer: their slot is given
-    /// away, their socket not yet.
-    retiring: BTreeSet<u64>,
+    /// Connections retired for a newcomer, finishing their answer, by id: their slot is
+    /// given away, their socket not yet.
+    retiring: BTreeMap<u64, Arc<Connection>>,
+    /// How many may be retiring at a time.
+    retiring_max: usize,
 }
 
 struct Open {
@@ -393,7 +399,10 @@ impl Slots {
         Arc::new(Slots {
             max,
             per_peer: (max / PEER_SHARE).max(1),
-            table: Mutex::new(Table::default()),
+            table: Mutex::new(Table {
+                retiring_max: (max / PEER_SHARE).max(1),
+                ..Table::default()
+            }),
         })
     }
 
@@ -407,27 +416,24 @@ impl Slots {
     fn admit_at(self: &Arc<Self>, peer: IpAddr, now: u64) -> Option<Slot> {
         let peer = peer_key(peer);
         let mut table = self.table.lock().ok()?;
-        let may_retire = table.retiring.len() < self.per_peer;
         let held = table.held();
         let from_peer = held.get(&peer).copied().unwrap_or(0);
         if from_peer >= self.per_peer {
             let own = table.choose(now, |o| o.peer == peer, &held, from_peer);
-            if !table.take(own, may_retire) {
+            if !table.take(own) {
                 return None;
             }
         } else if table.open.len() >= self.max {
             let most = held.values().copied().max().unwrap_or(0);
             let any = table.choose(now, |_| true, &held, most);
-            if !table.take(any.without_busy(), false) {
-                let busy = may_retire
-                    .then(|| table.busiest_peer(now, &held, from_peer))
-                    .flatten()
-                    .map(|id| Choice {
-                        busy: Some(id),
-                        ..Choice::default()
-                    });
-                if !busy.is_some_and(|c| table.take(c, true)) {
-                    return None;
+            if !table.take(any.without_busy()) {
+                let biggest = table.biggest_peer(now, &held, from_peer);
+                if !biggest.is_some_and(|c| table.take(c)) {
+                    // Its own peer's, rather than none (one address behind NAT).
+                    let own = table.choose(now, |o| o.peer == peer, &held, from_peer);
+                    if !table.take(own) {
+                        return None;
+                    }
                 }
             }
         }
@@ -525,22 +531,36 @@ impl Table {
         choice
     }
 
-    /// The oldest busy connection of the peer holding the most slots, where that peer
-    /// holds more than the newcomer's, which holds `theirs` now, would with one more.
-    fn busiest_peer(&self, now: u64, held: &HashMap<IpAddr, usize>, theirs: usize) -> Option<u64> {
+    /// The oldest busy connection and the oldest young head among those of the peers
+    /// holding the most slots, where they hold more than the newcomer's, which holds
+    /// `theirs` now, would with one more.
+    fn biggest_peer(
+        &self,
+        now: u64,
+        held: &HashMap<IpAddr, usize>,
+        theirs: usize,
+    ) -> Option<Choice> {
         let most = held.values().copied().max()?;
         if most <= theirs + 1 {
             return None;
         }
-        self.open
-            .iter()
-            .find(|(_, o)| held[&o.peer] == most && o.state.standing_at(now) == Standing::Busy)
-            .map(|(id, _)| *id)
+        let mut choice = Choice::default();
+        for (id, o) in self.open.iter().filter(|(_, o)| held[&o.peer] == most) {
+            match o.state.standing_at(now) {
+                Standing::Busy => choice.busy.get_or_insert(*id),
+                Standing::Receiving => choice.young.get_or_insert(*id),
+                _ => continue,
+            };
+            if choice.busy.is_some() && choice.young.is_some() {
+                break;
+            }
+        }
+        Some(choice)
     }
 
-    /// Frees the first slot `choice` offers, in the order of the module doc; a busy one
-    /// only if `may_retire`. Whether one was freed.
-    fn take(&mut self, choice: Choice, may_retire: bool) -> bool {
+    /// Frees the first slot `choice` offers, in the order of the module doc. Whether one
+    /// was freed.
+    fn take(&mut self, choice: Choice) -> bool {
         let close = |table: &mut Table, id| match table.open.remove(&id) {
             Some(closed) => {
                 closed.state.evicted.notify_one();
@@ -551,10 +571,15 @@ impl Table {
         if let Some(id) = choice.idle.or(choice.stale) {
             return close(self, id);
         }
-        if let Some(id) = choice.busy.filter(|_| may_retire) {
+        if let Some(id) = choice.busy {
             if let Some(retired) = self.open.remove(&id) {
-                self.retiring.insert(id);
+                if self.retiring.len() >= self.retiring_max {
+                    if let Some((_, oldest)) = self.retiring.pop_first() {
+                        oldest.evicted.notify_one();
+                    }
+                }
                 retired.state.retired.notify_one();
+                self.retiring.insert(id, retired.state);
                 return true;
             }
         }
@@ -809,7 +834,7 @@ mod tests {
         assert!(told_to_retire(&scraper).await, "its answer goes out whole");
         assert!(!told_to_close(&scraper).await);
         assert!(!told_to_close(&heads[1]).await);
-        // A full table of young heads: another peer's newcomer is refused.
+        // A full table of young heads: the peer of two gives one up to a peer of none.
         let others: Vec<Slot> = (2..8)
             .map(|n| slots.admit_at(IpAddr::from([10, 0, 0, n]), t + 3).unwrap())
             .collect();
@@ -817,8 +842,19 @@ mod tests {
             o.connection.head_since.store(t + 3, Ordering::Release);
         }
         assert_eq!(slots.table.lock().unwrap().open.len(), 8);
-        assert!(slots.admit_at(ip("10.0.1.1"), t + 4).is_none());
+        let fifth = slots.admit_at(ip("10.0.1.1"), t + 4).expect("127.0.0.1's");
+        assert!(told_to_close(&heads[1]).await);
         for o in &others {
+            assert!(!told_to_close(o).await);
+        }
+        // Every peer holds one: a newcomer takes its own peer's young head, no other's.
+        let _fifth = fifth.connection.request();
+        let own = slots.admit_at(ip("10.0.0.2"), t + 5).expect("its own");
+        own.connection.head_since.store(t + 5, Ordering::Release);
+        assert!(told_to_close(&others[0]).await);
+        let _own = slots.admit_at(a, t + 5).expect("its own");
+        assert!(told_to_close(&next).await);
+        for o in &others[1..] {
             assert!(!told_to_close(o).await);
         }
     }
@@ -867,8 +903,9 @@ mod tests {
 
     /// The snapshot-flood regression: four peers each at their share with answers in
     /// flight left a fifth no slot. The busiest peer's oldest busy connection is retired
-    /// (its answer completes, then it closes); at most a quarter of the slots retire at a
-    /// time, and a peer holding no more than the newcomer's would keeps its connections.
+    /// (its answer completes, then it closes); past a quarter of the slots retiring, the
+    /// oldest retiring is closed; a peer holding no more than the newcomer's would keeps
+    /// its connections.
     #[tokio::test]
     async fn round3_b_four_busy_peers_at_their_share_leave_room_for_a_fifth() {
         let slots = Slots::new(8);
@@ -887,18 +924,43 @@ mod tests {
         let second = slots.admit(ip("10.0.0.6")).expect("another");
         let second_busy = second.connection.request();
         assert!(told_to_retire(&held[2]).await);
-        // Two retiring, a quarter of eight: the next newcomer waits for one to close.
-        assert!(slots.admit(ip("10.0.0.7")).is_none());
-        drop(held.remove(0));
-        let third = slots.admit(ip("10.0.0.7")).expect("a retired one closed");
+        // Two retiring, a quarter of eight: the next newcomer closes the oldest retiring
+        // one at once, and retires the next busy one.
+        let third = slots.admit(ip("10.0.0.7")).expect("another");
         let _third = third.connection.request();
-        // Every peer holds one or two now: a peer holding one gets no busy one's slot.
+        assert!(
+            told_to_close(&held[0]).await,
+            "retiring for longest: closed"
+        );
+        assert!(told_to_retire(&held[4]).await);
+        assert!(!told_to_close(&held[2]).await);
+        assert_eq!(
+            slots
+                .table
+                .lock()
+                .unwrap()
+                .retiring
+                .keys()
+                .collect::<Vec<_>>(),
+            [&2, &4]
+        );
+        drop(held.remove(0));
+        // Every peer holds one or two now: a peer holding one gets no other peer's slot,
+        // only its own.
         drop(second_busy);
         drop(second);
         let again = slots.admit(ip("10.0.0.6")).unwrap();
         let _again = again.connection.request();
         assert_eq!(slots.table.lock().unwrap().open.len(), 8);
-        assert!(slots.admit(ip("10.0.0.5")).is_none());
+        let _own = slots.admit(ip("10.0.0.5")).expect("its own");
+        assert!(told_to_retire(&scraper).await);
+        assert!(
+            told_to_close(&held[1]).await,
+            "retiring for longest: closed"
+        );
+        for h in [&held[0], &held[2], &held[4], &held[5], &held[6]] {
+            assert!(!told_to_retire(h).await && !told_to_close(h).await);
+        }
     }
 
     /// The churn regression: a scraper's connection accepted while the server was too
