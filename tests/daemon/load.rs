@@ -453,31 +453,6 @@ fn slow_heads(
     }
 }
 
-/// A GET of `path` on the kept-alive `s`: the answer's status, its body read whole.
-fn keep_alive_get(s: &mut TcpStream, path: &str) -> std::io::Result<u16> {
-    write!(s, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")?;
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        if s.read(&mut byte)? == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        head.push(byte[0]);
-    }
-    let head = String::from_utf8_lossy(&head).to_lowercase();
-    let length: usize = head
-        .lines()
-        .find_map(|l| l.strip_prefix("content-length:"))
-        .and_then(|v| v.trim().parse().ok())
-        .ok_or_else(|| std::io::Error::other("no content-length"))?;
-    let mut body = vec![0u8; length];
-    s.read_exact(&mut body)?;
-    head.split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .ok_or_else(|| std::io::Error::other("no status"))
-}
-
 /// Whether a scrape from `from` was answered 200 whole within `limit`; its request is
 /// sent `delay` after the connection is made.
 fn scraped_whole(from: &str, port: u16, limit: Duration, delay: Duration) -> bool {

@@ -21,10 +21,13 @@
 //! | `p`  | a snapshot as a user asks for it |
 //! | `f`  | an image in `b`'s directory under a hostile name, good or garbage |
 //! | `b`  | `b`'s images spoiled, or healed when spoiled |
+//! | `s`  | 1-8 connections from each of four peers (the scraper's too, by the argument) sending one byte of a head and nothing more |
+//! | `a`  | 4-12 kept-alive connections from each of four peers other than the scraper's asking a cheap answer (a 404, `b`'s snapshot, a 404 of the API) over and over, while the scraper scrapes |
 //!
 //! Invariants, after every step: the daemon runs, and a scrape from its own address is
 //! answered whole (200, the families in) at the first try within 5 s, whatever the held
-//! clients do; a snapshot is a PNG or a 503 with Retry-After. After every script (each
+//! clients do (four peers at their share of the slots with heads just begun or answers in
+//! flight included); a snapshot is a PNG or a 503 with Retry-After. After every script (each
 //! ends with a reload of the last valid config): every camera that delivers frames runs
 //! that config (regions, threshold, health on or off, as `/api/v1/latest` shows them); the
 //! failure count of `edgesight_config_reloads_total` moved only for scripts that wrote an
@@ -47,7 +50,7 @@ use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::common::daemon::{
-    connect_from, exchange, proc_status, sample, textured_pgm, tmp_dir, Daemon,
+    connect_from, exchange, keep_alive_get, proc_status, sample, textured_pgm, tmp_dir, Daemon,
 };
 use super::common::Rng;
 use super::fuzz;
@@ -386,6 +389,64 @@ fn snapshot(port: u16, arg: u8) -> Result<(), String> {
     }
 }
 
+/// Four peers that fill the slots, each to its share and beyond: the script's clients and
+/// the churn's address, or the scraper's own instead of the churn's (behind NAT or a
+/// proxy, every client shares the scraper's address) when the argument's top bit is set.
+fn slot_peers(arg: u8) -> [&'static str; 4] {
+    let fourth = if arg & 0x80 != 0 { SCRAPER } else { CHURN };
+    [CLIENTS[0], CLIENTS[1], CLIENTS[2], fourth]
+}
+
+/// Kept-alive connections from four peers other than the scraper's asking a cheap answer
+/// over and over, each opened anew when the daemon closes it; the scraper must be
+/// answered while they do. (From the scraper's own address, a flood beyond its share that
+/// reconnects at once can close the scraper's connection before its request is read:
+/// the daemon cannot tell one from the other.)
+fn cheap_answer_flood(port: u16, arg: u8) -> Result<(), String> {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let path = [
+        "/nope",
+        "/snapshot/luma.png?camera=b",
+        "/api/v1/latest?camera=none",
+    ][usize::from(arg % 3)];
+    let per_peer = 4 + usize::from(arg / 3 % 9);
+    let stop = AtomicBool::new(false);
+    let answers = AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        for from in slot_peers(0) {
+            let (stop, answers) = (&stop, &answers);
+            scope.spawn(move || {
+                let mut conns: Vec<Option<TcpStream>> = (0..per_peer).map(|_| None).collect();
+                while !stop.load(Ordering::Relaxed) {
+                    for c in conns.iter_mut() {
+                        if c.is_none() {
+                            *c = connect_from(from, port).ok();
+                        }
+                        let Some(s) = c.as_mut() else { continue };
+                        let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
+                        match keep_alive_get(s, path) {
+                            Ok(_) => {
+                                answers.fetch_add(1, Ordering::Relaxed);
+                            }
+                            // Its slot taken back: that is the daemon's right.
+                            Err(_) => *c = None,
+                        }
+                    }
+                }
+            });
+        }
+        let start = Instant::now();
+        while answers.load(Ordering::Relaxed) < 8 * per_peer
+            && start.elapsed() < Duration::from_secs(5)
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let scraped = scrape(port).map_err(|e| format!("{path} flood, {per_peer} a peer: {e}"));
+        stop.store(true, Ordering::Relaxed);
+        scraped.map(|_| ())
+    })
+}
+
 /// A client pipelining requests and reading none of the answers.
 fn greedy_client(port: u16, arg: u8) -> Option<TcpStream> {
     let path = [
@@ -484,7 +545,8 @@ fn check(script: &[u8]) -> Result<String, String> {
         }
         step += 1;
         let op = match b {
-            b'w' | b'x' | b'd' | b'r' | b'h' | b'k' | b'c' | b'z' | b'p' | b'f' | b'b' => b,
+            b'w' | b'x' | b'd' | b'r' | b'h' | b'k' | b'c' | b'z' | b'p' | b'f' | b'b' | b's'
+            | b'a' => b,
             // Spoiling `b` sets back its restarts by seconds: only as asked for by name.
             _ => b"wxdrhkczpf"[usize::from(b) % 10],
         };
@@ -532,6 +594,20 @@ fn check(script: &[u8]) -> Result<String, String> {
                 }
             }
             b'z' => close_all(&mut run.held),
+            b's' => {
+                let a = arg();
+                for from in slot_peers(a) {
+                    for _ in 0..=a % 8 {
+                        if let Ok(mut s) = connect_from(from, port) {
+                            let _ = s.write_all(b"G");
+                            run.held.push(s);
+                        }
+                    }
+                }
+                // Read by the daemon (heads begun, not idle) before the scrape.
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            b'a' => cheap_answer_flood(port, arg())?,
             b'p' => snapshot(port, arg())?,
             b'f' => {
                 let seed = arg();
