@@ -5,7 +5,8 @@
 //! 1. an idle connection: no byte of a request received (none waiting in the socket
 //!    either, or a TLS handshake under way), and no answer being sent, or one whose client
 //!    has read nothing of it for [`STALLED_WRITE`]; of the peer holding the most slots
-//!    first, then oldest first. It is closed at once.
+//!    first, then oldest first, and, from another peer, only of one holding at least as
+//!    many as the newcomer's would. It is closed at once.
 //! 2. a connection whose request head began arriving more than [`HEAD_GRACE`] ago and is
 //!    still incomplete, oldest head first, closed at once. A real client writes its head
 //!    in one go and it arrives within a round trip; one still incomplete after the grace
@@ -24,10 +25,10 @@
 //!    scraper (behind NAT or a proxy every client shares one), or a fifth peer arriving a
 //!    moment after it began, must still get in.
 //!
-//! Otherwise the newcomer is closed. Idle connections of the biggest peer go first so
-//! that a churn of empty connections from a few peers takes their own, not a fifth peer's
-//! whose request has not arrived yet (a TLS handshake leaves a connection idle for a round
-//! trip or two). A head that began arriving within the grace is taken only from the
+//! Otherwise the newcomer is closed. Idle connections of the biggest peer go first, and
+//! a smaller peer's are left alone, so that a churn of empty connections from a few peers
+//! takes their own, not a fifth peer's whose request has not arrived yet (a TLS handshake
+//! leaves a connection idle for a round trip or two). A head that began arriving within the grace is taken only from the
 //! newcomer's own peer or one holding more slots than the newcomer's would, so a flood of
 //! new connections from other peers never cuts a scrape being received, nor one being
 //! sent (a retired answer goes out whole, barring a quarter of the slots retired after
@@ -419,18 +420,18 @@ impl Slots {
         let held = table.held();
         let from_peer = held.get(&peer).copied().unwrap_or(0);
         if from_peer >= self.per_peer {
-            let own = table.choose(now, |o| o.peer == peer, &held, from_peer);
+            let own = table.choose(now, |o| o.peer == peer, &held, from_peer, 0);
             if !table.take(own) {
                 return None;
             }
         } else if table.open.len() >= self.max {
             let most = held.values().copied().max().unwrap_or(0);
-            let any = table.choose(now, |_| true, &held, most);
+            let any = table.choose(now, |_| true, &held, most, from_peer + 1);
             if !table.take(any.without_busy()) {
                 let biggest = table.biggest_peer(now, &held, from_peer);
                 if !biggest.is_some_and(|c| table.take(c)) {
                     // Its own peer's, rather than none (one address behind NAT).
-                    let own = table.choose(now, |o| o.peer == peer, &held, from_peer);
+                    let own = table.choose(now, |o| o.peer == peer, &held, from_peer, 0);
                     if !table.take(own) {
                         return None;
                     }
@@ -497,16 +498,19 @@ impl Table {
     }
 
     /// Among the connections that `matches`: the idle one of the peer holding the most
-    /// slots (`held`), the oldest of its peer's, and the oldest stale head and busy one.
-    /// A peer's idle connection goes before a smaller peer's, so that a churn of empty
-    /// connections from a few peers takes their own, not a fifth's scrape whose request
-    /// has not arrived yet. The search ends at an idle one of a peer holding `most`.
+    /// slots (`held`), at least `idle_from`, the oldest of its peer's; the oldest stale
+    /// head, busy one and young head. A peer's idle connection goes before a smaller
+    /// peer's, and none of a peer holding fewer than the newcomer's would, so that a churn
+    /// of empty connections from a few peers takes their own, not a fifth's scrape whose
+    /// request has not arrived yet (or whose TLS handshake is under way). The search ends
+    /// at an idle one of a peer holding `most`.
     fn choose(
         &self,
         now: u64,
         matches: impl Fn(&Open) -> bool,
         held: &HashMap<IpAddr, usize>,
         most: usize,
+        idle_from: usize,
     ) -> Choice {
         let mut choice = Choice::default();
         let mut idle_held = 0;
@@ -514,7 +518,7 @@ impl Table {
             let slot = match o.state.standing_at(now) {
                 Standing::Idle => {
                     let peer_held = held.get(&o.peer).copied().unwrap_or(0);
-                    if peer_held > idle_held {
+                    if peer_held >= idle_from && peer_held > idle_held {
                         (choice.idle, idle_held) = (Some(*id), peer_held);
                     }
                     if idle_held >= most {
@@ -1014,6 +1018,31 @@ mod tests {
         assert!(!told_to_close(&scraper).await);
         assert_eq!(slots.open_from(ip("10.0.0.5")), 1);
         assert_eq!(slots.table.lock().unwrap().open.len(), 8);
+    }
+
+    /// A fifth peer's connection in its TLS handshake (idle) is the only idle one, the
+    /// others busy: a newcomer of a peer holding as many does not take it, but its own.
+    #[tokio::test]
+    async fn round3_1_a_smaller_peers_idle_connection_is_left_alone() {
+        let slots = Slots::new(8);
+        let handshaking = slots.admit(ip("10.0.0.5")).unwrap();
+        let mut busy = Vec::new();
+        for p in [
+            "10.0.0.1", "10.0.0.1", "10.0.0.2", "10.0.0.2", "10.0.0.3", "10.0.0.3",
+        ]
+        .into_iter()
+        .chain(["10.0.0.4"])
+        {
+            let slot = slots.admit(ip(p)).unwrap();
+            let guard = slot.connection.request();
+            busy.push((slot, guard));
+        }
+        let _newcomer = slots.admit(ip("10.0.0.4")).expect("its own peer's");
+        assert!(!told_to_close(&handshaking).await);
+        assert!(told_to_retire(&busy[6].0).await);
+        for (slot, _) in &busy[..6] {
+            assert!(!told_to_retire(slot).await && !told_to_close(slot).await);
+        }
     }
 
     /// Whether the bytes a client wrote reached the server's socket within a second.

@@ -410,28 +410,22 @@ fn closed_now(s: &TcpStream) -> bool {
 const SLOW_HEAD: &[u8] = b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: slow\r\n";
 
 /// A slowloris from one address: `count` connections, each sending a request head a
-/// byte at a time every `every` (or one byte only, when `None`); it checks its
+/// byte at a time every `every` (or `first` only, when `None`); it checks its
 /// connections every `check` and opens anew those the server closed.
 fn slow_heads(
     port: u16,
     count: usize,
+    first: &'static [u8],
     every: Option<Duration>,
     check: Duration,
 ) -> impl Fn(&'static str, &std::sync::atomic::AtomicBool) + Send + Sync {
     move |from, stop| {
-        let open = |conns: &mut Vec<(TcpStream, usize)>, i: usize| {
-            if let Ok(mut s) = connect_from(from, port) {
-                let _ = s.write_all(&SLOW_HEAD[..1]);
-                conns[i] = (s, 1);
-            }
+        let connect = || {
+            let mut s = connect_from(from, port).ok()?;
+            let _ = s.write_all(first);
+            Some((s, first.len()))
         };
-        let mut conns: Vec<(TcpStream, usize)> = (0..count)
-            .filter_map(|_| connect_from(from, port).ok())
-            .map(|mut s| {
-                let _ = s.write_all(&SLOW_HEAD[..1]);
-                (s, 1)
-            })
-            .collect();
+        let mut conns: Vec<(TcpStream, usize)> = (0..count).filter_map(|_| connect()).collect();
         let mut last_byte = std::time::Instant::now();
         while !Attack::stopped(stop) {
             std::thread::sleep(check);
@@ -439,11 +433,13 @@ fn slow_heads(
             if byte_due {
                 last_byte = std::time::Instant::now();
             }
-            for i in 0..conns.len() {
-                if closed_now(&conns[i].0) {
-                    open(&mut conns, i);
+            for conn in conns.iter_mut() {
+                if closed_now(&conn.0) {
+                    if let Some(c) = connect() {
+                        *conn = c;
+                    }
                 } else if byte_due {
-                    let (s, sent) = &mut conns[i];
+                    let (s, sent) = conn;
                     // The head never ends: it starts over before its blank line.
                     let _ = s.write_all(&SLOW_HEAD[*sent % SLOW_HEAD.len()..][..1]);
                     *sent += 1;
@@ -512,6 +508,7 @@ fn round3_a_slowloris_from_the_scrapers_own_address_leaves_it_room() {
         slow_heads(
             d.port,
             64,
+            &SLOW_HEAD[..1],
             Some(Duration::from_millis(500)),
             Duration::from_millis(50),
         ),
@@ -533,12 +530,182 @@ fn round3_1_one_byte_heads_from_four_peers_leave_room_for_a_fifth() {
     let d = Daemon::start(&dir, &format!("{SLOTS}{}", camera("c", "64x48", &[], 64)));
     let attack = Attack::start(
         &["127.0.0.11", "127.0.0.12", "127.0.0.13", "127.0.0.14"],
-        slow_heads(d.port, 16, None, Duration::from_millis(160)),
+        slow_heads(
+            d.port,
+            16,
+            &SLOW_HEAD[..1],
+            None,
+            Duration::from_millis(160),
+        ),
     );
     std::thread::sleep(Duration::from_secs(2));
     let answered = scrapes_answered("127.0.0.15", d.port, 30, Duration::from_secs(3));
     drop(attack);
     assert_eq!(answered, 30);
+    d.stop();
+}
+
+/// A client that takes any server certificate: the attacker's (webpki refuses the
+/// tests' self-signed certificate, a CA, as a server's).
+#[derive(Debug)]
+struct AnyServer;
+
+impl tokio_rustls::rustls::client::danger::ServerCertVerifier for AnyServer {
+    fn verify_server_cert(
+        &self,
+        _: &tokio_rustls::rustls::pki_types::CertificateDer<'_>,
+        _: &[tokio_rustls::rustls::pki_types::CertificateDer<'_>],
+        _: &tokio_rustls::rustls::pki_types::ServerName<'_>,
+        _: &[u8],
+        _: tokio_rustls::rustls::pki_types::UnixTime,
+    ) -> Result<tokio_rustls::rustls::client::danger::ServerCertVerified, tokio_rustls::rustls::Error>
+    {
+        Ok(tokio_rustls::rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        _: &[u8],
+        _: &tokio_rustls::rustls::pki_types::CertificateDer<'_>,
+        _: &tokio_rustls::rustls::DigitallySignedStruct,
+    ) -> Result<
+        tokio_rustls::rustls::client::danger::HandshakeSignatureValid,
+        tokio_rustls::rustls::Error,
+    > {
+        Ok(tokio_rustls::rustls::client::danger::HandshakeSignatureValid::assertion())
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        _: &[u8],
+        _: &tokio_rustls::rustls::pki_types::CertificateDer<'_>,
+        _: &tokio_rustls::rustls::DigitallySignedStruct,
+    ) -> Result<
+        tokio_rustls::rustls::client::danger::HandshakeSignatureValid,
+        tokio_rustls::rustls::Error,
+    > {
+        Ok(tokio_rustls::rustls::client::danger::HandshakeSignatureValid::assertion())
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<tokio_rustls::rustls::SignatureScheme> {
+        tokio_rustls::rustls::crypto::ring::default_provider()
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}
+
+/// Like [`slow_heads`] with one byte of a head and nothing more, over TLS: `count`
+/// connections from one address, each through its handshake, then one byte of a
+/// request; checked every `check`, those the server closed opened anew.
+fn tls_one_byte_heads(
+    port: u16,
+    count: usize,
+    check: Duration,
+) -> impl Fn(&'static str, &std::sync::atomic::AtomicBool) + Send + Sync {
+    use std::future::poll_fn;
+    use std::pin::Pin;
+    use tokio::io::{AsyncRead, AsyncWrite};
+    use tokio_rustls::rustls::pki_types::ServerName;
+    move |from, stop| {
+        let config = tokio_rustls::rustls::ClientConfig::builder()
+            .dangerous()
+            .with_custom_certificate_verifier(std::sync::Arc::new(AnyServer))
+            .with_no_client_auth();
+        let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let bind = format!("{from}:0").parse().expect("address");
+        let to = format!("127.0.0.1:{port}").parse().expect("address");
+        let connect = || async {
+            let socket = tokio::net::TcpSocket::new_v4().ok()?;
+            socket.bind(bind).ok()?;
+            let tcp = socket.connect(to).await.ok()?;
+            let name = ServerName::try_from("127.0.0.1").expect("a name");
+            let handshake = connector.connect(name, tcp);
+            let mut tls = tokio::time::timeout(Duration::from_secs(2), handshake)
+                .await
+                .ok()?
+                .ok()?;
+            poll_fn(|cx| Pin::new(&mut tls).poll_write(cx, b"G"))
+                .await
+                .ok()?;
+            poll_fn(|cx| Pin::new(&mut tls).poll_flush(cx)).await.ok()?;
+            Some(tls)
+        };
+        runtime.block_on(async {
+            let mut conns = Vec::new();
+            for _ in 0..count {
+                conns.push(connect().await);
+            }
+            let through = conns.iter().filter(|c| c.is_some()).count();
+            assert!(through > 0, "no TLS handshake from {from}");
+            while !Attack::stopped(stop) {
+                tokio::time::sleep(check).await;
+                for c in conns.iter_mut() {
+                    // Anything read (an answer, the end) or failing: the server is done
+                    // with it. Nothing within a millisecond: still held.
+                    let closed = match c.as_mut() {
+                        None => true,
+                        Some(s) => {
+                            let mut byte = [0u8; 1];
+                            let mut buf = tokio::io::ReadBuf::new(&mut byte);
+                            let read = poll_fn(|cx| Pin::new(&mut *s).poll_read(cx, &mut buf));
+                            tokio::time::timeout(Duration::from_millis(1), read)
+                                .await
+                                .is_ok()
+                        }
+                    };
+                    if closed {
+                        *c = connect().await;
+                    }
+                }
+            }
+        });
+    }
+}
+
+/// Item 1 behind TLS and basic auth (1 of 20 scrapes answered before): 4 addresses x 16
+/// connections, each through its handshake and then one byte of a request head.
+#[test]
+fn round3_1_one_byte_heads_over_tls_leave_room_for_a_fifth_peer() {
+    let dir = tmp_dir("daemon-one-byte-tls");
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    crate::web::self_signed(&cert, &key, "127.0.0.1");
+    let hash = bcrypt::hash("s3cret", 10).expect("bcrypt");
+    let config = format!(
+        "{}max_connections = 64
+[web.basic_auth_users]
+prom = \"{hash}\"\n{}",
+        crate::web::tls(&cert, &key),
+        camera("c", "64x48", &[], 64)
+    );
+    let d = Daemon::spawn(&dir, &config);
+    let curl = |from: &str| {
+        let out = run_tool(
+            Command::new("curl")
+                .args(["-s", "-o", "/dev/null", "-w", "%{http_code}"])
+                .args(["--max-time", "3", "--interface", from, "-u", "prom:s3cret"])
+                .arg("--cacert")
+                .arg(&cert)
+                .arg(format!("https://127.0.0.1:{}/metrics", d.port)),
+            None,
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    wait_until("an HTTPS scrape", Duration::from_secs(60), || {
+        (curl("127.0.0.1") == "200").then_some(())
+    });
+    let attack = Attack::start(
+        &["127.0.0.41", "127.0.0.42", "127.0.0.43", "127.0.0.44"],
+        tls_one_byte_heads(d.port, 16, Duration::from_millis(160)),
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    let answered = (0..20).filter(|_| curl("127.0.0.45") == "200").count();
+    eprintln!("{answered} of 20 scrapes over TLS from 127.0.0.45 answered");
+    drop(attack);
+    assert_eq!(answered, 20);
     d.stop();
 }
 

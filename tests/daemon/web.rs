@@ -49,7 +49,7 @@ fn basic_auth_guards_everything_and_healthz_goes_stale() {
 }
 
 /// The `[web]` lines that serve TLS from `cert` and `key`.
-fn tls(cert: &Path, key: &Path) -> String {
+pub(crate) fn tls(cert: &Path, key: &Path) -> String {
     format!(
         "[web]\ntls_cert_file = \"{}\"\ntls_key_file = \"{}\"\n",
         cert.display(),
@@ -111,7 +111,7 @@ fn https_status(port: u16, path: &str, ca: &Path) -> String {
 
 /// A self-signed certificate for 127.0.0.1 named `name` and its key, written to `cert`
 /// and `key`.
-fn self_signed(cert: &Path, key: &Path, name: &str) {
+pub(crate) fn self_signed(cert: &Path, key: &Path, name: &str) {
     run_tool_ok(
         Command::new("openssl")
             .args([
