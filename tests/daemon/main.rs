@@ -8,7 +8,7 @@
 //! |---|---|
 //! | `endpoints` | every route on one camera, a reload by SIGHUP, HEAD, port 0 |
 //! | `prometheus` | a real Prometheus scraping two cameras; the deploy files' rules |
-//! | `load` | frames and scrapes under wrk, a bad-password flood and idle connections |
+//! | `load` | frames and scrapes under wrk, a bad-password flood, idle connections and attacks on the slots |
 //! | `logs` | `--log.format` logfmt and JSON, every line parsed strictly |
 //! | `web` | basic auth, TLS and its renewal, the open-file limit, `[web]` checks |
 //! | `config` | configs refused before anything starts, FIFOs, many cameras |
