@@ -37,7 +37,8 @@ pub(crate) fn raise_open_files() -> Option<u64> {
 
 /// The connections served: `max_connections`, or fewer where the open-file limit leaves
 /// less room beside `cameras` cameras (then `Ok` with the smaller number, for the caller
-/// to say so), or an error where it leaves none.
+/// to say so), or an error where it leaves none. Each slot is a descriptor, and so is
+/// each connection retiring beside them ([`super::slots::retiring_max`]).
 pub(crate) fn connections_that_fit(
     max_connections: u32,
     cameras: usize,
@@ -48,14 +49,21 @@ pub(crate) fn connections_that_fit(
     };
     let reserved = FILES_BESIDE + FILES_PER_CAMERA * cameras as u64;
     let room = open_files.saturating_sub(reserved);
-    if room == 0 {
+    let descriptors = |n: u64| n + super::slots::retiring_max(n as usize) as u64;
+    // Retiring ones are a quarter of the slots: four fifths of the room is close, and a
+    // few steps down from there find the largest that fits.
+    let mut fit = u64::from(max_connections).min(room * 4 / 5 + 1);
+    while fit > 0 && descriptors(fit) > room {
+        fit -= 1;
+    }
+    if fit == 0 {
         return Err(format!(
             "the open-file limit ({open_files}) leaves no descriptor for HTTP connections \
              beside {cameras} camera(s), which take about {reserved}: raise it (LimitNOFILE= \
              in the unit, ulimit -n)"
         ));
     }
-    Ok(u64::from(max_connections).min(room) as u32)
+    Ok(fit as u32)
 }
 
 #[cfg(test)]
@@ -66,10 +74,26 @@ mod tests {
     fn connections_fit_the_open_file_limit_or_are_refused() {
         assert_eq!(connections_that_fit(64, 1, None), Ok(64));
         assert_eq!(connections_that_fit(64, 1, Some(1024)), Ok(64));
-        // 4096 connections under `ulimit -n 1024`, two cameras: 1024 - 32 - 32.
-        assert_eq!(connections_that_fit(4096, 2, Some(1024)), Ok(960));
+        // 4096 connections under `ulimit -n 1024`, two cameras: 1024 - 32 - 32 leaves
+        // 960 descriptors, for 768 slots and 192 retiring beside them.
+        assert_eq!(connections_that_fit(4096, 2, Some(1024)), Ok(768));
+        // Every size up to the room: the largest that fits with its retiring ones.
+        for room in 1..300u64 {
+            let n = connections_that_fit(10_000, 0, Some(32 + room)).unwrap_or(0) as u64;
+            let descriptors = |n: u64| n + (n / 4).max(1);
+            assert!(n == 0 || descriptors(n) <= room, "room {room}: {n}");
+            assert!(
+                descriptors(n + 1) > room,
+                "room {room}: {n} is not the largest"
+            );
+        }
+        // Sixty-four slots and their sixteen retiring fit in 80 descriptors exactly.
+        assert_eq!(connections_that_fit(64, 0, Some(32 + 80)), Ok(64));
+        assert_eq!(connections_that_fit(64, 0, Some(32 + 79)), Ok(63));
         let err = connections_that_fit(64, 1, Some(24)).expect_err("no room");
         assert!(err.contains("open-file limit (24)"), "{err}");
+        let err = connections_that_fit(64, 0, Some(33)).expect_err("room for a slot only");
+        assert!(err.contains("open-file limit (33)"), "{err}");
     }
 
     #[test]

@@ -67,6 +67,12 @@ pub(crate) const RETIRE_DEADLINE: Duration = Duration::from_secs(5);
 /// connections may be retiring at a time.
 const PEER_SHARE: usize = 4;
 
+/// Connections that may be retiring at a time beside `max` slots: each still holds its
+/// socket, so the open-file limit must have room for them too.
+pub(crate) fn retiring_max(max: usize) -> usize {
+    (max / PEER_SHARE).max(1)
+}
+
 pub(crate) struct Slots {
     max: usize,
     per_peer: usize,
@@ -401,7 +407,7 @@ impl Slots {
             max,
             per_peer: (max / PEER_SHARE).max(1),
             table: Mutex::new(Table {
-                retiring_max: (max / PEER_SHARE).max(1),
+                retiring_max: retiring_max(max),
                 ..Table::default()
             }),
         })

@@ -225,11 +225,12 @@ fn round2_11_max_connections_fits_the_open_file_limit() {
     );
     d.stop();
 
-    // A hard limit of 1024: 1024 - 32 - 16 connections, said once.
+    // A hard limit of 1024: 1024 - 32 - 16 descriptors, four fifths of them slots and a
+    // fifth for connections retiring beside them, said once.
     let d = Daemon::start_with(&dir, &config, |c| with_open_files(c, 1024, 1024));
     assert!(
         d.log().contains(
-            "web.max_connections = 4096 does not fit the open-file limit: serving at most 976 connections"
+            "web.max_connections = 4096 does not fit the open-file limit: serving at most 781 connections"
         ),
         "{}",
         d.log()
