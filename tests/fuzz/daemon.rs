@@ -1,10 +1,11 @@
 //! Fuzz target `daemon`: scripts of reloads, hostile file names and slow or greedy
 //! clients played against one running `edgesight run` (the real binary, started once).
 //!
-//! Two cameras: `a` a 320x240 test pattern, `b` a replay directory of 64x48 images that
+//! Three cameras: `a` a 320x240 test pattern, `b` a replay directory of 64x48 images that
 //! the script can spoil (every image garbage: the camera fails and waits to restart) and
 //! salt with files whose names carry newlines, carriage returns, escape codes and forged
-//! syslog priorities. Each byte of an input is one step (letters are named below, any
+//! syslog priorities, and `m` an MJPEG recording the script rewrites into the shapes that
+//! once crashed or fooled a replay (resilience round 3). Each byte of an input is one step (letters are named below, any
 //! other byte picks a step other than `b` by its value; a step that takes an argument eats
 //! the next byte):
 //!
@@ -22,12 +23,15 @@
 //! | `f`  | an image in `b`'s directory under a hostile name, good or garbage |
 //! | `b`  | `b`'s images spoiled, or healed when spoiled |
 //! | `s`  | 1-8 connections from each of four peers (the scraper's too, by the argument) sending one byte of a head and nothing more |
+//! | `m`  | `m`'s recording rewritten (by the argument): good, tiny images after good ones, a damaged header before a long tail, cut in place, frames of too many scans, grown |
 //! | `a`  | 4-12 kept-alive connections from each of four peers other than the scraper's asking a cheap answer (a 404, `b`'s snapshot, a 404 of the API) over and over, while the scraper scrapes |
 //!
 //! Invariants, after every step: the daemon runs, and a scrape from its own address is
 //! answered whole (200, the families in) at the first try within 5 s, whatever the held
 //! clients do (four peers at their share of the slots with heads just begun or answers in
-//! flight included); a snapshot is a PNG or a 503 with Retry-After. After every script (each
+//! flight included); a snapshot is a PNG or a 503 with Retry-After; a rewritten recording
+//! is noticed (a new file or a cut one is indexed again, and says so) and logged a few
+//! lines at most, not a line a frame. After every script (each
 //! ends with a reload of the last valid config): every camera that delivers frames runs
 //! that config (regions, threshold, health on or off, as `/api/v1/latest` shows them); the
 //! failure count of `edgesight_config_reloads_total` moved only for scripts that wrote an
@@ -68,6 +72,9 @@ const RSS_LIMIT_KIB: u64 = 384 * 1024;
 const TASKS_MAX: usize = 64;
 /// The unit's `TimeoutStopSec`.
 const STOP_WITHIN: Duration = Duration::from_secs(10);
+/// Log lines naming `m`'s recording that one rewrite may cause (indexed again, failed,
+/// reopened); a line a frame would be ten in the time the check waits.
+const RECORDING_LINES: usize = 4;
 
 /// What one camera runs, as `/api/v1/latest` shows it.
 #[derive(Clone, Debug, PartialEq)]
@@ -112,6 +119,8 @@ struct Run {
     held: Vec<TcpStream>,
     /// The open files of the daemon after the first script, with no client held.
     base_fds: Option<usize>,
+    /// `m`'s MJPEG recording.
+    recording: PathBuf,
 }
 
 /// The daemon and the script's state, made by the first script; `None` once the last
@@ -123,6 +132,8 @@ fn run() -> std::sync::MutexGuard<'static, Option<Run>> {
         let images = dir.join("images");
         std::fs::create_dir_all(&images).expect("mkdir");
         heal(&images);
+        let recording = dir.join("clip.mjpeg");
+        std::fs::write(&recording, good_recording(8)).expect("write the recording");
         let valid = [
             CameraConfig {
                 rois: vec![("door".into(), 10, 20, 100, 80)],
@@ -135,7 +146,7 @@ fn run() -> std::sync::MutexGuard<'static, Option<Run>> {
                 health: false,
             },
         ];
-        let daemon = Daemon::start(&dir, &config_text(&images, &valid, None));
+        let daemon = Daemon::start(&dir, &config_text(&dir, &valid, None));
         Mutex::new(Some(Run {
             daemon,
             dir,
@@ -146,14 +157,17 @@ fn run() -> std::sync::MutexGuard<'static, Option<Run>> {
             salted: Vec::new(),
             held: Vec::new(),
             base_fds: None,
+            recording,
         }))
     })
     .lock()
     .unwrap_or_else(|p| p.into_inner())
 }
 
-/// The config file: both cameras as `cameras` says, or with the flaw `invalid` names.
-fn config_text(images: &Path, cameras: &[CameraConfig; 2], invalid: Option<u8>) -> String {
+/// The config file of the run in `dir`: `a` and `b` as `cameras` says, or with the flaw
+/// `invalid` names, and `m`.
+fn config_text(dir: &Path, cameras: &[CameraConfig; 2], invalid: Option<u8>) -> String {
+    let images = dir.join("images");
     let mut s = format!(
         "[web]\nsnapshots = true\nstale_after_seconds = 5\nmax_connections = {MAX_CONNECTIONS}\n"
     );
@@ -194,10 +208,85 @@ fn config_text(images: &Path, cameras: &[CameraConfig; 2], invalid: Option<u8>) 
             _ => {}
         }
     }
+    s += &format!(
+        "[[camera]]\nname = \"m\"\n[camera.source]\nkind = \"replay\"\npath = \"{}\"\nfps = 20\n",
+        dir.join("clip.mjpeg").display()
+    );
     if invalid.is_some_and(|k| k >= 4) {
         s += "[camera.pipeline\nedge_threshold = 1\n";
     }
     s
+}
+
+/// A corpus image of the `inputs` target.
+fn corpus_image(name: &str) -> Vec<u8> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fuzz/corpus/inputs")
+        .join(name);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// `frames` good 33x17 JPEG images back to back.
+fn good_recording(frames: usize) -> Vec<u8> {
+    corpus_image("baseline-grey-33x17.jpg").repeat(frames)
+}
+
+/// Rewrites `m`'s recording into the shape `arg` picks (replaced by a rename, cut or grown
+/// in place), the shapes of resilience round 3's findings at test size. Each begins with
+/// good frames, so that `m` plays on through any script, and a cut leaves two of them:
+/// a camera waiting to restart would hide what the next shapes do.
+/// Returns whether the daemon is to notice the change (a new file, or one cut shorter).
+fn reshape_recording(path: &Path, arg: u8) -> bool {
+    let image = corpus_image("baseline-grey-33x17.jpg").len() as u64;
+    let replace = |bytes: Vec<u8>| {
+        let new = path.with_extension("new");
+        std::fs::write(&new, bytes).expect("write a recording");
+        std::fs::rename(&new, path).expect("rename the recording");
+    };
+    match arg % 6 {
+        0 => replace(good_recording(8)),
+        // Images that cannot be frames, a few bytes each, after the good ones.
+        1 => {
+            let mut bytes = good_recording(2);
+            bytes.extend([0xff, 0xd8, 0xff, 0xd9].repeat(64 * 1024));
+            replace(bytes)
+        }
+        // A damaged header before a long tail: the good frames play.
+        2 => {
+            let mut bytes = good_recording(4);
+            bytes.extend_from_slice(&[0xff, 0xd8, 0xff, 0xc0, 0x00, 0x02]);
+            bytes.extend(std::iter::repeat_n(0x5a, 1 << 20));
+            replace(bytes)
+        }
+        // Cut in place, inside an image.
+        3 => {
+            let len = std::fs::metadata(path).map_or(0, |m| m.len());
+            let cut = (len / 2).max(image * 5 / 2);
+            if cut >= len {
+                return false;
+            }
+            let file = std::fs::OpenOptions::new().write(true).open(path);
+            file.and_then(|f| f.set_len(cut))
+                .expect("cut the recording");
+        }
+        // Frames of more scans than an image may have, between good ones.
+        4 => {
+            let mut bytes = good_recording(2);
+            bytes.extend(corpus_image("progressive-100-scans-48x32.jpg").repeat(2));
+            bytes.extend(good_recording(2));
+            replace(bytes)
+        }
+        _ => {
+            let mut file = std::fs::OpenOptions::new()
+                .append(true)
+                .open(path)
+                .expect("open the recording");
+            file.write_all(&good_recording(4))
+                .expect("grow the recording");
+            return false;
+        }
+    }
+    true
 }
 
 /// A valid change of `c`, drawn from `seed`.
@@ -546,7 +635,7 @@ fn check(script: &[u8]) -> Result<String, String> {
         step += 1;
         let op = match b {
             b'w' | b'x' | b'd' | b'r' | b'h' | b'k' | b'c' | b'z' | b'p' | b'f' | b'b' | b's'
-            | b'a' => b,
+            | b'a' | b'm' => b,
             // Spoiling `b` sets back its restarts by seconds: only as asked for by name.
             _ => b"wxdrhkczpf"[usize::from(b) % 10],
         };
@@ -560,7 +649,7 @@ fn check(script: &[u8]) -> Result<String, String> {
                         run.valid[i] = changed(&run.valid[i], camera, seed, step);
                     }
                 }
-                let text = config_text(&run.images, &run.valid, None);
+                let text = config_text(&run.dir, &run.valid, None);
                 std::fs::write(run.dir.join("edgesight.toml"), text).expect("write the config");
                 run.daemon.signal(libc::SIGHUP);
                 if op == b'd' {
@@ -569,7 +658,7 @@ fn check(script: &[u8]) -> Result<String, String> {
             }
             b'x' => {
                 let kind = arg() % 5;
-                let text = config_text(&run.images, &run.valid, Some(kind));
+                let text = config_text(&run.dir, &run.valid, Some(kind));
                 std::fs::write(run.dir.join("edgesight.toml"), text).expect("write the config");
                 run.daemon.signal(libc::SIGHUP);
                 wrote_invalid = true;
@@ -608,6 +697,45 @@ fn check(script: &[u8]) -> Result<String, String> {
                 std::thread::sleep(Duration::from_millis(200));
             }
             b'a' => cheap_answer_flood(port, arg())?,
+            b'm' => {
+                let shape = arg();
+                let log = || run.daemon.log();
+                let before = log().lines().count();
+                let since = |log: &str| -> Vec<String> {
+                    log.lines()
+                        .skip(before)
+                        .filter(|l| l.contains("clip.mjpeg"))
+                        .map(str::to_string)
+                        .collect()
+                };
+                let noticed = reshape_recording(&run.recording, shape);
+                // Twenty frames' time: a line a frame would show, and a loop of the
+                // longest recording ends within it.
+                let start = Instant::now();
+                std::thread::sleep(Duration::from_secs(1));
+                while noticed
+                    && !since(&log()).iter().any(|l| l.contains("indexed again"))
+                    && start.elapsed() < Duration::from_secs(3)
+                {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                let lines = since(&log());
+                if noticed && !lines.iter().any(|l| l.contains("indexed again")) {
+                    return Err(format!(
+                        "recording shape {}: the change went unnoticed\n{}",
+                        shape % 6,
+                        log()
+                    ));
+                }
+                if lines.len() > RECORDING_LINES {
+                    return Err(format!(
+                        "recording shape {}: {} log lines in a second\n{}",
+                        shape % 6,
+                        lines.len(),
+                        lines.join("\n")
+                    ));
+                }
+            }
             b'p' => snapshot(port, arg())?,
             b'f' => {
                 let seed = arg();
@@ -666,7 +794,7 @@ fn check(script: &[u8]) -> Result<String, String> {
         run.spoiled = false;
     }
     let total = reloads_total(&scrape(port)?);
-    let text = config_text(&run.images, &run.valid, None);
+    let text = config_text(&run.dir, &run.valid, None);
     std::fs::write(run.dir.join("edgesight.toml"), text).expect("write the config");
     run.daemon.signal(libc::SIGHUP);
     let start = Instant::now();
