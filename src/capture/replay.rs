@@ -326,10 +326,23 @@ fn none_readable(dir: &Path, problems: &[Option<String>]) -> CaptureError {
     )
 }
 
+/// How long opening a directory tries its images for the first that reads. Each image's
+/// work is bounded (its bytes, pixels and scans, about a second at the largest), but a
+/// directory of many that fail only once decoded would hold the camera's start, and the
+/// service's READY, past the unit's start timeout; past this the open fails, saying so,
+/// and the camera waits to open again like any other that failed.
+const OPEN_WITHIN: Duration = Duration::from_secs(20);
+
 impl ImageDir {
-    /// Lists the images and takes the layout of the first that reads; fails only when
-    /// there is none, or none reads.
+    /// Lists the images and takes the layout of the first that reads; fails when there is
+    /// none, none reads, or none read within [`OPEN_WITHIN`].
     fn open(dir: &Path, scale: Scale) -> Result<ImageDir, CaptureError> {
+        Self::open_within(dir, scale, OPEN_WITHIN)
+    }
+
+    /// [`ImageDir::open`], trying images for `within` (at least one).
+    fn open_within(dir: &Path, scale: Scale, within: Duration) -> Result<ImageDir, CaptureError> {
+        let start = std::time::Instant::now();
         let files = image_files(dir)?;
         if files.is_empty() {
             return Err(source_error(
@@ -339,6 +352,18 @@ impl ImageDir {
         }
         let mut problems = vec![None; files.len()];
         for (index, file) in files.iter().enumerate() {
+            if index > 0 && start.elapsed() >= within {
+                return Err(source_error(
+                    dir,
+                    format!(
+                        "no image read within {} s ({index} of its {} images tried, the \
+                         first: {})",
+                        within.as_secs(),
+                        files.len(),
+                        problems[0].clone().unwrap_or_default()
+                    ),
+                ));
+            }
             match input::load_image(file, scale) {
                 Ok(frame) => {
                     return Ok(ImageDir {
@@ -511,5 +536,34 @@ impl FrameSource for ReplaySource {
                 Ok(filled)
             },
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Resilience round 3, finding 5: images that fail only once decoded, tried one after
+    /// another, held a camera's start (and READY) for minutes. Opening tries them for a
+    /// bounded time, then fails naming how far it got and why the first failed.
+    #[test]
+    fn round3_5_opening_a_directory_tries_its_images_for_a_bounded_time() {
+        let dir = std::env::temp_dir().join(format!("es-replay-open-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("a.pgm"), b"P5\n4 2\n255\nshort").unwrap();
+        std::fs::write(dir.join("b.pgm"), b"P5\n4 2\n255\n01234567").unwrap();
+        let opened = ImageDir::open_within(&dir, Scale::Full, Duration::from_secs(60));
+        assert_eq!(opened.expect("b reads").layout.width, 4);
+        let err = ImageDir::open_within(&dir, Scale::Full, Duration::ZERO)
+            .err()
+            .expect("out of time after the first");
+        let text = err.to_string();
+        assert!(
+            text.contains("no image read within 0 s (1 of its 2 images tried, the first: ")
+                && text.contains("a.pgm"),
+            "{text}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
