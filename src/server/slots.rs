@@ -25,17 +25,17 @@
 //!    scraper (behind NAT or a proxy every client shares one), or a fifth peer arriving a
 //!    moment after it began, must still get in.
 //!
-//! Otherwise the newcomer is closed. Idle connections of the biggest peer go first, and
-//! a smaller peer's are left alone, so that a churn of empty connections from a few peers
+//! Otherwise the newcomer is closed. Idle connections of the biggest peer go first, and a
+//! smaller peer's are left alone, so that a churn of empty connections from a few peers
 //! takes their own, not a fifth peer's whose request has not arrived yet (a TLS handshake
-//! leaves a connection idle for a round trip or two). A head that began arriving within the grace is taken only from the
-//! newcomer's own peer or one holding more slots than the newcomer's would, so a flood of
-//! new connections from other peers never cuts a scrape being received, nor one being
-//! sent (a retired answer goes out whole, barring a quarter of the slots retired after
-//! it before it is out); a slowloris holds only connections that the next client takes
-//! away, and four peers each at their share leave room for a fifth. Whether a connection accepted but not yet read
-//! from has its request waiting is asked of the socket: on a loaded machine its task may
-//! not have run yet.
+//! leaves a connection idle for a round trip or two). A head that began arriving within the
+//! grace is taken only from the newcomer's own peer or one holding more slots than the
+//! newcomer's would, so a flood of new connections from other peers never cuts a scrape
+//! being received, nor one being sent (a retired answer goes out whole, barring a quarter
+//! of the slots retired after it before it is out); a slowloris holds only connections that
+//! the next client takes away, and four peers each at their share leave room for a fifth.
+//! Whether a connection accepted but not yet read from has its request waiting is asked of
+//! the socket: on a loaded machine its task may not have run yet.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
