@@ -10,6 +10,7 @@
 #            subset), `edgesight selftest` and the motion tests on Mesa's Rusticl (Debian 12's
 #            mesa-opencl-icd on its CPU device, llvmpipe: the open-source OpenCL of Mali
 #            boards), unpacked under target/rusticl, never installed: POCL stays the default.
+# make test-k8s: the Kubernetes manifests of deploy/k8s checked offline (tests/k8s).
 # make test-browser: the status page in Debian's Chromium, on a desktop window and a
 #            390x844 phone, with screenshots of both in target/browser/.
 # make test-arm: the kernel tests and the OpenCV conformance test on emulated aarch64 and
@@ -43,7 +44,7 @@ DEMO_OUT := target/demo
 DEMO_LISTEN ?= 127.0.0.1:8947
 HEALTH_CHECK ?= --check
 
-.PHONY: demo demo-process test test-arm test-rusticl mali-report test-browser bench health-eval health-subset deps-run deps-test build lint unit conformance cross package image test-image vm-test vm-systemd clean
+.PHONY: demo demo-process test test-arm test-rusticl mali-report test-browser bench health-eval health-subset deps-run deps-test build lint unit test-k8s conformance cross package image test-image vm-test vm-systemd clean
 
 demo: deps-run build
 	@mkdir -p $(POCL_CACHE_DIR)
@@ -71,7 +72,7 @@ bench: deps-run build
 # the Rusticl tests, which spend their time in its compiler, run beside them at the lowest
 # priority: the VMs get the CPU they ask for first and Rusticl the rest. Its output is
 # shown when both are done (and kept in target/rusticl/logs/make-test.log).
-test: deps-test lint unit build health-subset conformance test-browser cross package test-image
+test: deps-test lint unit build test-k8s health-subset conformance test-browser cross package test-image
 	@mkdir -p target/rusticl/logs
 	@nice -n 19 $(MAKE) --no-print-directory test-rusticl > target/rusticl/logs/make-test.log 2>&1 & \
 	rusticl=$$!; \
@@ -122,6 +123,15 @@ unit:
 
 conformance: build
 	python3 tests/conformance.py --bin target/release/edgesight
+
+# deploy/k8s checked offline (a few seconds): every manifest against the Kubernetes schemas
+# (kubernetes-validate), the PodMonitor and PrometheusRule by their required fields, the
+# PrometheusRule against a fresh generation from deploy/alerts.yml, the DaemonSet's
+# security settings, its reloader's SIGHUP, and its config, web config and health probe
+# against the daemon.
+test-k8s: deps-test build
+	@mkdir -p $(POCL_CACHE_DIR)
+	python3 tests/k8s/test_manifests.py --bin target/release/edgesight
 
 # The status page in Debian's Chromium (selenium): no console errors, values kept current
 # in place, a tamper's badge within seconds, a phone's width; screenshots of both layouts

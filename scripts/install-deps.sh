@@ -13,6 +13,10 @@
 #                          Prometheus (with promtool), wrk, openssl and curl for the daemon's
 #                          tests, Chromium and its WebDriver (chromium, chromium-driver)
 #                          with selenium from PyPI for the status page's browser test,
+#                          kubernetes-validate from PyPI (the Kubernetes API schemas,
+#                          bundled: the manifests' check runs offline) and busybox-static
+#                          (the BusyBox release of the container image, which runs the
+#                          pod's probe and reloader scripts) for tests/k8s,
 #                          and for the V4L2 tests a QEMU VM (qemu-system-x86,
 #                          busybox-static, kmod, cpio) booting Debian's kernel with the vivid
 #                          camera, and beside it v4l2loopback as a real MJPEG device:
@@ -72,9 +76,11 @@ for c in clippy rustfmt; do
     rustup component list --installed | grep -q "^$c" || rustup component add "$c"
 done
 
-if ! python3 -c 'import cv2, numpy, PIL, selenium' 2>/dev/null; then
-    echo "install-deps: installing opencv-python-headless, numpy, Pillow and selenium with pip"
-    python3 -m pip install --quiet opencv-python-headless numpy Pillow selenium 2>/dev/null ||
+if ! python3 -c 'import cv2, numpy, PIL, selenium, kubernetes_validate' 2>/dev/null; then
+    echo "install-deps: installing opencv-python-headless, numpy, Pillow, selenium and" \
+        "kubernetes-validate with pip"
+    python3 -m pip install --quiet opencv-python-headless numpy Pillow selenium \
+        kubernetes-validate 2>/dev/null ||
         python3 -m pip install --quiet --break-system-packages opencv-python-headless numpy \
-            Pillow selenium
+            Pillow selenium kubernetes-validate
 fi
