@@ -8,15 +8,76 @@
 //!
 //! Updates are atomics on children resolved ahead of time, so a scrape never makes a
 //! camera wait.
+//!
+//! A scrape renders one of two tiers ([`Tier`]): the default one holds what the shipped
+//! alerts and dashboard read, small enough for a fleet; the detail one adds the series
+//! that only a person looking into one board needs (stage buckets, luma bins, per-stage
+//! error and mismatch counters).
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use prometheus::proto::{Metric, MetricFamily, MetricType, Summary};
 use prometheus::{
     core::Collector, Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec,
     Opts, Registry, TextEncoder,
 };
 
+/// Which series a scrape holds: `default` what the shipped alerts and dashboard read,
+/// `detail` all of them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Tier {
+    #[default]
+    Default,
+    Detail,
+}
+
+impl Tier {
+    pub const NAMES: &'static str = "default or detail";
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Tier::Default => "default",
+            Tier::Detail => "detail",
+        }
+    }
+}
+
+impl std::str::FromStr for Tier {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Tier, String> {
+        match s {
+            "default" => Ok(Tier::Default),
+            "detail" => Ok(Tier::Detail),
+            _ => Err(format!(
+                "unknown metrics tier '{s}' (expected {})",
+                Tier::NAMES
+            )),
+        }
+    }
+}
+
+/// Families only the detail tier holds: per-stage breakdowns of a total the default
+/// tier has (`edgesight_pipeline_errors_total`, `edgesight_kernel_mismatched_frames_total`)
+/// and the luma histogram (`/api/v1/latest` keeps it).
+const DETAIL_FAMILIES: [&str; 3] = [
+    "edgesight_stage_errors_total",
+    "edgesight_kernel_mismatch_total",
+    "edgesight_luma_bin_ratio",
+];
+
+/// The stage-time family: the default tier keeps of it only the whole pipeline's
+/// `_sum` and `_count` (as a summary without quantiles), which the slowdown alert and the
+/// stage-time panel read; each stage's, and every bucket, are detail.
+const STAGE_FAMILY: &str = "edgesight_stage_duration_seconds";
+/// The stage label of the sum of a timed frame's stage times.
+pub const PIPELINE_STAGE: &str = "pipeline";
+
 /// The registry every family registers in; `/metrics` renders it.
 pub struct Metrics {
     registry: Registry,
+    /// The tier a scrape that names none gets (`[metrics] tier`).
+    detail: AtomicBool,
 }
 
 impl Default for Metrics {
@@ -36,7 +97,10 @@ impl Metrics {
                 prometheus::process_collector::ProcessCollector::for_self(),
             ))
             .expect("the process collector registers once");
-        let metrics = Metrics { registry };
+        let metrics = Metrics {
+            registry,
+            detail: AtomicBool::new(false),
+        };
         let build = metrics.int_gauges(
             "edgesight_build_info",
             "Always 1; the labels say which edgesight is running: its version, the source \
@@ -53,20 +117,47 @@ impl Metrics {
         metrics
     }
 
-    /// The text exposition of every family.
+    /// The tier a scrape that names none gets.
+    pub fn tier(&self) -> Tier {
+        if self.detail.load(Ordering::Relaxed) {
+            Tier::Detail
+        } else {
+            Tier::Default
+        }
+    }
+
+    pub fn set_tier(&self, tier: Tier) {
+        self.detail.store(tier == Tier::Detail, Ordering::Relaxed);
+    }
+
+    /// The text exposition of the detail tier: every series.
     pub fn encode(&self) -> Vec<u8> {
+        self.encode_tier(Tier::Detail)
+    }
+
+    /// The text exposition of `tier`.
+    pub fn encode_tier(&self, tier: Tier) -> Vec<u8> {
+        let mut families = self.registry.gather();
+        if tier == Tier::Default {
+            families.retain(|f| !DETAIL_FAMILIES.contains(&f.name()));
+            for family in &mut families {
+                if family.name() == STAGE_FAMILY {
+                    summarise_pipeline(family);
+                }
+            }
+        }
         let mut out = Vec::with_capacity(16 * 1024);
         // Encoding into a Vec fails only on families that break the format, which the
         // registry refuses at registration.
-        if let Err(e) = TextEncoder::new().encode(&self.registry.gather(), &mut out) {
+        if let Err(e) = TextEncoder::new().encode(&families, &mut out) {
             tracing::error!("encoding metrics: {e}");
         }
         out
     }
 
-    /// The OpenMetrics 1.0 exposition of every family (what Prometheus asks for first).
-    pub fn encode_openmetrics(&self) -> Vec<u8> {
-        openmetrics(&self.encode())
+    /// The OpenMetrics 1.0 exposition of `tier` (what Prometheus asks for first).
+    pub fn encode_openmetrics(&self, tier: Tier) -> Vec<u8> {
+        openmetrics(&self.encode_tier(tier))
     }
 
     /// The value of the series `name{labels}`, written exactly so, in a scrape; for the
@@ -115,6 +206,31 @@ impl Metrics {
             .expect("valid histogram"),
         )
     }
+}
+
+/// The stage histograms reduced to the whole pipeline's sum and count: a summary without
+/// quantiles, the form the text formats give a sum and count with no buckets.
+fn summarise_pipeline(family: &mut MetricFamily) {
+    let metrics = family.take_metric();
+    let kept = metrics
+        .into_iter()
+        .filter(|m| {
+            m.get_label()
+                .iter()
+                .any(|l| l.name() == "stage" && l.value() == PIPELINE_STAGE)
+        })
+        .map(|mut m| {
+            let h = m.get_histogram();
+            let mut summary = Summary::default();
+            summary.set_sample_count(h.get_sample_count());
+            summary.set_sample_sum(h.get_sample_sum());
+            let mut out = Metric::from_label(m.take_label());
+            out.set_summary(summary);
+            out
+        })
+        .collect();
+    family.set_metric(kept);
+    family.set_field_type(MetricType::SUMMARY);
 }
 
 /// Prometheus' text format 0.0.4, as the registry writes it, in OpenMetrics 1.0: a
@@ -176,12 +292,61 @@ mod tests {
             "# HELP a Frames \\\"seen\\\\n\\\".\n# TYPE a counter\na_total{camera=\"x\"} 3\n\
              # HELP b Level.\n# TYPE b gauge\nb 1.5\n# HELP c c.\n# TYPE c unknown\nc 2\n# EOF\n"
         );
-        let whole = String::from_utf8(Metrics::new().encode_openmetrics()).expect("UTF-8");
+        let whole =
+            String::from_utf8(Metrics::new().encode_openmetrics(Tier::Default)).expect("UTF-8");
         assert!(whole.ends_with("# EOF\n"), "{whole}");
         assert!(
             whole.contains("# TYPE edgesight_build_info gauge"),
             "{whole}"
         );
+    }
+
+    /// The default tier leaves out the detail families and keeps of the stage times only
+    /// the pipeline's sum and count, as a summary; the detail tier is every series.
+    #[test]
+    fn the_default_tier_keeps_the_pipeline_times_and_no_detail_family() {
+        let metrics = Metrics::new();
+        let stage = metrics.histograms(
+            "edgesight_stage_duration_seconds",
+            "s",
+            &["camera", "stage"],
+            &[0.5],
+        );
+        stage.with_label_values(&["c", "sobel"]).observe(0.25);
+        stage
+            .with_label_values(&["c", PIPELINE_STAGE])
+            .observe(0.75);
+        stage
+            .with_label_values(&["c", PIPELINE_STAGE])
+            .observe(0.25);
+        let bins = metrics.gauges("edgesight_luma_bin_ratio", "b", &["camera", "bin"]);
+        bins.with_label_values(&["c", "0"]).set(1.0);
+        let frames = metrics.counters("edgesight_frames_total", "f", &["camera"]);
+        frames.with_label_values(&["c"]).inc();
+        let samples = |tier| -> Vec<String> {
+            String::from_utf8(metrics.encode_tier(tier))
+                .expect("UTF-8")
+                .lines()
+                .filter(|l| l.starts_with("edgesight_"))
+                .filter(|l| !l.starts_with("edgesight_build_info"))
+                .map(str::to_string)
+                .collect()
+        };
+        assert_eq!(
+            samples(Tier::Default),
+            [
+                r#"edgesight_frames_total{camera="c"} 1"#,
+                r#"edgesight_stage_duration_seconds_sum{camera="c",stage="pipeline"} 1"#,
+                r#"edgesight_stage_duration_seconds_count{camera="c",stage="pipeline"} 2"#,
+            ]
+        );
+        let default = String::from_utf8(metrics.encode_tier(Tier::Default)).expect("UTF-8");
+        assert!(default.contains("# TYPE edgesight_stage_duration_seconds summary\n"));
+        assert_eq!(samples(Tier::Detail).len(), 1 + 1 + 2 * 4);
+        assert_eq!(metrics.encode(), metrics.encode_tier(Tier::Detail));
+        assert_eq!(metrics.tier(), Tier::Default);
+        metrics.set_tier(Tier::Detail);
+        assert_eq!(metrics.tier(), Tier::Detail);
     }
 
     #[test]

@@ -1,11 +1,13 @@
-//! `/metrics` against a fixture: every family declared in the daemon, fed a fixed set of
+//! `/metrics` against fixtures: every family declared in the daemon, fed a fixed set of
 //! frame results, captures, errors, reloads and HTTP answers (no camera, no clock), and
-//! rendered. A family renamed, dropped, relabelled or described anew changes the text
-//! and fails the test; `EDGESIGHT_UPDATE_GOLDEN=1 cargo test --test metrics_golden`
-//! writes the new text to the fixture, for review in the diff.
+//! rendered in each tier, the default one to `metrics.golden`, the detail one to
+//! `metrics.detail.golden`. A family renamed, dropped, relabelled, described anew or
+//! moved between tiers changes the text and fails the test;
+//! `EDGESIGHT_UPDATE_GOLDEN=1 cargo test --test metrics_golden` writes the new text to
+//! the fixtures, for review in the diff.
 //!
 //! The alert rules and the dashboard in `deploy/` are checked to use only families the
-//! fixture has.
+//! default tier's fixture has.
 //!
 //! The process families measure this test process, so their values are set to 0; the
 //! build's version is written as `VERSION`. Everything else is as rendered.
@@ -20,13 +22,17 @@ use edgesight::cl::{ClDeviceInfo, ClError};
 use edgesight::daemon::camera_metrics::CameraFamilies;
 use edgesight::daemon::reload::{ReloadMetrics, ReloadResult};
 use edgesight::health::{HealthReport, Kind, State};
-use edgesight::metrics::Metrics;
+use edgesight::metrics::{Metrics, Tier};
 use edgesight::pipeline::{FrameResult, PipelineError, Stage, StageTimings};
 use edgesight::region::{Region, RegionStats};
 use edgesight::server::HttpMetrics;
 use hyper::StatusCode;
 
-const FIXTURE: &str = "tests/fixtures/metrics.golden";
+/// Each tier's fixture.
+const FIXTURES: [(Tier, &str); 2] = [
+    (Tier::Default, "tests/fixtures/metrics.golden"),
+    (Tier::Detail, "tests/fixtures/metrics.detail.golden"),
+];
 
 fn device() -> ClDeviceInfo {
     ClDeviceInfo {
@@ -114,8 +120,8 @@ fn covered() -> HealthReport {
     }
 }
 
-/// Every family, fed a fixed history.
-fn rendered() -> String {
+/// Every family, fed a fixed history, as `tier` has them.
+fn rendered(tier: Tier) -> String {
     let metrics = Metrics::new();
     let cameras = CameraFamilies::new(&metrics, 16);
     let reloads = ReloadMetrics::new(&metrics);
@@ -169,7 +175,7 @@ fn rendered() -> String {
     http.answered("metrics", StatusCode::OK);
     http.answered("snapshot", StatusCode::SERVICE_UNAVAILABLE);
 
-    normalise(&String::from_utf8(metrics.encode()).expect("UTF-8"))
+    normalise(&String::from_utf8(metrics.encode_tier(tier)).expect("UTF-8"))
 }
 
 /// The values that depend on the process, the build and the clock, made fixed.
@@ -205,25 +211,39 @@ fn updating() -> bool {
     std::env::var_os("EDGESIGHT_UPDATE_GOLDEN").is_some_and(|v| v == "1")
 }
 
-/// The fixture's text; while it is being updated, the text it is being given (the tests
-/// run at once, and may not read a fixture half written).
-fn golden() -> String {
+/// The fixture's text of `tier`; while it is being updated, the text it is being given
+/// (the tests run at once, and may not read a fixture half written).
+fn golden(tier: Tier) -> String {
     if updating() {
-        return rendered();
+        return rendered(tier);
     }
-    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(FIXTURE))
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(fixture(tier)))
         .expect("reading the fixture")
 }
 
+fn fixture(tier: Tier) -> &'static str {
+    FIXTURES
+        .iter()
+        .find(|(t, _)| *t == tier)
+        .expect("a fixture")
+        .1
+}
+
 #[test]
-fn metrics_match_the_fixture() {
-    let now = rendered();
+fn metrics_match_the_fixtures() {
+    for (tier, fixture) in FIXTURES {
+        match_fixture(tier, fixture);
+    }
+}
+
+fn match_fixture(tier: Tier, fixture: &str) {
+    let now = rendered(tier);
     if updating() {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(FIXTURE);
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(fixture);
         std::fs::write(&path, &now).expect("writing the fixture");
         return;
     }
-    let golden = golden();
+    let golden = golden(tier);
     if now != golden {
         let (line, (want, got)) = golden
             .lines()
@@ -235,7 +255,7 @@ fn metrics_match_the_fixture() {
                 ("(end)", "(end)"),
             ));
         panic!(
-            "/metrics differs from {FIXTURE} at line {}:\n  fixture:  {want}\n  rendered: {got}\n\
+            "/metrics differs from {fixture} at line {}:\n  fixture:  {want}\n  rendered: {got}\n\
              ({} lines in the fixture, {} rendered). If the change is meant, rerun with \
              EDGESIGHT_UPDATE_GOLDEN=1 and review the fixture's diff.",
             line + 1,
@@ -245,35 +265,75 @@ fn metrics_match_the_fixture() {
     }
 }
 
-#[test]
-fn the_fixture_names_every_family_with_its_help_and_type() {
-    let golden = golden();
-    let families: Vec<&str> = golden
-        .lines()
+fn families(text: &str) -> Vec<&str> {
+    text.lines()
         .filter_map(|l| l.strip_prefix("# TYPE "))
         .filter_map(|l| l.split(' ').next())
-        .collect();
-    for family in &families {
-        assert!(
-            golden.contains(&format!("# HELP {family} ")),
-            "{family} has no HELP line"
-        );
+        .collect()
+}
+
+#[test]
+fn the_fixtures_name_every_family_with_its_help_and_type() {
+    for (tier, _) in FIXTURES {
+        let golden = golden(tier);
+        for family in families(&golden) {
+            assert!(
+                golden.contains(&format!("# HELP {family} ")),
+                "{family} has no HELP line"
+            );
+        }
     }
+    let default = golden(Tier::Default);
     for family in [
-        "edgesight_stage_errors_total",
+        "edgesight_pipeline_errors_total",
+        "edgesight_kernel_mismatched_frames_total",
         "edgesight_config_reloads_total",
         "edgesight_http_requests_total",
         "edgesight_roi_mean_luma",
         "process_resident_memory_bytes",
     ] {
-        assert!(families.contains(&family), "{family} missing");
+        assert!(families(&default).contains(&family), "{family} missing");
+    }
+}
+
+/// The detail tier is the default one and more: every default series is in it with
+/// the same value, except the stage times' summary, which is the detail tier's histogram
+/// of the same sum and count.
+#[test]
+fn the_detail_tier_holds_every_default_series() {
+    let (default, detail) = (golden(Tier::Default), golden(Tier::Detail));
+    let samples = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(str::to_string)
+            .collect()
+    };
+    let detail = samples(&detail);
+    let default = samples(&default);
+    for line in &default {
+        assert!(detail.contains(line), "{line} is not in the detail tier");
+    }
+    for family in [
+        "edgesight_stage_errors_total",
+        "edgesight_kernel_mismatch_total",
+        "edgesight_luma_bin_ratio",
+        "edgesight_stage_duration_seconds_bucket",
+    ] {
+        let prefix = format!("{family}{{");
+        assert!(!default.iter().any(|l| l.starts_with(&prefix)), "{family}");
+        assert!(detail.iter().any(|l| l.starts_with(&prefix)), "{family}");
     }
 }
 
 /// Prometheus's own linter.
 #[test]
-fn promtool_finds_nothing_in_the_fixture() {
-    let golden = golden();
+fn promtool_finds_nothing_in_the_fixtures() {
+    for (tier, _) in FIXTURES {
+        promtool_check_metrics(&golden(tier));
+    }
+}
+
+fn promtool_check_metrics(golden: &str) {
     let child = Command::new("promtool")
         .args(["check", "metrics"])
         .stdin(Stdio::piped())
@@ -303,11 +363,11 @@ fn promtool_finds_nothing_in_the_fixture() {
     );
 }
 
-/// Every edgesight metric the alert rules and the dashboard use is one the daemon exports:
-/// a family in the fixture.
+/// Every edgesight metric the alert rules and the dashboard use is one the daemon exports
+/// by default: a family in the default tier's fixture.
 #[test]
 fn deploy_rules_and_dashboard_use_only_exported_families() {
-    let exported = golden();
+    let exported = golden(Tier::Default);
     let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
     let dashboard =
         std::fs::read_to_string(deploy.join("grafana-dashboard.json")).expect("dashboard");

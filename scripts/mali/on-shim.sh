@@ -68,7 +68,7 @@ daemon=$!
 trap 'kill $daemon 2>/dev/null || true' EXIT
 metrics=
 for _ in $(seq 1 600); do
-    metrics=$(curl -fsS "http://127.0.0.1:$port/metrics" 2>/dev/null || true)
+    metrics=$(curl -fsS "http://127.0.0.1:$port/metrics?collect%5B%5D=detail" 2>/dev/null || true)
     errors=$(echo "$metrics" | sed -n 's/^edgesight_pipeline_errors_total{camera="pattern"} //p')
     [ "${errors:-0}" -ge 10 ] 2>/dev/null && break
     kill -0 $daemon 2>/dev/null || fail "the daemon ended: $(tail -20 "$out/daemon.log")"

@@ -67,6 +67,7 @@ pub(super) fn check(
             format!("{bins} is not a power of two from 1 to 256"),
         ));
     }
+    let metrics_tier = parse_at(doc, &file.metrics.tier, "metrics.tier")?;
     let web = super::web::check_web(doc, &file.web, overrides)?;
     let default_device: DeviceSpec = file.opencl.device.get_ref().parse().unwrap_or_default();
     let default_tuning: TuningChoice = parse_at(doc, &file.opencl.tuning, "opencl.tuning")?;
@@ -154,6 +155,7 @@ pub(super) fn check(
         log_format,
         web,
         histogram_bins: bins,
+        metrics_tier,
         cameras,
     })
 }
@@ -479,6 +481,9 @@ mod tests {
         assert_eq!(s.cameras[0].name, "default");
         assert_eq!(s.cameras[0].source, SourceSpec::default_pattern());
         assert_eq!(s.histogram_bins, 32);
+        assert_eq!(s.metrics_tier, crate::metrics::Tier::Default);
+        let s = load_text("[metrics]\ntier = \"detail\"\n").unwrap();
+        assert_eq!(s.metrics_tier, crate::metrics::Tier::Detail);
     }
 
     #[test]
@@ -586,6 +591,7 @@ mod tests {
             ("[log]\nlevel = \"loud\"\n", "log.level", (2, 9)),
             ("[log]\nformat = \"xml\"\n", "log.format", (2, 10)),
             ("[metrics]\nhistogram_bins = 24\n", "metrics.histogram_bins", (2, 18)),
+            ("[metrics]\ntier = \"all\"\n", "metrics.tier", (2, 8)),
             // Found by the config fuzz target: accepted, it became a time of 0.
             ("[web]\nstale_after_seconds = 1e-10\n", "web.stale_after_seconds", (2, 23)),
             ("[web]\nlisten_address = \"localhost\"\n", "web.listen_address", (2, 18)),

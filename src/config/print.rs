@@ -64,6 +64,7 @@ struct Web {
 #[derive(Serialize)]
 struct Metrics {
     histogram_bins: u32,
+    tier: &'static str,
 }
 
 #[derive(Serialize)]
@@ -244,6 +245,7 @@ impl Settings {
             },
             metrics: Metrics {
                 histogram_bins: self.histogram_bins,
+                tier: self.metrics_tier.name(),
             },
             camera: self.cameras.iter().map(Camera::of).collect(),
         };

@@ -174,12 +174,15 @@ impl Default for WebConfig {
 pub(crate) struct MetricsConfig {
     /// Buckets of the exported luma histogram: 256 or a power of two below it.
     pub histogram_bins: Spanned<u32>,
+    /// The tier a scrape naming none gets: default or detail ([`crate::metrics::Tier`]).
+    pub tier: Spanned<String>,
 }
 
 impl Default for MetricsConfig {
     fn default() -> Self {
         MetricsConfig {
             histogram_bins: Spanned::new(0..0, 32),
+            tier: Spanned::new(0..0, "default".into()),
         }
     }
 }
@@ -258,6 +261,7 @@ pub struct Settings {
     pub log_format: LogFormat,
     pub web: WebSettings,
     pub histogram_bins: u32,
+    pub metrics_tier: crate::metrics::Tier,
     pub cameras: Vec<CameraSettings>,
 }
 

@@ -65,6 +65,7 @@ pub fn run(config_path: Option<PathBuf>, overrides: Overrides) -> Result<()> {
     }
     let listener = server::Listener::prepare(&settings.web, settings.cameras.len())?;
     let metrics = Arc::new(Metrics::new());
+    metrics.set_tier(settings.metrics_tier);
     let camera_families = CameraFamilies::new(&metrics, settings.histogram_bins);
     let reloads = ReloadMetrics::new(&metrics);
     verify::start().context("starting the verifier thread")?;

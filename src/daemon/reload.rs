@@ -147,7 +147,8 @@ fn restart_only(current: &Settings, new: &Settings) {
         ),
         (new.log_format != current.log_format, "[log] format changes"),
         (
-            new.histogram_bins != current.histogram_bins,
+            new.histogram_bins != current.histogram_bins
+                || new.metrics_tier != current.metrics_tier,
             "[metrics] changes",
         ),
     ] {

@@ -43,6 +43,7 @@ const QUEUE: usize = 64;
 
 pub struct VerifyFamilies {
     verified: IntCounterVec,
+    mismatched: IntCounterVec,
     mismatches: IntCounterVec,
 }
 
@@ -52,6 +53,11 @@ impl VerifyFamilies {
             verified: m.counters(
                 "edgesight_kernel_verified_frames_total",
                 "Live frames checked against the plain-Rust reference, one in [opencl] verify_every.",
+                &["camera"],
+            ),
+            mismatched: m.counters(
+                "edgesight_kernel_mismatched_frames_total",
+                "Checked frames on which any stage's device output differed from the plain-Rust reference (edgesight_kernel_mismatch_total, of the detail tier, says which stage).",
                 &["camera"],
             ),
             mismatches: m.counters(
@@ -68,6 +74,7 @@ impl VerifyFamilies {
         Arc::new(VerifyMetrics {
             camera: name.to_string(),
             verified: self.verified.with_label_values(&[name]),
+            mismatched: self.mismatched.with_label_values(&[name]),
             mismatches: CHECKED_STAGES.map(|s| self.mismatches.with_label_values(&[name, s])),
             logged: CHECKED_STAGES.map(|_| AtomicBool::new(false)),
         })
@@ -78,6 +85,7 @@ impl VerifyFamilies {
 pub struct VerifyMetrics {
     camera: String,
     verified: IntCounter,
+    mismatched: IntCounter,
     mismatches: [IntCounter; CHECKED_STAGES.len()],
     logged: [AtomicBool; CHECKED_STAGES.len()],
 }
@@ -86,6 +94,7 @@ impl VerifyMetrics {
     /// Counts one checked frame and each stage it found wrong; logs a stage's first.
     fn record(&self, findings: &Findings, sequence: u64) {
         self.verified.inc();
+        let mut wrong = false;
         for (i, stage) in CHECKED_STAGES.iter().enumerate() {
             let Some(found) = findings.stages.get(stage) else {
                 continue;
@@ -94,6 +103,7 @@ impl VerifyMetrics {
                 continue;
             }
             self.mismatches[i].inc();
+            wrong = true;
             if !self.logged[i].swap(true, Ordering::Relaxed) {
                 tracing::error!(
                     camera = %self.camera,
@@ -105,11 +115,19 @@ impl VerifyMetrics {
                 );
             }
         }
+        if wrong {
+            self.mismatched.inc();
+        }
     }
 
     /// Frames checked so far.
     pub fn verified(&self) -> u64 {
         self.verified.get()
+    }
+
+    /// Checked frames any stage was found wrong on.
+    pub fn mismatched_frames(&self) -> u64 {
+        self.mismatched.get()
     }
 
     /// Checked frames `stage` was found wrong on.

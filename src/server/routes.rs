@@ -235,7 +235,7 @@ async fn route<B>(state: &State, req: &Request<B>, path: &str) -> Response<Body>
     }
     let query = req.uri().query();
     match path {
-        "/metrics" => super::scrape::metrics(&state.metrics, req.headers()),
+        "/metrics" => super::scrape::metrics(&state.metrics, req.headers(), query),
         "/healthz" => healthz(state),
         "/api/v1/latest" => api::latest(state, query),
         "/api/v1/cameras" => api::cameras(state),

@@ -1,23 +1,35 @@
 //! `/metrics`: the text format 0.0.4 or OpenMetrics 1.0, as the scraper's `Accept` prefers,
-//! gzip-compressed where its `Accept-Encoding` takes it.
+//! gzip-compressed where its `Accept-Encoding` takes it; of the tier the query names
+//! (node_exporter's `collect[]` and `exclude[]`), else the configured one.
 
 use hyper::header::{self, HeaderValue};
 use hyper::{Response, StatusCode};
 
 use super::routes::{response, text, Body};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, Tier};
 
 /// The scrape in OpenMetrics where the scraper prefers it (Prometheus asks for it first),
 /// else in the text format 0.0.4; gzip-compressed where the scraper accepts it (Prometheus
 /// always does): a board with a few cameras sends about a sixth of the bytes.
-pub(super) fn metrics(metrics: &Metrics, headers: &hyper::HeaderMap) -> Response<Body> {
+pub(super) fn metrics(
+    metrics: &Metrics,
+    headers: &hyper::HeaderMap,
+    query: Option<&str>,
+) -> Response<Body> {
+    let tier = match tier(query, metrics.tier()) {
+        Ok(tier) => tier,
+        Err(message) => return text(StatusCode::BAD_REQUEST, message + "\n"),
+    };
     let (text, content_type) = if prefers_openmetrics(headers) {
         (
-            metrics.encode_openmetrics(),
+            metrics.encode_openmetrics(tier),
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )
     } else {
-        (metrics.encode(), "text/plain; version=0.0.4; charset=utf-8")
+        (
+            metrics.encode_tier(tier),
+            "text/plain; version=0.0.4; charset=utf-8",
+        )
     };
     let vary = HeaderValue::from_static("Accept, Accept-Encoding");
     if !accepts_gzip(headers) {
@@ -40,6 +52,40 @@ pub(super) fn metrics(metrics: &Metrics, headers: &hyper::HeaderMap) -> Response
         .insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
     r.headers_mut().insert(header::VARY, vary);
     r
+}
+
+/// The tier a scrape's query asks for, node_exporter's way: `collect[]=GROUP` (repeated)
+/// names the groups to export, `exclude[]=GROUP` those to leave out, and a query naming
+/// neither gets `configured`. The groups are `default` and `detail`, the detail one
+/// holding the default's series too, so `collect[]=detail` is the whole detail tier and
+/// `exclude[]=detail` the default tier whatever the config says.
+pub(super) fn tier(query: Option<&str>, configured: Tier) -> Result<Tier, String> {
+    let (mut collect, mut excluded) = (None, false);
+    for pair in query.unwrap_or_default().split('&') {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        // Prometheus sends `params` percent-encoded: `collect%5B%5D=detail`.
+        let key = key.replace("%5B", "[").replace("%5b", "[");
+        let key = key.replace("%5D", "]").replace("%5d", "]");
+        let exclude = match key.as_str() {
+            "collect[]" => false,
+            "exclude[]" => true,
+            _ => continue,
+        };
+        let group: Tier = value
+            .parse()
+            .map_err(|_| format!("{key}: unknown group '{value}' (expected {})", Tier::NAMES))?;
+        match (exclude, group) {
+            (false, group) => collect = collect.max(Some(group)),
+            (true, Tier::Detail) => excluded = true,
+            (true, Tier::Default) => {
+                return Err("exclude[]: the default group is in every scrape; \
+                            exclude[]=detail leaves the detail out"
+                    .into())
+            }
+        }
+    }
+    let tier = collect.unwrap_or(configured);
+    Ok(if excluded { Tier::Default } else { tier })
 }
 
 /// Whether `Accept` rates OpenMetrics (version 1.0.0, or none named) above the text
@@ -94,4 +140,40 @@ fn accepts_gzip(headers: &hyper::HeaderMap) -> bool {
             });
             (name.eq_ignore_ascii_case("gzip") || name == "*") && !refused
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_query_names_the_tier_as_node_exporter_names_collectors() {
+        use Tier::{Default, Detail};
+        for (query, configured, want) in [
+            (None, Default, Default),
+            (None, Detail, Detail),
+            (Some("collect[]=detail"), Default, Detail),
+            (Some("collect%5B%5D=detail"), Default, Detail),
+            (Some("collect%5b%5d=detail"), Default, Detail),
+            (Some("collect[]=default"), Detail, Default),
+            (Some("collect[]=default&collect[]=detail"), Default, Detail),
+            (Some("exclude[]=detail"), Detail, Default),
+            (Some("collect[]=detail&exclude[]=detail"), Default, Default),
+            // Other parameters are not the tier's.
+            (Some("camera=front&debug"), Detail, Detail),
+        ] {
+            assert_eq!(tier(query, configured), Ok(want), "{query:?}");
+        }
+        assert_eq!(
+            tier(Some("collect[]=all"), Default),
+            Err("collect[]: unknown group 'all' (expected default or detail)".into())
+        );
+        assert_eq!(
+            tier(Some("exclude%5B%5D="), Default),
+            Err("exclude[]: unknown group '' (expected default or detail)".into())
+        );
+        assert!(tier(Some("exclude[]=default"), Detail)
+            .unwrap_err()
+            .starts_with("exclude[]: the default group is in every scrape"));
+    }
 }

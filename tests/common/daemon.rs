@@ -228,8 +228,9 @@ impl Daemon {
         assert_eq!(rc, 0, "kill({sig})");
     }
 
+    /// Every series: the detail tier.
     pub fn metrics(&self) -> String {
-        get_text(self.port, "/metrics")
+        get_text(self.port, "/metrics?collect[]=detail")
     }
 
     /// SIGTERM, then the exit status and how long it took.

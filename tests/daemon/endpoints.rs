@@ -392,3 +392,43 @@ fn head_answers_every_route_with_the_get_length() {
     }
     d.stop();
 }
+
+/// The sample lines of `scrape`: those of camera `name`, and the others (the board's).
+fn series_of(scrape: &str, name: &str) -> (usize, usize) {
+    let label = format!("camera=\"{name}\"");
+    let samples: Vec<&str> = scrape.lines().filter(|l| !l.starts_with('#')).collect();
+    let camera = samples.iter().filter(|l| l.contains(&label)).count();
+    (camera, samples.len() - camera)
+}
+
+/// Issue 47: the default scrape of a camera with two regions holds at most 64 series, and
+/// the board at most 20 beside them; the detail tier, by `collect[]` (as Prometheus
+/// sends it, percent-encoded) adds the stage buckets, the luma bins and the per-stage
+/// counters; `exclude[]=detail` is the default tier; an unknown group is refused.
+/// Health and motion series are exported whether their detectors run or not.
+#[test]
+fn a_camera_with_two_regions_exports_63_series_by_default() {
+    let dir = tmp_dir("daemon-series");
+    let rois = [("door", 0, 0, 80, 60), ("gate", 80, 60, 80, 60)];
+    let d = Daemon::start(&dir, &camera("front", "160x120", &rois, 64));
+    let timed = r#"edgesight_stage_duration_seconds_count{camera="front",stage="pipeline"}"#;
+    wait_until("a timed frame", Duration::from_secs(60), || {
+        let m = get_text(d.port, "/metrics");
+        (sample(&m, timed).unwrap_or(0.0) >= 1.0).then_some(())
+    });
+    // The board: the process's seven, build info, five of the reloads, the one OpenCL
+    // device, and two HTTP series, for the start's /healthz and the scrapes before.
+    let default = get_text(d.port, "/metrics");
+    assert_eq!(series_of(&default, "front"), (63, 16), "{default}");
+    let detail = get_text(d.port, "/metrics?collect%5B%5D=detail");
+    assert_eq!(series_of(&detail, "front"), (242, 16), "{detail}");
+    let excluded = get_text(d.port, "/metrics?exclude[]=detail");
+    assert_eq!(series_of(&excluded, "front"), (63, 16), "{excluded}");
+    let r = request(d.port, "GET", "/metrics?collect[]=all").expect("a scrape");
+    assert_eq!(r.status, 400);
+    assert_eq!(
+        String::from_utf8_lossy(&r.body),
+        "collect[]: unknown group 'all' (expected default or detail)\n"
+    );
+    d.stop();
+}

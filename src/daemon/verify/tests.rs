@@ -56,7 +56,7 @@ fn families() -> VerifyFamilies {
 
 /// A right frame counts as checked with no mismatch; frames that are not due are not
 /// checked; a frame whose results differ from the reference counts a mismatch in
-/// each stage it differs in, and only there.
+/// each stage it differs in, and only there, and one mismatched frame.
 #[test]
 fn one_frame_in_n_is_checked_and_each_wrong_stage_counted() {
     let m = families().camera("c");
@@ -67,6 +67,7 @@ fn one_frame_in_n_is_checked_and_each_wrong_stage_counted() {
     for stage in CHECKED_STAGES {
         assert_eq!(m.mismatches(stage), 0, "{stage}");
     }
+    assert_eq!(m.mismatched_frames(), 0);
     offer_frame(&mut verifier, 2, |r| r.otsu_threshold ^= 1);
     offer_frame(&mut verifier, 3, |r| r.otsu_threshold ^= 1);
     std::thread::sleep(Duration::from_millis(200));
@@ -78,6 +79,7 @@ fn one_frame_in_n_is_checked_and_each_wrong_stage_counted() {
     wait_checked(&m, 2);
     let counts = CHECKED_STAGES.map(|s| m.mismatches(s));
     assert_eq!(counts, [0, 0, 0, 1, 1, 0], "{CHECKED_STAGES:?}");
+    assert_eq!(m.mismatched_frames(), 1, "one frame, however many stages");
     let logged = m.logged.each_ref().map(|l| l.load(Ordering::Relaxed));
     assert_eq!(
         logged,
@@ -90,6 +92,7 @@ fn one_frame_in_n_is_checked_and_each_wrong_stage_counted() {
     wait_checked(&m, 3);
     let counts = CHECKED_STAGES.map(|s| m.mismatches(s));
     assert_eq!(counts, [0, 0, 1, 1, 1, 0], "{CHECKED_STAGES:?}");
+    assert_eq!(m.mismatched_frames(), 2);
 }
 
 /// A frame due while the camera's last check still runs is not checked, and the
