@@ -5,7 +5,29 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
-use edgesight::config::{self, Overrides};
+use edgesight::config::{self, Overrides, Settings};
+use edgesight::daemon::series;
+use edgesight::metrics::Tier;
+
+/// The series each camera and the board will export, in both tiers, as TOML comments
+/// after the settings (which stay a config `run` reads back the same).
+fn series_comment(settings: &Settings) -> String {
+    let default = series::count(settings, Tier::Default);
+    let detail = series::count(settings, Tier::Detail);
+    let mut out = format!(
+        "\n# Series a scrape holds, default tier / detail tier ([metrics] tier = \"{}\"; \
+         /metrics?collect[]=detail):\n",
+        settings.metrics_tier.name()
+    );
+    for ((name, n), (_, d)) in default.cameras.iter().zip(&detail.cameras) {
+        out.push_str(&format!("#   camera {name}: {n} / {d}\n"));
+    }
+    out.push_str(&format!(
+        "#   board: {} / {}, and one for each HTTP handler and status answered\n",
+        default.board, detail.board
+    ));
+    out
+}
 
 /// The checks `run` makes before it starts (see [`config::validate`]), and the effective
 /// settings.
@@ -16,6 +38,7 @@ pub(crate) fn check_config(file: &Path, web_config_file: Option<PathBuf>) -> Res
     };
     let checked = config::validate(Some(file), &overrides)?;
     print!("{}", checked.settings.to_toml());
+    print!("{}", series_comment(&checked.settings));
     for warning in &checked.warnings {
         eprintln!("{}: warning: {warning}", file.display());
     }

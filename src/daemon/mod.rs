@@ -15,6 +15,7 @@ pub mod health_metrics;
 mod logging;
 mod publish;
 pub mod reload;
+pub mod series;
 mod serve;
 mod signals;
 mod supervisor;

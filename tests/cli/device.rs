@@ -568,3 +568,40 @@ fn selftest_json_reports_the_board_and_every_check() {
         );
     }
 }
+
+/// `check-config` says, after the settings, the series each camera and the board will
+/// export in either tier (a pattern camera: the detail tier counts a JPEG decode's stage
+/// too); the whole output is a config `check-config` takes again, the same.
+#[test]
+fn check_config_prints_the_series_a_scrape_will_hold() {
+    let dir = out_dir("cli-check-config-series");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("series.toml");
+    std::fs::write(
+        &path,
+        "[metrics]\ntier = \"detail\"\n\
+         [[camera]]\nname = \"front\"\n[camera.source]\nkind = \"pattern\"\n\
+         [[camera.roi]]\nname = \"door\"\nx = 0\ny = 0\nw = 8\nh = 8\n\
+         [[camera.roi]]\nname = \"gate\"\nx = 8\ny = 8\nw = 8\nh = 8\n\
+         [[camera]]\nname = \"rear\"\n[camera.source]\nkind = \"pattern\"\n",
+    )
+    .unwrap();
+    let o = edgesight(&["check-config", path.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stdout = String::from_utf8_lossy(&o.stdout).to_string();
+    let (settings, series) = stdout.split_once("\n# Series").expect("the series");
+    assert!(settings.contains("tier = \"detail\""), "{settings}");
+    assert_eq!(
+        series,
+        " a scrape holds, default tier / detail tier ([metrics] tier = \"detail\"; \
+         /metrics?collect[]=detail):\n\
+         #   camera front: 63 / 257\n\
+         #   camera rear: 51 / 245\n\
+         #   board: 14 / 14, and one for each HTTP handler and status answered\n"
+    );
+    let again = dir.join("again.toml");
+    std::fs::write(&again, &stdout).unwrap();
+    let o = edgesight(&["check-config", again.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), stdout);
+}
