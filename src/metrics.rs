@@ -58,12 +58,15 @@ impl std::str::FromStr for Tier {
 }
 
 /// Families only the detail tier holds: per-stage breakdowns of a total the default
-/// tier has (`edgesight_pipeline_errors_total`, `edgesight_kernel_mismatched_frames_total`)
-/// and the luma histogram (`/api/v1/latest` keeps it).
-const DETAIL_FAMILIES: [&str; 3] = [
+/// tier has (`edgesight_pipeline_errors_total`, `edgesight_kernel_mismatched_frames_total`),
+/// the luma histogram (`/api/v1/latest` keeps it), and the HTTP answers, a series for
+/// each handler and status, which every client probing the board adds to (the scraper
+/// sees its own in `up` and the scrape's duration).
+const DETAIL_FAMILIES: [&str; 4] = [
     "edgesight_stage_errors_total",
     "edgesight_kernel_mismatch_total",
     "edgesight_luma_bin_ratio",
+    "edgesight_http_requests_total",
 ];
 
 /// The stage-time family: the default tier keeps of it only the whole pipeline's

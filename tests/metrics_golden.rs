@@ -288,7 +288,6 @@ fn the_fixtures_name_every_family_with_its_help_and_type() {
         "edgesight_pipeline_errors_total",
         "edgesight_kernel_mismatched_frames_total",
         "edgesight_config_reloads_total",
-        "edgesight_http_requests_total",
         "edgesight_roi_mean_luma",
         "process_resident_memory_bytes",
     ] {
@@ -317,6 +316,7 @@ fn the_detail_tier_holds_every_default_series() {
         "edgesight_stage_errors_total",
         "edgesight_kernel_mismatch_total",
         "edgesight_luma_bin_ratio",
+        "edgesight_http_requests_total",
         "edgesight_stage_duration_seconds_bucket",
     ] {
         let prefix = format!("{family}{{");

@@ -23,7 +23,8 @@ fn series_comment(settings: &Settings) -> String {
         out.push_str(&format!("#   camera {name}: {n} / {d}\n"));
     }
     out.push_str(&format!(
-        "#   board: {} / {}, and one for each HTTP handler and status answered\n",
+        "#   board: {} / {}, and in the detail tier one for each HTTP handler and status \
+         answered\n",
         default.board, detail.board
     ));
     out

@@ -18,8 +18,9 @@ use crate::region::RegionStats;
 pub struct SeriesCount {
     /// Each camera's name and its series.
     pub cameras: Vec<(String, usize)>,
-    /// The series of no camera: the process, build, reload and OpenCL device families.
-    /// The HTTP family adds one for each handler and status answered.
+    /// The series of no camera: the process, build, reload and OpenCL device families
+    /// (and in the detail tier the HTTP family, one for each handler and status answered,
+    /// not counted here).
     pub board: usize,
 }
 

@@ -597,7 +597,8 @@ fn check_config_prints_the_series_a_scrape_will_hold() {
          /metrics?collect[]=detail):\n\
          #   camera front: 63 / 257\n\
          #   camera rear: 51 / 245\n\
-         #   board: 14 / 14, and one for each HTTP handler and status answered\n"
+         #   board: 14 / 14, and in the detail tier one for each HTTP handler and status \
+         answered\n"
     );
     let again = dir.join("again.toml");
     std::fs::write(&again, &stdout).unwrap();

@@ -103,12 +103,14 @@ impl Drop for Wrk {
     }
 }
 
-/// A scrape from 127.0.0.2 with `auth` (header lines), which must be answered 200. The
-/// scraper is another host than the load's, as Prometheus is: one peer holds only its
-/// share of the connection slots, and the load takes all of its own.
+/// A scrape of every series (the HTTP answers are the detail tier's) from 127.0.0.2
+/// with `auth` (header lines), which must be answered 200. The scraper is another host
+/// than the load's, as Prometheus is: one peer holds only its share of the connection
+/// slots, and the load takes all of its own.
 fn scrape_from_another_peer(port: u16, auth: &str) -> String {
     let s = connect_from("127.0.0.2", port).expect("connect");
-    let r = exchange(s, "GET", "/metrics", auth, Duration::from_secs(10)).expect("a scrape");
+    let path = "/metrics?collect[]=detail";
+    let r = exchange(s, "GET", path, auth, Duration::from_secs(10)).expect("a scrape");
     let text = String::from_utf8_lossy(&r.body).into_owned();
     assert_eq!(r.status, 200, "{}", &text[..text.len().min(200)]);
     text

@@ -17,8 +17,9 @@ async fn metrics_are_prometheus_text_never_cached() {
     );
     assert_eq!(a.header(header::CACHE_CONTROL), "no-store");
     assert!(a.text().contains("# TYPE edgesight_build_info gauge"));
-    // The first request is counted by the time the second renders.
-    let again = get(&s, "/metrics").await;
+    // The first request is counted by the time the second renders (in the detail tier:
+    // the HTTP family is not the default's).
+    let again = get(&s, "/metrics?collect[]=detail").await;
     assert!(again
         .text()
         .contains(r#"edgesight_http_requests_total{code="200",handler="metrics"} 1"#));

@@ -338,7 +338,7 @@ async fn the_page_files_are_served_and_cached() {
     }
     assert_eq!(page::ASSETS.len(), 3);
     assert_eq!(get(&s, "/status.jsx").await.status, StatusCode::NOT_FOUND);
-    let metrics = get(&s, "/metrics").await.text();
+    let metrics = get(&s, "/metrics?collect[]=detail").await.text();
     assert!(
         metrics.contains(r#"edgesight_http_requests_total{code="200",handler="assets"} 3"#),
         "{metrics}"
