@@ -318,7 +318,7 @@ fn checked_table<T: Copy + Default>(
         return Ok(T::default());
     };
     check(t.get_ref()).map_err(|(key, message)| {
-        let span = value_span(doc.text, t.span(), key).unwrap_or(t.span());
+        let span = value_span(doc.text(), t.span(), key).unwrap_or(t.span());
         doc.at(span, format!("{section}.{key}"), message)
     })?;
     Ok(*t.get_ref())
@@ -534,11 +534,13 @@ mod tests {
 
     #[test]
     fn source_override_replaces_the_one_camera_and_rechecks_rois() {
-        let file = parse(Path::new("t.toml"), GOOD).unwrap();
+        let expanded = super::super::env::Expanded::verbatim(GOOD);
         let doc = Doc {
             path: Some(Path::new("t.toml")),
-            text: GOOD,
+            written: GOOD,
+            expanded: &expanded,
         };
+        let file = parse(&doc).unwrap();
         let small = Overrides {
             source: Some("pattern:160x120@5".parse().unwrap()),
             ..Overrides::default()

@@ -8,12 +8,13 @@
 //! `run`, SIGHUP and `check-config` all go through it, so whatever `run` refuses,
 //! `check-config` refuses with the same words.
 //!
-//! The rooms: [`schema`] is the file as serde reads it and the settings it becomes,
-//! `check` turns one into the other (`web` the `[web]` table), [`validate`] adds the
-//! machine, and `print` writes settings back as TOML. This file places errors (positions
+//! The rooms: `env` expands the file's `${VAR}`s, [`schema`] is the file as serde reads
+//! it and the settings it becomes, `check` turns one into the other (`web` the `[web]`
+//! table), [`validate`] adds the machine, and `print` writes settings back as TOML. This file places errors (positions
 //! and keys) and reads the file.
 
 mod check;
+mod env;
 mod print;
 pub mod schema;
 mod threads;
@@ -30,6 +31,7 @@ pub use schema::*;
 pub use validate::{validate, Checked};
 
 use crate::capture::SourceSpec;
+use env::Expanded;
 
 /// Where a config error is: a file position, or a command-line flag.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -132,10 +134,28 @@ pub struct Overrides {
 /// The text of a config and where it came from, to place errors.
 struct Doc<'a> {
     path: Option<&'a Path>,
-    text: &'a str,
+    /// The file as written: errors are placed in it.
+    written: &'a str,
+    /// What is parsed: the file with its variables expanded. Spans are offsets in it.
+    expanded: &'a Expanded,
 }
 
-impl Doc<'_> {
+impl<'a> Doc<'a> {
+    /// The parsed text (spans are offsets in it).
+    fn text(&self) -> &str {
+        &self.expanded.text
+    }
+
+    /// The file position of `offset` in the parsed text.
+    fn file_at(&self, offset: usize) -> Origin {
+        let (line, column) = line_column(self.written, self.expanded.written_offset(offset));
+        Origin::File {
+            path: self.path.unwrap_or(Path::new("")).to_path_buf(),
+            line,
+            column,
+        }
+    }
+
     fn at(
         &self,
         span: Range<usize>,
@@ -143,14 +163,7 @@ impl Doc<'_> {
         message: impl Into<String>,
     ) -> ConfigError {
         let origin = match self.path {
-            Some(path) if span.end > 0 => {
-                let (line, column) = line_column(self.text, span.start);
-                Origin::File {
-                    path: path.to_path_buf(),
-                    line,
-                    column,
-                }
-            }
+            Some(_) if span.end > 0 => self.file_at(span.start),
             _ => Origin::Defaults,
         };
         ConfigError {
@@ -169,18 +182,39 @@ fn flag(flag: &'static str, key: &str, message: impl Into<String>) -> ConfigErro
     }
 }
 
-/// Parses a config file's text; `path` only names it in errors.
-pub(crate) fn parse(path: &Path, text: &str) -> Result<FileConfig, ConfigError> {
-    toml::from_str::<FileConfig>(text).map_err(|e| {
-        let span = e.span().unwrap_or(0..0);
-        let (line, column) = line_column(text, span.start);
+/// `text` (the file `path` as written) with its variables expanded from the environment
+/// (see [`env`]), an error placed at the variable.
+fn expand(
+    path: &Path,
+    text: &str,
+    lookup: impl Fn(&str) -> Option<String>,
+) -> Result<Expanded, ConfigError> {
+    env::expand(text, lookup).map_err(|e| {
+        let (line, column) = line_column(text, e.offset);
         ConfigError {
             origin: Origin::File {
                 path: path.to_path_buf(),
                 line,
                 column,
             },
-            key: key_at(text, span.start),
+            key: key_at(text, e.offset),
+            message: e.message,
+        }
+    })
+}
+
+/// A variable of the daemon's environment, if set as UTF-8.
+fn from_environment(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// Parses a config's expanded text.
+fn parse(doc: &Doc) -> Result<FileConfig, ConfigError> {
+    toml::from_str::<FileConfig>(doc.text()).map_err(|e| {
+        let span = e.span().unwrap_or(0..0);
+        ConfigError {
+            origin: doc.file_at(span.start),
+            key: key_at(doc.text(), span.start),
             message: e.message().trim().to_string(),
         }
     })
@@ -189,14 +223,18 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<FileConfig, ConfigError> 
 /// The most a config file may hold; a longer one is refused rather than read whole.
 pub(crate) const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
-/// Reads, parses and checks `path` (or the defaults when `None`) with `overrides` applied,
-/// and hands back the text and the parsed file beside the settings, so that [`validate`]
-/// can place its errors. Touches no device: [`validate`] adds what needs the machine.
-fn load(
-    path: Option<&Path>,
-    overrides: &Overrides,
-) -> Result<(String, FileConfig, Settings), ConfigError> {
-    let text = match path {
+/// A config read and checked, with what [`validate`] needs to place its errors.
+struct Loaded {
+    written: String,
+    expanded: Expanded,
+    file: FileConfig,
+    settings: Settings,
+}
+
+/// Reads, expands, parses and checks `path` (or the defaults when `None`) with
+/// `overrides` applied. Touches no device: [`validate`] adds what needs the machine.
+fn load(path: Option<&Path>, overrides: &Overrides) -> Result<Loaded, ConfigError> {
+    let written = match path {
         Some(p) => {
             crate::files::read_small_file(p, MAX_CONFIG_BYTES).map_err(|message| ConfigError {
                 origin: Origin::File {
@@ -210,23 +248,48 @@ fn load(
         }
         None => String::new(),
     };
+    let expanded = match path {
+        Some(p) => expand(p, &written, from_environment)?,
+        None => Expanded::default(),
+    };
+    let doc = Doc {
+        path,
+        written: &written,
+        expanded: &expanded,
+    };
     let file = match path {
-        Some(p) => parse(p, &text)?,
+        Some(_) => parse(&doc)?,
         None => FileConfig::default(),
     };
-    let doc = Doc { path, text: &text };
     let settings = check::check(&doc, &file, overrides)?;
-    Ok((text, file, settings))
+    Ok(Loaded {
+        written,
+        expanded,
+        file,
+        settings,
+    })
 }
 
-/// [`parse`] and every check of `load` on a config's text (what `check-config` does short
-/// of looking at devices); `path` only names it in errors. The fuzz target's entry.
+/// Every check of `load` on a config's text, its variables taken from the environment
+/// (what `check-config` does short of looking at devices); `path` only names it in
+/// errors. The fuzz target's entry.
 pub fn check_text(path: &Path, text: &str) -> Result<Settings, ConfigError> {
-    let file = parse(path, text)?;
+    check_text_with(path, text, from_environment)
+}
+
+/// [`check_text`] with the variables looked up with `lookup`.
+pub(crate) fn check_text_with(
+    path: &Path,
+    text: &str,
+    lookup: impl Fn(&str) -> Option<String>,
+) -> Result<Settings, ConfigError> {
+    let expanded = expand(path, text, lookup)?;
     let doc = Doc {
         path: Some(path),
-        text,
+        written: text,
+        expanded: &expanded,
     };
+    let file = parse(&doc)?;
     check::check(&doc, &file, &Overrides::default())
 }
 
@@ -236,13 +299,9 @@ pub(crate) mod test_support {
 
     use super::*;
 
+    /// Checks `text` as `t.toml`, with no variable set.
     pub(crate) fn load_text(text: &str) -> Result<Settings, ConfigError> {
-        let file = parse(Path::new("t.toml"), text)?;
-        let doc = Doc {
-            path: Some(Path::new("t.toml")),
-            text,
-        };
-        check::check(&doc, &file, &Overrides::default())
+        check_text_with(Path::new("t.toml"), text, |_| None)
     }
 
     pub(crate) fn at(err: &ConfigError) -> (usize, usize) {
@@ -335,6 +394,47 @@ mod tests {
         // Found by the config fuzz target: a header without a name named no key.
         let err = load_text("[log]\nlevel = \"info\"\n[\nname = \"x\"\n").unwrap_err();
         assert_eq!(err.key, "(table header)", "{err}");
+    }
+
+    fn with_site(text: &str) -> Result<Settings, String> {
+        let env = |name: &str| (name == "SITE").then(|| "lyon".to_string());
+        check_text_with(Path::new("t.toml"), text, env).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn variables_are_expanded_in_string_values() {
+        let text = GOOD
+            .replace("name = \"front\"", "name = \"${SITE}-${BOARD:-b7}\"")
+            .replace("name = \"door\"", "name = \"$${BOARD}\"");
+        let s = with_site(&text).unwrap();
+        assert_eq!(s.cameras[0].name, "lyon-b7");
+        assert_eq!(s.cameras[0].regions[0].name, "${BOARD}");
+        // The printed settings keep the dollar a dollar.
+        assert_eq!(with_site(&s.to_toml()).unwrap(), s);
+    }
+
+    #[test]
+    fn an_unset_variable_names_its_file_line_and_key() {
+        let text = GOOD.replace("name = \"door\"", "name = \"${SITE}-${DOOR}\"");
+        assert_eq!(
+            with_site(&text).unwrap_err(),
+            "t.toml:14:17: camera.roi.name: ${DOOR}: DOOR is not set in the environment \
+             (give it, or a default: ${DOOR:-...})"
+        );
+    }
+
+    #[test]
+    fn errors_after_an_expansion_are_placed_in_the_file_as_written() {
+        // `${SITE}` is longer than its value: what follows it on its line is placed in
+        // the file, not in the expanded text.
+        let text = "[log]\nlevel = \"${SITE}\" \"${SITE}\"\n";
+        let err = with_site(text).unwrap_err();
+        assert!(err.starts_with("t.toml:2:19: log.level: "), "{err}");
+        let text = "[log]\nlevel = \"${SITE}\"\n";
+        assert_eq!(
+            with_site(text).unwrap_err(),
+            "t.toml:2:9: log.level: unknown level 'lyon' (expected error, warn, info, debug or trace)"
+        );
     }
 
     /// `load` on another thread, so that a read that blocks fails the test instead of

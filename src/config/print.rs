@@ -250,8 +250,9 @@ impl Settings {
             camera: self.cameras.iter().map(Camera::of).collect(),
         };
         // Every field is a string, number, bool, map or table of them: nothing here can
-        // fail to serialise.
-        toml::to_string(&printed).expect("settings serialise as TOML")
+        // fail to serialise. A `$` in a string is doubled, so that the text reads back as
+        // these settings rather than as a variable.
+        super::env::escape_dollars(&toml::to_string(&printed).expect("settings serialise as TOML"))
     }
 }
 

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use toml::Spanned;
 
-use super::{flag, load, ConfigError, Doc, Overrides, Settings};
+use super::{flag, load, ConfigError, Doc, Loaded, Overrides, Settings};
 use crate::capture::SourceSpec;
 use crate::cl::{ClError, DeviceSpec, Gpu};
 
@@ -35,8 +35,17 @@ struct Unopened {
 /// a V4L2 node that exists must be a video device (one that does not exist yet is waited
 /// for: boards enumerate USB cameras late), and many cameras draw a warning.
 pub fn validate(path: Option<&Path>, overrides: &Overrides) -> Result<Checked, ConfigError> {
-    let (text, file, settings) = load(path, overrides)?;
-    let doc = Doc { path, text: &text };
+    let Loaded {
+        written,
+        expanded,
+        file,
+        settings,
+    } = load(path, overrides)?;
+    let doc = Doc {
+        path,
+        written: &written,
+        expanded: &expanded,
+    };
     let mut warnings = Vec::new();
     // Each device is opened once.
     let mut devices: Vec<(&DeviceSpec, Result<(), Unopened>)> = Vec::new();

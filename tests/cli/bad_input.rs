@@ -351,3 +351,41 @@ fn selftest_json_and_camera_are_checked_first() {
     assert_eq!(o.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--json <FILE>"), "{stderr}");
 }
+
+/// `${VAR}` in a config comes from the environment `check-config` (and `run`) is given; an
+/// unset one is refused at its place in the file.
+#[test]
+fn config_variables_come_from_the_environment() {
+    let dir = out_dir("cli-config-env");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("board.toml");
+    std::fs::write(
+        &path,
+        "[[camera]]\nname = \"${ES_TEST_BOARD}-front\"\n[camera.source]\nkind = \"pattern\"\n",
+    )
+    .unwrap();
+    let path = path.to_str().unwrap();
+    let check = |board: Option<&str>| {
+        crate::common::gpu();
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_edgesight"));
+        command.args(["check-config", path]);
+        match board {
+            Some(board) => command.env("ES_TEST_BOARD", board),
+            None => command.env_remove("ES_TEST_BOARD"),
+        };
+        command.output().expect("run edgesight")
+    };
+    let o = check(Some("b42"));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let printed = String::from_utf8_lossy(&o.stdout);
+    assert!(printed.contains("name = \"b42-front\"\n"), "{printed}");
+    let o = check(None);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        format!(
+            "edgesight: error: {path}:2:9: camera.name: ${{ES_TEST_BOARD}}: ES_TEST_BOARD is \
+             not set in the environment (give it, or a default: ${{ES_TEST_BOARD:-...}})\n"
+        )
+    );
+}
