@@ -28,6 +28,17 @@ pub(super) fn check(
     file: &FileConfig,
     overrides: &Overrides,
 ) -> Result<Settings, ConfigError> {
+    check_placed(doc, file, overrides).map(|(settings, _)| settings)
+}
+
+/// [`check`], and for each camera of the settings the index of the `[[camera]]` it came
+/// from (a device pattern makes several of one), so that later checks can place theirs.
+pub(super) fn check_placed(
+    doc: &Doc,
+    file: &FileConfig,
+    overrides: &Overrides,
+) -> Result<(Settings, Vec<usize>), ConfigError> {
+    let mut placed = Vec::new();
     let unknown_level = |level: &str| {
         format!("unknown level '{level}' (expected error, warn, info, debug or trace)")
     };
@@ -84,7 +95,7 @@ pub(super) fn check(
 
     let mut cameras = Vec::new();
     let mut names = HashSet::new();
-    for camera in &file.cameras {
+    for (written, camera) in file.cameras.iter().enumerate() {
         let c = check_camera(
             doc,
             camera,
@@ -93,14 +104,17 @@ pub(super) fn check(
             verify_every,
             profiling,
         )?;
-        if !names.insert(c.name.clone()) {
-            return Err(doc.at(
-                camera.get_ref().name.span(),
-                "camera.name",
-                format!("camera '{}' is named twice", c.name),
-            ));
+        for c in matched_cameras(doc, camera, c)? {
+            if !names.insert(c.name.clone()) {
+                return Err(doc.at(
+                    camera.get_ref().name.span(),
+                    "camera.name",
+                    format!("camera '{}' is named twice", c.name),
+                ));
+            }
+            cameras.push(c);
+            placed.push(written);
         }
-        cameras.push(c);
     }
     if let Some(source) = &overrides.source {
         match cameras.len() {
@@ -150,14 +164,56 @@ pub(super) fn check(
             motion: ActivitySettings::default(),
         });
     }
-    Ok(Settings {
-        log_level: level,
-        log_format,
-        web,
-        histogram_bins: bins,
-        metrics_tier,
-        cameras,
-    })
+    Ok((
+        Settings {
+            log_level: level,
+            log_format,
+            web,
+            histogram_bins: bins,
+            metrics_tier,
+            cameras,
+        },
+        placed,
+    ))
+}
+
+/// `camera` as one camera per node its device pattern matches (see [`super::glob`]), or
+/// as it is: a camera with a plain device, or one whose pattern matches nothing yet,
+/// which waits under its own name.
+fn matched_cameras(
+    doc: &Doc,
+    written: &Spanned<CameraConfig>,
+    camera: CameraSettings,
+) -> Result<Vec<CameraSettings>, ConfigError> {
+    let SourceSpec::V4l2 { device, .. } = &camera.source else {
+        return Ok(vec![camera]);
+    };
+    if !super::glob::is_pattern(device) {
+        return Ok(vec![camera]);
+    }
+    let span = written
+        .get_ref()
+        .source
+        .get_ref()
+        .device
+        .as_ref()
+        .map_or(written.span(), Spanned::span);
+    let found = super::glob::matches(&camera.name, device)
+        .map_err(|m| doc.at(span, "camera.source.device", m))?;
+    if found.is_empty() {
+        return Ok(vec![camera]);
+    }
+    Ok(found
+        .into_iter()
+        .map(|(node, name)| {
+            let mut c = camera.clone();
+            c.name = name;
+            if let SourceSpec::V4l2 { device, .. } = &mut c.source {
+                *device = node;
+            }
+            c
+        })
+        .collect())
 }
 
 /// The frame layout a source will produce, where the config alone says it (JPEG frames,
@@ -514,6 +570,97 @@ mod tests {
         assert_eq!(at(&err), (13, 1));
         assert_eq!(err.key, "camera.roi");
         assert!(err.message.contains("outside the 320x240 frame"), "{err}");
+    }
+
+    /// A directory holding (empty) files of these names, for device patterns.
+    fn nodes(name: &str, files: &[&str]) -> std::path::PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("edgesight-nodes-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        for file in files {
+            std::fs::write(dir.join(file), "").unwrap();
+        }
+        dir
+    }
+
+    fn v4l2_glob_camera(name: &str, device: &std::path::Path) -> String {
+        format!(
+            "[[camera]]\nname = \"{name}\"\n[camera.source]\nkind = \"v4l2\"\n\
+             device = \"{}\"\nsize = \"64x48\"\n[[camera.roi]]\nname = \"all\"\n\
+             x = 0\ny = 0\nw = 64\nh = 48\n",
+            device.display()
+        )
+    }
+
+    #[test]
+    fn a_device_pattern_makes_a_camera_per_match() {
+        let dir = nodes(
+            "per-match",
+            &["usb-B_2-video-index0", "usb-A:1-video-index0"],
+        );
+        let text = format!(
+            "{}{}",
+            v4l2_glob_camera("door", &dir.join("usb-*-video-index0")),
+            v4l2_glob_camera("yard", &dir.join("pci-*"))
+        );
+        let s = load_text(&text).unwrap();
+        let cameras: Vec<(&str, std::path::PathBuf)> = s
+            .cameras
+            .iter()
+            .map(|c| match &c.source {
+                SourceSpec::V4l2 { device, .. } => (c.name.as_str(), device.clone()),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            cameras,
+            [
+                ("door-A_1", dir.join("usb-A:1-video-index0")),
+                ("door-B_2", dir.join("usb-B_2-video-index0")),
+                // Nothing matches: the camera waits for its pattern under its own name.
+                ("yard", dir.join("pci-*")),
+            ]
+        );
+        // Each match keeps the rest of its camera's settings.
+        assert_eq!(s.cameras[0].regions, s.cameras[1].regions);
+        assert_eq!(s.cameras[0].regions[0].name, "all");
+        // The printed settings name the matches, and read back the same.
+        assert_eq!(load_text(&s.to_toml()).unwrap(), s);
+    }
+
+    #[test]
+    fn device_patterns_are_refused_at_their_key() {
+        let dir = nodes("refused", &["a:1", "a_1", "door-x"]);
+        let pattern = dir.join("a*");
+        assert_eq!(
+            refusal(&v4l2_glob_camera("c", &pattern)),
+            format!(
+                "t.toml:5:10: camera.source.device: {}: {} and {} both make camera 'c-_1'; \
+                 narrow the pattern",
+                pattern.display(),
+                dir.join("a:1").display(),
+                dir.join("a_1").display()
+            )
+        );
+        assert_eq!(
+            refusal(&v4l2_glob_camera(
+                "c",
+                std::path::Path::new("/dev/*/video0")
+            )),
+            "t.toml:5:10: camera.source.device: /dev/*/video0: '*' may stand only in the file \
+             name, not in a directory"
+        );
+        // A match's name that another camera has is refused at the pattern's camera.
+        let text = format!(
+            "{}{}",
+            v4l2_glob_camera("door-x", &dir.join("b*")),
+            v4l2_glob_camera("door", &dir.join("door-*"))
+        );
+        assert_eq!(
+            refusal(&text),
+            "t.toml:14:8: camera.name: camera 'door-x' is named twice"
+        );
     }
 
     #[test]

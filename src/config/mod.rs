@@ -15,6 +15,7 @@
 
 mod check;
 mod env;
+mod glob;
 mod print;
 pub mod schema;
 mod threads;
@@ -229,6 +230,8 @@ struct Loaded {
     expanded: Expanded,
     file: FileConfig,
     settings: Settings,
+    /// For each camera of `settings`, the index of its `[[camera]]` in `file`.
+    placed: Vec<usize>,
 }
 
 /// Reads, expands, parses and checks `path` (or the defaults when `None`) with
@@ -261,12 +264,13 @@ fn load(path: Option<&Path>, overrides: &Overrides) -> Result<Loaded, ConfigErro
         Some(_) => parse(&doc)?,
         None => FileConfig::default(),
     };
-    let settings = check::check(&doc, &file, overrides)?;
+    let (settings, placed) = check::check_placed(&doc, &file, overrides)?;
     Ok(Loaded {
         written,
         expanded,
         file,
         settings,
+        placed,
     })
 }
 

@@ -40,6 +40,7 @@ pub fn validate(path: Option<&Path>, overrides: &Overrides) -> Result<Checked, C
         expanded,
         file,
         settings,
+        placed,
     } = load(path, overrides)?;
     let doc = Doc {
         path,
@@ -50,7 +51,10 @@ pub fn validate(path: Option<&Path>, overrides: &Overrides) -> Result<Checked, C
     // Each device is opened once.
     let mut devices: Vec<(&DeviceSpec, Result<(), Unopened>)> = Vec::new();
     for (i, camera) in settings.cameras.iter().enumerate() {
-        let written = file.cameras.get(i).map(Spanned::get_ref);
+        let written = placed
+            .get(i)
+            .and_then(|w| file.cameras.get(*w))
+            .map(Spanned::get_ref);
         let resolved = match devices.iter().find(|(spec, _)| **spec == camera.device) {
             Some((_, resolved)) => resolved.clone(),
             None => {
@@ -81,6 +85,16 @@ pub fn validate(path: Option<&Path>, overrides: &Overrides) -> Result<Checked, C
         let SourceSpec::V4l2 { device, .. } = &camera.source else {
             continue;
         };
+        if super::glob::is_pattern(device) {
+            // `load` made a camera per match: this pattern matched nothing.
+            warnings.push(format!(
+                "camera '{}': no device matches {} now; `run` waits for it under this name, \
+                 and takes each match as a camera of its own when it starts again",
+                camera.name,
+                device.display()
+            ));
+            continue;
+        }
         match video_node(device) {
             Ok(true) => {}
             Ok(false) => warnings.push(format!(
@@ -215,6 +229,35 @@ mod tests {
         assert_eq!(
             refusal(&v4l2("")),
             "t.toml:5:10: camera.source.device: empty: a v4l2 source needs its device node, e.g. device = \"/dev/video0\""
+        );
+    }
+
+    #[test]
+    fn a_device_pattern_that_matches_nothing_is_waited_for() {
+        let text = "[[camera]]\nname = \"c\"\n[camera.source]\nkind = \"v4l2\"\n\
+                    device = \"/dev/v4l/by-id/edgesight-none-*\"\n";
+        let checked = validate_text("pattern.toml", text).unwrap();
+        assert_eq!(
+            checked.warnings,
+            [
+                "camera 'c': no device matches /dev/v4l/by-id/edgesight-none-* now; `run` waits \
+              for it under this name, and takes each match as a camera of its own when it \
+              starts again"
+            ]
+        );
+        assert_eq!(checked.settings.cameras[0].name, "c");
+    }
+
+    #[test]
+    fn devices_that_a_pattern_matches_are_checked_at_the_pattern() {
+        // /dev/null matches `/dev/nul*`: a match that is no video device is refused at the
+        // pattern of the camera it came from, the second [[camera]].
+        let text = "[[camera]]\nname = \"p\"\n[camera.source]\nkind = \"pattern\"\n\
+                    [[camera]]\nname = \"c\"\n[camera.source]\nkind = \"v4l2\"\n\
+                    device = \"/dev/nul*\"\n";
+        assert_eq!(
+            validate_text("null-pattern.toml", text).err(),
+            Some("FILE:9:10: camera.source.device: /dev/null is not a V4L2 device: a character device of major 1, where V4L2's are 81".into())
         );
     }
 

@@ -472,3 +472,76 @@ fn round3_6_addresses_beyond_loopback_without_auth_draw_a_warning() {
     );
     d.stop();
 }
+
+/// A V4L2 camera whose device pattern matches nothing runs as one camera under its own
+/// name, waiting for the pattern: not failing, and saying in its log what it waits for.
+#[test]
+fn a_device_pattern_that_matches_nothing_waits_under_its_name() {
+    let dir = tmp_dir("daemon-device-pattern");
+    std::fs::create_dir_all(dir.join("by-id")).unwrap();
+    let pattern = dir.join("by-id/*-video-index0");
+    let config = format!(
+        "[[camera]]\nname = \"door\"\n[camera.source]\nkind = \"v4l2\"\ndevice = \"{}\"\n\
+         [[camera]]\nname = \"steady\"\n[camera.source]\nkind = \"pattern\"\nsize = \"64x48\"\n\
+         fps = 50\n",
+        pattern.display()
+    );
+    let path = dir.join("check.toml");
+    std::fs::write(&path, &config).unwrap();
+    let path = path.display().to_string();
+    let err = edgesight_ok(&["check-config", &path]);
+    assert!(
+        err.contains(&format!(
+            "camera 'door': no device matches {} now; `run` waits for it under this name",
+            pattern.display()
+        )),
+        "{err}"
+    );
+    // A match is a camera, checked as its device: a regular file is refused at the
+    // pattern's key.
+    let node = dir.join("by-id/usb-Cam_1-video-index0");
+    std::fs::write(&node, "").unwrap();
+    assert_eq!(
+        edgesight(&["check-config", &path]),
+        (
+            Some(2),
+            format!(
+                "edgesight: error: {path}:5:10: camera.source.device: {} is a regular file, \
+                 not a V4L2 device (a character device such as /dev/video0)\n",
+                node.display()
+            )
+        )
+    );
+    std::fs::remove_file(&node).unwrap();
+
+    let d = Daemon::spawn(&dir, &config);
+    let m = wait_until(
+        "the pattern camera to wait",
+        Duration::from_secs(60),
+        || {
+            let m = String::from_utf8(request(d.port, "GET", "/metrics").ok()?.body).ok()?;
+            sample(&m, "edgesight_frames_total{camera=\"steady\"}")
+                .is_some_and(|f| f >= 3.0)
+                .then_some(m)
+        },
+    );
+    assert_eq!(
+        sample(&m, "edgesight_camera_up{camera=\"door\"}"),
+        Some(0.0),
+        "{m}"
+    );
+    assert_eq!(
+        sample(&m, "edgesight_camera_restarts_total{camera=\"door\"}").unwrap_or(0.0),
+        0.0
+    );
+    let log = d.log();
+    let waiting = log
+        .lines()
+        .find(|l| l.contains("camera waiting for its device") && l.contains("door"))
+        .unwrap_or_else(|| panic!("no waiting line: {log}"));
+    assert!(
+        waiting.contains(&pattern.display().to_string()),
+        "{waiting}"
+    );
+    d.stop();
+}
