@@ -1,5 +1,5 @@
 //! `edgesight check-config`: the checks `run` makes before it starts, and the effective
-//! settings printed as TOML.
+//! settings printed as TOML, after what each drop-in set.
 
 use std::path::{Path, PathBuf};
 
@@ -38,6 +38,13 @@ pub(crate) fn check_config(file: &Path, web_config_file: Option<PathBuf>) -> Res
         ..Overrides::default()
     };
     let checked = config::validate(Some(file), &overrides)?;
+    // Comments, so that the output stays a config that reads back as these settings.
+    if !checked.origins.is_empty() {
+        println!("# {}, then its drop-ins in order:", file.display());
+        for origin in &checked.origins {
+            println!("# {origin}");
+        }
+    }
     print!("{}", checked.settings.to_toml());
     print!("{}", series_comment(&checked.settings));
     for warning in &checked.warnings {

@@ -194,9 +194,8 @@ fn matched_cameras(
     let span = written
         .get_ref()
         .source
-        .get_ref()
-        .device
         .as_ref()
+        .and_then(|s| s.get_ref().device.as_ref())
         .map_or(written.span(), Spanned::span);
     let found = super::glob::matches(&camera.name, device)
         .map_err(|m| doc.at(span, "camera.source.device", m))?;
@@ -292,7 +291,14 @@ fn check_camera(
         Some(t) => parse_at(doc, t, "camera.opencl_tuning")?,
         None => default_tuning,
     };
-    let source = check_source(doc, &c.source)?;
+    let written_source = c.source.as_ref().ok_or_else(|| {
+        doc.at(
+            camera.span(),
+            "camera.source",
+            format!("camera '{name}' has no [camera.source]"),
+        )
+    })?;
+    let source = check_source(doc, written_source)?;
     let p = &c.pipeline;
     let border: Border =
         p.border
@@ -374,7 +380,7 @@ fn checked_table<T: Copy + Default>(
         return Ok(T::default());
     };
     check(t.get_ref()).map_err(|(key, message)| {
-        let span = value_span(doc.text(), t.span(), key).unwrap_or(t.span());
+        let span = doc.value_span(t.span(), key).unwrap_or(t.span());
         doc.at(span, format!("{section}.{key}"), message)
     })?;
     Ok(*t.get_ref())
@@ -384,7 +390,7 @@ fn checked_table<T: Copy + Default>(
 /// serde hands the checks a whole table (`[camera.health]`), and a refusal of one of its
 /// values belongs at that value. `None` for a table written inline, where its own
 /// position has to do.
-fn value_span(text: &str, table: Range<usize>, key: &str) -> Option<Range<usize>> {
+pub(super) fn value_span(text: &str, table: Range<usize>, key: &str) -> Option<Range<usize>> {
     let rest = text.get(table.start..)?;
     let mut lines = rest.split_inclusive('\n');
     let header = lines.next()?;
@@ -682,12 +688,17 @@ mod tests {
     #[test]
     fn source_override_replaces_the_one_camera_and_rechecks_rois() {
         let expanded = super::super::env::Expanded::verbatim(GOOD);
+        let parts = [super::super::Part::new(
+            Path::new("t.toml"),
+            GOOD.into(),
+            expanded,
+            None,
+        )];
         let doc = Doc {
             path: Some(Path::new("t.toml")),
-            written: GOOD,
-            expanded: &expanded,
+            parts: &parts,
         };
-        let file = parse(&doc).unwrap();
+        let file = parse(&doc, 0).unwrap();
         let small = Overrides {
             source: Some("pattern:160x120@5".parse().unwrap()),
             ..Overrides::default()

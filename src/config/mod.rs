@@ -8,12 +8,14 @@
 //! `run`, SIGHUP and `check-config` all go through it, so whatever `run` refuses,
 //! `check-config` refuses with the same words.
 //!
-//! The rooms: `env` expands the file's `${VAR}`s, [`schema`] is the file as serde reads
-//! it and the settings it becomes, `check` turns one into the other (`web` the `[web]`
+//! The rooms: `env` expands the file's `${VAR}`s, `dropin` finds and merges the
+//! `conf.d` files, `glob` makes a camera per node a device pattern matches, [`schema`] is
+//! the file as serde reads it and the settings it becomes, `check` turns one into the other (`web` the `[web]`
 //! table), [`validate`] adds the machine, and `print` writes settings back as TOML. This file places errors (positions
 //! and keys) and reads the file.
 
 mod check;
+mod dropin;
 mod env;
 mod glob;
 mod print;
@@ -132,29 +134,72 @@ pub struct Overrides {
     pub web_config_file: Option<std::path::PathBuf>,
 }
 
-/// The text of a config and where it came from, to place errors.
-struct Doc<'a> {
-    path: Option<&'a Path>,
+/// One file of a config (the file, or a drop-in of its `conf.d`), to place errors.
+struct Part {
+    path: PathBuf,
     /// The file as written: errors are placed in it.
-    written: &'a str,
-    /// What is parsed: the file with its variables expanded. Spans are offsets in it.
-    expanded: &'a Expanded,
+    written: String,
+    /// What is parsed: the file with its variables expanded.
+    expanded: Expanded,
+    /// Where the part's text starts in the offsets its spans have: each part is parsed
+    /// after a comment of this length, so that a span says which file it is in.
+    base: usize,
+}
+
+impl Part {
+    fn new(path: &Path, written: String, expanded: Expanded, after: Option<&Part>) -> Part {
+        // A comment line is at least "#\n".
+        let base = after.map_or(0, |p| p.base + p.expanded.text.len() + 2);
+        Part {
+            path: path.to_path_buf(),
+            written,
+            expanded,
+            base,
+        }
+    }
+
+    /// The text handed to the parser: its spans are offsets from `base` on.
+    fn padded(&self) -> String {
+        if self.base == 0 {
+            return self.expanded.text.clone();
+        }
+        format!("#{}\n{}", " ".repeat(self.base - 2), self.expanded.text)
+    }
+}
+
+/// The files of a config, to place errors.
+struct Doc<'a> {
+    /// `None`: the built-in defaults, no file.
+    path: Option<&'a Path>,
+    parts: &'a [Part],
 }
 
 impl<'a> Doc<'a> {
-    /// The parsed text (spans are offsets in it).
-    fn text(&self) -> &str {
-        &self.expanded.text
+    /// The part a span's `offset` is in, and the offset in its expanded text.
+    fn part_at(&self, offset: usize) -> Option<(&Part, usize)> {
+        let part = self.parts.iter().rev().find(|p| p.base <= offset)?;
+        Some((part, offset - part.base))
     }
 
-    /// The file position of `offset` in the parsed text.
+    /// The file position of `offset` in the spans.
     fn file_at(&self, offset: usize) -> Origin {
-        let (line, column) = line_column(self.written, self.expanded.written_offset(offset));
+        let Some((part, local)) = self.part_at(offset) else {
+            return Origin::Defaults;
+        };
+        let (line, column) = line_column(&part.written, part.expanded.written_offset(local));
         Origin::File {
-            path: self.path.unwrap_or(Path::new("")).to_path_buf(),
+            path: part.path.clone(),
             line,
             column,
         }
+    }
+
+    /// Where `key = value` of the table whose header starts at `table` writes its value
+    /// (see [`check::value_span`]).
+    fn value_span(&self, table: Range<usize>, key: &str) -> Option<Range<usize>> {
+        let (part, local) = self.part_at(table.start)?;
+        let found = check::value_span(&part.expanded.text, local..local, key)?;
+        Some(found.start + part.base..found.end + part.base)
     }
 
     fn at(
@@ -209,16 +254,82 @@ fn from_environment(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
 
-/// Parses a config's expanded text.
-fn parse(doc: &Doc) -> Result<FileConfig, ConfigError> {
-    toml::from_str::<FileConfig>(doc.text()).map_err(|e| {
-        let span = e.span().unwrap_or(0..0);
+/// Parses part `index` of a config.
+fn parse(doc: &Doc, index: usize) -> Result<FileConfig, ConfigError> {
+    let part = &doc.parts[index];
+    toml::from_str::<FileConfig>(&part.padded()).map_err(|e| {
+        let offset = e.span().unwrap_or(0..0).start.max(part.base);
         ConfigError {
-            origin: doc.file_at(span.start),
-            key: key_at(doc.text(), span.start),
+            origin: doc.file_at(offset),
+            key: key_at(&part.expanded.text, offset - part.base),
             message: e.message().trim().to_string(),
         }
     })
+}
+
+/// Reads a config file whole, refusing one that is not a regular file of at most
+/// [`MAX_CONFIG_BYTES`].
+fn read(path: &Path) -> Result<String, ConfigError> {
+    crate::files::read_small_file(path, MAX_CONFIG_BYTES).map_err(|message| ConfigError {
+        origin: Origin::File {
+            path: path.to_path_buf(),
+            line: 0,
+            column: 0,
+        },
+        key: "(file)".into(),
+        message,
+    })
+}
+
+/// The config `path` and its drop-ins, each read and expanded.
+fn read_parts(
+    path: &Path,
+    lookup: &impl Fn(&str) -> Option<String>,
+) -> Result<Vec<Part>, ConfigError> {
+    let mut parts: Vec<Part> = Vec::new();
+    let files = std::iter::once(Ok(path.to_path_buf())).chain(
+        dropin::files(path)
+            .map_err(|message| ConfigError {
+                origin: Origin::File {
+                    path: dropin::dir(path),
+                    line: 0,
+                    column: 0,
+                },
+                key: "(directory)".into(),
+                message,
+            })?
+            .into_iter()
+            .map(Ok::<_, ConfigError>),
+    );
+    for file in files {
+        let file = file?;
+        let written = read(&file)?;
+        let expanded = expand(&file, &written, lookup)?;
+        let part = Part::new(&file, written, expanded, parts.last());
+        parts.push(part);
+    }
+    Ok(parts)
+}
+
+/// Parses every part and merges the drop-ins into the file, in order; what each part
+/// set, for `check-config`.
+fn parse_merged(doc: &Doc) -> Result<(FileConfig, Vec<String>), ConfigError> {
+    let mut file = parse(doc, 0)?;
+    let mut origins = Vec::new();
+    for index in 1..doc.parts.len() {
+        let dropin = parse(doc, index)?;
+        let set = dropin::merge(doc, &mut file, dropin)?;
+        origins.push(format!(
+            "{}: {}",
+            doc.parts[index].path.display(),
+            if set.is_empty() {
+                "nothing".to_string()
+            } else {
+                set.join(", ")
+            }
+        ));
+    }
+    Ok((file, origins))
 }
 
 /// The most a config file may hold; a longer one is refused rather than read whole.
@@ -226,9 +337,10 @@ pub(crate) const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
 /// A config read and checked, with what [`validate`] needs to place its errors.
 struct Loaded {
-    written: String,
-    expanded: Expanded,
+    parts: Vec<Part>,
     file: FileConfig,
+    /// What each drop-in set, in order.
+    origins: Vec<String>,
     settings: Settings,
     /// For each camera of `settings`, the index of its `[[camera]]` in `file`.
     placed: Vec<usize>,
@@ -237,38 +349,23 @@ struct Loaded {
 /// Reads, expands, parses and checks `path` (or the defaults when `None`) with
 /// `overrides` applied. Touches no device: [`validate`] adds what needs the machine.
 fn load(path: Option<&Path>, overrides: &Overrides) -> Result<Loaded, ConfigError> {
-    let written = match path {
-        Some(p) => {
-            crate::files::read_small_file(p, MAX_CONFIG_BYTES).map_err(|message| ConfigError {
-                origin: Origin::File {
-                    path: p.to_path_buf(),
-                    line: 0,
-                    column: 0,
-                },
-                key: "(file)".into(),
-                message,
-            })?
-        }
-        None => String::new(),
-    };
-    let expanded = match path {
-        Some(p) => expand(p, &written, from_environment)?,
-        None => Expanded::default(),
+    let parts = match path {
+        Some(p) => read_parts(p, &from_environment)?,
+        None => Vec::new(),
     };
     let doc = Doc {
         path,
-        written: &written,
-        expanded: &expanded,
+        parts: &parts,
     };
-    let file = match path {
-        Some(_) => parse(&doc)?,
-        None => FileConfig::default(),
+    let (file, origins) = match path {
+        Some(_) => parse_merged(&doc)?,
+        None => (FileConfig::default(), Vec::new()),
     };
     let (settings, placed) = check::check_placed(&doc, &file, overrides)?;
     Ok(Loaded {
-        written,
-        expanded,
+        parts,
         file,
+        origins,
         settings,
         placed,
     })
@@ -288,12 +385,12 @@ pub(crate) fn check_text_with(
     lookup: impl Fn(&str) -> Option<String>,
 ) -> Result<Settings, ConfigError> {
     let expanded = expand(path, text, lookup)?;
+    let parts = [Part::new(path, text.to_string(), expanded, None)];
     let doc = Doc {
         path: Some(path),
-        written: text,
-        expanded: &expanded,
+        parts: &parts,
     };
-    let file = parse(&doc)?;
+    let file = parse(&doc, 0)?;
     check::check(&doc, &file, &Overrides::default())
 }
 

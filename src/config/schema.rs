@@ -196,7 +196,9 @@ pub(crate) struct CameraConfig {
     pub opencl_device: Option<Spanned<String>>,
     /// Tuning of this camera's pipeline; `[opencl] tuning` when absent.
     pub opencl_tuning: Option<Spanned<String>>,
-    pub source: Spanned<SourceConfig>,
+    /// Required, but missing in a drop-in's `[[camera]]` that changes a camera of an
+    /// earlier file: refused by the checks when still missing after the merge.
+    pub source: Option<Spanned<SourceConfig>>,
     #[serde(default)]
     pub pipeline: PipelineConfig,
     #[serde(default, rename = "roi")]

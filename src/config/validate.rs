@@ -20,6 +20,8 @@ pub struct Checked {
     pub settings: Settings,
     /// Things that do not stop `run` but that its log and `check-config` show.
     pub warnings: Vec<String>,
+    /// Each drop-in merged into the config, in order, and what it set.
+    pub origins: Vec<String>,
 }
 
 /// Why a camera's OpenCL device could not be opened, and whether it was its profiling queue
@@ -36,16 +38,15 @@ struct Unopened {
 /// for: boards enumerate USB cameras late), and many cameras draw a warning.
 pub fn validate(path: Option<&Path>, overrides: &Overrides) -> Result<Checked, ConfigError> {
     let Loaded {
-        written,
-        expanded,
+        parts,
         file,
+        origins,
         settings,
         placed,
     } = load(path, overrides)?;
     let doc = Doc {
         path,
-        written: &written,
-        expanded: &expanded,
+        parts: &parts,
     };
     let mut warnings = Vec::new();
     // Each device is opened once.
@@ -107,7 +108,7 @@ pub fn validate(path: Option<&Path>, overrides: &Overrides) -> Result<Checked, C
             }
             Err(why) => {
                 let span = written
-                    .and_then(|c| c.source.get_ref().device.as_ref())
+                    .and_then(|c| c.source.as_ref()?.get_ref().device.as_ref())
                     .map_or(0..0, Spanned::span);
                 return Err(doc.at(span, "camera.source.device", why));
             }
@@ -139,7 +140,11 @@ pub fn validate(path: Option<&Path>, overrides: &Overrides) -> Result<Checked, C
             warnings.extend(read.not_applied);
         }
     }
-    Ok(Checked { settings, warnings })
+    Ok(Checked {
+        settings,
+        warnings,
+        origins,
+    })
 }
 
 /// The character device major number of every V4L2 node (`VIDEO_MAJOR` in the kernel).

@@ -545,3 +545,57 @@ fn a_device_pattern_that_matches_nothing_waits_under_its_name() {
     );
     d.stop();
 }
+
+/// `conf.d/*.toml` beside the config: `check-config` shows what each drop-in set and the
+/// merged settings, and SIGHUP reads the drop-ins again.
+#[test]
+fn dropins_are_shown_by_check_config_and_read_again_on_sighup() {
+    let dir = tmp_dir("daemon-dropins");
+    let dropins = dir.join("conf.d");
+    std::fs::create_dir_all(&dropins).unwrap();
+    let board = dropins.join("50-board.toml");
+    let regions = |w: u32| {
+        format!("[[camera]]\nname = \"front\"\n[[camera.roi]]\nname = \"gate\"\nx = 0\ny = 0\nw = {w}\nh = 24\n")
+    };
+    std::fs::write(&board, regions(32)).unwrap();
+    let config = camera("front", "320x240", &[("door", 0, 0, 320, 240)], 64);
+    let path = dir.join("check.toml");
+    std::fs::write(&path, &config).unwrap();
+    let out = edgesight_command()
+        .args(["check-config", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        printed.starts_with(&format!(
+            "# {}, then its drop-ins in order:\n# {}: camera 'front' (roi 'gate' added)\n",
+            path.display(),
+            board.display()
+        )),
+        "{printed}"
+    );
+    assert!(printed.contains("name = \"gate\"\n"), "{printed}");
+
+    let d = Daemon::start(&dir, &config);
+    // The regions of the newest frame, as (name, width).
+    let regions_now = || -> Option<Vec<(String, u64)>> {
+        let latest = crate::latest_frame(d.port)?;
+        latest["rois"]
+            .as_array()?
+            .iter()
+            .map(|r| Some((r["name"].as_str()?.to_string(), r["w"].as_u64()?)))
+            .collect()
+    };
+    let want = |w: u64| vec![("door".to_string(), 320), ("gate".to_string(), w)];
+    wait_until("the drop-in's region", Duration::from_secs(30), || {
+        regions_now().filter(|r| *r == want(32))
+    });
+    std::fs::write(&board, regions(64)).unwrap();
+    d.signal(libc::SIGHUP);
+    wait_until(
+        "the reloaded drop-in's region",
+        Duration::from_secs(30),
+        || regions_now().filter(|r| *r == want(64)),
+    );
+    d.stop();
+}
