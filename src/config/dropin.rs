@@ -335,6 +335,42 @@ h = 20
     }
 
     #[test]
+    fn at_most_64_dropins() {
+        let many: Vec<(String, &str)> = (0..65)
+            .map(|i| (format!("{i:02}.toml"), "[log]\nlevel = \"info\"\n"))
+            .collect();
+        let refs: Vec<(&str, &str)> = many.iter().map(|(n, t)| (n.as_str(), *t)).collect();
+        let path = config("many", &refs[..64]);
+        assert_eq!(loaded(&path).unwrap().1.len(), 64);
+        let path = config("too-many", &refs);
+        assert_eq!(
+            loaded(&path).unwrap_err(),
+            format!(
+                "{}:0:0: (file): one drop-in too many: a config and its drop-ins are at most \
+                 64 drop-ins and 4194304 bytes",
+                path.parent().unwrap().join("conf.d/64.toml").display()
+            )
+        );
+    }
+
+    #[test]
+    fn at_most_4_mib_with_the_dropins() {
+        let mib = format!("#{}\n", " ".repeat((1 << 20) - 2));
+        let files = [("a.toml", mib.as_str()), ("b.toml", &mib), ("c.toml", &mib)];
+        assert!(loaded(&config("3-mib", &files)).is_ok());
+        let path = config("4-mib", &[files[0], files[1], files[2], ("d.toml", &mib)]);
+        let err = loaded(&path).unwrap_err();
+        let dropin = path.parent().unwrap().join("conf.d/d.toml");
+        assert!(
+            err.starts_with(&format!(
+                "{}:0:0: (file): one drop-in too many",
+                dropin.display()
+            )),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn errors_in_a_dropin_name_the_dropin() {
         let refused = |name: &str, text: &str| {
             let path = config(

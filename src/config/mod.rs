@@ -301,9 +301,25 @@ fn read_parts(
             .into_iter()
             .map(Ok::<_, ConfigError>),
     );
+    let mut total = 0;
     for file in files {
         let file = file?;
         let written = read(&file)?;
+        total += written.len();
+        if parts.len() > MAX_DROPINS || total > MAX_CONFIG_TOTAL {
+            return Err(ConfigError {
+                origin: Origin::File {
+                    path: file,
+                    line: 0,
+                    column: 0,
+                },
+                key: "(file)".into(),
+                message: format!(
+                    "one drop-in too many: a config and its drop-ins are at most \
+                     {MAX_DROPINS} drop-ins and {MAX_CONFIG_TOTAL} bytes"
+                ),
+            });
+        }
         let expanded = expand(&file, &written, lookup)?;
         let part = Part::new(&file, written, expanded, parts.last());
         parts.push(part);
@@ -334,6 +350,12 @@ fn parse_merged(doc: &Doc) -> Result<(FileConfig, Vec<String>), ConfigError> {
 
 /// The most a config file may hold; a longer one is refused rather than read whole.
 pub(crate) const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// The most drop-ins a config may have, and the most bytes it and they may hold together:
+/// each file is parsed after a comment as long as the files before it, so their number
+/// and size bound the work of reading a config (64 parses of at most 4 MiB).
+const MAX_DROPINS: usize = 64;
+const MAX_CONFIG_TOTAL: usize = 4 << 20;
 
 /// A config read and checked, with what [`validate`] needs to place its errors.
 struct Loaded {
