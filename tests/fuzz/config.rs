@@ -76,6 +76,7 @@ fn config_corpus_outcomes() {
         "two-cameras-rois.toml",
         "web-auth.toml",
         "replay.toml",
+        "variables.toml",
     ] {
         assert!(
             outcome(name).is_ok_and(|o| o.starts_with("accepted")),
