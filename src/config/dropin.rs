@@ -114,7 +114,10 @@ pub(super) fn merge(
     let key = "web.basic_auth_users";
     take(&mut w.basic_auth_users, web.basic_auth_users, key, &mut set);
     // Destructured whole, so that a key added to a table cannot be left out of the merge.
-    let MetricsConfig { histogram_bins } = metrics;
+    let MetricsConfig {
+        histogram_bins,
+        tier,
+    } = metrics;
     let key = "metrics.histogram_bins";
     take(
         &mut into.metrics.histogram_bins,
@@ -122,6 +125,7 @@ pub(super) fn merge(
         key,
         &mut set,
     );
+    take(&mut into.metrics.tier, tier, "metrics.tier", &mut set);
 
     let mut named = HashSet::new();
     for camera in cameras {
@@ -297,6 +301,7 @@ h = 20
                 (
                     "10-site.toml",
                     "[web]\nlisten_address = \"127.0.0.1:9001\"\nsnapshots = false\n\
+                     [metrics]\ntier = \"detail\"\n\
                      [[camera]]\nname = \"yard\"\n[camera.source]\nkind = \"pattern\"\n",
                 ),
                 ("notes.txt", "not toml"),
@@ -306,6 +311,7 @@ h = 20
         let (s, origins) = loaded(&path).unwrap();
         assert_eq!(s.log_level, "warn");
         assert_eq!(s.web.listen[0].to_string(), "127.0.0.1:9002");
+        assert_eq!(s.metrics_tier, crate::metrics::Tier::Detail);
         let names: Vec<&str> = s.cameras.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["door", "yard"]);
         assert_eq!(s.cameras[0].options.edge_threshold, 90);
@@ -322,7 +328,7 @@ h = 20
             origins,
             [
                 format!(
-                    "{}: web.listen_address, web.snapshots, camera 'yard' added",
+                    "{}: web.listen_address, web.snapshots, metrics.tier, camera 'yard' added",
                     dir.join("10-site.toml").display()
                 ),
                 format!(
