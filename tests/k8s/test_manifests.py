@@ -300,6 +300,14 @@ class Reloader(unittest.TestCase):
                      "CONFIG_FILE": str(self.volume / "edgesight.toml"),
                      "PROCESS_NAME": self.name, "POLL_SECONDS": "0.1"})
         self.addCleanup(self.stop, self.reloader)
+        # Changes count from the checksum the reloader took at its start: a change made
+        # before it went unseen on a slow first start (a fresh machine's cold caches).
+        self.watching = f"reloader: watching {self.volume}/edgesight.toml for {self.name}"
+        deadline = time.monotonic() + 30
+        while self.log.read_text().splitlines()[:1] != [self.watching]:
+            self.assertLess(time.monotonic(), deadline, "the reloader never started")
+            self.assertIsNone(self.reloader.poll(), self.log.read_text())
+            time.sleep(0.02)
 
     @staticmethod
     def stop(proc):
@@ -337,7 +345,7 @@ class Reloader(unittest.TestCase):
         self.assertIsNone(self.daemon.poll())
         line = f"reloader: {self.volume}/edgesight.toml changed: SIGHUP to {self.name} " \
             f"(pid {self.daemon.pid})"
-        self.assertEqual(self.log.read_text().splitlines(), [line, line])
+        self.assertEqual(self.log.read_text().splitlines(), [self.watching, line, line])
 
     def test_a_rewrite_with_the_same_content_sends_none(self):
         self.publish("v2", 'level = "info"\n')
