@@ -286,8 +286,14 @@ class Reloader(unittest.TestCase):
         self.name = f"esreload{os.getpid() % 100000}"
         self.hups = self.dir / "hups"
         daemon = self.dir / self.name
-        daemon.write_text(f"#!/bin/sh\ntrap 'echo HUP >> {self.hups}' HUP\n"
-                          "while :; do sleep 0.05; done\n")
+        # Python, not sh: a shell cannot trap a signal ignored when it started, and a
+        # test run under nohup starts everything with SIGHUP ignored.
+        daemon.write_text(
+            f"#!{sys.executable}\n"
+            "import signal, time\n"
+            f"def hup(*_):\n    open({str(self.hups)!r}, 'a').write('HUP\\n')\n"
+            "signal.signal(signal.SIGHUP, hup)\n"
+            "while True:\n    time.sleep(0.05)\n")
         daemon.chmod(0o755)
         self.daemon = subprocess.Popen([str(daemon)])
         self.addCleanup(self.stop, self.daemon)
