@@ -1031,6 +1031,16 @@ fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     Some((status, body))
 }
 
+/// A child process killed (and reaped) when dropped.
+struct Running(std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// A sample of a /metrics text.
 fn metric(metrics: &str, series: &str) -> Option<f64> {
     metrics
@@ -1134,15 +1144,20 @@ fn capture_and_run_read_the_loopback_as_process_reads_its_frames() {
         ),
     )
     .unwrap();
-    let mut daemon = Command::new(edgesight_bin())
-        .args(["run", "--config"])
-        .arg(&config)
-        .stderr(std::fs::File::create(dir.join("log")).unwrap())
-        .spawn()
-        .unwrap();
+    // Killed if an assertion fails, so that it does not hold the loopback for the tests
+    // that read it next.
+    let mut daemon = Running(
+        Command::new(edgesight_bin())
+            .args(["run", "--config"])
+            .arg(&config)
+            .stderr(std::fs::File::create(dir.join("log")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
     let deadline = Instant::now() + Duration::from_secs(600);
     let metrics = loop {
-        if let Some((200, m)) = http_get(port, "/metrics") {
+        // The detail tier: a JPEG camera's decode stage times are only there.
+        if let Some((200, m)) = http_get(port, "/metrics?collect[]=detail") {
             let corrupt = metric(
                 &m,
                 r#"edgesight_frames_dropped_total{camera="webcam",reason="corrupt_frame"}"#,
@@ -1152,8 +1167,8 @@ fn capture_and_run_read_the_loopback_as_process_reads_its_frames() {
                 break m;
             }
         }
-        if Instant::now() > deadline || daemon.try_wait().unwrap().is_some() {
-            let _ = daemon.kill();
+        if Instant::now() > deadline || daemon.0.try_wait().unwrap().is_some() {
+            let _ = daemon.0.kill();
             panic!(
                 "{}",
                 std::fs::read_to_string(dir.join("log")).unwrap_or_default()
@@ -1184,6 +1199,6 @@ fn capture_and_run_read_the_loopback_as_process_reads_its_frames() {
         "the latest frame's histogram is no whole frame's of the clip"
     );
     // SAFETY: kill(2) on our own child.
-    unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
-    assert!(daemon.wait().unwrap().success());
+    unsafe { libc::kill(daemon.0.id() as i32, libc::SIGTERM) };
+    assert!(daemon.0.wait().unwrap().success());
 }
