@@ -141,6 +141,28 @@ fn identity(meta: &std::fs::Metadata) -> (u64, u64) {
     (meta.dev(), meta.ino())
 }
 
+/// The metadata of the regular file `path` names now, if it is another one than the
+/// file of `playing` identity (a recording replaced by a rename). A path gone reads as
+/// no change, the open file playing on; `gone` remembers it so that it is logged once.
+fn replaced(path: &Path, playing: (u64, u64), gone: &mut bool) -> Option<std::fs::Metadata> {
+    match std::fs::metadata(path) {
+        Ok(meta) => {
+            *gone = false;
+            (meta.is_file() && identity(&meta) != playing).then_some(meta)
+        }
+        Err(e) => {
+            if !*gone {
+                *gone = true;
+                replay_warn!(
+                    "replay {}: {e}; playing the file already open until the path is back",
+                    path.display()
+                );
+            }
+            None
+        }
+    }
+}
+
 impl RawFile {
     fn open(path: &Path, layout: FrameLayout) -> Result<RawFile, CaptureError> {
         // Opened without blocking: a FIFO is refused, not waited on.
@@ -227,23 +249,9 @@ impl RawFile {
     /// Opens the file the path names now if it is another one than the file playing (a
     /// recording replaced by a rename); notes a path gone, and keeps playing the open file.
     fn follow_path(&mut self, path: &Path) {
-        let meta = match std::fs::metadata(path) {
-            Ok(meta) => meta,
-            Err(e) => {
-                if !self.path_gone {
-                    self.path_gone = true;
-                    replay_warn!(
-                        "replay {}: {e}; playing the file already open until the path is back",
-                        path.display()
-                    );
-                }
-                return;
-            }
-        };
-        self.path_gone = false;
-        if identity(&meta) == self.identity || !meta.is_file() {
+        let Some(meta) = replaced(path, self.identity, &mut self.path_gone) else {
             return;
-        }
+        };
         match crate::files::open_regular(path) {
             Ok((file, _)) => {
                 replay_warn!(

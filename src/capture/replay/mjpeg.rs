@@ -395,22 +395,8 @@ impl MjpegFile {
     /// images: cut shorter in place, or the path now names another file (a recording
     /// replaced by a rename). A file that grew plays on as indexed.
     fn changed(&mut self, path: &Path) -> Option<String> {
-        match std::fs::metadata(path) {
-            Ok(meta) => {
-                self.path_gone = false;
-                if meta.is_file() && super::identity(&meta) != self.identity {
-                    return Some("replaced by another file".into());
-                }
-            }
-            Err(e) => {
-                if !self.path_gone {
-                    self.path_gone = true;
-                    replay_warn!(
-                        "replay {}: {e}; playing the file already open until the path is back",
-                        path.display()
-                    );
-                }
-            }
+        if super::replaced(path, self.identity, &mut self.path_gone).is_some() {
+            return Some("replaced by another file".into());
         }
         let len = self.file.metadata().map_or(self.indexed_len, |m| m.len());
         (len < self.indexed_len)
