@@ -550,6 +550,100 @@ fn a_disconnected_camera_is_reopened_when_it_comes_back() {
     });
 }
 
+/// A camera whose VIDIOC_STREAMON answers ENOSPC (a USB controller out of bandwidth; here
+/// vivid behind `tests/vm/no_bandwidth.c`, preloaded into the daemon) is shown as such in
+/// `/api/v1/cameras` and the log, with what to do, and streams once the bus lets it: it
+/// was retried all along, as an absent camera is.
+#[test]
+#[ignore = "needs the vivid camera: run through tests/vm/run.sh (make vm-test)"]
+fn a_camera_without_usb_bandwidth_is_named_and_retried() {
+    let shim = std::env::var_os("EDGESIGHT_NO_BANDWIDTH_SHIM")
+        .expect("EDGESIGHT_NO_BANDWIDTH_SHIM: run through tests/vm/run.sh (make vm-test)");
+    let node = vivid(0);
+    let dir = Path::new("/tmp/run-no-bandwidth");
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).unwrap();
+    let flag = dir.join("no-bandwidth");
+    std::fs::write(&flag, "").unwrap();
+    let port = 18948;
+    let config = dir.join("edgesight.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[web]\nlisten_address = \"127.0.0.1:{port}\"\n[[camera]]\nname = \"shed\"\n\
+             [camera.source]\nkind = \"v4l2\"\ndevice = \"{}\"\nformat = \"yuyv\"\n\
+             size = \"320x180\"\nfps = 30\n",
+            node.display()
+        ),
+    )
+    .unwrap();
+    let log = dir.join("log");
+    let mut daemon = Running(
+        Command::new(edgesight_bin())
+            .args(["run", "--config"])
+            .arg(&config)
+            .env("LD_PRELOAD", &shim)
+            .env("EDGESIGHT_TEST_NO_BANDWIDTH", &flag)
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let state_of = |body: &str| {
+        body.lines()
+            .find_map(|l| l.trim().strip_prefix("\"state\": \""))
+            .and_then(|rest| rest.split('"').next())
+            .map(str::to_string)
+    };
+    let wait_for = |daemon: &mut Running, state: &str, within: Duration| -> String {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some((200, body)) = http_get(port, "/api/v1/cameras") {
+                if state_of(&body).as_deref() == Some(state) {
+                    return body;
+                }
+            }
+            if Instant::now() > deadline || daemon.0.try_wait().unwrap().is_some() {
+                let _ = daemon.0.kill();
+                panic!(
+                    "camera never {state}; log:\n{}",
+                    std::fs::read_to_string(&log).unwrap_or_default()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    let starved = wait_for(&mut daemon, "no_usb_bandwidth", Duration::from_secs(120));
+    let advice = edgesight::capture::v4l2::NO_BANDWIDTH;
+    let error = format!("VIDIOC_STREAMON: No space left on device (os error 28): {advice}");
+    assert!(
+        starved.contains(&format!("\"error\": \"{error}\"")),
+        "{starved}"
+    );
+    // Retried with the device's backoff, and logged once, not once a retry.
+    std::thread::sleep(Duration::from_secs(12));
+    let text = std::fs::read_to_string(&log).unwrap();
+    let logged = text.lines().filter(|l| l.contains(advice)).count();
+    assert_eq!(logged, 1, "{text}");
+    assert_eq!(
+        state_of(&http_get(port, "/api/v1/cameras").unwrap().1).as_deref(),
+        Some("no_usb_bandwidth")
+    );
+    std::fs::remove_file(&flag).unwrap();
+    wait_for(&mut daemon, "up", Duration::from_secs(600));
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while metric(
+        &http_get(port, "/metrics").map(|r| r.1).unwrap_or_default(),
+        r#"edgesight_frames_total{camera="shed"}"#,
+    ) < Some(3.0)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "no frames after the bus let the camera stream"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 #[test]
 #[ignore = "needs the vivid camera: run through tests/vm/run.sh (make vm-test)"]
 fn injected_driver_errors_neither_panic_nor_leak() {

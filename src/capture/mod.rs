@@ -189,6 +189,16 @@ pub enum CaptureError {
     },
 }
 
+/// Why a source that is not up delivers no frames, as the camera's state shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Down<'a> {
+    /// Absent, gone or failing: waited for and opened again.
+    Absent,
+    /// There, but its bus cannot carry the stream (a USB controller out of bandwidth):
+    /// opened again like an absent one; `error` is the driver's answer and the advice.
+    NoBandwidth { error: &'a str },
+}
+
 /// A producer of frames. See the module documentation for the contract.
 pub trait FrameSource: Send {
     /// What the source is, for logs and errors ("test pattern 1280x720 grey at 30 fps").
@@ -198,6 +208,10 @@ pub trait FrameSource: Send {
     fn io_mode(&self) -> IoMode;
     /// Whether frames can currently arrive (false while a camera is gone).
     fn is_up(&self) -> bool;
+    /// Why a source that is not up delivers nothing.
+    fn down(&self) -> Down<'_> {
+        Down::Absent
+    }
     fn stats(&self) -> CaptureStats;
     /// Waits up to about `wait` for the next frame.
     fn next_frame(&mut self, gpu: &Gpu, wait: Duration) -> Result<Next<'_>, CaptureError>;

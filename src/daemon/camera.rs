@@ -23,7 +23,7 @@ use tokio::sync::oneshot;
 use super::camera_metrics::CameraMetrics;
 use super::verify::Verifier;
 use crate::activity::ActivitySettings;
-use crate::capture::{self, FrameSource, Next, SourceSpec};
+use crate::capture::{self, Down, FrameSource, Next, SourceSpec};
 use crate::cl::{ClError, Gpu};
 use crate::config::CameraSettings;
 use crate::frame::FrameLayout;
@@ -31,6 +31,7 @@ use crate::health::{self, HealthSettings};
 use crate::mailbox::{Snapshot, SnapshotReply, SourceInfo};
 use crate::pipeline::{FrameImages, FrameResult, MotionState, Pipeline, PipelineOptions, TileMask};
 use crate::region::Region;
+use crate::server::CameraStatus;
 
 mod supervise;
 
@@ -262,13 +263,17 @@ fn run_frames(
         let (gpu, pipeline, describe) = (&cam.gpu, &mut cam.pipeline, &mut cam.describe);
         fit_pipeline(gpu, pipeline, describe, layout, settings, &links.state)?;
     } else {
+        let waiting = match cam.source.down() {
+            Down::Absent => "camera waiting for its device",
+            Down::NoBandwidth { .. } => "camera waiting for USB bandwidth",
+        };
         tracing::info!(
             camera = %settings.name,
             source = %cam.source.describe(),
             device = %cam.gpu.info,
-            "camera waiting for its device"
+            "{waiting}"
         );
-        links.state.status.waiting_for_device();
+        show_down(&links.state.status, cam.source.as_ref());
     }
     let mut failures_logged = 0u32;
     // A result that went nowhere (the publish queue was full, or the frame failed), filled
@@ -298,7 +303,7 @@ fn run_frames(
             if up {
                 links.state.status.up();
             } else {
-                links.state.status.waiting_for_device();
+                show_down(&links.state.status, cam.source.as_ref());
             }
             m.capture(up, &cam.source.stats());
             // The last frame's slot may be refilled by now and luma may be read from it:
@@ -422,6 +427,15 @@ fn apply(cam: &mut Camera, settings: &mut CameraSettings, reload: &Reload) -> Re
     }
     reload.take_into(settings);
     Ok(())
+}
+
+/// Shows a source that delivers no frames as waiting for its device or, when its bus
+/// has no bandwidth for its stream, as that: both are opened again by the source.
+fn show_down(status: &CameraStatus, source: &dyn FrameSource) {
+    match source.down() {
+        Down::Absent => status.waiting_for_device(),
+        Down::NoBandwidth { error } => status.no_usb_bandwidth(|| error.to_string()),
+    }
 }
 
 /// Reads the frame's pictures back once for every request waiting; requests are rare

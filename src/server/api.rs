@@ -15,7 +15,8 @@ use crate::region::{Region, RegionStats};
 use crate::report::Report;
 
 /// One camera in `/api/v1/cameras`: its name, what it is doing and since when, why it
-/// failed and when it is opened again (while restarting), and its newest frame's age and
+/// failed and when it is opened again (while restarting; the driver's answer and what to
+/// do while out of USB bandwidth), and its newest frame's age and
 /// the frame rate (null before its first frame).
 #[derive(Serialize)]
 struct CameraJson<'a> {
@@ -46,6 +47,7 @@ pub(super) fn cameras(state: &State) -> Response<Body> {
                             .as_secs_f64(),
                     ),
                 ),
+                CameraState::NoUsbBandwidth { error } => (Some(error.clone()), None),
                 _ => (None, None),
             };
             CameraJson {

@@ -6,6 +6,9 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+/// [`CameraState::NoUsbBandwidth`]'s code, known without a state to ask.
+const NO_USB_BANDWIDTH: u8 = 4;
+
 /// A camera's state, as its thread last set it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CameraState {
@@ -17,6 +20,9 @@ pub enum CameraState {
     WaitingForDevice,
     /// Failed with `error`; opened again at `retry_at`.
     Restarting { error: String, retry_at: Instant },
+    /// There, but its USB controller has no bandwidth left for its stream (`error`: the
+    /// driver's answer and what to do): opened again like an absent device.
+    NoUsbBandwidth { error: String },
 }
 
 impl CameraState {
@@ -26,6 +32,7 @@ impl CameraState {
             CameraState::Up => 1,
             CameraState::WaitingForDevice => 2,
             CameraState::Restarting { .. } => 3,
+            CameraState::NoUsbBandwidth { .. } => NO_USB_BANDWIDTH,
         }
     }
 
@@ -36,6 +43,7 @@ impl CameraState {
             CameraState::Up => "up",
             CameraState::WaitingForDevice => "waiting_for_device",
             CameraState::Restarting { .. } => "restarting",
+            CameraState::NoUsbBandwidth { .. } => "no_usb_bandwidth",
         }
     }
 }
@@ -68,6 +76,13 @@ impl CameraStatus {
         self.enter_plain(CameraState::WaitingForDevice);
     }
 
+    /// Out of USB bandwidth; `error` is asked for only when the camera was not already.
+    pub fn no_usb_bandwidth(&self, error: impl FnOnce() -> String) {
+        if self.code.load(Ordering::Relaxed) != NO_USB_BANDWIDTH {
+            self.set(CameraState::NoUsbBandwidth { error: error() });
+        }
+    }
+
     /// Failed with `error`, to be opened again after `delay`.
     pub fn restarting(&self, error: String, delay: Duration) {
         self.set(CameraState::Restarting {
@@ -98,6 +113,29 @@ impl CameraStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A camera out of USB bandwidth keeps its state's start and its first error while it
+    /// stays so (the error is not even made again), and leaves it like any other state.
+    #[test]
+    fn out_of_usb_bandwidth_is_a_state_of_its_own() {
+        let status = CameraStatus::default();
+        status.no_usb_bandwidth(|| "ENOSPC".into());
+        let (state, since) = status.get();
+        assert_eq!(
+            state,
+            CameraState::NoUsbBandwidth {
+                error: "ENOSPC".into()
+            }
+        );
+        assert_eq!(state.name(), "no_usb_bandwidth");
+        std::thread::sleep(Duration::from_millis(30));
+        status.no_usb_bandwidth(|| panic!("asked again while the camera stayed so"));
+        assert!(status.get().1 >= since + Duration::from_millis(30));
+        status.waiting_for_device();
+        assert_eq!(status.get().0, CameraState::WaitingForDevice);
+        status.no_usb_bandwidth(|| "again".into());
+        assert_eq!(status.get().0.name(), "no_usb_bandwidth");
+    }
 
     #[test]
     fn a_state_held_keeps_its_start_and_a_new_one_starts_its_own() {

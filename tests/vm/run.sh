@@ -144,6 +144,8 @@ cp "$bin" "$share/vm_capture"
 # would not be reachable at the path cargo compiled into the tests.
 cp "$(dirname "$bin")/../edgesight" "$share/edgesight"
 cp -r "$clips" "$share/mjpeg"
+# The ENOSPC shim a test preloads into the daemon (the guest runs the host's libraries).
+gcc -shared -fPIC -O2 -Wall -Wextra -o "$share/no_bandwidth.so" "$root/tests/vm/no_bandwidth.c" -ldl
 printf '%q ' "$@" > "$share/args"
 # A warm POCL kernel cache from the last run saves minutes of compiling under emulation.
 [ -d "$vm/pocl-cache" ] && cp -r "$vm/pocl-cache/." "$share/pocl-cache/"

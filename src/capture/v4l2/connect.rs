@@ -46,6 +46,19 @@ fn fits(dev: &Device, code: u32, size: Size, fps: Option<f64>) -> Option<bool> {
     }))
 }
 
+/// Whether `driver`'s answer `e` to VIDIOC_STREAMON says the USB bus cannot carry the
+/// stream: ENOSPC, the host controller's answer when the periodic bandwidth it has left
+/// (the other cameras on it hold theirs) is too little for the format, size and rate; and
+/// uvcvideo's EIO, its answer when none of the camera's alternate settings is fast enough
+/// for them.
+pub(super) fn out_of_bandwidth(driver: &str, e: &std::io::Error) -> bool {
+    match e.raw_os_error() {
+        Some(libc::ENOSPC) => true,
+        Some(libc::EIO) => driver == "uvcvideo",
+        _ => false,
+    }
+}
+
 /// Why a connection attempt failed.
 pub(super) enum ConnectError {
     /// The device is not something we can use (not a capture device, no format we read,
@@ -53,6 +66,9 @@ pub(super) enum ConnectError {
     Unusable(String),
     /// Gone, busy, or an error that may pass.
     Transient(String),
+    /// The device is there, but its bus cannot carry the stream (see
+    /// [`out_of_bandwidth`]): retried like a transient error, shown as its own state.
+    NoBandwidth(String),
     Cl(crate::cl::ClError),
 }
 
@@ -246,6 +262,18 @@ impl V4l2Source {
                 Err(StartError::Failed(why)) => {
                     return Err(ConnectError::Transient(format!("{mode}: {why}")))
                 }
+                // Another I/O mode moves the same bytes over the same bus: no use trying.
+                Err(StartError::Streamon(e)) if out_of_bandwidth(&caps.driver, &e) => {
+                    return Err(ConnectError::NoBandwidth(format!(
+                        "VIDIOC_STREAMON: {e}: {}",
+                        super::NO_BANDWIDTH
+                    )))
+                }
+                Err(StartError::Streamon(e)) => {
+                    return Err(ConnectError::Transient(format!(
+                        "{mode}: VIDIOC_STREAMON: {e}"
+                    )))
+                }
                 Err(StartError::Cl(e)) => return Err(ConnectError::Cl(e)),
             }
         }
@@ -326,6 +354,7 @@ impl V4l2Source {
             self.stats.reconnects += 1;
         }
         self.ever_up = true;
+        self.starved = false;
         // A reconnect keeps the first negotiation's format and size, so frames keep the
         // layout the caller's pipeline was built for.
         self.request.format = Some(negotiated.delivered);
@@ -348,5 +377,23 @@ impl V4l2Source {
         self.problem = Some(reason);
         self.backoff = MIN_BACKOFF;
         self.retry_at = Instant::now() + self.backoff;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// ENOSPC from any driver, and EIO from uvcvideo only, say the bus is out of
+    /// bandwidth; a vanished device or another driver's EIO do not.
+    #[test]
+    fn the_answers_that_mean_no_usb_bandwidth() {
+        let e = std::io::Error::from_raw_os_error;
+        assert!(out_of_bandwidth("uvcvideo", &e(libc::ENOSPC)));
+        assert!(out_of_bandwidth("vivid", &e(libc::ENOSPC)));
+        assert!(out_of_bandwidth("uvcvideo", &e(libc::EIO)));
+        assert!(!out_of_bandwidth("vivid", &e(libc::EIO)));
+        assert!(!out_of_bandwidth("uvcvideo", &e(libc::ENODEV)));
+        assert!(!out_of_bandwidth("uvcvideo", &e(libc::EBUSY)));
     }
 }

@@ -29,7 +29,7 @@ pub use device::{BufType, ControlInfo, Device};
 use dmabuf::DmabufImporter;
 use queue::{Event, Stream, StreamError};
 
-use super::{CaptureError, CaptureStats, DropReason, Frame, FrameSource, IoMode, Next};
+use super::{CaptureError, CaptureStats, Down, DropReason, Frame, FrameSource, IoMode, Next};
 use crate::cl::Gpu;
 use crate::frame::{CaptureFormat, FrameLayout, PixelFormat, Size};
 use crate::jpeg::Scale;
@@ -66,6 +66,11 @@ pub struct Negotiated {
     pub driver: String,
     pub card: String,
 }
+
+/// What a camera whose bus has no bandwidth for its stream is told to do, after the
+/// driver's error: in the log, `/api/v1/cameras` and the status page.
+pub const NO_BANDWIDTH: &str = "the USB controller has no bandwidth left for this format and \
+     rate: use MJPEG, a lower size or rate, or another USB controller";
 
 /// The first wait before reopening a lost camera, doubled after each failure up to
 /// [`MAX_BACKOFF`].
@@ -110,6 +115,8 @@ pub struct V4l2Source {
     retry_at: Instant,
     /// The last problem logged while down, so a retry that fails the same way is quiet.
     problem: Option<String>,
+    /// Whether the last attempt to connect found the bus without bandwidth for the stream.
+    starved: bool,
     ever_up: bool,
     /// Sequence numbers handed out (or dropped) before this connection.
     sequence_base: u64,
@@ -142,6 +149,7 @@ impl V4l2Source {
             backoff: MIN_BACKOFF,
             retry_at: now,
             problem: None,
+            starved: false,
             ever_up: false,
             sequence_base: 0,
             stream_position: 0,
@@ -158,6 +166,13 @@ impl V4l2Source {
             Err(ConnectError::Transient(message)) => {
                 capture_log!("{}: down ({message}); retrying", path.display());
                 source.problem = Some(message);
+                source.retry_at = now + source.backoff;
+                Ok(source)
+            }
+            Err(ConnectError::NoBandwidth(message)) => {
+                capture_log!("{}: down: {message}; retrying", path.display());
+                source.problem = Some(message);
+                source.starved = true;
                 source.retry_at = now + source.backoff;
                 Ok(source)
             }
@@ -180,6 +195,16 @@ impl V4l2Source {
         self.last_v4l2_sequence = Some(v4l2_sequence);
         self.last_buffer_at = Instant::now();
         self.sequence_base + self.stream_position - 1
+    }
+
+    /// Logs why a retry failed, once per distinct reason, and waits longer before the next.
+    fn still_down(&mut self, message: String) {
+        if self.problem.as_deref() != Some(message.as_str()) {
+            capture_log!("{}: still down ({message})", self.path.display());
+            self.problem = Some(message);
+        }
+        self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+        self.retry_at = Instant::now() + self.backoff;
     }
 
     fn stall_limit(&self) -> Duration {
@@ -252,6 +277,13 @@ impl FrameSource for V4l2Source {
         self.conn.is_some()
     }
 
+    fn down(&self) -> Down<'_> {
+        match (&self.problem, self.starved) {
+            (Some(error), true) => Down::NoBandwidth { error },
+            _ => Down::Absent,
+        }
+    }
+
     fn capture_format(&self) -> CaptureFormat {
         match &self.negotiated {
             Some(n) => n.delivered,
@@ -300,12 +332,12 @@ impl FrameSource for V4l2Source {
                         })
                     }
                     Err(ConnectError::Unusable(message) | ConnectError::Transient(message)) => {
-                        if self.problem.as_deref() != Some(message.as_str()) {
-                            capture_log!("{}: still down ({message})", self.path.display());
-                            self.problem = Some(message);
-                        }
-                        self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
-                        self.retry_at = Instant::now() + self.backoff;
+                        self.starved = false;
+                        self.still_down(message);
+                    }
+                    Err(ConnectError::NoBandwidth(message)) => {
+                        self.starved = true;
+                        self.still_down(message);
                     }
                 }
                 continue;

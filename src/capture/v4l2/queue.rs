@@ -48,6 +48,9 @@ pub(super) enum StartError {
     /// A failure that a later attempt may not meet (device gone or busy, an error the
     /// driver injected).
     Failed(String),
+    /// VIDIOC_STREAMON refused: the caller tells a bus out of bandwidth from the rest by
+    /// the driver and the error.
+    Streamon(io::Error),
     /// OpenCL failed; the source cannot go on.
     Cl(ClError),
 }
@@ -339,8 +342,7 @@ impl Stream {
         }
         let mut kind = self.buf_type.raw() as i32;
         // SAFETY: VIDIOC_STREAMON takes an int, the buffer type.
-        unsafe { dev.ioctl(vidioc::VIDIOC_STREAMON, &mut kind) }
-            .map_err(|e| failed("VIDIOC_STREAMON", e))?;
+        unsafe { dev.ioctl(vidioc::VIDIOC_STREAMON, &mut kind) }.map_err(StartError::Streamon)?;
         self.streaming = true;
         Ok(())
     }

@@ -66,6 +66,10 @@ pub(super) fn down_badge(
                 ),
             )
         }
+        CameraState::NoUsbBandwidth { error } => (
+            "no USB bandwidth",
+            format!("{error} (for {for_}); retrying{last}"),
+        ),
         CameraState::Up => ("stalled", format!("open, but delivers no frames{last}")),
     };
     (

@@ -198,12 +198,19 @@ async fn a_down_camera_says_why() {
     let mut old = frame_seven();
     old.published -= Duration::from_secs(90);
     let stalled = showing("gate", old);
-    let s = serving(vec![failed, absent, stalled]);
+    let starved = silent("shed").with_status(status(|s| {
+        s.no_usb_bandwidth(|| "VIDIOC_STREAMON: No space left on device: use MJPEG".into())
+    }));
+    let s = serving(vec![failed, absent, stalled, starved]);
     let html = get(&s, "/").await.text();
     assert_has(
         &html,
         &[
-            "<p id=\"summary\" class=\"summary tampered\">3 cameras: 0 up, 3 down, 0 tampered</p>",
+            "<p id=\"summary\" class=\"summary tampered\">4 cameras: 0 up, 4 down, 0 tampered</p>",
+            "<span class=\"badge down\" data-k=\"badge\">no USB bandwidth</span></h2>\
+             <p class=\"reason\"><span class=\"down\" data-k=\"reason\">\
+             VIDIOC_STREAMON: No space left on device: use MJPEG (for 0.0 s); retrying; \
+             no frame yet</span>",
             "<span class=\"badge down\" data-k=\"badge\">restarting</span></h2>\
              <p class=\"reason\"><span class=\"down\" data-k=\"reason\">\
              failed: /dev/video2: VIDIOC_STREAMON: No such device; retrying in ",
@@ -218,6 +225,17 @@ async fn a_down_camera_says_why() {
         ],
     );
     assert!(!html.contains("<img"), "{html}");
+    let api: serde_json::Value =
+        serde_json::from_str(&get(&s, "/api/v1/cameras").await.text()).expect("JSON");
+    let shed = &api[3];
+    assert_eq!(shed["name"], "shed");
+    assert_eq!(shed["state"], "no_usb_bandwidth");
+    assert_eq!(
+        shed["error"],
+        "VIDIOC_STREAMON: No space left on device: use MJPEG"
+    );
+    assert_eq!(shed["retry_in_seconds"], serde_json::Value::Null);
+    assert_eq!(api[1]["state"], "waiting_for_device");
 }
 
 /// The keys of the values in `html`, by camera.
