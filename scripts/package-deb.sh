@@ -6,12 +6,13 @@
 #
 # Each package holds /usr/bin/edgesight, the systemd unit, /etc/edgesight/edgesight.toml
 # (deploy/edgesight.toml as a conffile: the V4L2 camera /dev/video0 on "127.0.0.1:8947"), the man
-# pages and the docs with the fleet files of deploy/ and the TLS drop-in
-# (edgesight.service.d/tls.conf) as examples. The maintainer scripts enable and start the
-# service on install, as Debian's exporters do (packaging/deb/postinst says why). The
-# tree is built here and packed with plain dpkg-deb, so nothing beyond dpkg and binutils
-# is needed (no debhelper, no cargo-deb); the static parts (control template, maintainer
-# scripts, copyright, changelog) are in packaging/deb/.
+# pages and the docs with the fleet files of deploy/, the TLS drop-in
+# (edgesight.service.d/tls.conf) and the board's Prometheus agent (agent/) as examples.
+# The maintainer scripts enable and start the service on install, as Debian's exporters
+# do (packaging/deb/postinst says why). The tree is built here and packed with plain
+# dpkg-deb, so nothing beyond dpkg and binutils is needed (no debhelper, no cargo-deb);
+# the static parts (control template, maintainer scripts, copyright, changelog) are in
+# packaging/deb/.
 #
 # Binaries: amd64 is built here with `cargo build --release --locked`; arm64 and armhf are
 # taken from `make cross` (scripts/cross-build.sh: binaries for glibc 2.31 under
@@ -176,7 +177,8 @@ for arch in "${arches[@]}"; do
 
     install -d "$root/DEBIAN" "$root/usr/bin" "$root/lib/systemd/system" "$root/etc/edgesight" \
         "$root/usr/share/doc/edgesight/examples/targets" \
-        "$root/usr/share/doc/edgesight/examples/edgesight.service.d" "$root/usr/share/man/man1"
+        "$root/usr/share/doc/edgesight/examples/edgesight.service.d" "$root/usr/share/man/man1" \
+        "$root/usr/share/doc/edgesight/examples/agent"
     # What dh_strip does for programs: no symbols, no .comment/.note sections.
     "${strip[$arch]}" --remove-section=.comment --remove-section=.note \
         -o "$root/usr/bin/edgesight" "${binary[$arch]}"
@@ -199,6 +201,11 @@ for arch in "${arches[@]}"; do
     # An example, not a file in /etc/systemd/system: TLS needs the admin's certificate
     # first, and a drop-in naming missing files would stop the service from starting.
     install -m 0644 deploy/edgesight.service.d/tls.conf "$doc/examples/edgesight.service.d/"
+    # The board's Prometheus agent: an example too, as it needs the centre's address and
+    # the board's identity before it can run (README "Fleet: pushing through a Prometheus
+    # agent").
+    install -m 0644 deploy/agent/agent.yml deploy/agent/edgesight-agent.service \
+        deploy/agent/edgesight-agent.default "$doc/examples/agent/"
     if [ -s $pkgdir/lintian-overrides ]; then
         install -D -m 0644 $pkgdir/lintian-overrides "$root/usr/share/lintian/overrides/edgesight"
     fi

@@ -8,6 +8,7 @@
 //! |---|---|
 //! | `endpoints` | every route on one camera, a reload by SIGHUP, HEAD, port 0 |
 //! | `prometheus` | a real Prometheus scraping two cameras; the deploy files' rules |
+//! | `agent` | deploy/agent's Prometheus agent pushing to a receiver, through its outage |
 //! | `load` | frames and scrapes under wrk, a bad-password flood, idle connections and attacks on the slots |
 //! | `logs` | `--log.format` logfmt and JSON, every line parsed strictly |
 //! | `web` | basic auth, TLS and its renewal, the open-file limit, `[web]` checks |
@@ -23,6 +24,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod agent;
 mod cameras;
 mod config;
 mod endpoints;

@@ -3,22 +3,23 @@
 //! dashboard and the alert rules on that scrape, and promtool on the deploy files (the
 //! config the package installs, its alert rules and their unit tests).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use crate::common::daemon::*;
 use crate::edgesight_ok;
 
-/// A Prometheus server on loopback scraping `target` every second.
-struct Prometheus {
+/// A Prometheus server (or agent) on loopback, its log in its directory.
+pub(crate) struct Prometheus {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
+    log: PathBuf,
 }
 
 impl Prometheus {
+    /// A Prometheus server on loopback scraping `target` every second.
     fn start(dir: &Path, target: u16) -> Prometheus {
-        let port = free_port();
         let config = dir.join("prometheus.yml");
         std::fs::write(
             &config,
@@ -28,22 +29,59 @@ impl Prometheus {
             ),
         )
         .expect("prometheus.yml");
+        Prometheus::spawn(
+            dir,
+            "prometheus",
+            free_port(),
+            &[
+                format!("--config.file={}", config.display()),
+                format!("--storage.tsdb.path={}", dir.join("tsdb").display()),
+            ],
+            &[],
+        )
+    }
+
+    /// `prometheus ARGS` listening on `port`, with `env` added to its environment and its
+    /// log in `dir/NAME.log` (appended to, so a restart keeps the first run's).
+    pub(crate) fn spawn(
+        dir: &Path,
+        name: &str,
+        port: u16,
+        args: &[String],
+        env: &[(&str, &str)],
+    ) -> Prometheus {
+        let log = dir.join(format!("{name}.log"));
         let child = Command::new("prometheus")
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("tsdb").display()
-            ))
+            .args(args)
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.join("prometheus.log")).expect("log"))
+            .stderr(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&log)
+                    .expect("log"),
+            )
             .spawn()
             .expect("start prometheus (scripts/install-deps.sh test installs it)");
-        Prometheus { child, port }
+        Prometheus { child, port, log }
+    }
+
+    pub(crate) fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// SIGTERM, and waits for the exit (Prometheus closes its storage cleanly on it).
+    pub(crate) fn stop(mut self) {
+        // SAFETY: kill(2) on our own child's pid.
+        let rc = unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        assert_eq!(rc, 0, "kill(SIGTERM)");
+        let _ = self.child.wait();
     }
 
     /// The result vector of an instant query, or `None` while Prometheus is not up.
-    fn query(&self, q: &str) -> Option<Vec<serde_json::Value>> {
+    pub(crate) fn query(&self, q: &str) -> Option<Vec<serde_json::Value>> {
         let encoded: String = q
             .bytes()
             .map(|b| match b {
@@ -66,7 +104,7 @@ impl Drop for Prometheus {
     }
 }
 
-fn value(series: &serde_json::Value) -> f64 {
+pub(crate) fn value(series: &serde_json::Value) -> f64 {
     series["value"][1]
         .as_str()
         .and_then(|v| v.parse().ok())
@@ -139,7 +177,7 @@ fn a_real_prometheus_scrapes_two_cameras() {
 /// Every expression of the Grafana dashboard and the alert rules is a query this
 /// Prometheus runs on the live scrape, and every metric each names has series in it (the
 /// health families apart: these cameras run without health).
-fn every_deploy_expression_runs_on_the_scrape(prom: &Prometheus) {
+pub(crate) fn every_deploy_expression_runs_on_the_scrape(prom: &Prometheus) {
     let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
     let dashboard: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(deploy.join("grafana-dashboard.json")).expect("dashboard"),
@@ -223,9 +261,12 @@ fn deploy_files_check() {
         &deploy.join("edgesight.toml").display().to_string(),
     ]);
     for args in [
-        ["check", "rules", "alerts.yml"],
-        ["test", "rules", "alerts.test.yml"],
-        ["check", "config", "prometheus.yml"],
+        &["check", "rules", "alerts.yml"][..],
+        &["test", "rules", "alerts.test.yml"],
+        &["check", "config", "prometheus.yml"],
+        // The board's agent: promtool refuses there what agent mode does not run (rules,
+        // alerting, remote_read).
+        &["check", "config", "--agent", "agent/agent.yml"],
     ] {
         run_tool_ok(
             Command::new("promtool").args(args).current_dir(&deploy),
