@@ -3,7 +3,9 @@
 //! flags, scrapes a daemon serving the detail tier and pushes to a second Prometheus
 //! receiving remote writes. On the receiver: the board's labels from the environment,
 //! exactly the default tier's series, every alert and dashboard expression, and every
-//! sample the agent scraped while the receiver was down for a minute.
+//! sample the agent scraped while the receiver was down for a minute. And the unit's
+//! start scripts: the board's identity required, node_exporter's target written only
+//! where it is enabled.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -17,10 +19,14 @@ const BOARD: &str = "board-42";
 /// The scrape interval the test runs the agent at (the shipped one is 15 s).
 const INTERVAL: f64 = 1.0;
 
-/// `text` with the one occurrence of `from` (`count` of them) replaced by `to`: a shipped
-/// value the test no longer finds fails here, not in a confusing later check.
+/// `text` with the `count` occurrences of `from` replaced by `to`: a shipped value the
+/// test no longer finds fails here, not in a confusing later check.
 fn replace(text: &str, from: &str, to: &str, count: usize) -> String {
-    assert_eq!(text.matches(from).count(), count, "{from:?} in agent.yml");
+    assert_eq!(
+        text.matches(from).count(),
+        count,
+        "{from:?} in the shipped file"
+    );
     text.replace(from, to)
 }
 
@@ -89,8 +95,8 @@ fn names_on(prom: &Prometheus) -> BTreeMap<String, usize> {
         .collect()
 }
 
-/// The timestamps (s) of the raw samples of `series` within the last `seconds`.
-fn timestamps(prom: &Prometheus, series: &str, seconds: u64) -> Vec<f64> {
+/// The raw samples (time in s, value) of `series` within the last `seconds`.
+fn samples(prom: &Prometheus, series: &str, seconds: u64) -> Vec<(f64, f64)> {
     let result = prom
         .query(&format!("{series}[{seconds}s]"))
         .unwrap_or_default();
@@ -100,7 +106,10 @@ fn timestamps(prom: &Prometheus, series: &str, seconds: u64) -> Vec<f64> {
         .and_then(|s| s["values"].as_array().cloned())
         .unwrap_or_default()
         .iter()
-        .map(|v| v[0].as_f64().expect("a timestamp"))
+        .map(|v| {
+            let value = v[1].as_str().and_then(|v| v.parse().ok());
+            (v[0].as_f64().expect("a time"), value.expect("a value"))
+        })
         .collect()
 }
 
@@ -233,11 +242,18 @@ fn an_agent_pushes_the_default_tier_through_a_receiver_outage() {
     every_deploy_expression_runs_on_the_scrape(&receiver);
 
     // The receiver away for a minute: the agent holds what it scrapes meanwhile and
-    // sends it when the receiver is back, on the same storage.
-    let counter = r#"edgesight_frames_total{camera="front"}"#;
-    let recent = timestamps(&receiver, counter, 10);
-    assert!(recent.len() >= 2, "{recent:?}");
-    let phase = recent[recent.len() - 1].rem_euclid(INTERVAL);
+    // sends it when the receiver is back, on the same storage. Every scrape leaves a
+    // sample of `up`, and one the daemon answered in time a sample of its counters.
+    let (up, counter) = (
+        r#"up{job="edgesight"}"#,
+        r#"edgesight_frames_total{camera="front"}"#,
+    );
+    let recent = samples(&receiver, counter, 10);
+    assert!(
+        recent.len() >= 2,
+        "the receiver is behind the scrapes: {recent:?}"
+    );
+    let phase = recent[recent.len() - 1].0.rem_euclid(INTERVAL);
     between_scrapes(phase);
     let (before, from) = (scrapes_answered(d.port), now());
     std::thread::sleep(Duration::from_secs(2));
@@ -251,29 +267,46 @@ fn an_agent_pushes_the_default_tier_through_a_receiver_outage() {
         "the samples after the outage",
         Duration::from_secs(60),
         || {
-            let last = *timestamps(&receiver, counter, 5).last()?;
+            let last = samples(&receiver, counter, 5).last()?.0;
             (last > to + INTERVAL).then_some(())
         },
     );
     let window = (now() - from).ceil() as u64 + 5;
-    let held: Vec<f64> = timestamps(&receiver, counter, window)
-        .into_iter()
-        .filter(|t| (from..to).contains(t))
-        .collect();
+    let held = |series| -> Vec<(f64, f64)> {
+        samples(&receiver, series, window)
+            .into_iter()
+            .filter(|(t, _)| (from..to).contains(t))
+            .collect()
+    };
+    let scrapes = held(up);
     let mut edges = vec![from];
-    edges.extend(&held);
+    edges.extend(scrapes.iter().map(|(t, _)| t));
     edges.push(to);
     let widest = edges.windows(2).map(|w| w[1] - w[0]).fold(0.0, f64::max);
     assert!(
         widest <= 1.5 * INTERVAL,
-        "a gap of {widest:.3} s in {held:?}\n{}",
+        "a gap of {widest:.3} s in {scrapes:?}\n{}",
         agent.log()
     );
     // The one request that read `before` is counted between the two reads too.
     assert_eq!(
-        held.len() as f64,
+        scrapes.len() as f64,
         after - before - 1.0,
-        "samples held over the outage against the scrapes the daemon answered"
+        "scrapes held over the outage against those the daemon answered: {scrapes:?}"
+    );
+    let answered: Vec<f64> = scrapes
+        .iter()
+        .filter(|(_, v)| *v == 1.0)
+        .map(|(t, _)| *t)
+        .collect();
+    let counted: Vec<f64> = held(counter).iter().map(|(t, _)| *t).collect();
+    assert_eq!(
+        counted, answered,
+        "{counter} against the scrapes that were up"
+    );
+    assert!(
+        answered.len() + 2 >= scrapes.len(),
+        "scrapes failing (the daemon slow past the timeout?): {scrapes:?}"
     );
 
     // A node_exporter appearing (here the daemon stands in for it) is scraped as job node.
@@ -291,4 +324,108 @@ fn an_agent_pushes_the_default_tier_through_a_receiver_outage() {
     drop(agent);
     receiver.stop();
     d.stop();
+}
+
+/// The script of the unit's `ExecStartPre=PREFIX -c '...'` as systemd hands it to the
+/// shell: `$$` made `$` and `%%` made `%`.
+fn unit_script(prefix: &str) -> String {
+    let unit = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/agent/edgesight-agent.service");
+    let unit = std::fs::read_to_string(unit).expect("edgesight-agent.service");
+    let line = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStartPre=")?.strip_prefix(prefix))
+        .unwrap_or_else(|| panic!("no ExecStartPre={prefix}"));
+    line.strip_prefix(" -c '")
+        .and_then(|l| l.strip_suffix('\''))
+        .expect("one single-quoted script")
+        .replace("$$", "$")
+        .replace("%%", "%")
+}
+
+/// Runs `script` under `sh` with only `env` (and a PATH with `bin` first); its exit code
+/// and stderr.
+fn run_script(script: &str, bin: &Path, env: &[(&str, &str)]) -> (Option<i32>, String) {
+    let out = std::process::Command::new("/bin/sh")
+        .args(["-c", &format!("umask 077; {script}")])
+        .env_clear()
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .envs(env.iter().copied())
+        .output()
+        .expect("sh");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+#[test]
+fn the_agent_unit_wants_an_identity_and_scrapes_node_exporter_where_enabled() {
+    let dir = tmp_dir("daemon-agent-unit");
+    let identity = unit_script("/bin/sh");
+    assert_eq!(
+        run_script(&identity, &dir, &[("SITE", SITE), ("BOARD", BOARD)]),
+        (Some(0), String::new())
+    );
+    for (env, unset) in [
+        (&[("SITE", ""), ("BOARD", BOARD)][..], "SITE"),
+        (&[("SITE", SITE)], "BOARD"),
+    ] {
+        assert_eq!(
+            run_script(&identity, &dir, env),
+            (
+                Some(1),
+                format!("/etc/default/edgesight-agent: {unset} is unset or empty\n")
+            ),
+            "{env:?}"
+        );
+    }
+
+    // systemctl answering is-enabled for the units listed in $ENABLED.
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).expect("bin");
+    let systemctl = bin.join("systemctl");
+    std::fs::write(
+        &systemctl,
+        "#!/bin/sh\nfor u; do :; done\ncase \" $ENABLED \" in *\" $u \"*) exit 0;; esac\nexit 1\n",
+    )
+    .expect("systemctl");
+    std::fs::set_permissions(
+        &systemctl,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod");
+    let targets = dir.join("node.yml");
+    let node = replace(
+        &unit_script("+/bin/sh"),
+        "/run/edgesight-agent/node.yml",
+        &targets.display().to_string(),
+        1,
+    );
+    for enabled in ["prometheus-node-exporter.service", "node_exporter.service"] {
+        assert_eq!(
+            run_script(&node, &bin, &[("ENABLED", enabled)]),
+            (Some(0), String::new())
+        );
+        assert_eq!(
+            std::fs::read_to_string(&targets).expect("node.yml"),
+            "- targets: [127.0.0.1:9100]\n",
+            "{enabled}"
+        );
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(&targets).expect("stat").permissions(),
+        );
+        assert_eq!(
+            format!("{:o}", mode & 0o777),
+            "644",
+            "{enabled}: the agent's user reads it"
+        );
+    }
+    assert_eq!(
+        run_script(&node, &bin, &[("ENABLED", "ssh.service")]),
+        (Some(0), String::new())
+    );
+    assert!(
+        !targets.exists(),
+        "node.yml left where node_exporter is not enabled"
+    );
 }
