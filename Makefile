@@ -11,6 +11,7 @@
 #            mesa-opencl-icd on its CPU device, llvmpipe: the open-source OpenCL of Mali
 #            boards), unpacked under target/rusticl, never installed: POCL stays the default.
 # make test-k8s: the Kubernetes manifests of deploy/k8s checked offline (tests/k8s).
+# make test-fleet: bench/fleet.py on three boards, its tables checked (bench/test_fleet.py).
 # make test-browser: the status page in Debian's Chromium, on a desktop window and a
 #            390x844 phone, with screenshots of both in target/browser/.
 # make test-arm: the kernel tests and the OpenCV conformance test on emulated aarch64 and
@@ -44,7 +45,7 @@ DEMO_OUT := target/demo
 DEMO_LISTEN ?= 127.0.0.1:8947
 HEALTH_CHECK ?= --check
 
-.PHONY: demo demo-process test test-arm test-rusticl mali-report test-browser bench health-eval health-subset deps-run deps-test build lint unit test-k8s conformance cross package image test-image vm-test vm-systemd clean
+.PHONY: demo demo-process test test-fleet test-arm test-rusticl mali-report test-browser bench health-eval health-subset deps-run deps-test build lint unit test-k8s conformance cross package image test-image vm-test vm-systemd clean
 
 demo: deps-run build
 	@mkdir -p $(POCL_CACHE_DIR)
@@ -72,7 +73,7 @@ bench: deps-run build
 # the Rusticl tests, which spend their time in its compiler, run beside them at the lowest
 # priority: the VMs get the CPU they ask for first and Rusticl the rest. Its output is
 # shown when both are done (and kept in target/rusticl/logs/make-test.log).
-test: deps-test lint unit build test-k8s health-subset conformance test-browser cross package test-image
+test: deps-test lint unit build test-k8s test-fleet health-subset conformance test-browser cross package test-image
 	@mkdir -p target/rusticl/logs
 	@nice -n 19 $(MAKE) --no-print-directory test-rusticl > target/rusticl/logs/make-test.log 2>&1 & \
 	rusticl=$$!; \
@@ -132,6 +133,13 @@ conformance: build
 test-k8s: deps-test build
 	@mkdir -p $(POCL_CACHE_DIR)
 	python3 tests/k8s/test_manifests.py --bin target/release/edgesight
+
+# bench/fleet.py's own check (under a minute): three boards scraped by Prometheus and
+# pushed through agents at a 2 s interval, its tables and figures checked against what the
+# boards export, no process left behind.
+test-fleet: deps-test build
+	@mkdir -p $(POCL_CACHE_DIR)
+	python3 bench/test_fleet.py --edgesight target/release/edgesight
 
 # The status page in Debian's Chromium (selenium): no console errors, values kept current
 # in place, a tamper's badge within seconds, a phone's width; screenshots of both layouts
