@@ -238,7 +238,7 @@ def start_boards(args, workdir):
 
 def one_board_bytes(port):
     out = {}
-    for tier, query in (("default", ""), ("detail", "?collect%5B%5D=detail")):
+    for tier, query in (("default", "?exclude%5B%5D=detail"), ("detail", "?collect%5B%5D=detail")):
         plain, _ = get(f"http://127.0.0.1:{port}/metrics{query}")
         zipped, encoding = get(f"http://127.0.0.1:{port}/metrics{query}", gzip_ok=True)
         assert encoding == "gzip", f"board answered {encoding!r} to Accept-Encoding: gzip"
@@ -510,7 +510,7 @@ def main():
     os.environ.setdefault("POCL_CACHE_DIR", os.path.abspath("target/pocl-cache"))
     os.makedirs(os.environ["POCL_CACHE_DIR"], exist_ok=True)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, lambda *_: sys.exit(f"fleet: stopped by signal"))
+        signal.signal(sig, lambda *_: sys.exit("fleet: stopped by signal"))
     workdir = tempfile.mkdtemp(prefix="edgesight-fleet-")
     try:
         print(f"fleet: {args.boards} boards of {CAMERAS} cameras ({args.tier} tier), load average {loadavg()}", flush=True)
