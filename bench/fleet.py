@@ -289,7 +289,11 @@ def pull_phase(args, workdir, boards):
     mem = prom.memory()
     window_s = int(window)
     up = prom.query('sum(up{job="edgesight"})')
-    scraped = [float(r["value"][1]) for r in prom.query('scrape_samples_scraped{job="edgesight"}')]
+    # Over the whole window, not only the last scrape: one that failed or came back short
+    # shows here.
+    scraped = [float(v) for r in prom.query(f'scrape_samples_scraped{{job="edgesight"}}[{window_s}s]')
+               for _, v in r["values"]]
+    ups = [float(v) for r in prom.query(f'up{{job="edgesight"}}[{window_s}s]') for _, v in r["values"]]
     durations = [float(v) for r in prom.query(f'scrape_duration_seconds{{job="edgesight"}}[{window_s}s]')
                  for _, v in r["values"]]
     cpu_d, mems = daemons_snapshot(boards)
@@ -298,6 +302,7 @@ def pull_phase(args, workdir, boards):
     result = {
         "boards": n,
         "up": float(up[0]["value"][1]) if up else 0.0,
+        "scrapes": len(ups), "failed_scrapes": ups.count(0.0),
         "samples_scraped": {"min": min(scraped, default=0), "max": max(scraped, default=0)},
         "head_series": series,
         "baseline": base,
@@ -431,7 +436,8 @@ def print_pull(r, sizes, startup):
     s = r["head_series"]
     rows = [
         ("boards up / started", f"{r['up']:.0f} / {n} (all answered /healthz {startup:.1f} s after the first start)"),
-        ("scrape_samples_scraped per board", f"{r['samples_scraped']['min']:.0f} to {r['samples_scraped']['max']:.0f}"),
+        ("scrapes failed in the window", f"{r['failed_scrapes']} of {r['scrapes']}"),
+        ("scrape_samples_scraped per board", f"{r['samples_scraped']['min']:.0f} to {r['samples_scraped']['max']:.0f} (every scrape in the window)"),
         ("head series / boards", f"{s:.0f} / {n} = {s / n:.1f}"),
         ("bytes per scrape, default tier", f"{sizes['default']['bytes']:,} plain, {sizes['default']['gzip']:,} gzip ({sizes['default']['samples']} samples)"),
         ("bytes per scrape, detail tier", f"{sizes['detail']['bytes']:,} plain, {sizes['detail']['gzip']:,} gzip ({sizes['detail']['samples']} samples)"),

@@ -20,7 +20,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 SYNTHETIC = 5
 BOARDS = 3
 PULL_ROWS = [
-    "boards up / started", "scrape_samples_scraped per board", "head series / boards",
+    "boards up / started", "scrapes failed in the window", "scrape_samples_scraped per board", "head series / boards",
     "bytes per scrape, default tier", "bytes per scrape, detail tier",
     "Prometheus RSS (/proc): baseline, with boards", "Prometheus go heap in use: baseline, with boards",
     "scrape_duration_seconds median / p99 / max", "daemon CPU per board",
@@ -72,6 +72,8 @@ class Fleet(unittest.TestCase):
     def test_pull_scrapes_every_board_whole(self):
         pull, per_board = self.out["pull"], self.out["bytes"]["default"]["samples"]
         self.assertEqual(pull["up"], BOARDS)
+        self.assertEqual(pull["failed_scrapes"], 0)
+        self.assertGreaterEqual(pull["scrapes"], 2 * BOARDS)
         self.assertEqual(pull["samples_scraped"], {"min": per_board, "max": per_board})
         self.assertEqual(pull["head_series"], BOARDS * (per_board + SYNTHETIC))
         self.assertGreater(pull["scrape_duration"]["samples"], BOARDS)
