@@ -19,10 +19,9 @@ runs it (external_labels site and board, scraping its edgesight); running one ag
 board for hundreds of boards would measure this machine's two cores rather than the
 agents, so the other boards go through shared agents of BOARDS_PER_AGENT boards each
 (the board label then set on the target in file_sd, the same series on the receiver).
-The agents' config has the shape of the shipped board agent (deploy/agent/): scrape
-edgesight's default tier, remote_write with a bounded queue and retries, write
-relabelling that drops the detail tier's families; it is written here so the bench
-does not depend on a file's exact paths.
+The agents push with the shipped board agent's remote_write (deploy/agent/agent.yml: its
+bounded queue, retries and the write relabelling that drops the detail tier), taken from
+that file as it is and pointed at the receiver; their scrape job is this script's.
 
 Printed: a Markdown table per phase (and --json FILE writes every figure), with the
 daemons' own cost, bytes per scrape of one board (plain and gzip, default and detail
@@ -49,14 +48,13 @@ import time
 import urllib.parse
 import urllib.request
 
+import yaml
+
 CAMERAS = 4
 HZ = os.sysconf("SC_CLK_TCK")
-# The detail tier's families, which the agents' write relabelling drops (as the board's
-# agent config does): a daemon set to `[metrics] tier = "detail"` still ships the default.
-DETAIL_FAMILIES = (
-    "edgesight_stage_duration_seconds_bucket|edgesight_luma_bin_ratio|"
-    "edgesight_stage_errors_total|edgesight_kernel_mismatch_total|edgesight_http_requests_total"
-)
+# The board agent as shipped: its remote_write goes into every agent here.
+SHIPPED_AGENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "deploy",
+                             "agent", "agent.yml")
 
 # deploy/prometheus.yml's limit; the detail tier (about 250 series a camera) needs more.
 SAMPLE_LIMIT = {"default": 1000, "detail": 2000}
@@ -321,31 +319,19 @@ def pull_phase(args, workdir, boards):
     return result
 
 
-AGENT_REMOTE_WRITE = """remote_write:
-  - url: {url}/api/v1/write
-    # Bounded: a board behind a dead link keeps what its WAL holds (about two hours)
-    # and retries with backoff; it never grows without end.
-    queue_config:
-      capacity: 2500
-      max_shards: 4
-      max_samples_per_send: 500
-      batch_send_deadline: 5s
-      min_backoff: 1s
-      max_backoff: 30s
-      retry_on_http_429: true
-    write_relabel_configs:
-      - source_labels: [__name__]
-        regex: '{detail}'
-        action: drop
-"""
 
 
 def agent_config(args, receiver_url, external, targets_yml):
+    """An agent's config: this script's scrape job over `targets_yml`, and the shipped
+    agent's remote_write (queue, retries, write relabelling) pointed at the receiver."""
+    with open(SHIPPED_AGENT) as f:
+        (remote_write,) = yaml.safe_load(f)["remote_write"]
+    remote_write["url"] = f"{receiver_url}/api/v1/write"
     ext = "".join(f"    {k}: {v}\n" for k, v in external.items())
     return (f"global:\n  scrape_interval: {args.interval}s\n  external_labels:\n{ext}"
             f"scrape_configs:\n{scrape_job(args.interval, min(5, args.interval), 1000)}"
             f"    file_sd_configs:\n      - files: [{targets_yml}]\n"
-            + AGENT_REMOTE_WRITE.format(url=receiver_url, detail=DETAIL_FAMILIES))
+            + yaml.safe_dump({"remote_write": [remote_write]}, sort_keys=False))
 
 
 def push_phase(args, workdir, boards):
