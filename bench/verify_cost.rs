@@ -71,6 +71,7 @@ fn main() {
         // Motion on, as by default, told as a watched frame is.
         let told = FrameMotion {
             rate: 3000,
+            still_rate: 3000,
             threshold: 512,
         };
         pipeline.tell_motion(Some(told));

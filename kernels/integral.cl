@@ -894,8 +894,8 @@ __kernel void integral_corners_split(uint width, uint height, __global const uin
         uint lid = get_local_id(1) * lines + get_local_id(0);
         uint groups = get_num_groups(0) - 4 * column_groups;
         motion_tiles((g - 4 * column_groups) * lsize + lid, groups * lsize, lid, lsize, width,
-                     height, left, mask, background, light, moved, parity, rate, threshold,
-                     acc, motion_words);
+                     height, left, mask, background, light, moved, parity, rate, still_rate,
+                     threshold, acc, motion_words);
         return;
     }
     if (g >= 4 * column_groups)
@@ -955,8 +955,8 @@ __kernel void integral_corners(uint width, uint height, __global const uint *lef
     uint whole_tiles = width / TILE, whole_bands = height / TILE;
     if (motion && part == 4) {
         motion_tiles(t, get_global_size(0), get_local_id(0), get_local_size(0), width, height,
-                     left, mask, background, light, moved, parity, rate, threshold, acc,
-                     motion_words);
+                     left, mask, background, light, moved, parity, rate, still_rate, threshold,
+                     acc, motion_words);
         return;
     }
     if (t >= whole_tiles || part > 3)

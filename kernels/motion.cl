@@ -54,9 +54,15 @@
  *             the whole frame's moving pixels into light[5] (a tile's 256, the last column
  *             and row of tiles taking the pixels past the whole tiles, as regions.cl
  *             counts a rectangle's).
- *   update    background += sign(d) * ((|d| * rate + 32768) >> 16), d = (S << 8) -
- *             background: rate / 65536 of the way to this frame (rate 65536 sets it to the
- *             frame: learning from scratch).
+ *   update    background += sign(d) * ((|d| * r + 32768) >> 16), d = (S << 8) -
+ *             background: r / 65536 of the way to this frame (65536 sets it to the frame:
+ *             learning from scratch), where r is `rate` for a moving tile (something is
+ *             there: it becomes background only after background_seconds) and
+ *             `still_rate` for a still one, which follows within a second: light that
+ *             changes unevenly and faster than the slow rate (the sun on one facade, a
+ *             cloud's edge) would otherwise drift a static tile past the threshold. Only
+ *             what was within the threshold is taken in fast, so a thing that leaves
+ *             leaves no ghost past it.
  *   next      for the next frame (the other parity): a still tile adds its new background
  *             >> 8 into light[1 - parity]; a moving one is listed in moved[(1 - parity) *
  *             tiles ..] at the count light[3 - parity] had (their order is the atomics',
@@ -119,7 +125,8 @@ inline uint group_sum(__local uint *sum, uint v)
  * motion 0: none this frame. */
 #define MOTION_PARAMS                                                                      \
     uint motion, __global uchar *mask, __global uint *background, __global uint *light,    \
-        __global uint *moved, uint parity, uint rate, uint threshold, __global uint *acc
+        __global uint *moved, uint parity, uint rate, uint still_rate, uint threshold,     \
+        __global uint *acc
 
 /* The item-th of `items` runs of the frame's tiles (see the top): called by every
  * work-item of a group (lid, lsize: its place in the group), with MOTION_LOCAL words of
@@ -127,8 +134,8 @@ inline uint group_sum(__local uint *sum, uint v)
 inline void motion_tiles(uint item, uint items, uint lid, uint lsize, uint width, uint height,
                          __global const uint *left, __global uchar *mask,
                          __global uint *background, __global uint *light,
-                         __global uint *moved, uint parity, uint rate, uint threshold,
-                         __global uint *acc, __local uint *local_words)
+                         __global uint *moved, uint parity, uint rate, uint still_rate,
+                         uint threshold, __global uint *acc, __local uint *local_words)
 {
     __local uint *bins = local_words, *sum = local_words + DIFF_BINS + 1;
     uint tiles_x = width / TILE, tiles_y = height / TILE, tiles = tiles_x * tiles_y;
@@ -177,7 +184,7 @@ inline void motion_tiles(uint item, uint items, uint lid, uint lsize, uint width
         mask[i] = moving;
         atomic_inc(&bins[min(diff >> DIFF_BIN_SHIFT, (ulong)(DIFF_BINS - 1))]);
         long d = target - (long)bg;
-        ulong step = ((ulong)abs(d) * rate + 32768) >> 16;
+        ulong step = ((ulong)abs(d) * (moving ? rate : still_rate) + 32768) >> 16;
         uint next_bg = d < 0 ? bg - (uint)step : bg + (uint)step;
         background[i] = next_bg;
         if (moving) {

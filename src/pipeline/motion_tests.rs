@@ -67,7 +67,14 @@ fn motion_is_exact_against_the_reference() {
     ];
     // Rates: learn afresh, then a slow follow, a fast one and two odd ones; thresholds in
     // 1/256 of a luma level.
-    let told = [(65536, 512), (37, 512), (20000, 100), (4099, 0), (700, 300)];
+    // (rate, still_rate, threshold), as the self-test's.
+    let told = [
+        (65536, 65536, 512),
+        (37, 4349, 512),
+        (20000, 3001, 100),
+        (4099, 77, 0),
+        (700, 9000, 300),
+    ];
     for (k, (w, h)) in sizes.into_iter().enumerate() {
         for (name, tuning) in Tuning::ALL {
             let what = format!("{w}x{h}, {name}");
@@ -104,14 +111,19 @@ fn motion_is_exact_against_the_reference() {
             .chain(regions.iter().cloned())
             .chain(crate::region::grid(w as u32, h as u32, 16, 12))
             .collect();
-            for (n, (frame, (rate, threshold))) in
+            for (n, (frame, (rate, still_rate, threshold))) in
                 scene(w, h, 40 + k as u64).iter().zip(told).enumerate()
             {
                 let what = format!("{what}, frame {n}");
-                pipeline.tell_motion(Some(FrameMotion { rate, threshold }));
+                pipeline.tell_motion(Some(FrameMotion {
+                    rate,
+                    still_rate,
+                    threshold,
+                }));
                 slot.write_bytes(&gpu, frame).expect("write");
                 let result = pipeline.process(&gpu, &slot).expect("frame").into_result();
-                let want = reference::tiles(frame, w, h, &mut background, rate, threshold);
+                let want =
+                    reference::tiles(frame, w, h, &mut background, rate, still_rate, threshold);
                 if background.means.is_empty() {
                     assert_eq!(result.frame.motion, 0, "{what}");
                     continue;
@@ -164,15 +176,15 @@ fn a_block_moves_and_more_light_does_not() {
         .collect();
     let mut background = reference::Background::new(w, h);
     let t = 2 * 256;
-    reference::tiles(&base, w, h, &mut background, 65536, t);
-    let seen = reference::tiles(&moved, w, h, &mut background, 37, t);
+    reference::tiles(&base, w, h, &mut background, 65536, 65536, t);
+    let seen = reference::tiles(&moved, w, h, &mut background, 37, 37, t);
     // x 53..77 and y 30..50 touch tiles 3..4 across and 1..3 down.
     let moving: Vec<(usize, usize)> = (0..seen.mask.len())
         .filter(|&i| seen.mask[i] == 1)
         .map(|i| (i % (w / 16), i / (w / 16)))
         .collect();
     assert_eq!(moving, [(3, 1), (4, 1), (3, 2), (4, 2), (3, 3), (4, 3)]);
-    let lit = reference::tiles(&brighter, w, h, &mut background, 37, t);
+    let lit = reference::tiles(&brighter, w, h, &mut background, 37, 37, t);
     assert!(
         (f64::from(lit.gain) / 65536.0 - 1.06).abs() < 0.005,
         "gain {}",
@@ -191,6 +203,74 @@ fn a_block_moves_and_more_light_does_not() {
     );
     let touched = [(3, 1), (4, 1), (3, 2), (4, 2), (3, 3), (4, 3)];
     assert!(moving.iter().all(|t| touched.contains(t)), "{moving:?}");
-    let other = reference::tiles(&noise(w * h, 9), w, h, &mut background, 37, t);
+    let other = reference::tiles(&noise(w * h, 9), w, h, &mut background, 37, 37, t);
     assert!(other.moving > 70 / 2, "{}", other.moving);
+}
+
+/// Light that changes unevenly, as real light does (the sun on one facade): the top band
+/// of a still scene brightens by 3 luma levels a second for 4 s (+12, a tenth) while the
+/// rest stays, at 30 fps. The still tiles follow it within a second and
+/// none moves; at the background's slow rate alone (60 s) the band's tiles moved within
+/// the first second and stayed moving. A block standing in the scene all that time still
+/// moves at the end: it is far from the background, which takes it in only slowly.
+#[test]
+fn light_changing_unevenly_is_followed_and_a_standing_block_is_not() {
+    let (w, h) = (160, 128);
+    let wobble = noise(w * h, 5);
+    let base: Vec<u8> = (0..w * h)
+        .map(|i| (90 + (i % w) % 40 + usize::from(wobble[i] % 5)) as u8)
+        .collect();
+    let block = |x: usize, y: usize| (96..128).contains(&x) && (64..96).contains(&y);
+    // Frame n: the band (the top two rows of tiles) brighter by n / 10 levels, the block
+    // there from frame 1 on.
+    let frame = |n: usize| -> Vec<u8> {
+        (0..w * h)
+            .map(|i| {
+                let (x, y) = (i % w, i / w);
+                if n > 0 && block(x, y) {
+                    30
+                } else if y < 32 {
+                    base[i] + (n / 10) as u8
+                } else {
+                    base[i]
+                }
+            })
+            .collect()
+    };
+    let band = |mask: &[u8]| mask[..2 * w / 16].iter().filter(|&&m| m == 1).count();
+    let (slow, still) = (
+        motion::control::follow_rate(1.0 / 30.0, 60.0),
+        motion::control::follow_rate(1.0 / 30.0, motion::control::STILL_FOLLOW_SECONDS),
+    );
+    let t = 2 * 256;
+    for (still_rate, band_moving_at_end) in [(still, 0), (slow, 20)] {
+        let mut background = reference::Background::new(w, h);
+        reference::tiles(&frame(0), w, h, &mut background, 65536, 65536, t);
+        let mut most = 0;
+        let mut last = None;
+        for n in 1..=120 {
+            let got = reference::tiles(&frame(n), w, h, &mut background, slow, still_rate, t);
+            most = most.max(band(&got.mask));
+            last = Some(got);
+        }
+        let last = last.expect("frames");
+        assert_eq!(
+            band(&last.mask),
+            band_moving_at_end,
+            "still rate {still_rate}"
+        );
+        if still_rate == still {
+            assert_eq!(most, 0, "the band moved at some frame");
+        }
+        // The block's four tiles (x 96..128, y 64..96) move still.
+        let moving: Vec<(usize, usize)> = (0..last.mask.len())
+            .filter(|&i| last.mask[i] == 1 && i >= 2 * w / 16)
+            .map(|i| (i % (w / 16), i / (w / 16)))
+            .collect();
+        assert_eq!(
+            moving,
+            [(6, 4), (7, 4), (6, 5), (7, 5)],
+            "still rate {still_rate}"
+        );
+    }
 }

@@ -69,15 +69,16 @@ pub fn light_gain(frame_sum: u32, background_sum: u32) -> u32 {
 /// Compares `luma` (dense, `width` x `height`) with `background`, tile by tile: a tile
 /// moves where its mean lies more than `threshold` (1/256 of a luma level) outside the
 /// range between the background's and the background's scaled by the light gain, widened
-/// by as much again; then moves the background `rate` / 65536 of
-/// the way to this frame. The gain is this frame's light over the background's on the
-/// tiles that were still on the last frame.
+/// by as much again; then moves the background `rate` / 65536 of the way to this frame
+/// where the tile moved, and `still_rate` / 65536 of the way where it did not. The gain is this frame's light over the background's on
+/// the tiles that were still on the last frame.
 pub fn tiles(
     luma: &[u8],
     width: usize,
     height: usize,
     background: &mut Background,
     rate: u32,
+    still_rate: u32,
     threshold: u32,
 ) -> Tiles {
     let (tx, ty) = (background.tiles_x, background.tiles_y);
@@ -126,8 +127,11 @@ pub fn tiles(
             out.moving += 1;
         }
         out.diff_histogram[((diff >> 14) as usize).min(DIFF_BINS - 1)] += 1;
+        // Something there becomes background slowly; a still tile follows fast, so that
+        // light changing unevenly does not drift it past the threshold.
+        let r = if out.mask[i] == 1 { rate } else { still_rate };
         let d = target - i64::from(bg);
-        let step = ((d.unsigned_abs() * u64::from(rate) + 32768) >> 16) as u32;
+        let step = ((d.unsigned_abs() * u64::from(r) + 32768) >> 16) as u32;
         background.means[i] = if d < 0 { bg - step } else { bg + step };
     }
     background.mask.clone_from(&out.mask);

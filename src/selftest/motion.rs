@@ -25,27 +25,33 @@ const SIZES: [(u32, u32); 5] = [(37, 19), (16, 16), (1090, 47), (641, 479), (15,
 /// Scenes a tuning runs: one a size.
 pub const SCENES: usize = SIZES.len();
 
-/// What the frames are told, in turn (rate in 1/65536, threshold in 1/256 of a luma
-/// level): learn afresh, a slow follow, a fast one, every difference a move, an odd one.
+/// What the frames are told, in turn (rates in 1/65536, threshold in 1/256 of a luma
+/// level): learn afresh, a slow follow (the still tiles fast), a fast one
+/// (the still ones slower), every difference a move, an odd one.
 const TOLD: [FrameMotion; 5] = [
     FrameMotion {
         rate: 65536,
+        still_rate: 65536,
         threshold: 512,
     },
     FrameMotion {
         rate: 37,
+        still_rate: 4349,
         threshold: 512,
     },
     FrameMotion {
         rate: 20000,
+        still_rate: 3001,
         threshold: 100,
     },
     FrameMotion {
         rate: 4099,
+        still_rate: 77,
         threshold: 0,
     },
     FrameMotion {
         rate: 700,
+        still_rate: 9000,
         threshold: 300,
     },
 ];
@@ -63,12 +69,14 @@ impl fmt::Display for Label {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "grey {}x{}, {} tuning, frame {} of the scene (rate {}/65536, threshold {}/256)",
+            "grey {}x{}, {} tuning, frame {} of the scene (rates {}/65536, {}/65536 where \
+             still, threshold {}/256)",
             self.width,
             self.height,
             self.tuning.name(),
             self.frame,
             self.told.rate,
+            self.told.still_rate,
             self.told.threshold
         )
     }
@@ -125,6 +133,7 @@ pub fn compare_frame_motion(
         height,
         &mut background,
         told.rate,
+        told.still_rate,
         told.threshold,
     );
     compare_tiles(findings, label, after, &want, &background);
@@ -264,7 +273,15 @@ fn check_told(
                 Err(e) if findings.impossible(&e, &label) => break,
                 processed => processed?.into_result(),
             };
-            let want = reference::tiles(pixels, w, h, &mut background, told.rate, told.threshold);
+            let want = reference::tiles(
+                pixels,
+                w,
+                h,
+                &mut background,
+                told.rate,
+                told.still_rate,
+                told.threshold,
+            );
             if background.tiles_x * background.tiles_y > 0 {
                 let got = pipeline.read_motion(gpu)?;
                 compare_tiles(findings, &label, &got, &want, &background);

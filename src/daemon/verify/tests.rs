@@ -130,6 +130,7 @@ impl MotionCamera {
         let mut pipeline = Pipeline::new(&gpu, layout, options, &regions).expect("pipeline");
         pipeline.tell_motion(Some(FrameMotion {
             rate: 3000,
+            still_rate: 3000,
             threshold: 256,
         }));
         let slot = pipeline.new_slot(&gpu).expect("slot");

@@ -47,6 +47,12 @@ pub const LEARN_SECONDS: f64 = 2.0;
 /// The background's time constant while it is learned: a cover sliding away or a light's
 /// flicker at the start of learning is down to under 1 % of it at the end.
 pub const LEARN_FOLLOW_SECONDS: f64 = 0.4;
+/// While watching, a still tile's background follows the picture with this time constant,
+/// and only a moving one's with `background_seconds`: real light changes unevenly (the sun
+/// on one facade brightening it by a tenth in 12 s while the frame's light changes by
+/// 2 %), which the slow rate let drift past the threshold for a minute; something that is
+/// there (a person, a parked car) still takes `background_seconds` to become background.
+pub const STILL_FOLLOW_SECONDS: f64 = 0.5;
 /// More than this share of the tiles moving at once is a change of scene (the light
 /// switched, the camera moved or switched to infrared), not motion: the background is
 /// learned afresh.
@@ -133,6 +139,7 @@ impl MotionControl {
             noise: None,
             told: FrameMotion {
                 rate: RATE_ONE,
+                still_rate: RATE_ONE,
                 threshold: 0,
             },
             told_learning: true,
@@ -161,6 +168,7 @@ impl MotionControl {
         self.last_frame = Some(now);
         self.last_dt = dt;
         let mut rate = follow_rate(dt, tau);
+        let mut still_rate = follow_rate(dt, tau.min(STILL_FOLLOW_SECONDS));
         let since = *self.learning_since.get_or_insert_with(|| {
             self.learned_frames = 0;
             now
@@ -173,11 +181,13 @@ impl MotionControl {
             rate = rate
                 .max(RATE_ONE / (self.learned_frames + 1))
                 .max(follow_rate(dt, LEARN_FOLLOW_SECONDS));
+            still_rate = rate;
             self.told_learning = true;
         }
         self.learned_frames = self.learned_frames.saturating_add(1);
         self.told = FrameMotion {
             rate,
+            still_rate,
             threshold: (self.threshold_luma() * 256.0).round() as u32,
         };
         self.told
@@ -292,7 +302,7 @@ mod tests {
         let t0 = Instant::now();
         let at = |n: u32| t0 + Duration::from_millis(33 * u64::from(n));
         let first = c.next(at(0));
-        assert_eq!(first.rate, RATE_ONE);
+        assert_eq!((first.rate, first.still_rate), (RATE_ONE, RATE_ONE));
         assert_eq!(observe(&mut c, 1, 0, 1.0).state, MotionState::Learning);
         let second = c.next(at(1));
         assert_eq!(second.rate, RATE_ONE / 2);
@@ -303,12 +313,17 @@ mod tests {
                 told.rate >= follow_rate(0.033, LEARN_FOLLOW_SECONDS),
                 "{told:?}"
             );
+            // Learning moves every tile alike.
+            assert_eq!(told.still_rate, told.rate);
             // The median in bin 3: noise 1 luma level.
             assert_eq!(observe(&mut c, 3, 0, 1.0).state, MotionState::Learning);
             n += 1;
         }
         let watched = c.next(at(n));
         assert_eq!(watched.rate, follow_rate(0.033, 60.0));
+        // The still tiles follow within a second: 1 - e^(-0.033 / 0.5).
+        assert_eq!(watched.still_rate, follow_rate(0.033, STILL_FOLLOW_SECONDS));
+        assert_eq!(watched.still_rate, 4186);
         // 6 x 1.0 luma levels, in 1/256.
         assert_eq!(watched.threshold, 6 * 256);
         let r = observe(&mut c, 3, 10, 1.0);

@@ -56,6 +56,7 @@ kernel_params! {
         moved: &'a Buffer<u32>,
         parity: u32,
         rate: u32,
+        still_rate: u32,
         threshold: u32,
         acc: &'a Buffer<u32>,
     }
@@ -84,8 +85,11 @@ kernel_params! {
 /// What one frame's kernels are told.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FrameMotion {
-    /// How far the background moves to this frame, in 1/65536 (65536: learn it afresh).
+    /// How far the background moves to this frame, in 1/65536 (65536: learn it afresh),
+    /// where a tile moved (something is there).
     pub rate: u32,
+    /// The same where a tile is still.
+    pub still_rate: u32,
     /// A tile moves past this difference from the background, in 1/256 of a luma level.
     pub threshold: u32,
 }
@@ -148,8 +152,8 @@ impl MotionStage {
 
     /// What the integral stage's last launch is told of this frame's motion: `frame`'s,
     /// run behind its corner sums, or none (where `frame` is `None` or the frame has no
-    /// whole tile). `frame.rate` must be 65536 on the first frame and after a failed one
-    /// (the background is unset then). The region sums that follow read the mask and copy
+    /// whole tile). `frame.rate` and `frame.still_rate` must be 65536 on the first frame
+    /// and after a failed one (the background is unset then). The region sums that follow read the mask and copy
     /// the counts out, with [`MotionStage::region_params`].
     pub(super) fn tile_params(
         &mut self,
@@ -167,6 +171,7 @@ impl MotionStage {
         }
         let told = frame.unwrap_or(FrameMotion {
             rate: 0,
+            still_rate: 0,
             threshold: 0,
         });
         Ok(TileParams {
@@ -177,6 +182,7 @@ impl MotionStage {
             moved: &self.moved.buf,
             parity: self.parity,
             rate: told.rate,
+            still_rate: told.still_rate,
             threshold: told.threshold,
             acc: &self.acc.buf,
         })
