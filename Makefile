@@ -33,8 +33,9 @@
 # make health-eval: the camera-health detectors scored on every labelled sequence (bench/health)
 #             with the release binary: tables per sequence and per detector, and
 #             target/health/eval/results.json.
-# make health-subset: eval.py's own tests, then the seven small sequences with the debug binary,
-#             failing on a missed or late tamper or a false alarm (HEALTH_CHECK= only scores).
+# make health-subset: eval.py's own tests, then the eight small sequences with the debug binary,
+#             failing on a missed or late tamper, a false alarm or real footage's static region
+#             moving (HEALTH_CHECK= only scores).
 
 SHELL := /bin/bash
 CARGO ?= cargo
@@ -87,20 +88,22 @@ test: deps-test lint unit build test-k8s test-fleet health-subset conformance te
 	[ $$vms -eq 0 ] && [ $$rc -eq 0 ]
 	@echo "make test: all passed"
 
-# All 26 sequences, four cameras to a daemon (about 5 minutes, 961 MB of frames).
+# All 28 sequences, four cameras to a daemon (about 6 minutes, 1.4 GB of frames).
 health-eval: build
 	bench/health/fetch_images.sh
+	bench/health/fetch_footage.sh
 	python3 bench/health/make_sequences.py
 	python3 bench/health/eval.py --binary target/release/edgesight \
 		--json target/health/eval/results.json
 
-# The seven small sequences in one daemon (about 8 s of replay).
+# The eight small sequences in one daemon (about 12 s of replay: the plaza's footage).
 health-subset:
 	python3 bench/health/test_eval.py
 	bench/health/fetch_images.sh
+	bench/health/fetch_footage.sh
 	python3 bench/health/make_sequences.py --subset
 	$(CARGO) build --locked
-	python3 bench/health/eval.py --subset --parallel 7 --binary target/debug/edgesight \
+	python3 bench/health/eval.py --subset --parallel 8 --binary target/debug/edgesight \
 		$(HEALTH_CHECK)
 
 deps-run:

@@ -9,7 +9,9 @@
 #                          qemu-user for a smoke run of the aarch64 binary, the Rust targets,
 #                          clippy and rustfmt, OpenCV + numpy for the conformance test, Pillow
 #                          for the camera-health sequences (bench/health; pip, from Debian's
-#                          python3-pip, also fetches their photographs), and
+#                          python3-pip, also fetches their photographs; apt-get download
+#                          fetches the real footage, opencv-doc's vtest.avi, and ffmpeg
+#                          decodes it), and
 #                          Prometheus (with promtool), wrk, openssl and curl for the daemon's
 #                          tests, Chromium and its WebDriver (chromium, chromium-driver)
 #                          with selenium from PyPI for the status page's browser test,

@@ -23,10 +23,11 @@ What it checks, sequence by sequence:
     most a fifth of before with less than half the pixels at or below 8; haze: at least
     60 % of the way to white with at most 5 % at 255. An ending tamper gives back the view
     of before.
-  - the nuisances: the light's step and the AE steps have the labelled size; the drift's
-    rate stays within a few % per second; the objects cover at most ~15 % of the frame;
-    a dusk ends near its labelled gain, at most 5 % darker a second, never clipping (its
-    frames after the dusk begins are exempt from the normal footage's checks).
+  - the nuisances: the light's step, a real footage's light step and the AE steps have
+    the labelled size; the drift's rate stays within a few % per second; the objects
+    cover at most ~15 % of the frame; a dusk ends near its labelled gain, at most 5 %
+    darker a second, never clipping (its frames after the dusk begins are exempt from the
+    normal footage's checks).
 """
 import argparse
 import hashlib
@@ -303,6 +304,14 @@ def check_nuisances(name, labels, s, folder, n, w, h):
                 fail(name, f"the drift swings only x{swing:.2f}")
         elif k == "object":
             pass  # checked below, all objects together
+        elif k == "light_step":
+            ratio = s.mean[e["begin"]] / s.mean[e["begin"] - 1]
+            back = s.mean[e["end"]] / s.mean[e["end"] - 1]
+            print(f"  light step at {e['begin']}: mean x{ratio:.3f}, back x{back:.3f} at "
+                  f"{e['end']} (gain x{e['factor']})")
+            if abs(ratio - e["factor"]) > 0.03 or abs(back * e["factor"] - 1) > 0.03:
+                fail(name, f"the light step at {e['begin']} is x{ratio:.3f} and back "
+                           f"x{back:.3f} (want x{e['factor']} and back)")
         elif k == "dusk":
             fps = labels["fps"]
             ratio = s.mean[e["end"]:].max() / s.mean[:e["begin"]].mean()

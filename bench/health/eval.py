@@ -361,6 +361,11 @@ def run_daemon(binary, sequences, health, out_dir, number):
                 counts.setdefault(name, {}).setdefault("samples", []).append(
                     (sequence, h.get("sharpness"), h.get("scene_change"),
                      h.get("mean_luma_ratio")))
+                m = latest.get("motion") or {}
+                if m.get("state") == "watching":
+                    for roi, r in (m.get("regions") or {}).items():
+                        counts[name].setdefault("ratios", {}).setdefault(roi, []).append(
+                            (sequence, r["ratio"]))
                 if sequence >= labels["frames"] - 1:
                     del pending[name]
                     counts.setdefault(name, {}).update(frame_counts(get(port, "/metrics")[1], name))
@@ -493,8 +498,8 @@ def main():
     results = []
     for labels, _ in sequences:
         r = score_sequence(labels, events)
-        r["motion"] = motion_score.score_motion(labels, events)
         got = dict(counts.get(labels["name"], {}))
+        r["motion"] = motion_score.score_motion(labels, events, got.pop("ratios", {}))
         r.update(closest_approach(labels, got.pop("samples", [])))
         r.update({"frames_processed": None, "frames_dropped": None, "skipped_at_start": None,
                   **got})

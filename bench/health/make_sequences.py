@@ -1,12 +1,13 @@
 """Writes the labelled camera-health evaluation sequences: 320x240 grey frames at 30 fps,
-made from the scikit-image sample photographs (bench/health/fetch_images.sh), each a
+made from the scikit-image sample photographs (bench/health/fetch_images.sh) and, for
+two, OpenCV's sample video (bench/health/fetch_footage.sh; decoded with FFmpeg), each a
 directory of PGM files (000000.pgm, 000001.pgm, ... in play order) with its labels.json,
 and an index.json listing them all.
 
     python3 bench/health/make_sequences.py [--images DIR] [--out DIR] [--only NAME,...]
                                            [--subset] [--jobs N]
 
-    --images   the photographs (default target/health/images)
+    --images   the photographs and the footage (default target/health/images)
     --out      where the sequences go (default target/health/sequences); a sequence's
                directory is emptied of PGM files and written afresh
     --only     just these sequences (index.json keeps listing the others already made)
@@ -32,6 +33,7 @@ import json
 import math
 import os
 import pathlib
+import subprocess
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -43,6 +45,8 @@ W, H, FPS = 320, 240, 30
 READ_SIGMA = 2.0  # read noise, grey levels
 SHOT = 0.04  # shot-noise variance per grey level of signal (3.5 levels of sigma at 200)
 WHEEL = "scikit-image 0.25.2, skimage/data"
+FOOTAGE_FROM = "Debian 12's opencv-doc 4.6.0+dfsg-12, usr/share/doc/opencv-doc/examples/data"
+FOOTAGE_LICENSE = "OpenCV's (Apache-2.0 AND BSD-3-Clause), as Debian's copyright file states"
 HEADER = b"P5\n%d %d\n255\n" % (W, H)
 
 # The images' licenses as scikit-image's skimage/data/_fetchers.py states them.
@@ -645,12 +649,90 @@ def nuisance_dusk(p, imgs, rng):
                               "gain": p["gain"]}], {}
 
 
+# The footage's frames decoded to grey (Y) at its own size, in order: FFmpeg's output with
+# bitexact flags, as Debian 12's FFmpeg 5.1 gives it.
+FOOTAGE = {"file": "vtest.avi", "width": 768, "height": 576, "fps": 10, "frames": 795,
+           "sha256": "98ea8431937983d0a0faa6b940f987b52d181298f2e0c4e19982ab9bcf8f4f04"}
+# The regions of the plaza footage (x, y, w, h at W x H): the building's band along the top,
+# where nobody walks, and the walkway people cross.
+PLAZA_REGIONS = [
+    {"name": "building", "x": 128, "y": 0, "w": 128, "h": 32},
+    {"name": "walkway", "x": 112, "y": 80, "w": 176, "h": 80},
+]
+
+# What the plaza's regions must show (motion_score.py): the building's band no event and
+# its motion ratio's mean over every window of 150 frames at most 0.02 (a third of one of
+# its 16 tiles); the walkway, which people cross all along, at least one event.
+PLAZA_EXPECT = {"building": {"max_events": 0, "max_window_mean": 0.02},
+                "walkway": {"min_events": 1}}
+
+
+class Footage:
+    """The footage's frames, decoded once with FFmpeg, each resized to W x H (float32)
+    when first asked for."""
+
+    def __init__(self, frames):
+        self.frames, self.resized = frames, {}
+
+    def __len__(self):
+        return len(self.frames)
+
+    def __getitem__(self, k):
+        if k not in self.resized:
+            self.resized[k] = np.asarray(Image.fromarray(self.frames[k]).resize(
+                (W, H), Image.LANCZOS), dtype=np.float32)
+        return self.resized[k]
+
+
+def footage_frames(imgs):
+    """The footage's frames (a Footage)."""
+    path = imgs.folder / FOOTAGE["file"]
+    if not path.is_file():
+        sys.exit(f"make_sequences: {path} is missing; run bench/health/fetch_footage.sh")
+    raw = subprocess.run(["ffmpeg", "-v", "error", "-flags", "+bitexact", "-i", str(path),
+                          "-f", "rawvideo", "-pix_fmt", "gray", "-"],
+                         capture_output=True, check=True).stdout
+    got = hashlib.sha256(raw).hexdigest()
+    if got != FOOTAGE["sha256"]:
+        sys.exit(f"make_sequences: {path} decodes to frames of sha256 {got}, not "
+                 f"{FOOTAGE['sha256']} (another FFmpeg than Debian 12's?)")
+    w, h = FOOTAGE["width"], FOOTAGE["height"]
+    return Footage(np.frombuffer(raw, np.uint8).reshape(-1, h, w))
+
+
+def motion_footage(p, imgs, rng):
+    """Real footage: people crossing a plaza below a static building. The source frames
+    played forward then backward (`passes` times in all, each pass turning at the ends),
+    each shown `repeat` times with its own noise (3: the footage's 10 fps at 30; 1: three
+    times its speed), from the source frame `skip` on for `source_frames`; the whole light
+    stepped to `light_gain` from `light_at_s` for `light_s` seconds (0: no step)."""
+    frames = footage_frames(imgs)
+    order = []
+    for k in range(p["passes"]):
+        order += range(len(frames)) if k % 2 == 0 else range(len(frames) - 1, -1, -1)
+    order = order[p.get("skip", 0):p.get("skip", 0) + p.get("source_frames", len(order))]
+    n = len(order) * p["repeat"]
+    fps = p["fps"]
+    events = []
+    if p["light_s"]:
+        begin = round(p["light_at_s"] * fps)
+        events.append({"kind": "light_step", "begin": begin,
+                       "end": begin + round(p["light_s"] * fps), "factor": p["light_gain"]})
+
+    def render(i):
+        g = next((e["factor"] for e in events if e["begin"] <= i < e["end"]), 1.0)
+        return frames[order[i // p["repeat"]]] * g
+
+    return n, render, None, events, {"motion_regions": PLAZA_REGIONS,
+                                      "motion_expect": p["expect"]}
+
+
 MAKERS = {
     "noise": nuisance_noise, "drift": nuisance_drift, "objects": nuisance_objects,
     "light": nuisance_light, "autoexposure": nuisance_autoexposure,
     "defocus": tamper_defocus, "covered": tamper_covered, "moved": tamper_moved,
     "frozen": tamper_frozen, "underexposed": tamper_exposure, "overexposed": tamper_exposure,
-    "dusk": nuisance_dusk, "crossing": motion_crossing,
+    "dusk": nuisance_dusk, "crossing": motion_crossing, "footage": motion_footage,
 }
 
 # name, maker, kind, parameters, description. Tampers have 10 s of normal footage first.
@@ -738,6 +820,15 @@ SEQUENCES = [
      dict(seed=107, photos=["coffee.png", "astronaut.png"], seconds=24),
      "people-sized cut-outs walking through the left and middle regions (one, then two at "
      "once), never the right or the top strip; the light drifting +-6 % meanwhile"),
+    # Real footage: people crossing a plaza under a static building (this folder's
+    # README, "Real footage").
+    ("motion-plaza-vtest", "footage", "nuisance",
+     dict(seed=108, seconds=159, passes=2, repeat=3, light_at_s=76, light_s=8,
+          light_gain=0.75, expect=PLAZA_EXPECT),
+     "OpenCV's vtest.avi played forward then backward (2 min 39 s): people crossing a "
+     "plaza below a building, 10 fps shown at 30, the light of the facade rising a tenth "
+     "and falling back, the whole light stepped to x0.75 for 8 s in the middle; the "
+     "building's band must stay still, the walkway move"),
     # The small subset the Rust tests use: 4 s of normal footage, the event, a little after.
     ("subset-light-camera", "light", "nuisance",
      dict(seed=301, photos=["camera.png"], seconds=6, light_on_s=3,
@@ -763,6 +854,10 @@ SEQUENCES = [
      dict(seed=307, photos=["chelsea.png"], kind="underexposed", mode="dim", gain=0.125,
           pre_s=4, ramp_s=0.3, hold_s=2, post_s=0, subset=True),
      "the light down to an eighth over 0.3 s, nothing much clipping"),
+    ("subset-plaza-vtest", "footage", "nuisance",
+     dict(seed=308, seconds=12, passes=1, repeat=3, source_frames=120, light_s=0,
+          expect=PLAZA_EXPECT, subset=True),
+     "vtest.avi's first 12 s: people crossing while the facade's light rises a tenth"),
     ("subset-overexposed-camera", "overexposed", "overexposed",
      dict(seed=306, photos=["camera.png"], kind="overexposed", pre_s=4, ramp_s=0.3,
           hold_s=2, post_s=0, subset=True),
@@ -792,7 +887,7 @@ def normal_segments(n, tamper):
 
 def make(entry, images_dir, out_dir):
     name, maker, kind, p, description = entry
-    p = {"photo": p["photos"][0], "fps": FPS, **p}
+    p = {"photo": p["photos"][0] if p.get("photos") else None, "fps": FPS, **p}
     start = time.perf_counter()
     imgs = Images(images_dir)
     scene_rng = np.random.default_rng([p["seed"], 1])
@@ -814,7 +909,7 @@ def make(entry, images_dir, out_dir):
         (folder / f"{i:06d}.pgm").write_bytes(data)
         digest.update(data)
         last = data
-    photos = p["photos"]
+    photos = p.get("photos", [])
     labels = {
         "name": name,
         "kind": kind,
@@ -826,8 +921,10 @@ def make(entry, images_dir, out_dir):
         "frames": n,
         "first_file": "000000.pgm",
         "last_file": f"{n - 1:06d}.pgm",
-        "source": {"photo": photos[0], "others": photos[1:], "from": WHEEL,
-                   "licenses": {ph: LICENSES[ph] for ph in photos}},
+        "source": ({"footage": FOOTAGE["file"], "from": FOOTAGE_FROM,
+                    "license": FOOTAGE_LICENSE} if maker == "footage" else
+                   {"photo": photos[0], "others": photos[1:], "from": WHEEL,
+                    "licenses": {ph: LICENSES[ph] for ph in photos}}),
         "seed": p["seed"],
         "subset": bool(p.get("subset")),
         "tamper": None if tamper is None else {k: v for k, v in tamper.items()},
@@ -840,10 +937,15 @@ def make(entry, images_dir, out_dir):
     }
     cover = extra.pop("motion_cover", None)
     labels["motion"] = {
-        "regions": MOTION_REGIONS,
-        # per frame, each region's share covered by something moving (none: nothing moves)
+        "regions": extra.pop("motion_regions", MOTION_REGIONS),
+        # per frame, each region's share covered by something moving (none: nothing moves,
+        # or unknown, as in real footage)
         "cover": cover,
     }
+    expect = extra.pop("motion_expect", None)
+    if expect:
+        # what real footage's regions must show in place of a frame-by-frame truth
+        labels["motion"]["expect"] = expect
     labels.update(extra)
     (folder / "labels.json").write_text(json.dumps(labels, indent=1) + "\n")
     return labels, time.perf_counter() - start

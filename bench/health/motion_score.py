@@ -16,6 +16,12 @@ TRUTH_SECONDS kept. A `motion began` at frame N matches the first truth event wi
 begin <= N < end + GRACE_SECONDS (the daemon's own min_seconds delays it) not matched yet;
 its delay is (N - begin) / fps. One inside a tamper's frames (a cover sliding in, a pan)
 is not scored; any other unmatched one is a false event.
+
+Real footage has no truth per frame: its labels' motion.expect says, per region, what it
+must show instead: `max_events` (a static region: at most so many `motion began`) and
+`max_window_mean` (the highest mean of the region's motion ratio over a window of
+WINDOW_FRAMES frames once the background is learned, from the ratios eval.py samples), or
+`min_events` (a region people cross: at least so many). Its events are not matched.
 """
 import statistics
 
@@ -23,6 +29,7 @@ TRUTH_COVER = 0.05
 TRUTH_SECONDS = 0.5
 TRUTH_GAP_SECONDS = 0.5
 GRACE_SECONDS = 1.0
+WINDOW_FRAMES = 150
 
 MESSAGES = {"motion began": "motion_began", "motion ended": "motion_ended"}
 
@@ -51,10 +58,45 @@ def truth_events(labels, region):
     return [(a, b) for a, b in joined if b - a >= TRUTH_SECONDS * fps]
 
 
-def score_motion(labels, events):
+def window_means(samples, frames):
+    """The means of (frame, ratio) samples over the windows [k * WINDOW_FRAMES, (k + 1) *
+    WINDOW_FRAMES) of the first `frames` frames, each rounded to 3 places; a window without
+    a sample is left out."""
+    sums = {}
+    for f, ratio in samples:
+        if 0 <= f < frames:
+            s = sums.setdefault(f // WINDOW_FRAMES, [0.0, 0])
+            s[0] += ratio
+            s[1] += 1
+    return [round(total / count, 3) for _, (total, count) in sorted(sums.items())]
+
+
+def score_expected(region, expect, began, samples, frames):
+    """A region of real footage against its expectations."""
+    means = window_means(samples, frames)
+    out = {"roi": region["name"], "truth": 0, "detected": 0, "events": len(began),
+           "delays_s": [], "false": [], "in_tamper": 0, "missed": [], "expect": expect,
+           "window_means": means, "unmet": []}
+    if len(began) > expect.get("max_events", len(began)):
+        out["unmet"].append(f"{len(began)} events (frames {', '.join(map(str, began))}), "
+                            f"at most {expect['max_events']} expected")
+    if len(began) < expect.get("min_events", 0):
+        out["unmet"].append(f"{len(began)} events, at least {expect['min_events']} expected")
+    bound = expect.get("max_window_mean")
+    if bound is not None and (not means or max(means) > bound):
+        top = f"{max(means):.3f}" if means else "no sample"
+        out["unmet"].append(f"motion ratio's window mean up to {top}, at most {bound} "
+                            f"expected")
+    return out
+
+
+def score_motion(labels, events, ratios=None):
     """Per region of the sequence: its truth events, the daemon's `motion began` events
-    and how they matched."""
+    and how they matched; or, for a region the labels give expectations for, those
+    checked against its events and `ratios` ({roi: [(frame, ratio), ...]} sampled while
+    the camera watched)."""
     name, n, fps = labels["name"], labels["frames"], labels["fps"]
+    expects = (labels.get("motion") or {}).get("expect") or {}
     t = labels["tamper"]
     in_tamper = lambda f: t is not None and t["begin"] <= f < (
         t["end"] if t["end"] is not None else n)
@@ -63,6 +105,10 @@ def score_motion(labels, events):
         began = sorted(e["frame"] for e in events
                        if e["camera"] == name and e["event"] == "motion_began"
                        and e.get("roi") == region["name"] and e["frame"] < n)
+        if region["name"] in expects:
+            regions.append(score_expected(region, expects[region["name"]], began,
+                                          (ratios or {}).get(region["name"], []), n))
+            continue
         truth = truth_events(labels, k)
         matched, delays, false, in_tampers = set(), [], [], 0
         for f in began:
@@ -86,7 +132,8 @@ def summarize_motion(results):
     """Over all sequences: truth events, found, precision and recall, delays, false
     events per hour of normal footage, and the events within tampers (not scored, but
     each one a region reporting the camera's own change as motion)."""
-    regions = [r for s in results for r in s.get("motion", [])]
+    # (real footage's regions, checked against their expectations, are not scored here)
+    regions = [r for s in results for r in s.get("motion", []) if "expect" not in r]
     truth = sum(r["truth"] for r in regions)
     found = sum(r["detected"] for r in regions)
     scored = sum(r["events"] - r["in_tamper"] for r in regions)
@@ -114,6 +161,8 @@ def motion_failures(results):
                 out.append(f"{s['name']}: motion in {r['roi']} from frame {a} MISSED")
             for f in r["false"]:
                 out.append(f"{s['name']}: false motion event in {r['roi']} at frame {f}")
+            for why in r.get("unmet", []):
+                out.append(f"{s['name']}: {r['roi']}: {why}")
     return out
 
 
@@ -123,7 +172,7 @@ def format_motion(results, summary, table):
              "delays s", "false (frames)")]
     for s in results:
         for r in s.get("motion", []):
-            if not r["truth"] and not r["events"]:
+            if "expect" in r or (not r["truth"] and not r["events"]):
                 continue
             scored = r["events"] - r["in_tamper"]
             precision = f"{r['detected'] / scored:.2f}" if scored else "-"
@@ -139,4 +188,12 @@ def format_motion(results, summary, table):
              f"{show(summary['max_delay_s'])} s; {summary['false_events']} false events "
              f"({show(summary['false_events_per_hour'])} per hour of normal footage); "
              f"{summary['in_tamper']} events within tampers (not scored)")
-    return "\n".join([table(rows), total])
+    lines = [table(rows), total]
+    for s in results:
+        for r in s.get("motion", []):
+            if "expect" in r:
+                means = ", ".join(f"{m:.2f}" for m in r["window_means"]) or "-"
+                verdict = "; ".join(r["unmet"]) or "as expected"
+                lines.append(f"{s['name']} {r['roi']}: {r['events']} events, window means "
+                             f"({WINDOW_FRAMES} frames) {means}: {verdict}")
+    return "\n".join(lines)

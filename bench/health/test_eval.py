@@ -272,6 +272,46 @@ class MotionTest(unittest.TestCase):
         self.assertEqual(summary["precision"], round(1 / 3, 3))
         self.assertEqual(len(motion_score.motion_failures(results)), 3)
 
+    def test_real_footage_against_its_expectations(self):
+        # 400 frames, no truth per frame: the sky must stay still (no event, window means
+        # at most 0.02), the door must move.
+        seq = self.sequence([[0.0, 0.0]] * 400)
+        seq["motion"]["cover"] = None
+        seq["motion"]["expect"] = {"sky": {"max_events": 0, "max_window_mean": 0.02},
+                                   "door": {"min_events": 1}}
+        # The sky's ratio sampled: 0 over the first window, 0.1 in two samples of the
+        # second (mean 0.05), none in the third; a sample past the frames is ignored.
+        ratios = {"sky": [(10, 0.0), (149, 0.0), (150, 0.1), (160, 0.1), (170, 0.0),
+                          (180, 0.0), (401, 1.0)],
+                  "door": [(10, 0.5)]}
+        got = motion_score.score_motion(seq, self.events(("sky", 155), ("sky", 390)), ratios)
+        self.assertEqual(got[1]["window_means"], [0.0, 0.05])
+        self.assertEqual(got[1]["unmet"], [
+            "2 events (frames 155, 390), at most 0 expected",
+            "motion ratio's window mean up to 0.050, at most 0.02 expected"])
+        self.assertEqual(got[0]["unmet"], ["0 events, at least 1 expected"])
+        results = [{"name": "m", "normal_frames": 400, "fps": 30, "motion": got}]
+        # Not scored as truth: no false events, nothing found or missed.
+        summary = motion_score.summarize_motion(results)
+        self.assertEqual((summary["truth_events"], summary["events_scored"],
+                          summary["false_events"]), (0, 0, 0))
+        self.assertEqual(motion_score.motion_failures(results), [
+            "m: door: 0 events, at least 1 expected",
+            "m: sky: 2 events (frames 155, 390), at most 0 expected",
+            "m: sky: motion ratio's window mean up to 0.050, at most 0.02 expected"])
+        lines = motion_score.format_motion(results, summary, lambda rows: "").splitlines()
+        self.assertEqual(lines[-1], "m sky: 2 events, window means (150 frames) 0.00, 0.05: "
+                         "2 events (frames 155, 390), at most 0 expected; motion ratio's "
+                         "window mean up to 0.050, at most 0.02 expected")
+        # Met: a still sky, a door that moved.
+        got = motion_score.score_motion(seq, self.events(("door", 20)),
+                                        {"sky": [(10, 0.01), (200, 0.02)]})
+        self.assertEqual([r["unmet"] for r in got], [[], []])
+        # A static region never sampled while watching fails: nothing shows it was still.
+        got = motion_score.score_motion(seq, self.events(("door", 20)), {})
+        self.assertEqual(got[1]["unmet"], ["motion ratio's window mean up to no sample, "
+                                           "at most 0.02 expected"])
+
     def test_the_regions_are_the_cameras_rois(self):
         seq = self.sequence([[0.0, 0.0]])
         config = tomllib.loads(ev.config_text(8000, [(seq, pathlib.Path("/d"))], []))
