@@ -45,7 +45,7 @@ W, H, FPS = 320, 240, 30
 READ_SIGMA = 2.0  # read noise, grey levels
 SHOT = 0.04  # shot-noise variance per grey level of signal (3.5 levels of sigma at 200)
 WHEEL = "scikit-image 0.25.2, skimage/data"
-FOOTAGE_FROM = "Debian 12's opencv-doc 4.6.0+dfsg-12, usr/share/doc/opencv-doc/examples/data"
+FOOTAGE_FROM = "Debian 12's opencv-doc (4.6), usr/share/doc/opencv-doc/examples/data"
 FOOTAGE_LICENSE = "OpenCV's (Apache-2.0 AND BSD-3-Clause), as Debian's copyright file states"
 HEADER = b"P5\n%d %d\n255\n" % (W, H)
 
