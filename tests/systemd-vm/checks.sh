@@ -235,7 +235,9 @@ else
     fail 1d "program binaries kept: $kept in /var/cache/private/$U/kernels ($(ls -la /var/cache/private/$U 2>&1 | tr '\n' ' '))"
 fi
 
-# Prometheus starts now, so that it has scraped for a while by check 7.
+# Prometheus starts now, so that it has scraped for a while by check 7. It takes remote
+# writes too, as the fleet's centre would: check 7b's agent pushes to it.
+echo 'ARGS="--web.enable-remote-write-receiver"' > /etc/default/prometheus
 t=$(now)
 promtool check config /etc/prometheus/prometheus.yml > "$R/promtool.log" 2>&1 ||
     say "promtool check config failed: $(cat "$R/promtool.log")"
@@ -398,6 +400,35 @@ else
     fail 7 "Prometheus: up{job=\"edgesight\"} not 1 within 60 s: $(cat /tmp/up.json 2>/dev/null); targets: $(curl -sf "$PROM/api/v1/targets" | jq -c '.data.activeTargets[] | {scrapeUrl, health, lastError}' 2>/dev/null)"
 fi
 timing prometheus_up_query "$(since "$t")"
+
+# 7b. The board's Prometheus agent, installed from the package's examples as README says,
+#     runs under its unit's sandbox (a dynamic user, the system-call filter, no
+#     capabilities) and pushes to the Prometheus above: edgesight's series arrive there
+#     with the board's site and board labels.
+section check7b "Prometheus agent"
+ex=/usr/share/doc/edgesight/examples/agent
+sed -e 's|url: https://metrics.example.com/api/v1/write|url: http://127.0.0.1:9090/api/v1/write|' \
+    -e 's/^\(  scrape_interval:\) 15s/\1 5s/' "$ex/agent.yml" > /etc/edgesight/agent.yml
+cp "$ex/edgesight-agent.service" /etc/systemd/system/
+sed -e 's/^SITE=$/SITE=vm/' -e 's/^BOARD=$/BOARD=vm-board/' "$ex/edgesight-agent.default" \
+    > /etc/default/edgesight-agent
+systemctl daemon-reload
+t=$(now)
+systemctl start edgesight-agent
+agent_rc=$?
+pushed() {
+    curl -sf --max-time 5 "$PROM/api/v1/query" \
+        --data-urlencode 'query=edgesight_frames_total{board="vm-board",site="vm"}' > /tmp/pushed.json &&
+        [ "$(jq -r '.data.result | length' /tmp/pushed.json)" = 1 ]
+}
+if [ $agent_rc -eq 0 ] && wait_until 90 pushed &&
+    [ "$(systemctl is-active edgesight-agent)" = active ] &&
+    [ "$(systemctl show edgesight-agent -p DynamicUser --value)" = yes ]; then
+    timing agent_first_push "$(since "$t")"
+    pass 7b "agent: active under DynamicUser and its filter, edgesight_frames_total{board=\"vm-board\",site=\"vm\"} pushed = $(jq -r '.data.result[0].value[1]' /tmp/pushed.json)"
+else
+    fail 7b "agent: start rc=$agent_rc, is-active=$(systemctl is-active edgesight-agent), Result=$(systemctl show edgesight-agent -p Result --value), pushed: $(cat /tmp/pushed.json 2>/dev/null); journal: $(journalctl -u edgesight-agent -b --no-pager -o cat | tail -5 | tr '\n' ' ')"
+fi
 
 # 5. A clean stop: within TimeoutStopSec, exit status 0, no SIGKILL.
 section check5 stop
