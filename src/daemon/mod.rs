@@ -54,6 +54,7 @@ struct CameraThread {
 /// Runs the daemon until SIGTERM/SIGINT. Config errors come back as [`config::ConfigError`]
 /// before anything has started.
 pub fn run(config_path: Option<PathBuf>, overrides: Overrides) -> Result<()> {
+    crate::pages::map_large_allocations();
     // First: a SIGHUP or SIGTERM during the config checks (which open OpenCL) must be
     // queued for the loop below, not end the process by the default action.
     block_signals().context("blocking signals")?;

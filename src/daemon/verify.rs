@@ -5,7 +5,8 @@
 //!
 //! The camera's thread only copies what a check needs (the frame's bytes, luma, magnitude
 //! and the small results) into a buffer of its own that goes to the verifier and comes
-//! back, so the frame loop allocates nothing; the reference runs on one thread shared by
+//! back, so the frame loop allocates nothing (its pages are given back to the kernel
+//! between checks: [`crate::pages`]); the reference runs on one thread shared by
 //! the cameras, at nice 19, so it takes only time the cameras leave. A camera whose last
 //! check is still running checks the next frame instead: checks never queue up.
 //!
@@ -22,6 +23,7 @@ use prometheus::{IntCounter, IntCounterVec};
 use crate::cl::Gpu;
 use crate::frame::FrameLayout;
 use crate::metrics::Metrics;
+use crate::pages;
 use crate::pipeline::{
     DeviceMotion, FrameImages, FrameMotion, FrameResult, MotionState, Pictures, PipelineError,
     PipelineOptions,
@@ -381,7 +383,7 @@ fn verify_jobs(jobs: mpsc::Receiver<Box<Job>>) {
              cameras"
         );
     }
-    for job in jobs {
+    for mut job in jobs {
         // A reference that panics on some frame must not end the checks of every camera.
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(&job))) {
             Ok(findings) => job.metrics.record(&findings, job.sequence),
@@ -391,10 +393,22 @@ fn verify_jobs(jobs: mpsc::Receiver<Box<Job>>) {
                 job.sequence
             ),
         }
+        release(&mut job);
         let home = job.home.clone();
         // A camera that reopened made itself a new job: this one is let go.
         let _ = home.try_send(job);
         PENDING.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Between checks (a minute apart by default) the job's copies hold no memory: their
+/// pages go back to the kernel, and the camera's next copy faults them in again without
+/// allocating. (The reference's images are freed, and given back as large blocks are:
+/// [`pages::map_large_allocations`].)
+fn release(job: &mut Job) {
+    let p = &mut job.pictures;
+    for buf in [&mut job.frame, &mut p.luma, &mut p.magnitude, &mut p.mask] {
+        pages::release(buf);
     }
 }
 

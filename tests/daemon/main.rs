@@ -17,6 +17,7 @@
 //! | `health` | the camera-health detectors on the pattern and a frozen replay |
 //! | `signals` | systemd's notifications, a SIGHUP right after start |
 //! | `verify` | live frames checked against the reference, and a reload that stops it |
+//! | `memory` | a warm 1080p camera with every feature on within 40 MiB of anonymous memory |
 //!
 //! The daemon itself starts and stops through `common::daemon` (`Daemon::start`,
 //! `Daemon::stop`); what several modules here share is below.
@@ -31,6 +32,7 @@ mod endpoints;
 mod health;
 mod load;
 mod logs;
+mod memory;
 mod motion;
 mod prometheus;
 mod signals;
