@@ -45,6 +45,15 @@ impl CameraView {
         }
     }
 
+    /// The view whose pictures are kept `keep` after their read-back.
+    #[cfg(test)]
+    pub(super) fn keeping_pictures(self, keep: std::time::Duration) -> CameraView {
+        CameraView {
+            pictures: self.pictures.keeping(keep),
+            ..self
+        }
+    }
+
     /// The view with the camera thread's own status, which it sets.
     pub fn with_status(self, status: Arc<CameraStatus>) -> CameraView {
         CameraView { status, ..self }

@@ -7,6 +7,9 @@
 //! - The camera is asked for its pictures at most once a second, by one request; others
 //!   that come meanwhile wait on that one read-back (no lock is held across the wait),
 //!   or, once a picture exists, are served it at once while a newer one is fetched.
+//! - The pictures (four frame-sized images and their PNGs) are let go [`KEEP`] after
+//!   their read-back unless a newer one replaced them: a status page watched once does not
+//!   hold them for the daemon's life.
 //! - Each PNG is encoded once and shared by every answer (answers hold the same bytes);
 //!   the encoded bytes alive, cached or held by answers not yet read, are counted against
 //!   [`PNG_BUDGET`], past which a request is answered 503: clients that never read cannot
@@ -25,6 +28,9 @@ use crate::report;
 /// A picture is read back again once it is this old, which bounds the read-backs a busy
 /// status page costs the pipeline.
 pub(super) const MAX_AGE: Duration = Duration::from_secs(1);
+/// How long a read-back's pictures are kept when no newer one replaces them: longer than
+/// the status page's 2 s between reads, so a page watched keeps its pictures at hand.
+pub(super) const KEEP: Duration = Duration::from_secs(10);
 /// How long a read-back may take: the camera's next frame.
 const WAIT: Duration = Duration::from_secs(3);
 /// A camera without a frame for this long (or for `web.stale_after_seconds` if longer)
@@ -154,6 +160,7 @@ pub(super) struct Pictures {
     name: String,
     requests: Mutex<mpsc::Sender<SnapshotReply>>,
     cache: Arc<Mutex<Cache>>,
+    keep: Duration,
 }
 
 impl Pictures {
@@ -162,7 +169,14 @@ impl Pictures {
             name,
             requests: Mutex::new(requests),
             cache: Arc::new(Mutex::new(Cache::default())),
+            keep: KEEP,
         }
+    }
+
+    /// Pictures kept `keep` after their read-back rather than [`KEEP`].
+    #[cfg(test)]
+    pub(super) fn keeping(self, keep: Duration) -> Pictures {
+        Pictures { keep, ..self }
     }
 
     /// The PNG of `kind` of a recent frame; `last_frame` is how long ago the camera
@@ -257,7 +271,7 @@ impl Pictures {
             )));
         }
         let (tx, rx) = watch::channel(None);
-        let (cache, name) = (Arc::clone(&self.cache), self.name.clone());
+        let (cache, name, keep) = (Arc::clone(&self.cache), self.name.clone(), self.keep);
         tokio::spawn(async move {
             let outcome = match tokio::time::timeout(WAIT, answer).await {
                 Ok(Ok(snapshot)) => Ok(snapshot),
@@ -267,19 +281,29 @@ impl Pictures {
                     WAIT.as_secs()
                 )),
             };
-            let mut cache = lock(&cache);
-            if let Ok(snapshot) = &outcome {
-                cache.reads += 1;
-                cache.last = Some(Read {
-                    id: cache.reads,
-                    at: Instant::now(),
-                    snapshot: Arc::clone(snapshot),
-                    pngs: Default::default(),
-                });
-            }
-            cache.pending = None;
-            drop(cache);
+            let read = {
+                let mut held = lock(&cache);
+                let read = outcome.is_ok().then(|| held.reads + 1);
+                if let (Ok(snapshot), Some(id)) = (&outcome, read) {
+                    held.reads = id;
+                    held.last = Some(Read {
+                        id,
+                        at: Instant::now(),
+                        snapshot: Arc::clone(snapshot),
+                        pngs: Default::default(),
+                    });
+                }
+                held.pending = None;
+                read
+            };
             let _ = tx.send(Some(outcome));
+            if let Some(id) = read {
+                tokio::time::sleep(keep).await;
+                let mut held = lock(&cache);
+                if held.last.as_ref().is_some_and(|r| r.id == id) {
+                    held.last = None;
+                }
+            }
         });
         Ok(rx)
     }

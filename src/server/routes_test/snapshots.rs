@@ -219,3 +219,33 @@ async fn round2_5_a_snapshot_is_encoded_once_and_held_to_a_budget() {
         StatusCode::OK
     );
 }
+
+/// A read-back's pictures and PNGs are let go once kept their time with no newer one:
+/// nothing of them stays alive, and the next request reads the camera again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pictures_nobody_asks_for_again_are_let_go() {
+    let asked = Arc::new(AtomicUsize::new(0));
+    let keep = Duration::from_millis(300);
+    let camera = slow("front", Duration::ZERO, Arc::clone(&asked)).keeping_pictures(keep);
+    let s = open_on(Arc::new(Metrics::new()), vec![camera]);
+    let first = get(&s, "/snapshot/luma.png?camera=front").await;
+    let served = Instant::now();
+    assert_eq!(first.status, StatusCode::OK);
+    let len = first.body.len();
+    drop(first);
+    assert_eq!(s.png_bytes_alive(), len, "kept by the cache");
+    while s.png_bytes_alive() > 0 {
+        assert!(served.elapsed() < Duration::from_secs(10), "never let go");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The read-back came just before the answer.
+    let kept = served.elapsed();
+    assert!(
+        kept >= keep - Duration::from_millis(100),
+        "let go after {kept:?}"
+    );
+    let again = get(&s, "/snapshot/luma.png?camera=front").await;
+    assert_eq!(again.status, StatusCode::OK);
+    assert!(again.header(header::ETAG).ends_with("-2\""));
+    assert_eq!(asked.load(Ordering::Relaxed), 2);
+}
