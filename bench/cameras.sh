@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Several cameras in one daemon: `edgesight run` with N test-pattern cameras of one size,
-# each with two ROIs and camera health on (the defaults), as a site with N cameras on one
-# board would run it. After a warm-up, reads the daemon's /metrics twice, SECONDS apart, and
-# its CPU time and memory from /proc, and prints per camera: frames per second, frames the
-# source skipped (sequence_gap: the pipeline was late) and publish_backlog drops; for the
-# process: CPU (share of one core), RSS and anonymous RSS.
+# each with two ROIs, camera health, motion and the live frames' check on (the defaults),
+# as a site with N cameras on one board would run it. After a warm-up, reads the daemon's
+# /metrics twice, SECONDS apart, and its CPU time and memory from /proc, and prints per
+# camera: frames per second, frames the source skipped (sequence_gap: the pipeline was
+# late) and publish_backlog drops; for the process: CPU (share of one core), RSS and
+# anonymous RSS.
 #   bench/cameras.sh N [WxH] [SECONDS] [FPS] [FORMAT]
-# EDGESIGHT=PATH runs another binary than target/release/edgesight.
+# EDGESIGHT=PATH runs another binary than target/release/edgesight. SNAPSHOTS=1 turns
+# [web] snapshots on and asks every camera for its five pictures just before the memory is
+# read, as a status page being watched does.
 # e.g. for n in 1 2 4; do bench/cameras.sh $n 1280x720 60; done
 set -euo pipefail
 n=$1 size=${2:-1280x720} secs=${3:-60} fps=${4:-30} format=${5:-yuyv}
@@ -34,6 +37,7 @@ pid=
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
 {
     printf '[web]\nlisten_address = "127.0.0.1:%s"\n' "$port"
+    [ -n "${SNAPSHOTS:-}" ] && printf 'snapshots = true\n'
     for i in $(seq 0 $((n - 1))); do
         printf '\n[[camera]]\nname = "cam%s"\n[camera.source]\nkind = "pattern"\n' "$i"
         printf 'size = "%s"\nformat = "%s"\nfps = %s\n' "$size" "$format" "$fps"
@@ -57,6 +61,13 @@ scrape() { curl -sf "http://127.0.0.1:$port/metrics" > "$dir/$1.prom"; }
 scrape a; t0=$(ticks)
 sleep "$secs"
 scrape b; t1=$(ticks)
+if [ -n "${SNAPSHOTS:-}" ]; then
+    for i in $(seq 0 $((n - 1))); do
+        for p in luma edges mask histogram motion; do
+            curl -sf -o /dev/null "http://127.0.0.1:$port/snapshot/$p.png?camera=cam$i"
+        done
+    done
+fi
 rss=$(awk '/^VmRSS/ {print $2}' "/proc/$pid/status")
 anon=$(awk '/^RssAnon/ {print $2}' "/proc/$pid/status")
 python3 - "$n" "$size" "$secs" "$((t1 - t0))" "$(getconf CLK_TCK)" "$rss" "$anon" "$dir/a.prom" "$dir/b.prom" <<'PY'
