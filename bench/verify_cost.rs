@@ -129,7 +129,7 @@ fn main() {
             copies.push(copy_all() + motion);
             resident_copies.push(copy_all() + motion);
             let start = Instant::now();
-            let expected = Expected::of(&layout, options, &bytes);
+            let expected = Expected::of_live(&layout, options, &bytes);
             let mut findings = Findings::default();
             compare_frame(
                 &mut findings,

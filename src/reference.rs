@@ -140,6 +140,39 @@ pub(crate) fn border_index(p: isize, len: usize, border: Border) -> Option<usize
 
 /// Sobel 3x3 derivatives `(dx, dy)` of dense luma, as `cv2.Sobel(src, CV_16S, ...)`.
 pub fn sobel(luma: &[u8], width: usize, height: usize, border: Border) -> (Vec<i16>, Vec<i16>) {
+    let mut dx = Vec::with_capacity(width * height);
+    let mut dy = Vec::with_capacity(width * height);
+    sobel_each(luma, width, height, border, |gx, gy| {
+        dx.push(gx);
+        dy.push(gy);
+    });
+    (dx, dy)
+}
+
+/// [`magnitude`] of [`sobel`] without holding the derivatives (4 bytes a pixel): a live
+/// frame's check needs only the magnitude.
+pub fn sobel_magnitude(
+    luma: &[u8],
+    width: usize,
+    height: usize,
+    border: Border,
+    kind: Magnitude,
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(width * height);
+    sobel_each(luma, width, height, border, |gx, gy| {
+        out.push(magnitude_of(gx, gy, kind))
+    });
+    out
+}
+
+/// Each pixel's Sobel derivatives, row by row.
+fn sobel_each(
+    luma: &[u8],
+    width: usize,
+    height: usize,
+    border: Border,
+    mut each: impl FnMut(i16, i16),
+) {
     const KX: [[i32; 3]; 3] = [[-1, 0, 1], [-2, 0, 2], [-1, 0, 1]];
     const KY: [[i32; 3]; 3] = [[-1, -2, -1], [0, 0, 0], [1, 2, 1]];
     let at = |x: isize, y: isize| -> i32 {
@@ -151,8 +184,6 @@ pub fn sobel(luma: &[u8], width: usize, height: usize, border: Border) -> (Vec<i
             _ => 0,
         }
     };
-    let mut dx = Vec::with_capacity(width * height);
-    let mut dy = Vec::with_capacity(width * height);
     for y in 0..height as isize {
         for x in 0..width as isize {
             let (mut gx, mut gy) = (0, 0);
@@ -163,11 +194,9 @@ pub fn sobel(luma: &[u8], width: usize, height: usize, border: Border) -> (Vec<i
                     gy += KY[j][i] * v;
                 }
             }
-            dx.push(gx as i16);
-            dy.push(gy as i16);
+            each(gx as i16, gy as i16);
         }
     }
-    (dx, dy)
 }
 
 /// Gradient magnitude, saturated to 8 bits: L1 `|dx| + |dy|`, or L2 `sqrt(dx² + dy²)`
@@ -175,19 +204,21 @@ pub fn sobel(luma: &[u8], width: usize, height: usize, border: Border) -> (Vec<i
 pub fn magnitude(dx: &[i16], dy: &[i16], kind: Magnitude) -> Vec<u8> {
     dx.iter()
         .zip(dy)
-        .map(|(&gx, &gy)| {
-            let (gx, gy) = (i64::from(gx), i64::from(gy));
-            let m = match kind {
-                Magnitude::L1 => gx.abs() + gy.abs(),
-                Magnitude::L2 => {
-                    // The root of an integer is never exactly k + 1/2, so this rounding has
-                    // no ties; f64 is exact enough for sums below 2^21.
-                    ((gx * gx + gy * gy) as f64).sqrt().round() as i64
-                }
-            };
-            m.min(255) as u8
-        })
+        .map(|(&gx, &gy)| magnitude_of(gx, gy, kind))
         .collect()
+}
+
+fn magnitude_of(gx: i16, gy: i16, kind: Magnitude) -> u8 {
+    let (gx, gy) = (i64::from(gx), i64::from(gy));
+    let m = match kind {
+        Magnitude::L1 => gx.abs() + gy.abs(),
+        Magnitude::L2 => {
+            // The root of an integer is never exactly k + 1/2, so this rounding has no
+            // ties; f64 is exact enough for sums below 2^21.
+            ((gx * gx + gy * gy) as f64).sqrt().round() as i64
+        }
+    };
+    m.min(255) as u8
 }
 
 /// 255 where `magnitude >= threshold`, else 0.
@@ -338,6 +369,30 @@ mod tests {
         assert_eq!(&dx[..4], &[0, 300, 300, -300]);
         let (dx, _) = sobel(&img, 4, 3, Border::Reflect101);
         assert_eq!(&dx[..4], &[0, 400, 400, 0]);
+    }
+
+    /// The fused magnitude is the magnitude of the derivatives, pixel for pixel, on
+    /// noise with every border and both norms (saturation included).
+    #[test]
+    fn sobel_magnitude_is_the_magnitude_of_sobel() {
+        let (w, h) = (37, 23);
+        let mut state = 0x2545_f491_u32;
+        let img: Vec<u8> = (0..w * h)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 17;
+                state ^= state << 5;
+                state as u8
+            })
+            .collect();
+        for border in [Border::Replicate, Border::Constant, Border::Reflect101] {
+            let (dx, dy) = sobel(&img, w, h, border);
+            for kind in [Magnitude::L1, Magnitude::L2] {
+                let want = magnitude(&dx, &dy, kind);
+                assert!(want.contains(&255) && want.iter().any(|&m| m < 255));
+                assert_eq!(sobel_magnitude(&img, w, h, border, kind), want);
+            }
+        }
     }
 
     #[test]

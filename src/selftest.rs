@@ -178,11 +178,30 @@ pub struct Expected {
 }
 
 impl Expected {
+    /// What a live frame's check needs: [`Expected::of`] without `dx` and `dy` (left
+    /// empty), which it never holds, so the reference takes 4 bytes a pixel, not 8.
+    pub fn of_live(layout: &FrameLayout, options: PipelineOptions, frame: &[u8]) -> Expected {
+        let (w, h) = (layout.width as usize, layout.height as usize);
+        let luma = reference::luma(layout, frame);
+        let magnitude = reference::sobel_magnitude(&luma, w, h, options.border, options.magnitude);
+        Expected::from_magnitude(layout, options, luma, (Vec::new(), Vec::new()), magnitude)
+    }
+
     pub fn of(layout: &FrameLayout, options: PipelineOptions, frame: &[u8]) -> Expected {
         let (w, h) = (layout.width as usize, layout.height as usize);
         let luma = reference::luma(layout, frame);
         let (dx, dy) = reference::sobel(&luma, w, h, options.border);
         let magnitude = reference::magnitude(&dx, &dy, options.magnitude);
+        Expected::from_magnitude(layout, options, luma, (dx, dy), magnitude)
+    }
+
+    fn from_magnitude(
+        layout: &FrameLayout,
+        options: PipelineOptions,
+        luma: Vec<u8>,
+        (dx, dy): (Vec<i16>, Vec<i16>),
+        magnitude: Vec<u8>,
+    ) -> Expected {
         let edges = reference::edge_mask(&magnitude, options.edge_threshold);
         let histogram = reference::histogram(&luma);
         let threshold = reference::otsu_threshold(&histogram);

@@ -432,7 +432,7 @@ impl fmt::Display for Live<'_> {
 }
 
 fn check(job: &Job) -> Findings {
-    let expected = Expected::of(&job.layout, job.options, &job.frame);
+    let expected = Expected::of_live(&job.layout, job.options, &job.frame);
     let regions: Vec<Region> = job.result.regions.iter().map(|(r, _)| r.clone()).collect();
     let mut findings = Findings::default();
     selftest::compare_frame(
