@@ -13,7 +13,7 @@
 #                          fetches the real footage, opencv-doc's vtest.avi, and ffmpeg
 #                          decodes it), and
 #                          Prometheus (with promtool), wrk, openssl and curl for the daemon's
-#                          tests, Chromium and its WebDriver (chromium, chromium-driver)
+#                          tests, the mosquitto broker and its clients for its MQTT tests, Chromium and its WebDriver (chromium, chromium-driver)
 #                          with selenium from PyPI for the status page's browser test,
 #                          kubernetes-validate from PyPI (the Kubernetes API schemas,
 #                          bundled: the manifests' check runs offline) and busybox-static
@@ -47,6 +47,7 @@ if [ "$mode" = test ]; then
     apt_packages+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross
                    gcc-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user-static
                    prometheus wrk openssl curl python3 python3-pip chromium chromium-driver
+                   mosquitto mosquitto-clients
                    qemu-system-x86 busybox-static kmod cpio xz-utils zstd
                    gcc-12 make ffmpeg v4l-utils
                    podman runc debootstrap lintian mmdebstrap e2fsprogs file python3-yaml

@@ -24,6 +24,7 @@ pub mod input;
 pub mod jpeg;
 pub mod mailbox;
 pub mod metrics;
+pub mod mqtt;
 pub mod pages;
 pub mod pipeline;
 pub(crate) mod priority;

@@ -79,6 +79,7 @@ pub(super) fn merge(
         opencl,
         web,
         metrics,
+        mqtt,
         cameras,
     } = from;
     take(&mut into.log.level, log.level, "log.level", &mut set);
@@ -126,6 +127,9 @@ pub(super) fn merge(
         &mut set,
     );
     take(&mut into.metrics.tier, tier, "metrics.tier", &mut set);
+    if let Some(mqtt) = mqtt {
+        merge_mqtt(&mut into.mqtt, mqtt, &mut set);
+    }
 
     let mut named = HashSet::new();
     for camera in cameras {
@@ -153,6 +157,68 @@ pub(super) fn merge(
         }
     }
     Ok(set)
+}
+
+/// A drop-in's `[mqtt]`: each key it sets replaces the earlier one; the table is taken
+/// whole when the file had none.
+fn merge_mqtt(
+    into: &mut Option<Spanned<MqttConfig>>,
+    from: Spanned<MqttConfig>,
+    set: &mut Vec<String>,
+) {
+    let Some(into) = into else {
+        set.push("mqtt".into());
+        *into = Some(from);
+        return;
+    };
+    let into = into.get_mut();
+    // Destructured whole, so that a key added to the table cannot be left out of the merge.
+    let MqttConfig {
+        url,
+        ca_file,
+        cert_file,
+        key_file,
+        username,
+        password_file,
+        client_id,
+        board,
+        topic_prefix,
+        discovery_prefix,
+        qos,
+        keepalive_seconds,
+    } = from.into_inner();
+    take_some(&mut into.url, url, "mqtt.url", set);
+    take_some(&mut into.ca_file, ca_file, "mqtt.ca_file", set);
+    take_some(&mut into.cert_file, cert_file, "mqtt.cert_file", set);
+    take_some(&mut into.key_file, key_file, "mqtt.key_file", set);
+    take_some(&mut into.username, username, "mqtt.username", set);
+    take_some(
+        &mut into.password_file,
+        password_file,
+        "mqtt.password_file",
+        set,
+    );
+    take_some(&mut into.client_id, client_id, "mqtt.client_id", set);
+    take_some(&mut into.board, board, "mqtt.board", set);
+    take_some(
+        &mut into.topic_prefix,
+        topic_prefix,
+        "mqtt.topic_prefix",
+        set,
+    );
+    take_some(
+        &mut into.discovery_prefix,
+        discovery_prefix,
+        "mqtt.discovery_prefix",
+        set,
+    );
+    take_some(&mut into.qos, qos, "mqtt.qos", set);
+    take_some(
+        &mut into.keepalive_seconds,
+        keepalive_seconds,
+        "mqtt.keepalive_seconds",
+        set,
+    );
 }
 
 /// Merges a drop-in's `[[camera]]` into the earlier camera of its name; what it changed.

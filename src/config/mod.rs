@@ -18,6 +18,7 @@ mod check;
 mod dropin;
 mod env;
 mod glob;
+mod mqtt;
 mod print;
 pub mod schema;
 mod threads;
@@ -30,6 +31,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 pub use check::check_region_name;
+pub(crate) use mqtt::read_password as read_mqtt_password;
 pub use schema::*;
 pub use validate::{validate, Checked};
 

@@ -22,7 +22,51 @@ struct Printed<'a> {
     opencl: Opencl,
     web: Web,
     metrics: Metrics,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mqtt: Option<Mqtt<'a>>,
     camera: Vec<Camera>,
+}
+
+/// `[mqtt]`: every key, the defaults filled in, so that what is printed is what runs.
+#[derive(Serialize)]
+struct Mqtt<'a> {
+    url: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ca_file: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cert_file: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    key_file: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    username: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    password_file: Option<String>,
+    client_id: &'a str,
+    board: &'a str,
+    topic_prefix: &'a str,
+    discovery_prefix: &'a str,
+    qos: u8,
+    keepalive_seconds: u64,
+}
+
+impl<'a> Mqtt<'a> {
+    fn of(m: &'a crate::mqtt::MqttSettings) -> Mqtt<'a> {
+        let path = |p: &std::path::Path| p.display().to_string();
+        Mqtt {
+            url: &m.url,
+            ca_file: m.ca_file.as_deref().map(path),
+            cert_file: m.client_cert.as_ref().map(|(c, _)| path(c)),
+            key_file: m.client_cert.as_ref().map(|(_, k)| path(k)),
+            username: m.username.as_deref(),
+            password_file: m.password_file.as_deref().map(path),
+            client_id: &m.client_id,
+            board: &m.board,
+            topic_prefix: &m.topic_prefix,
+            discovery_prefix: &m.discovery_prefix,
+            qos: m.qos,
+            keepalive_seconds: m.keepalive.as_secs(),
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -247,6 +291,7 @@ impl Settings {
                 histogram_bins: self.histogram_bins,
                 tier: self.metrics_tier.name(),
             },
+            mqtt: self.mqtt.as_ref().map(Mqtt::of),
             camera: self.cameras.iter().map(Camera::of).collect(),
         };
         // Every field is a string, number, bool, map or table of them: nothing here can

@@ -12,6 +12,7 @@ pub use crate::capture::SourceKind;
 use crate::capture::SourceSpec;
 use crate::cl::{DeviceSpec, Profiling};
 use crate::health::HealthSettings;
+pub use crate::mqtt::MqttSettings;
 use crate::pipeline::{PipelineOptions, TuningChoice};
 use crate::region::Region;
 pub use crate::server::WebSettings;
@@ -36,6 +37,8 @@ pub(crate) struct FileConfig {
     pub opencl: OpenclConfig,
     pub web: WebConfig,
     pub metrics: MetricsConfig,
+    /// Absent: nothing is published to MQTT.
+    pub mqtt: Option<Spanned<MqttConfig>>,
     #[serde(rename = "camera")]
     pub cameras: Vec<Spanned<CameraConfig>>,
 }
@@ -187,6 +190,24 @@ impl Default for MetricsConfig {
     }
 }
 
+/// `[mqtt]`: each key optional but `url` (see [`crate::mqtt::MqttSettings`]).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct MqttConfig {
+    pub url: Option<Spanned<String>>,
+    pub ca_file: Option<Spanned<PathBuf>>,
+    pub cert_file: Option<Spanned<PathBuf>>,
+    pub key_file: Option<Spanned<PathBuf>>,
+    pub username: Option<Spanned<String>>,
+    pub password_file: Option<Spanned<PathBuf>>,
+    pub client_id: Option<Spanned<String>>,
+    pub board: Option<Spanned<String>>,
+    pub topic_prefix: Option<Spanned<String>>,
+    pub discovery_prefix: Option<Spanned<String>>,
+    pub qos: Option<Spanned<i64>>,
+    pub keepalive_seconds: Option<Spanned<i64>>,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CameraConfig {
@@ -264,6 +285,8 @@ pub struct Settings {
     pub web: WebSettings,
     pub histogram_bins: u32,
     pub metrics_tier: crate::metrics::Tier,
+    /// `[mqtt]`; `None` when absent.
+    pub mqtt: Option<MqttSettings>,
     pub cameras: Vec<CameraSettings>,
 }
 

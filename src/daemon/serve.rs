@@ -49,7 +49,11 @@ pub(super) async fn serve(
         shutdown_rx.clone(),
     ));
     let states: Vec<Arc<CameraState>> = threads.iter().map(|t| Arc::clone(&t.state)).collect();
-    tokio::spawn(supervise(Arc::clone(&views), states, shutdown_rx));
+    tokio::spawn(supervise(Arc::clone(&views), states, shutdown_rx.clone()));
+    let mqtt = settings.mqtt.clone().map(|m| {
+        let families = crate::mqtt::MqttMetrics::new(metrics);
+        crate::mqtt::start(m, Arc::clone(&views), families, shutdown_rx)
+    });
 
     tracing::info!(listen = %bound, "serving");
     // A reload runs beside this loop, never inside it: reading the config or waiting for
@@ -91,5 +95,9 @@ pub(super) async fn serve(
     let _ = shutdown_tx.send(true);
     // The server stops accepting at once; give open responses a moment to finish.
     let _ = tokio::time::timeout(Duration::from_millis(300), server).await;
+    // The broker hears `offline` before the process ends (the publisher bounds its wait).
+    if let Some(mqtt) = mqtt {
+        let _ = tokio::time::timeout(Duration::from_secs(1), mqtt).await;
+    }
     outcome
 }

@@ -37,7 +37,7 @@ pub(crate) use auth::{check_hash, mixed_costs, Auth};
 pub use listen::ListenAddress;
 pub use routes::{CameraView, HttpMetrics};
 pub use status::{CameraState, CameraStatus};
-pub(crate) use tls::{tls_config, TlsError};
+pub(crate) use tls::{certificates, tls_config, TlsError};
 pub use tls::{ClientAuth, TlsIdentity, TlsSettings, TlsVersion};
 
 /// The `[web]` table as the server runs it; config checks it and re-exports it.

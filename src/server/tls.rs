@@ -108,7 +108,7 @@ pub(crate) enum TlsError {
 const MAX_PEM_BYTES: u64 = 1 << 20;
 
 /// The PEM certificates in `path`, at least one.
-fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+pub(crate) fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
     let pem = files::read_small_file(path, MAX_PEM_BYTES)
         .map_err(|e| format!("{}: {e}", path.display()))?;
     let certs = CertificateDer::pem_slice_iter(pem.as_bytes())

@@ -18,6 +18,7 @@
 //! | `signals` | systemd's notifications, a SIGHUP right after start |
 //! | `verify` | live frames checked against the reference, and a reload that stops it |
 //! | `memory` | a warm 1080p camera with every feature on within 40 MiB of anonymous memory |
+//! | `mqtt` | a real broker (mosquitto): state topics, last will, wrong password, restart |
 //!
 //! The daemon itself starts and stops through `common::daemon` (`Daemon::start`,
 //! `Daemon::stop`); what several modules here share is below.
@@ -34,6 +35,7 @@ mod load;
 mod logs;
 mod memory;
 mod motion;
+mod mqtt;
 mod prometheus;
 mod signals;
 mod verify;

@@ -1,0 +1,60 @@
+//! MQTT: each camera's state published to a broker, where Home Assistant and home
+//! automation read it. `[mqtt]` in the config turns it on ([`MqttSettings`]).
+//!
+//! The client is rumqttc: MQTT 3.1.1 (what mosquitto and Home Assistant speak), a last
+//! will, TLS through rustls with the `ring` provider the HTTPS server already uses (no
+//! aws-lc or OpenSSL to cross-build for ARM), and a connection it re-opens when polled
+//! again after a failure, so that the backoff is ours.
+//!
+//! The rooms: `tls` builds the client's TLS config (`check-config` builds it too),
+//! `outbox` is the bounded queue messages wait in while the broker is away, `states`
+//! turns what the cameras hand the server into the retained state topics, and `link`
+//! is the task on the daemon's tokio runtime that connects, backs off and publishes.
+//! Nothing here is ever waited for by a camera thread: the task reads the same
+//! `watch` channels the HTTP server reads.
+
+mod link;
+mod outbox;
+mod states;
+pub(crate) mod tls;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub use link::{start, MqttMetrics};
+
+/// `[mqtt]`, checked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MqttSettings {
+    /// As written: `mqtt://HOST[:PORT]` or `mqtts://HOST[:PORT]`.
+    pub url: String,
+    pub host: String,
+    pub port: u16,
+    pub tls: bool,
+    /// The CA that signed the broker's certificate; the system's roots when absent.
+    pub ca_file: Option<PathBuf>,
+    /// The client certificate and its key, for a broker that asks for one.
+    pub client_cert: Option<(PathBuf, PathBuf)>,
+    pub username: Option<String>,
+    /// Read at each connection, so that a password changed in its file (or a systemd
+    /// credential) is taken without a restart.
+    pub password_file: Option<PathBuf>,
+    pub client_id: String,
+    pub board: String,
+    pub topic_prefix: String,
+    /// Empty: no Home Assistant discovery.
+    pub discovery_prefix: String,
+    pub qos: u8,
+    pub keepalive: Duration,
+}
+
+/// The default ports of MQTT over TCP and over TLS (IANA's).
+pub const PORT: u16 = 1883;
+pub const TLS_PORT: u16 = 8883;
+
+impl MqttSettings {
+    /// The topic of the daemon's availability: `online`, or `offline` (the last will).
+    pub fn availability_topic(&self) -> String {
+        format!("{}/availability", self.topic_prefix)
+    }
+}

@@ -1,0 +1,362 @@
+//! The daemon and a real MQTT broker (Debian's mosquitto, on a loopback port with a
+//! password file): the availability topic and its last will, each camera's retained
+//! state topics, a wrong password said once and retried, and the broker restarted while
+//! the frames flow. The subscriber is mosquitto_sub.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::daemon::*;
+use crate::{assert_refused, latest_frame};
+
+const USER: &str = "edgesight";
+const PASSWORD: &str = "mqtt-s3cret";
+
+/// A mosquitto broker on a free loopback port, which takes `USER` with `PASSWORD` only.
+struct Broker {
+    child: Child,
+    port: u16,
+    dir: PathBuf,
+}
+
+impl Broker {
+    fn start(dir: &Path) -> Broker {
+        let passwd = dir.join("passwd");
+        let _ = std::fs::remove_file(&passwd);
+        run_tool_ok(
+            Command::new("mosquitto_passwd")
+                .args(["-b", "-c"])
+                .arg(&passwd)
+                .args([USER, PASSWORD]),
+            None,
+        );
+        Broker::start_on(dir, free_port())
+    }
+
+    /// Starts the broker on `port` (again, after [`Broker::kill`]).
+    fn start_on(dir: &Path, port: u16) -> Broker {
+        let conf = dir.join("mosquitto.conf");
+        // `user root`: a broker started by root keeps the rights to read the test's files
+        // (it takes another user otherwise); started by anyone else, the line does nothing.
+        std::fs::write(
+            &conf,
+            format!(
+                "user root\nlistener {port} 127.0.0.1\nallow_anonymous false\n\
+                 password_file {}\npersistence false\nlog_dest stderr\nlog_type all\n",
+                dir.join("passwd").display()
+            ),
+        )
+        .expect("mosquitto.conf");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("mosquitto.log"))
+            .expect("log");
+        let child = Command::new("mosquitto")
+            .arg("-c")
+            .arg(&conf)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start mosquitto (scripts/install-deps.sh test installs it)");
+        wait_until("mosquitto listening", Duration::from_secs(20), || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).ok()
+        });
+        Broker {
+            child,
+            port,
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("mosquitto.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// mosquitto_sub on every topic under `edgesight/`, each message a `TOPIC PAYLOAD` line of
+/// its file.
+struct Subscriber {
+    child: Child,
+    out: PathBuf,
+}
+
+impl Subscriber {
+    fn start(broker: &Broker, name: &str) -> Subscriber {
+        let out = broker.dir.join(format!("{name}.messages"));
+        let child = Command::new("mosquitto_sub")
+            .args(["-h", "127.0.0.1", "-p", &broker.port.to_string()])
+            .args([
+                "-u",
+                USER,
+                "-P",
+                PASSWORD,
+                "-i",
+                name,
+                "-t",
+                "edgesight/#",
+                "-v",
+            ])
+            .stdout(std::fs::File::create(&out).expect("messages file"))
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start mosquitto_sub");
+        Subscriber { child, out }
+    }
+
+    /// The messages received so far, in order.
+    fn messages(&self) -> Vec<(String, String)> {
+        std::fs::read_to_string(&self.out)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.split_once(' '))
+            .map(|(t, p)| (t.to_string(), p.to_string()))
+            .collect()
+    }
+
+    /// The payloads `topic` received so far.
+    fn payloads(&self, topic: &str) -> Vec<String> {
+        self.messages()
+            .into_iter()
+            .filter(|(t, _)| t == topic)
+            .map(|(_, p)| p)
+            .collect()
+    }
+
+    /// Waits until `topic`'s last payload is `payload`; when it came.
+    fn wait_for(&self, topic: &str, payload: &str, limit: Duration) -> Instant {
+        wait_until(&format!("{topic} = {payload}"), limit, || {
+            (self.payloads(topic).last().map(String::as_str) == Some(payload)).then(Instant::now)
+        })
+    }
+}
+
+impl Drop for Subscriber {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `[mqtt]` for `broker` as board `b7`, its password in `dir/mqtt.password`.
+fn mqtt_table(dir: &Path, broker: &Broker, password: &str) -> String {
+    let file = dir.join("mqtt.password");
+    std::fs::write(&file, format!("{password}\n")).expect("password file");
+    format!(
+        "[mqtt]\nurl = \"mqtt://127.0.0.1:{}\"\nboard = \"b7\"\nusername = \"{USER}\"\n\
+         password_file = \"{}\"\nkeepalive_seconds = 2\n",
+        broker.port,
+        file.display()
+    )
+}
+
+/// The pattern at 320x240 with health and motion (its bar moves in `lane`, nothing in
+/// `sky`), a replay of one image (frozen), and a camera whose device is absent.
+fn cameras(dir: &Path) -> String {
+    let images = dir.join("images");
+    std::fs::create_dir_all(&images).expect("mkdir");
+    std::fs::write(images.join("still.pgm"), textured_pgm(64, 48)).expect("write an image");
+    format!(
+        "{}[camera.health]\nlearning_seconds = 0.5\n[camera.motion]\nmin_seconds = 0.2\n\
+         [[camera]]\nname = \"still\"\n[camera.source]\nkind = \"replay\"\npath = \"{}\"\n\
+         fps = 30\n[camera.health]\nlearning_seconds = 0.5\n\
+         [[camera]]\nname = \"absent\"\n[camera.source]\nkind = \"v4l2\"\n\
+         device = \"/dev/video-edgesight-none\"\n",
+        camera(
+            "front",
+            "320x240",
+            &[("lane", 0, 160, 320, 32), ("sky", 0, 0, 320, 16)],
+            64
+        ),
+        images.display()
+    )
+}
+
+#[test]
+fn mqtt_states_follow_the_cameras_and_the_last_will_says_offline() {
+    let dir = tmp_dir("daemon-mqtt-states");
+    let broker = Broker::start(&dir);
+    let sub = Subscriber::start(&broker, "states");
+    let config = format!("{}{}", mqtt_table(&dir, &broker, PASSWORD), cameras(&dir));
+    // Not `start`: /healthz answers 503 while a camera (the absent one) is down.
+    let mut d = Daemon::spawn(&dir, &config);
+    let limit = Duration::from_secs(60);
+    sub.wait_for("edgesight/b7/availability", "online", limit);
+    sub.wait_for("edgesight/b7/front/state", "up", limit);
+    sub.wait_for("edgesight/b7/front/availability", "online", limit);
+    sub.wait_for("edgesight/b7/absent/state", "waiting_for_device", limit);
+    sub.wait_for("edgesight/b7/absent/availability", "offline", limit);
+    // The bar's lane moves once learned; the sky never does; the replay is frozen.
+    sub.wait_for("edgesight/b7/front/motion/lane", "ON", limit);
+    sub.wait_for("edgesight/b7/still/tamper/frozen", "ON", limit);
+    let frame = latest_frame(d.port).expect("a frame");
+    assert_eq!(frame["motion"]["regions"]["sky"]["events"], 0, "{frame}");
+    assert_eq!(sub.payloads("edgesight/b7/front/motion/sky"), ["OFF"]);
+    assert_eq!(sub.payloads("edgesight/b7/front/tamper/covered"), ["OFF"]);
+    // The frame rate is the pattern's 30 fps, sent at most once a second.
+    std::thread::sleep(Duration::from_secs(3));
+    let fps = sub.payloads("edgesight/b7/front/fps");
+    let last: f64 = fps.last().expect("a frame rate").parse().expect("a number");
+    assert!((25.0..=31.0).contains(&last), "{fps:?}");
+    // Over the run so far (at most a minute and a few seconds): one a second at most.
+    assert!(fps.len() <= 75, "{fps:?}");
+    // Nothing is sent for nothing: the pattern's on/off topics are not repeated.
+    let states = sub.payloads("edgesight/b7/front/state");
+    let ups = states.iter().filter(|s| *s == "up").count();
+    assert_eq!(
+        (ups, states.last().map(String::as_str)),
+        (1, Some("up")),
+        "{states:?}"
+    );
+    let m = d.metrics();
+    assert_eq!(sample(&m, "edgesight_mqtt_connected"), Some(1.0), "{m}");
+    let published = sample(&m, "edgesight_mqtt_messages_published_total").expect("published");
+    assert!(published >= 15.0, "{m}");
+    assert_eq!(
+        sample(
+            &m,
+            r#"edgesight_mqtt_messages_dropped_total{reason="queue_full"}"#
+        ),
+        Some(0.0),
+        "{m}"
+    );
+    // Killed: the broker says `offline` for it within 1.5 keepalives (2 s here).
+    d.signal(libc::SIGKILL);
+    let killed = Instant::now();
+    let said = sub.wait_for(
+        "edgesight/b7/availability",
+        "offline",
+        Duration::from_secs(10),
+    );
+    let after = said.duration_since(killed);
+    assert!(after <= Duration::from_secs(4), "{after:?}");
+    let _ = d.child.wait();
+}
+
+#[test]
+fn mqtt_a_wrong_password_is_said_once_and_retried_until_it_is_right() {
+    let dir = tmp_dir("daemon-mqtt-password");
+    let broker = Broker::start(&dir);
+    let sub = Subscriber::start(&broker, "password");
+    let config = format!(
+        "{}{}",
+        mqtt_table(&dir, &broker, "wrong"),
+        camera("front", "64x48", &[], 40)
+    );
+    let d = Daemon::start(&dir, &config);
+    let refused = "not authorised";
+    wait_until("three refused connections", Duration::from_secs(30), || {
+        (broker.log().matches(refused).count() >= 3).then_some(())
+    });
+    let log = d.log();
+    // mosquitto answers a wrong password with MQTT 3.1.1's "not authorized".
+    let said = "MQTT: the broker refused this client as not authorized (check [mqtt] \
+                username and password_file, or cert_file); retrying every 1-30 s";
+    assert_eq!(log.matches(said).count(), 1, "{log}");
+    // Still serving, and not connected.
+    let m = d.metrics();
+    assert_eq!(sample(&m, "edgesight_mqtt_connected"), Some(0.0), "{m}");
+    assert!(sub.payloads("edgesight/b7/availability").is_empty());
+    // The password file is read again at each try: the right one connects.
+    std::fs::write(dir.join("mqtt.password"), format!("{PASSWORD}\n")).expect("write");
+    sub.wait_for(
+        "edgesight/b7/availability",
+        "online",
+        Duration::from_secs(40),
+    );
+    assert_eq!(sample(&d.metrics(), "edgesight_mqtt_connected"), Some(1.0));
+    assert!(d.log().contains("MQTT: connected"), "{}", d.log());
+}
+
+#[test]
+fn mqtt_a_restarted_broker_gets_every_state_again_and_frames_never_stall() {
+    let dir = tmp_dir("daemon-mqtt-restart");
+    let mut broker = Broker::start(&dir);
+    let config = format!(
+        "{}{}",
+        mqtt_table(&dir, &broker, PASSWORD),
+        camera("front", "64x48", &[], 40)
+    );
+    let d = Daemon::start(&dir, &config);
+    {
+        let sub = Subscriber::start(&broker, "before");
+        sub.wait_for("edgesight/b7/front/state", "up", Duration::from_secs(60));
+    }
+    let sequence = || {
+        latest_frame(d.port).expect("a frame")["sequence"]
+            .as_u64()
+            .unwrap()
+    };
+    broker.kill();
+    wait_until(
+        "the daemon sees the broker gone",
+        Duration::from_secs(20),
+        || (sample(&d.metrics(), "edgesight_mqtt_connected") == Some(0.0)).then_some(()),
+    );
+    // Three seconds without a broker: the camera's 30 fps go on.
+    let before = sequence();
+    std::thread::sleep(Duration::from_secs(3));
+    let gained = sequence() - before;
+    assert!(gained >= 60, "{gained} frames in 3 s without a broker");
+    // A broker without persistence comes back empty: the daemon sends every state again.
+    let broker = Broker::start_on(&dir, broker.port);
+    let sub = Subscriber::start(&broker, "after");
+    sub.wait_for(
+        "edgesight/b7/availability",
+        "online",
+        Duration::from_secs(40),
+    );
+    sub.wait_for("edgesight/b7/front/state", "up", Duration::from_secs(10));
+    sub.wait_for(
+        "edgesight/b7/front/availability",
+        "online",
+        Duration::from_secs(10),
+    );
+    assert_eq!(sample(&d.metrics(), "edgesight_mqtt_connected"), Some(1.0));
+    let log = d.log();
+    assert_eq!(log.matches("MQTT: connected").count(), 2, "{log}");
+    // The publisher is made at start: a changed [mqtt] is said to take a restart.
+    let path = dir.join("edgesight.toml");
+    let changed = std::fs::read_to_string(&path).expect("config");
+    std::fs::write(
+        &path,
+        changed.replace("keepalive_seconds = 2", "keepalive_seconds = 3"),
+    )
+    .expect("write");
+    d.signal(libc::SIGHUP);
+    wait_until("the reload's warning", Duration::from_secs(30), || {
+        d.log()
+            .contains("SIGHUP: [mqtt] changes take a restart; keeping the running ones")
+            .then_some(())
+    });
+}
+
+#[test]
+fn mqtt_check_config_refuses_a_bad_table_at_its_key() {
+    let dir = tmp_dir("daemon-mqtt-refused");
+    let front = camera("front", "64x48", &[], 40);
+    assert_refused(
+        &dir,
+        "qos",
+        &format!("{front}[mqtt]\nurl = \"mqtt://127.0.0.1:1\"\nboard = \"b\"\nqos = 3\n"),
+        ":12:7: mqtt.qos: 3 is not a QoS: 0, 1 or 2",
+    );
+    assert_refused(
+        &dir,
+        "url",
+        &format!("{front}[mqtt]\nurl = \"mqtt//h\"\n"),
+        ":10:7: mqtt.url: 'mqtt//h': not an mqtt:// or mqtts:// URL",
+    );
+}
