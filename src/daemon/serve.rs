@@ -52,7 +52,8 @@ pub(super) async fn serve(
     tokio::spawn(supervise(Arc::clone(&views), states, shutdown_rx.clone()));
     let mqtt = settings.mqtt.clone().map(|m| {
         let families = crate::mqtt::MqttMetrics::new(metrics);
-        crate::mqtt::start(m, Arc::clone(&views), families, shutdown_rx)
+        let cameras = crate::mqtt::Cameras::of(settings, &m.board);
+        crate::mqtt::start(m, Arc::clone(&views), cameras, families, shutdown_rx)
     });
 
     tracing::info!(listen = %bound, "serving");

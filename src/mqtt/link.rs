@@ -14,6 +14,7 @@ use rumqttc::{
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
+use super::discovery::{self, Cameras};
 use super::outbox::{Message, Outbox};
 use super::states::{Observed, States};
 use super::MqttSettings;
@@ -72,6 +73,8 @@ impl MqttMetrics {
 enum Link {
     Up,
     Down,
+    /// Home Assistant started: it wants the discovery configs again.
+    Birth,
 }
 
 /// Starts publishing the cameras of `views` to the broker of `settings`, until
@@ -79,6 +82,7 @@ enum Link {
 pub fn start(
     settings: MqttSettings,
     views: Arc<Vec<CameraView>>,
+    cameras: Cameras,
     metrics: MqttMetrics,
     shutdown: watch::Receiver<bool>,
 ) -> JoinHandle<()> {
@@ -92,7 +96,7 @@ pub fn start(
         shutdown.clone(),
     ));
     tokio::spawn(publish(
-        client, driver, settings, views, metrics, link_rx, shutdown,
+        client, driver, settings, views, cameras, metrics, link_rx, shutdown,
     ))
 }
 
@@ -178,6 +182,13 @@ async fn drive(
                 let _ = link.send(Link::Up);
             }
             Ok(Event::Outgoing(Outgoing::Publish(_))) => metrics.published.inc(),
+            Ok(Event::Incoming(Packet::Publish(p)))
+                if !settings.discovery_prefix.is_empty()
+                    && p.topic == settings.birth_topic()
+                    && p.payload.as_ref() == b"online" =>
+            {
+                let _ = link.send(Link::Birth);
+            }
             Ok(Event::Outgoing(Outgoing::Disconnect)) => {
                 metrics.connected.set(0);
                 return;
@@ -231,11 +242,13 @@ fn credentials(eventloop: &mut EventLoop, s: &MqttSettings) {
         .set_credentials(user.clone(), password);
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn publish(
     client: AsyncClient,
     driver: JoinHandle<()>,
     settings: MqttSettings,
     views: Arc<Vec<CameraView>>,
+    cameras: Cameras,
     metrics: MqttMetrics,
     mut link: mpsc::UnboundedReceiver<Link>,
     mut shutdown: watch::Receiver<bool>,
@@ -252,12 +265,29 @@ async fn publish(
             Some(l) = link.recv() => match l {
                 Link::Up => {
                     connected = true;
-                    let online = Message::retained(settings.availability_topic(), "online");
-                    outbox.put_back(online);
+                    if !settings.discovery_prefix.is_empty() {
+                        let _ = client.try_subscribe(settings.birth_topic(), QoS::AtLeastOnce);
+                    }
+                    // Before what waited: `online`, then the entities the states are for.
+                    let first = std::iter::once(Message::retained(
+                        settings.availability_topic(),
+                        "online",
+                    ))
+                    .chain(discovery::messages(&settings, &cameras));
+                    for m in first.collect::<Vec<_>>().into_iter().rev() {
+                        outbox.put_back(m);
+                    }
                     // A broker that restarted has lost the retained states: all again.
                     states.forget();
                 }
                 Link::Down => connected = false,
+                Link::Birth => {
+                    for m in discovery::messages(&settings, &cameras) {
+                        if outbox.push(m).is_some() {
+                            metrics.dropped.inc();
+                        }
+                    }
+                }
             },
             _ = tick.tick() => {
                 let now = Instant::now();

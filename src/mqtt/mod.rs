@@ -8,11 +8,13 @@
 //!
 //! The rooms: `tls` builds the client's TLS config (`check-config` builds it too),
 //! `outbox` is the bounded queue messages wait in while the broker is away, `states`
-//! turns what the cameras hand the server into the retained state topics, and `link`
+//! turns what the cameras hand the server into the retained state topics, `discovery`
+//! makes Home Assistant's device and entity configs, and `link`
 //! is the task on the daemon's tokio runtime that connects, backs off and publishes.
 //! Nothing here is ever waited for by a camera thread: the task reads the same
 //! `watch` channels the HTTP server reads.
 
+mod discovery;
 mod link;
 mod outbox;
 mod states;
@@ -21,6 +23,7 @@ pub(crate) mod tls;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use discovery::Cameras;
 pub use link::{start, MqttMetrics};
 
 /// `[mqtt]`, checked.
@@ -56,5 +59,10 @@ impl MqttSettings {
     /// The topic of the daemon's availability: `online`, or `offline` (the last will).
     pub fn availability_topic(&self) -> String {
         format!("{}/availability", self.topic_prefix)
+    }
+
+    /// Where Home Assistant says `online` when it starts (its birth message).
+    pub fn birth_topic(&self) -> String {
+        format!("{}/status", self.discovery_prefix)
     }
 }

@@ -86,7 +86,7 @@ impl Drop for Broker {
     }
 }
 
-/// mosquitto_sub on every topic under `edgesight/`, each message a `TOPIC PAYLOAD` line of
+/// mosquitto_sub on the topics of a filter (every topic under `edgesight/` by default), each message a `TOPIC PAYLOAD` line of
 /// its file.
 struct Subscriber {
     child: Child,
@@ -95,20 +95,14 @@ struct Subscriber {
 
 impl Subscriber {
     fn start(broker: &Broker, name: &str) -> Subscriber {
+        Subscriber::on(broker, name, "edgesight/#")
+    }
+
+    fn on(broker: &Broker, name: &str, filter: &str) -> Subscriber {
         let out = broker.dir.join(format!("{name}.messages"));
         let child = Command::new("mosquitto_sub")
             .args(["-h", "127.0.0.1", "-p", &broker.port.to_string()])
-            .args([
-                "-u",
-                USER,
-                "-P",
-                PASSWORD,
-                "-i",
-                name,
-                "-t",
-                "edgesight/#",
-                "-v",
-            ])
+            .args(["-u", USER, "-P", PASSWORD, "-i", name, "-t", filter, "-v"])
             .stdout(std::fs::File::create(&out).expect("messages file"))
             .stderr(Stdio::null())
             .spawn()
@@ -189,6 +183,7 @@ fn mqtt_states_follow_the_cameras_and_the_last_will_says_offline() {
     let dir = tmp_dir("daemon-mqtt-states");
     let broker = Broker::start(&dir);
     let sub = Subscriber::start(&broker, "states");
+    let ha = Subscriber::on(&broker, "discovery", "homeassistant/#");
     let config = format!("{}{}", mqtt_table(&dir, &broker, PASSWORD), cameras(&dir));
     // Not `start`: /healthz answers 503 while a camera (the absent one) is down.
     let mut d = Daemon::spawn(&dir, &config);
@@ -220,6 +215,28 @@ fn mqtt_states_follow_the_cameras_and_the_last_will_says_offline() {
         (1, Some("up")),
         "{states:?}"
     );
+    assert_discovery(&ha, &sub);
+    // Home Assistant's birth message brings every config again.
+    let covered = "homeassistant/binary_sensor/b7/front_tamper_covered/config";
+    assert_eq!(ha.payloads(covered).len(), 1);
+    run_tool_ok(
+        Command::new("mosquitto_pub")
+            .args(["-h", "127.0.0.1", "-p", &broker.port.to_string()])
+            .args([
+                "-u",
+                USER,
+                "-P",
+                PASSWORD,
+                "-t",
+                "homeassistant/status",
+                "-m",
+                "online",
+            ]),
+        None,
+    );
+    wait_until("the configs again", Duration::from_secs(10), || {
+        (ha.payloads(covered).len() == 2).then_some(())
+    });
     let m = d.metrics();
     assert_eq!(sample(&m, "edgesight_mqtt_connected"), Some(1.0), "{m}");
     let published = sample(&m, "edgesight_mqtt_messages_published_total").expect("published");
@@ -243,6 +260,55 @@ fn mqtt_states_follow_the_cameras_and_the_last_will_says_offline() {
     let after = said.duration_since(killed);
     assert!(after <= Duration::from_secs(4), "{after:?}");
     let _ = d.child.wait();
+}
+
+/// Every discovery config holds what Home Assistant's MQTT integration requires of its
+/// component, and reads a state topic the daemon publishes.
+fn assert_discovery(ha: &Subscriber, states: &Subscriber) {
+    // Three cameras with health (7 binary sensors, 3 sensors each) and front's 2 regions.
+    let configs = wait_until("32 discovery configs", Duration::from_secs(10), || {
+        let all = ha.messages();
+        (all.len() >= 32).then_some(all)
+    });
+    assert_eq!(configs.len(), 32, "{configs:?}");
+    let mut unique = std::collections::HashSet::new();
+    let published: std::collections::HashSet<String> =
+        states.messages().into_iter().map(|(t, _)| t).collect();
+    for (topic, payload) in &configs {
+        let c: serde_json::Value = serde_json::from_str(payload).expect("JSON");
+        let component = topic.split('/').nth(1).expect("a component");
+        assert!(
+            topic.starts_with("homeassistant/") && topic.ends_with("/config"),
+            "{topic}"
+        );
+        let state = c["state_topic"].as_str().expect("state_topic, required");
+        assert!(state.starts_with("edgesight/b7/"), "{topic}: {c}");
+        assert!(unique.insert(c["unique_id"].as_str().expect("unique_id").to_string()));
+        assert!(c["name"].is_string(), "{topic}: {c}");
+        let device = &c["device"];
+        assert!(device["identifiers"][0].is_string(), "{topic}: {c}");
+        assert!(device["configuration_url"]
+            .as_str()
+            .is_some_and(|u| u.starts_with("http://127.0.0.1:")));
+        let availability = c["availability"].as_array().expect("availability");
+        assert!(availability.iter().all(|a| a["topic"].is_string()), "{c}");
+        assert_eq!(c["availability_mode"], "all", "{c}");
+        match component {
+            "binary_sensor" => {
+                let class = c["device_class"].as_str().expect("device_class");
+                assert!(["tamper", "motion", "connectivity"].contains(&class), "{c}");
+            }
+            "sensor" => {
+                assert!(c["unit_of_measurement"].is_string(), "{c}");
+                assert_eq!(c["state_class"], "measurement", "{c}");
+            }
+            other => panic!("{other}: no such component here"),
+        }
+        // What a camera up and learned publishes is there already.
+        if state.starts_with("edgesight/b7/front/") && !state.ends_with("/sharpness") {
+            assert!(published.contains(state), "{state} is not published");
+        }
+    }
 }
 
 #[test]
