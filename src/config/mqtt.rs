@@ -433,6 +433,34 @@ mod tests {
     }
 
     #[test]
+    fn tls_files_are_loaded_as_the_client_loads_them() {
+        let not_pem = write_tmp("mqtt-ca.txt", "not a certificate\n");
+        let text = format!(
+            "url = \"mqtts://h\"\nboard = \"b\"\nca_file = \"{}\"\n",
+            not_pem.display()
+        );
+        let line = GOOD.lines().count() + 5;
+        assert_eq!(
+            refusal(&with(&text)),
+            format!(
+                "t.toml:{line}:11: mqtt.ca_file: {}: no PEM certificate in it",
+                not_pem.display()
+            )
+        );
+        let one = format!(
+            "url = \"mqtts://h\"\nboard = \"b\"\nkey_file = \"{}\"\n",
+            not_pem.display()
+        );
+        assert_eq!(
+            refusal(&with(&one)),
+            format!(
+                "t.toml:{line}:12: mqtt.cert_file: a client certificate needs both cert_file \
+                 and key_file"
+            )
+        );
+    }
+
+    #[test]
     fn discovery_is_off_when_its_prefix_is_empty() {
         let text = "url = \"mqtt://h\"\nboard = \"b\"\ndiscovery_prefix = \"\"\n";
         let m = load_text(&with(text)).unwrap().mqtt.unwrap();

@@ -143,6 +143,10 @@ fn reason(e: &ConnectionError) -> String {
         ConnectionError::ConnectionRefused(code) => {
             format!("the broker refused the connection: {code:?}")
         }
+        // The handshake's own error, without the client's "I/O" wrapping.
+        ConnectionError::Tls(rumqttc::TlsError::Io(e)) => {
+            format!("TLS: {e} ([mqtt] ca_file, cert_file, key_file)")
+        }
         ConnectionError::Tls(e) => format!("TLS: {e} ([mqtt] ca_file, cert_file, key_file)"),
         ConnectionError::NetworkTimeout => "no answer from the broker".into(),
         e => e.to_string(),

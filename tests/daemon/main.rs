@@ -18,7 +18,7 @@
 //! | `signals` | systemd's notifications, a SIGHUP right after start |
 //! | `verify` | live frames checked against the reference, and a reload that stops it |
 //! | `memory` | a warm 1080p camera with every feature on within 40 MiB of anonymous memory |
-//! | `mqtt` | a real broker (mosquitto): state topics, last will, wrong password, restart |
+//! | `mqtt` | a real broker (mosquitto): state topics, discovery, last will, wrong password, restart, TLS |
 //!
 //! The daemon itself starts and stops through `common::daemon` (`Daemon::start`,
 //! `Daemon::stop`); what several modules here share is below.

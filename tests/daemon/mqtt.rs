@@ -1,7 +1,8 @@
 //! The daemon and a real MQTT broker (Debian's mosquitto, on a loopback port with a
 //! password file): the availability topic and its last will, each camera's retained
-//! state topics, a wrong password said once and retried, and the broker restarted while
-//! the frames flow. The subscriber is mosquitto_sub.
+//! state topics and Home Assistant's discovery configs, a wrong password said once and
+//! retried, the broker restarted while the frames flow, and mqtts with a client
+//! certificate (a CA made with openssl) and a wrong CA. The subscriber is mosquitto_sub.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -36,13 +37,18 @@ impl Broker {
 
     /// Starts the broker on `port` (again, after [`Broker::kill`]).
     fn start_on(dir: &Path, port: u16) -> Broker {
+        Broker::start_with(dir, port, "")
+    }
+
+    /// Starts the broker on `port`, its listener's settings followed by `listener`.
+    fn start_with(dir: &Path, port: u16, listener: &str) -> Broker {
         let conf = dir.join("mosquitto.conf");
         // `user root`: a broker started by root keeps the rights to read the test's files
         // (it takes another user otherwise); started by anyone else, the line does nothing.
         std::fs::write(
             &conf,
             format!(
-                "user root\nlistener {port} 127.0.0.1\nallow_anonymous false\n\
+                "user root\nlistener {port} 127.0.0.1\n{listener}allow_anonymous false\n\
                  password_file {}\npersistence false\nlog_dest stderr\nlog_type all\n",
                 dir.join("passwd").display()
             ),
@@ -425,4 +431,158 @@ fn mqtt_check_config_refuses_a_bad_table_at_its_key() {
         &format!("{front}[mqtt]\nurl = \"mqtt//h\"\n"),
         ":10:7: mqtt.url: 'mqtt//h': not an mqtt:// or mqtts:// URL",
     );
+}
+
+/// Runs openssl in `dir`.
+fn openssl(dir: &Path, args: &[&str]) {
+    run_tool_ok(Command::new("openssl").args(args).current_dir(dir), None);
+}
+
+/// A CA `NAME.crt` (and its key) in `dir`.
+fn ca(dir: &Path, name: &str) {
+    let (key, crt) = (format!("{name}.key"), format!("{name}.crt"));
+    let subject = format!("/CN=edgesight test {name}");
+    openssl(
+        dir,
+        &[
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", &subject,
+            "-keyout", &key, "-out", &crt,
+        ],
+    );
+}
+
+/// `NAME.crt` and `NAME.key` signed by the CA `ca`, with the extensions `ext`.
+fn signed(dir: &Path, name: &str, ext: &str) {
+    let (key, csr, crt) = (
+        format!("{name}.key"),
+        format!("{name}.csr"),
+        format!("{name}.crt"),
+    );
+    let ext_file = format!("{name}.ext");
+    std::fs::write(dir.join(&ext_file), ext).expect("ext");
+    let subject = format!("/CN={name}");
+    openssl(
+        dir,
+        &[
+            "req", "-newkey", "rsa:2048", "-nodes", "-subj", &subject, "-keyout", &key, "-out",
+            &csr,
+        ],
+    );
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "1",
+            "-extfile",
+            &ext_file,
+            "-out",
+            &crt,
+        ],
+    );
+}
+
+/// mqtts with a CA made here and a client certificate the broker requires: the right
+/// files connect; a CA that did not sign the broker's certificate is said once, naming
+/// the keys to check, and retried.
+#[test]
+fn mqtt_over_tls_with_a_client_certificate_and_a_wrong_ca_said() {
+    let dir = tmp_dir("daemon-mqtt-tls");
+    ca(&dir, "ca");
+    ca(&dir, "other");
+    signed(
+        &dir,
+        "broker",
+        "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
+    );
+    signed(&dir, "client", "extendedKeyUsage=clientAuth\n");
+    let passwd = dir.join("passwd");
+    run_tool_ok(
+        Command::new("mosquitto_passwd")
+            .args(["-b", "-c"])
+            .arg(&passwd)
+            .args([USER, PASSWORD]),
+        None,
+    );
+    let at = |f: &str| dir.join(f).display().to_string();
+    let broker = Broker::start_with(
+        &dir,
+        free_port(),
+        &format!(
+            "cafile {}\ncertfile {}\nkeyfile {}\nrequire_certificate true\n",
+            at("ca.crt"),
+            at("broker.crt"),
+            at("broker.key")
+        ),
+    );
+    let table = |ca: &str| {
+        format!(
+            "[mqtt]\nurl = \"mqtts://127.0.0.1:{}\"\nboard = \"b7\"\nusername = \"{USER}\"\n\
+             password_file = \"{}\"\nca_file = \"{}\"\ncert_file = \"{}\"\nkey_file = \"{}\"\n{}",
+            broker.port,
+            at("mqtt.password"),
+            at(ca),
+            at("client.crt"),
+            at("client.key"),
+            camera("front", "64x48", &[], 40)
+        )
+    };
+    std::fs::write(dir.join("mqtt.password"), format!("{PASSWORD}\n")).expect("password");
+    let wrong_dir = dir.join("wrong");
+    std::fs::create_dir_all(&wrong_dir).expect("mkdir");
+    let wrong = Daemon::start(&wrong_dir, &table("other.crt"));
+    wait_until("three refused handshakes", Duration::from_secs(30), || {
+        (broker
+            .log()
+            .matches("New connection from 127.0.0.1")
+            .count()
+            >= 3)
+            .then_some(())
+    });
+    let log = wrong.log();
+    let said: Vec<&str> = log.lines().filter(|l| l.contains("MQTT: ")).collect();
+    assert_eq!(said.len(), 1, "{log}");
+    assert!(
+        said[0].contains(
+            "MQTT: TLS: invalid peer certificate: UnknownIssuer ([mqtt] ca_file, cert_file, \
+             key_file); retrying every 1-30 s"
+        ),
+        "{log}"
+    );
+    assert_eq!(
+        sample(&wrong.metrics(), "edgesight_mqtt_connected"),
+        Some(0.0)
+    );
+    drop(wrong);
+    let right_dir = dir.join("right");
+    std::fs::create_dir_all(&right_dir).expect("mkdir");
+    let right = Daemon::start(&right_dir, &table("ca.crt"));
+    wait_until("connected over TLS", Duration::from_secs(30), || {
+        (sample(&right.metrics(), "edgesight_mqtt_connected") == Some(1.0)).then_some(())
+    });
+    // The broker took the client certificate and the password: the states are there.
+    let out = run_tool_ok(
+        Command::new("mosquitto_sub")
+            .args(["-h", "127.0.0.1", "-p", &broker.port.to_string()])
+            .args([
+                "-u",
+                USER,
+                "-P",
+                PASSWORD,
+                "-t",
+                "edgesight/b7/availability",
+            ])
+            .args(["--cafile", &at("ca.crt"), "--cert", &at("client.crt")])
+            .args(["--key", &at("client.key"), "-C", "1", "-W", "10"]),
+        None,
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "online\n");
 }
