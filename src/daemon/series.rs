@@ -18,7 +18,7 @@ use crate::region::RegionStats;
 pub struct SeriesCount {
     /// Each camera's name and its series.
     pub cameras: Vec<(String, usize)>,
-    /// The series of no camera: the process, build, reload and OpenCL device families
+    /// The series of no camera: the process, build, reload, MQTT and OpenCL device families
     /// (and in the detail tier the HTTP family, one for each handler and status answered,
     /// not counted here).
     pub board: usize,
@@ -30,6 +30,10 @@ pub fn count(settings: &Settings, tier: Tier) -> SeriesCount {
     let metrics = Metrics::new();
     let families = CameraFamilies::new(&metrics, settings.histogram_bins);
     let _reloads = ReloadMetrics::new(&metrics);
+    let _mqtt = settings
+        .mqtt
+        .is_some()
+        .then(|| crate::mqtt::MqttMetrics::new(&metrics));
     let cameras: Vec<_> = settings
         .cameras
         .iter()
@@ -109,5 +113,9 @@ mod tests {
                 board: 14,
             }
         );
+        // `[mqtt]` adds three board series: connected, published, dropped.
+        let mqtt = "[mqtt]\nurl = \"mqtt://h\"\nboard = \"b\"\n";
+        settings.mqtt = crate::config::test_support::load_text(mqtt).unwrap().mqtt;
+        assert_eq!(count(&settings, Tier::Default).board, 17);
     }
 }
