@@ -495,4 +495,29 @@ h = 20
             "DROPIN:4:9: log.level: unknown level 'loud' (expected error, warn, info, debug or trace)"
         );
     }
+
+    /// A drop-in's `[mqtt]` is taken whole by a config without one; over one, each key
+    /// it sets replaces the earlier.
+    #[test]
+    fn a_dropins_mqtt_keys_replace_the_earlier_ones() {
+        let path = config(
+            "mqtt",
+            &[
+                (
+                    "10-broker.toml",
+                    "[mqtt]\nurl = \"mqtt://broker.lan\"\nboard = \"b7\"\nqos = 1\n",
+                ),
+                ("20-board.toml", "[mqtt]\nboard = \"porch\"\n"),
+            ],
+        );
+        let (s, origins) = loaded(&path).unwrap();
+        let m = s.mqtt.unwrap();
+        assert_eq!(
+            (m.host.as_str(), m.board.as_str(), m.qos),
+            ("broker.lan", "porch", 1)
+        );
+        assert_eq!(m.topic_prefix, "edgesight/porch");
+        assert!(origins[0].ends_with(": mqtt"), "{origins:?}");
+        assert!(origins[1].ends_with(": mqtt.board"), "{origins:?}");
+    }
 }
