@@ -413,6 +413,25 @@ fn mqtt_a_restarted_broker_gets_every_state_again_and_frames_never_stall() {
             .contains("SIGHUP: [mqtt] changes take a restart; keeping the running ones")
             .then_some(())
     });
+    // Stopped cleanly, the daemon says `offline` itself (a clean disconnection sends no
+    // last will), before it exits.
+    let stopping = sub.messages().len();
+    let took = d.stop();
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    sub.wait_for(
+        "edgesight/b7/availability",
+        "offline",
+        Duration::from_secs(2),
+    );
+    let after: Vec<_> = sub.messages().split_off(stopping);
+    assert_eq!(
+        after,
+        [(
+            "edgesight/b7/availability".to_string(),
+            "offline".to_string()
+        )],
+        "{after:?}"
+    );
 }
 
 #[test]
