@@ -44,7 +44,9 @@ impl Outbox {
         dropped
     }
 
-    /// Puts back a message that could not be handed over, in front of the others.
+    /// Puts a message in front of the others: one that could not be handed over, or a
+    /// connection's first ones (`online`, the discovery configs), which may take the queue
+    /// past its capacity by their number.
     pub fn put_back(&mut self, message: Message) {
         self.queue.push_front(message);
     }
