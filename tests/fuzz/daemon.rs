@@ -605,6 +605,15 @@ fn log_lines_are_whole(log: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Replaces the config as an administrator's tools do, whole: a reload still reading the
+/// file from an earlier SIGHUP must not see it half written, which it would rightly refuse
+/// ("missing field") and count as a failed reload of a valid config.
+fn write_config(dir: &Path, text: &str) {
+    let part = dir.join(".edgesight.toml.part");
+    std::fs::write(&part, text).expect("write the config");
+    std::fs::rename(&part, dir.join("edgesight.toml")).expect("put the config in place");
+}
+
 /// Plays one script; returns its outcome (which steps it reached).
 fn check(script: &[u8]) -> Result<String, String> {
     let mut guard = run();
@@ -650,7 +659,7 @@ fn check(script: &[u8]) -> Result<String, String> {
                     }
                 }
                 let text = config_text(&run.dir, &run.valid, None);
-                std::fs::write(run.dir.join("edgesight.toml"), text).expect("write the config");
+                write_config(&run.dir, &text);
                 run.daemon.signal(libc::SIGHUP);
                 if op == b'd' {
                     run.daemon.signal(libc::SIGHUP);
@@ -659,7 +668,7 @@ fn check(script: &[u8]) -> Result<String, String> {
             b'x' => {
                 let kind = arg() % 5;
                 let text = config_text(&run.dir, &run.valid, Some(kind));
-                std::fs::write(run.dir.join("edgesight.toml"), text).expect("write the config");
+                write_config(&run.dir, &text);
                 run.daemon.signal(libc::SIGHUP);
                 wrote_invalid = true;
             }
@@ -795,7 +804,7 @@ fn check(script: &[u8]) -> Result<String, String> {
     }
     let total = reloads_total(&scrape(port)?);
     let text = config_text(&run.dir, &run.valid, None);
-    std::fs::write(run.dir.join("edgesight.toml"), text).expect("write the config");
+    write_config(&run.dir, &text);
     run.daemon.signal(libc::SIGHUP);
     let start = Instant::now();
     while reloads_total(&scrape(port)?) <= total {
