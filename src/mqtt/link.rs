@@ -4,7 +4,7 @@
 //! client while connected, to the [`Outbox`] while not.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use prometheus::{IntCounter, IntCounterVec, IntGauge};
 use rumqttc::{
@@ -15,6 +15,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use super::discovery::{self, Cameras};
+use super::events::Events;
 use super::outbox::{Message, Outbox};
 use super::states::{Observed, States};
 use super::MqttSettings;
@@ -260,6 +261,7 @@ async fn publish(
     let qos = qos(settings.qos);
     let mut outbox = Outbox::new(OUTBOX);
     let mut states = States::new(&settings.topic_prefix);
+    let mut events = Events::new(&settings.topic_prefix);
     let mut connected = false;
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -294,9 +296,11 @@ async fn publish(
                 }
             },
             _ = tick.tick() => {
-                let now = Instant::now();
+                let (now, clock) = (Instant::now(), SystemTime::now());
                 for view in views.iter() {
-                    for m in states.changes(&Observed::of(view), now) {
+                    let seen = Observed::of(view);
+                    let changes = states.changes(&seen, now);
+                    for m in changes.into_iter().chain(events.changes(&seen, clock)) {
                         if outbox.push(m).is_some() {
                             metrics.dropped.inc();
                         }

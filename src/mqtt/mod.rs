@@ -8,13 +8,15 @@
 //!
 //! The rooms: `tls` builds the client's TLS config (`check-config` builds it too),
 //! `outbox` is the bounded queue messages wait in while the broker is away, `states`
-//! turns what the cameras hand the server into the retained state topics, `discovery`
+//! turns what the cameras hand the server into the retained state topics, `events` into
+//! the JSON events that begin and end, `discovery`
 //! makes Home Assistant's device and entity configs, and `link`
 //! is the task on the daemon's tokio runtime that connects, backs off and publishes.
 //! Nothing here is ever waited for by a camera thread: the task reads the same
 //! `watch` channels the HTTP server reads.
 
 mod discovery;
+mod events;
 mod link;
 mod outbox;
 mod states;

@@ -20,6 +20,15 @@ impl Message {
             retain: true,
         }
     }
+
+    /// A message that is news, not a state: a subscriber that comes later does not get it.
+    pub fn event(topic: String, payload: impl Into<String>) -> Message {
+        Message {
+            topic,
+            payload: payload.into(),
+            retain: false,
+        }
+    }
 }
 
 pub(super) struct Outbox {

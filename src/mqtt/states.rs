@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use super::outbox::Message;
-use crate::health::{Kind, State};
+use crate::health::{HealthReport, Kind, State};
 use crate::server::CameraView;
 
 /// The numeric sensors change a little every frame: once a second is enough for a graph.
@@ -22,12 +22,14 @@ pub(super) struct Observed {
     pub state: &'static str,
     /// Each tamper kind and whether it is on; empty while the health detectors are off.
     pub tamper: Vec<(&'static str, bool)>,
-    /// Each region and whether it is within a motion event.
-    pub motion: Vec<(String, bool)>,
+    /// Each region, whether it is within a motion event, and its share of moving pixels.
+    pub motion: Vec<(String, bool, f64)>,
     pub fps: Option<f64>,
     /// The focus measure and the mean light, as shares of the learned baseline's.
     pub sharpness: Option<f64>,
     pub light_ratio: Option<f64>,
+    /// The health detectors' report, for the events' measures.
+    pub health: Option<HealthReport>,
 }
 
 impl Observed {
@@ -43,6 +45,7 @@ impl Observed {
             fps: None,
             sharpness: None,
             light_ratio: None,
+            health: None,
         };
         let Some(l) = latest else {
             return seen;
@@ -55,13 +58,14 @@ impl Observed {
                 .collect();
             seen.sharpness = h.sharpness;
             seen.light_ratio = h.mean_luma_ratio;
+            seen.health = Some(*h);
         }
         seen.motion = l
             .result
             .regions
             .iter()
             .zip(&l.motion.regions)
-            .map(|((region, _), m)| (region.name.clone(), m.active))
+            .map(|((region, _), m)| (region.name.clone(), m.active, m.ratio))
             .collect();
         // A camera that is not up has a frame rate of its last frames: not said.
         if state == "up" {
@@ -117,7 +121,7 @@ impl States {
         values.extend(
             seen.motion
                 .iter()
-                .map(|(region, b)| (format!("motion/{region}"), on(*b).into())),
+                .map(|(region, b, _)| (format!("motion/{region}"), on(*b).into())),
         );
         let numbers_due = self
             .numbers_at
@@ -157,10 +161,11 @@ mod tests {
             camera: "front".into(),
             state: "up",
             tamper: vec![("covered", false), ("frozen", false)],
-            motion: vec![("door".into(), false)],
+            motion: vec![("door".into(), false, 0.0)],
             fps: Some(29.97),
             sharpness: None,
             light_ratio: Some(1.004),
+            health: None,
         }
     }
 

@@ -605,3 +605,116 @@ fn mqtt_over_tls_with_a_client_certificate_and_a_wrong_ca_said() {
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "online\n");
 }
+
+/// Now in UTC as the events write it (RFC 3339, milliseconds): such strings sort as times.
+fn utc_now() -> String {
+    let out = run_tool_ok(
+        Command::new("date").args(["-u", "+%Y-%m-%dT%H:%M:%S.%3NZ"]),
+        None,
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// The JSON events of `camera` received so far.
+fn events(sub: &Subscriber, camera: &str) -> Vec<serde_json::Value> {
+    sub.payloads(&format!("edgesight/b7/{camera}/events"))
+        .iter()
+        .map(|p| serde_json::from_str(p).expect("an event is JSON"))
+        .collect()
+}
+
+/// Events that begin while the broker is away wait in the outbox and arrive once it is
+/// back (the frames flowing meanwhile); a motion event turned off by a reload ends with
+/// its start and its end; the region that never moves has none.
+#[test]
+fn mqtt_events_begun_while_the_broker_is_away_arrive_then_end() {
+    let dir = tmp_dir("daemon-mqtt-events");
+    let mut broker = Broker::start(&dir);
+    let config = format!("{}{}", mqtt_table(&dir, &broker, PASSWORD), cameras(&dir));
+    broker.kill();
+    let d = Daemon::spawn(&dir, &config);
+    let limit = Duration::from_secs(60);
+    wait_until("a motion event and a frozen replay", limit, || {
+        let log = d.log();
+        (log.contains("motion began camera=front roi=lane")
+            && log
+                .lines()
+                .any(|l| l.contains("camera health: tampered") && l.contains("camera=still")))
+        .then_some(())
+    });
+    let sequence = || {
+        latest_frame(d.port).expect("a frame")["sequence"]
+            .as_u64()
+            .unwrap()
+    };
+    let before = sequence();
+    std::thread::sleep(Duration::from_secs(2));
+    let gained = sequence() - before;
+    assert!(gained >= 40, "{gained} frames in 2 s without a broker");
+    assert_eq!(sample(&d.metrics(), "edgesight_mqtt_connected"), Some(0.0));
+    let back = utc_now();
+    let broker = Broker::start_on(&dir, broker.port);
+    let sub = Subscriber::on(&broker, "events", "edgesight/b7/+/events");
+    let lane_began = wait_until("the lane's event", limit, || {
+        events(&sub, "front")
+            .into_iter()
+            .find(|e| e["region"] == "lane")
+    });
+    assert_eq!(
+        (
+            &lane_began["camera"],
+            &lane_began["kind"],
+            &lane_began["ended"]
+        ),
+        (&"front".into(), &"motion".into(), &serde_json::Value::Null),
+        "{lane_began}"
+    );
+    let started = lane_began["started"].as_str().expect("started").to_string();
+    assert!(
+        started.len() == 24 && started.ends_with('Z') && started < back,
+        "{started} is not before the broker came back at {back}"
+    );
+    let ratio = lane_began["measures"]["ratio"].as_f64().expect("a ratio");
+    assert!(ratio > 0.0 && ratio <= 1.0, "{lane_began}");
+    let frozen = wait_until("the frozen replay's event", limit, || {
+        events(&sub, "still")
+            .into_iter()
+            .find(|e| e["kind"] == "tamper_frozen")
+    });
+    assert_eq!(frozen["ended"], serde_json::Value::Null, "{frozen}");
+    assert!(frozen["started"]
+        .as_str()
+        .is_some_and(|s| s < back.as_str()));
+    let unchanged = frozen["measures"]["unchanged_seconds"].as_f64();
+    assert!(unchanged.is_some_and(|s| s > 0.0), "{frozen}");
+    // Motion turned off by a reload: the lane's event ends, with its start.
+    let path = dir.join("edgesight.toml");
+    std::fs::write(
+        &path,
+        config.replace("min_seconds = 0.2\n", "enabled = false\n"),
+    )
+    .expect("write");
+    let reloaded = utc_now();
+    d.signal(libc::SIGHUP);
+    let lane_ended = wait_until("the lane's event to end", limit, || {
+        events(&sub, "front")
+            .into_iter()
+            .find(|e| e["region"] == "lane" && !e["ended"].is_null())
+    });
+    assert_eq!(lane_ended["started"].as_str(), Some(started.as_str()));
+    let ended = lane_ended["ended"].as_str().expect("ended");
+    assert!(
+        ended > reloaded.as_str(),
+        "{ended} before the reload at {reloaded}"
+    );
+    let front = events(&sub, "front");
+    assert_eq!(front.len(), 2, "one begin, one end: {front:?}");
+    assert!(front.iter().all(|e| e["region"] != "sky"));
+    assert_eq!(
+        sample(
+            &d.metrics(),
+            r#"edgesight_mqtt_messages_dropped_total{reason="queue_full"}"#
+        ),
+        Some(0.0)
+    );
+}
