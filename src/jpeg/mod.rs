@@ -326,36 +326,51 @@ impl LumaDecoder {
 /// Encodes an RGB image (`size`, rows packed) as a 4:2:2 JPEG of `quality` (1-100), as a
 /// UVC camera's MJPEG frame: the frames `edgesight bench --format mjpeg` decodes.
 pub fn encode_rgb(rgb: &[u8], size: Size, quality: u8) -> Result<Vec<u8>, JpegError> {
+    encode(rgb, size, 3, quality)
+}
+
+/// Encodes a luma image (`size`, one byte a pixel, rows packed) as a greyscale JPEG of
+/// `quality` (1-100): an event's picture.
+pub fn encode_luma(luma: &[u8], size: Size, quality: u8) -> Result<Vec<u8>, JpegError> {
+    encode(luma, size, 1, quality)
+}
+
+/// Encodes packed pixels of `channels` bytes (1: grey, 3: RGB at 4:2:2).
+fn encode(pixels: &[u8], size: Size, channels: usize, quality: u8) -> Result<Vec<u8>, JpegError> {
     let library = turbo::library().map_err(JpegError::Library)?;
     let (w, h) = (size.width as usize, size.height as usize);
     let too_small = || JpegError::Buffer {
-        have: rgb.len(),
+        have: pixels.len(),
         size,
-        pitch: 3 * w,
+        pitch: channels * w,
     };
-    if rgb.len() < 3 * w * h {
+    if pixels.len() < channels * w * h {
         return Err(too_small());
     }
+    let (format, subsampling) = match channels {
+        1 => (turbo::PIXEL_FORMAT_GRAY, turbo::SUBSAMPLING_GRAY),
+        _ => (turbo::PIXEL_FORMAT_RGB, turbo::SUBSAMPLING_422),
+    };
     let as_int = |v: usize| c_int::try_from(v).map_err(|_| too_small());
-    let (width, height, pitch) = (as_int(w)?, as_int(h)?, as_int(3 * w)?);
+    let (width, height, pitch) = (as_int(w)?, as_int(h)?, as_int(channels * w)?);
     // SAFETY: tjInitCompress takes nothing and returns a new handle or null.
     let handle = NonNull::new(unsafe { (library.init_compress)() })
         .ok_or_else(|| JpegError::Library(format!("{}: tjInitCompress failed", turbo::LIBRARY)))?;
     let (mut out, mut len): (*mut u8, c_ulong) = (std::ptr::null_mut(), 0);
-    // SAFETY: the handle is live; the call reads `height` rows of `width` RGB pixels
-    // `pitch` bytes apart from `rgb`, which holds them (checked above), and allocates
+    // SAFETY: the handle is live; the call reads `height` rows of `width` pixels of
+    // `format` `pitch` bytes apart from `pixels`, which holds them (checked above), and allocates
     // the JPEG's buffer itself (`out` null), returning it and its length in the locals.
     let status = unsafe {
         (library.compress2)(
             handle.as_ptr(),
-            rgb.as_ptr(),
+            pixels.as_ptr(),
             width,
             pitch,
             height,
-            turbo::PIXEL_FORMAT_RGB,
+            format,
             &mut out,
             &mut len,
-            turbo::SUBSAMPLING_422,
+            subsampling,
             c_int::from(quality.clamp(1, 100)),
             0,
         )

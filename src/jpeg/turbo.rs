@@ -28,6 +28,8 @@ pub(super) const ERROR_WARNING: c_int = 0;
 pub(super) const PIXEL_FORMAT_RGB: c_int = 0;
 /// `TJSAMP_422`: chroma at half the width, as most UVC cameras' MJPEG.
 pub(super) const SUBSAMPLING_422: c_int = 1;
+/// `TJSAMP_GRAY`: luma only, no chroma.
+pub(super) const SUBSAMPLING_GRAY: c_int = 3;
 
 type Handle = *mut c_void;
 

@@ -1,9 +1,10 @@
 //! Home Assistant's MQTT discovery: one device per camera, its entities' configs published
 //! retained under `<discovery_prefix>/<component>/<board>/<object>/config` at each
 //! connection and again when Home Assistant says it is back (`<discovery_prefix>/status`
-//! = `online`). The entities read the state topics of [`super::states`]; each is
-//! available while the daemon is (the last will) and, but for the connectivity sensor,
-//! while its camera is up (`availability_mode: all`).
+//! = `online`). The entities read the state topics of [`super::states`] and the camera
+//! entity the last event's picture; each is available while the daemon is (the last
+//! will) and, but for the connectivity sensor and the picture, while its camera is up
+//! (`availability_mode: all`).
 
 use serde_json::{json, Value};
 
@@ -188,6 +189,17 @@ pub(super) fn messages(s: &MqttSettings, cameras: &Cameras) -> Vec<Message> {
                 );
             }
         }
+        // The last event's picture, raw JPEG bytes (no `image_encoding`): still worth
+        // seeing while the camera is down, so available whenever the daemon is.
+        entity(
+            "camera",
+            "event_picture",
+            json!({
+                "name": "Event picture",
+                "topic": topic("picture"),
+                "availability": [daemon],
+            }),
+        );
     }
     out
 }
@@ -238,10 +250,26 @@ mod tests {
                 "homeassistant/sensor/b7/front_door_fps/config",
                 "homeassistant/sensor/b7/front_door_sharpness/config",
                 "homeassistant/sensor/b7/front_door_light_ratio/config",
+                "homeassistant/camera/b7/front_door_event_picture/config",
                 "homeassistant/binary_sensor/b7/yard_connectivity/config",
                 "homeassistant/sensor/b7/yard_fps/config",
+                "homeassistant/camera/b7/yard_event_picture/config",
             ]
         );
+        let (_, picture) = &all[11];
+        assert_eq!(
+            (
+                &picture["topic"],
+                &picture["availability"],
+                &picture["name"]
+            ),
+            (
+                &json!("edgesight/b7/front.door/picture"),
+                &json!([{ "topic": "edgesight/b7/availability" }]),
+                &json!("Event picture")
+            )
+        );
+        assert!(picture.get("image_encoding").is_none(), "raw JPEG bytes");
         let (_, covered) = &all[3];
         assert_eq!(
             covered,

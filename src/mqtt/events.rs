@@ -23,6 +23,13 @@ struct Open {
     started: SystemTime,
 }
 
+/// One round's event messages of a camera, and whether one of them began an event (the
+/// camera's picture is then wanted).
+pub(super) struct Round {
+    pub messages: Vec<Message>,
+    pub began: bool,
+}
+
 /// The events open and what each camera was last seen doing.
 #[derive(Default)]
 pub(super) struct Events {
@@ -42,8 +49,9 @@ impl Events {
     }
 
     /// The event messages that `seen` at `now` makes.
-    pub fn changes(&mut self, seen: &Observed, now: SystemTime) -> Vec<Message> {
+    pub fn changes(&mut self, seen: &Observed, now: SystemTime) -> Round {
         let mut out = Vec::new();
+        let mut began = false;
         let topic = format!("{}/{}/events", self.prefix, seen.camera);
         let health = measures_of_health(seen.health.as_ref());
         let on: Vec<(String, Option<String>, Value)> = seen
@@ -101,6 +109,7 @@ impl Events {
                 None,
                 measures,
             ));
+            began = true;
             open.push(Open {
                 kind,
                 region,
@@ -122,6 +131,7 @@ impl Events {
                     json!({ "away_seconds": round(away.as_secs_f64(), 1) }),
                 ));
                 self.down_since.insert(seen.camera.clone(), None);
+                began = true;
             }
             (Some(None), false) => {
                 self.down_since.insert(seen.camera.clone(), Some(now));
@@ -131,7 +141,10 @@ impl Events {
             }
             _ => {}
         }
-        out
+        Round {
+            messages: out,
+            began,
+        }
     }
 }
 
@@ -242,7 +255,8 @@ mod tests {
         }
     }
 
-    fn payloads(messages: &[Message]) -> Vec<Value> {
+    fn payloads(round: &Round) -> Vec<Value> {
+        let messages = &round.messages;
         assert!(messages
             .iter()
             .all(|m| m.topic == "es/b7/front/events" && !m.retain));
@@ -255,12 +269,14 @@ mod tests {
     #[test]
     fn each_event_begins_once_and_ends_with_its_start() {
         let mut events = Events::new("es/b7");
-        assert!(events.changes(&seen(), at(100)).is_empty());
+        assert!(events.changes(&seen(), at(100)).messages.is_empty());
         let mut s = seen();
         s.motion[0] = ("door".into(), true, 0.41234);
         s.tamper[1].1 = true;
+        let began = events.changes(&s, at(101));
+        assert!(began.began);
         assert_eq!(
-            payloads(&events.changes(&s, at(101))),
+            payloads(&began),
             [
                 json!({"camera": "front", "kind": "tamper_frozen", "started":
                     "1970-01-01T00:01:41.000Z", "ended": null, "measures": {
@@ -272,10 +288,12 @@ mod tests {
             ]
         );
         // Still on: nothing more.
-        assert!(events.changes(&s, at(102)).is_empty());
+        assert!(events.changes(&s, at(102)).messages.is_empty());
         s.motion[0] = ("door".into(), false, 0.01);
+        let ended = events.changes(&s, at(103));
+        assert!(!ended.began);
         assert_eq!(
-            payloads(&events.changes(&s, at(103))),
+            payloads(&ended),
             [
                 json!({"camera": "front", "kind": "motion", "region": "door", "started":
                     "1970-01-01T00:01:41.000Z", "ended": "1970-01-01T00:01:43.000Z",
@@ -303,19 +321,21 @@ mod tests {
         let mut s = seen();
         // Down from the start, then up: it arrived, it did not come back.
         s.state = "waiting_for_device";
-        assert!(events.changes(&s, at(10)).is_empty());
+        assert!(events.changes(&s, at(10)).messages.is_empty());
         s.state = "up";
-        assert!(events.changes(&s, at(11)).is_empty());
+        assert!(events.changes(&s, at(11)).messages.is_empty());
         s.state = "restarting";
-        assert!(events.changes(&s, at(20)).is_empty());
-        assert!(events.changes(&s, at(21)).is_empty());
+        assert!(events.changes(&s, at(20)).messages.is_empty());
+        assert!(events.changes(&s, at(21)).messages.is_empty());
         s.state = "up";
+        let back = events.changes(&s, at(27));
+        assert!(back.began);
         assert_eq!(
-            payloads(&events.changes(&s, at(27))),
+            payloads(&back),
             [json!({"camera": "front", "kind": "camera_back",
                 "started": "1970-01-01T00:00:27.000Z", "ended": "1970-01-01T00:00:27.000Z",
                 "measures": {"away_seconds": 7.0}})]
         );
-        assert!(events.changes(&s, at(28)).is_empty());
+        assert!(events.changes(&s, at(28)).messages.is_empty());
     }
 }

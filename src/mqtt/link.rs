@@ -17,6 +17,7 @@ use tokio::task::JoinHandle;
 use super::discovery::{self, Cameras};
 use super::events::Events;
 use super::outbox::{Message, Outbox};
+use super::pictures;
 use super::states::{Observed, States};
 use super::MqttSettings;
 use crate::metrics::Metrics;
@@ -262,6 +263,12 @@ async fn publish(
     let mut outbox = Outbox::new(OUTBOX);
     let mut states = States::new(&settings.topic_prefix);
     let mut events = Events::new(&settings.topic_prefix);
+    // Each camera's event picture: asked for, or waiting for the broker, or last sent
+    // (sent again at each connection: it is retained, and a broker may have lost it).
+    let (picture_tx, mut picture_rx) = mpsc::unbounded_channel::<(usize, Option<Vec<u8>>)>();
+    let mut asked = vec![false; views.len()];
+    let mut pictures: Vec<Option<Vec<u8>>> = vec![None; views.len()];
+    let mut sent_pictures: Vec<Option<Vec<u8>>> = vec![None; views.len()];
     let mut connected = false;
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -285,6 +292,11 @@ async fn publish(
                     }
                     // A broker that restarted has lost the retained states: all again.
                     states.forget();
+                    for (waiting, sent) in pictures.iter_mut().zip(&sent_pictures) {
+                        if waiting.is_none() {
+                            waiting.clone_from(sent);
+                        }
+                    }
                 }
                 Link::Down => connected = false,
                 Link::Birth => {
@@ -295,12 +307,28 @@ async fn publish(
                     }
                 }
             },
+            Some((i, picture)) = picture_rx.recv() => {
+                asked[i] = false;
+                if picture.is_some() {
+                    pictures[i] = picture;
+                }
+            }
             _ = tick.tick() => {
                 let (now, clock) = (Instant::now(), SystemTime::now());
-                for view in views.iter() {
+                for (i, view) in views.iter().enumerate() {
                     let seen = Observed::of(view);
                     let changes = states.changes(&seen, now);
-                    for m in changes.into_iter().chain(events.changes(&seen, clock)) {
+                    let round = events.changes(&seen, clock);
+                    if round.began && !asked[i] {
+                        if let Some(answer) = view.next_pictures() {
+                            asked[i] = true;
+                            let (tx, name) = (picture_tx.clone(), view.name.clone());
+                            tokio::spawn(async move {
+                                let _ = tx.send((i, pictures::take(name, answer).await));
+                            });
+                        }
+                    }
+                    for m in changes.into_iter().chain(round.messages) {
                         if outbox.push(m).is_some() {
                             metrics.dropped.inc();
                         }
@@ -318,6 +346,15 @@ async fn publish(
                     outbox.put_back(m);
                     break;
                 }
+            }
+            for (i, waiting) in pictures.iter_mut().enumerate() {
+                let Some(jpeg) = waiting.take() else { continue };
+                let topic = format!("{}/{}/picture", settings.topic_prefix, views[i].name);
+                if client.try_publish(topic, qos, true, jpeg.clone()).is_err() {
+                    *waiting = Some(jpeg);
+                    break;
+                }
+                sent_pictures[i] = Some(jpeg);
             }
         }
     }

@@ -9,7 +9,8 @@
 //! The rooms: `tls` builds the client's TLS config (`check-config` builds it too),
 //! `outbox` is the bounded queue messages wait in while the broker is away, `states`
 //! turns what the cameras hand the server into the retained state topics, `events` into
-//! the JSON events that begin and end, `discovery`
+//! the JSON events that begin and end, `pictures` takes and encodes each event's
+//! picture, `discovery`
 //! makes Home Assistant's device and entity configs, and `link`
 //! is the task on the daemon's tokio runtime that connects, backs off and publishes.
 //! Nothing here is ever waited for by a camera thread: the task reads the same
@@ -19,6 +20,7 @@ mod discovery;
 mod events;
 mod link;
 mod outbox;
+mod pictures;
 mod states;
 pub(crate) mod tls;
 
@@ -27,6 +29,7 @@ use std::time::Duration;
 
 pub use discovery::Cameras;
 pub use link::{start, MqttMetrics};
+pub use pictures::PICTURE_QUALITY;
 
 /// `[mqtt]`, checked.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -59,6 +59,14 @@ impl CameraView {
         CameraView { status, ..self }
     }
 
+    /// The pictures of the camera's next frame, read back by the camera thread between
+    /// frames as a snapshot is; `None` when the camera thread is not running.
+    pub fn next_pictures(
+        &self,
+    ) -> Option<tokio::sync::oneshot::Receiver<Arc<crate::mailbox::Snapshot>>> {
+        self.pictures.next_frame()
+    }
+
     pub fn latest(&self) -> Option<Arc<Latest>> {
         self.latest.borrow().clone()
     }

@@ -261,6 +261,14 @@ impl Pictures {
 
     /// Asks the camera for the pictures of its next frame; the answer (or the lack of
     /// one within [`WAIT`]) becomes the cache's last read-back.
+    /// Asks the camera for the pictures of its next frame, for a reader other than the
+    /// routes (an event's picture); `None` when the camera thread is not running.
+    pub(super) fn next_frame(&self) -> Option<oneshot::Receiver<Arc<Snapshot>>> {
+        let (reply, answer) = oneshot::channel();
+        lock(&self.requests).send(reply).ok()?;
+        Some(answer)
+    }
+
     fn ask(&self) -> Result<watch::Receiver<Outcome>, NoPicture> {
         let (reply, answer) = oneshot::channel();
         let sent = lock(&self.requests).send(reply).is_ok();

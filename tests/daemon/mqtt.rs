@@ -116,10 +116,10 @@ impl Subscriber {
         Subscriber { child, out }
     }
 
-    /// The messages received so far, in order.
+    /// The messages received so far, in order (an event's picture, binary, makes lines
+    /// of no topic of ours).
     fn messages(&self) -> Vec<(String, String)> {
-        std::fs::read_to_string(&self.out)
-            .unwrap_or_default()
+        String::from_utf8_lossy(&std::fs::read(&self.out).unwrap_or_default())
             .lines()
             .filter_map(|l| l.split_once(' '))
             .map(|(t, p)| (t.to_string(), p.to_string()))
@@ -271,12 +271,13 @@ fn mqtt_states_follow_the_cameras_and_the_last_will_says_offline() {
 /// Every discovery config holds what Home Assistant's MQTT integration requires of its
 /// component, and reads a state topic the daemon publishes.
 fn assert_discovery(ha: &Subscriber, states: &Subscriber) {
-    // Three cameras with health (7 binary sensors, 3 sensors each) and front's 2 regions.
-    let configs = wait_until("32 discovery configs", Duration::from_secs(10), || {
+    // Three cameras with health (7 binary sensors, 3 sensors and the event picture's
+    // camera each) and front's 2 regions.
+    let configs = wait_until("35 discovery configs", Duration::from_secs(10), || {
         let all = ha.messages();
-        (all.len() >= 32).then_some(all)
+        (all.len() >= 35).then_some(all)
     });
-    assert_eq!(configs.len(), 32, "{configs:?}");
+    assert_eq!(configs.len(), 35, "{configs:?}");
     let mut unique = std::collections::HashSet::new();
     let published: std::collections::HashSet<String> =
         states.messages().into_iter().map(|(t, _)| t).collect();
@@ -287,7 +288,13 @@ fn assert_discovery(ha: &Subscriber, states: &Subscriber) {
             topic.starts_with("homeassistant/") && topic.ends_with("/config"),
             "{topic}"
         );
-        let state = c["state_topic"].as_str().expect("state_topic, required");
+        // A camera reads its pictures from `topic`; the others their states.
+        let read = if component == "camera" {
+            "topic"
+        } else {
+            "state_topic"
+        };
+        let state = c[read].as_str().expect("state_topic or topic, required");
         assert!(state.starts_with("edgesight/b7/"), "{topic}: {c}");
         assert!(unique.insert(c["unique_id"].as_str().expect("unique_id").to_string()));
         assert!(c["name"].is_string(), "{topic}: {c}");
@@ -308,10 +315,18 @@ fn assert_discovery(ha: &Subscriber, states: &Subscriber) {
                 assert!(c["unit_of_measurement"].is_string(), "{c}");
                 assert_eq!(c["state_class"], "measurement", "{c}");
             }
+            "camera" => {
+                assert!(state.ends_with("/picture"), "{c}");
+                assert!(c.get("image_encoding").is_none(), "raw JPEG bytes: {c}");
+            }
             other => panic!("{other}: no such component here"),
         }
-        // What a camera up and learned publishes is there already.
-        if state.starts_with("edgesight/b7/front/") && !state.ends_with("/sharpness") {
+        // What a camera up and learned publishes is there already (a picture once an
+        // event began).
+        if state.starts_with("edgesight/b7/front/")
+            && !state.ends_with("/sharpness")
+            && component != "camera"
+        {
             assert!(published.contains(state), "{state} is not published");
         }
     }
@@ -615,6 +630,37 @@ fn utc_now() -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
+/// The retained picture of `camera` (waited for up to 30 s), decoded: its size and luma.
+fn decoded_picture(broker: &Broker, camera: &str) -> (edgesight::frame::Size, Vec<u8>) {
+    let out = run_tool_ok(
+        Command::new("mosquitto_sub")
+            .args(["-h", "127.0.0.1", "-p", &broker.port.to_string()])
+            .args(["-u", USER, "-P", PASSWORD])
+            .args(["-t", &format!("edgesight/b7/{camera}/picture")])
+            // One message, its payload in hex (it is binary).
+            .args(["-C", "1", "-W", "30", "-F", "%x"]),
+        None,
+    );
+    let hex = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let jpeg: Vec<u8> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
+        .collect();
+    let mut decoder = edgesight::jpeg::LumaDecoder::new().expect("libturbojpeg");
+    let size = decoder.size(&jpeg).expect("a JPEG");
+    let mut luma = vec![0; (size.width * size.height) as usize];
+    decoder
+        .decode(
+            &jpeg,
+            size,
+            edgesight::jpeg::Scale::Full,
+            &mut luma,
+            size.width as usize,
+        )
+        .expect("a whole JPEG");
+    (size, luma)
+}
+
 /// The JSON events of `camera` received so far.
 fn events(sub: &Subscriber, camera: &str) -> Vec<serde_json::Value> {
     sub.payloads(&format!("edgesight/b7/{camera}/events"))
@@ -687,6 +733,24 @@ fn mqtt_events_begun_while_the_broker_is_away_arrive_then_end() {
         .is_some_and(|s| s < back.as_str()));
     let unchanged = frozen["measures"]["unchanged_seconds"].as_f64();
     assert!(unchanged.is_some_and(|s| s > 0.0), "{frozen}");
+    // Each event's picture, taken while the broker was away, is retained once it is back:
+    // the replay's is its one image, within JPEG's error at the quality chosen.
+    let (size, still) = decoded_picture(&broker, "still");
+    assert_eq!((size.width, size.height), (64, 48));
+    let source = textured_pgm(64, 48);
+    let source = &source[source.len() - 64 * 48..];
+    let diffs: Vec<u8> = still
+        .iter()
+        .zip(source)
+        .map(|(a, b)| a.abs_diff(*b))
+        .collect();
+    let mean = diffs.iter().map(|&d| f64::from(d)).sum::<f64>() / diffs.len() as f64;
+    let max = diffs.iter().max().copied();
+    // The image alternates 20 levels pixel by pixel, the worst case for JPEG: measured
+    // a mean of 4.4 levels, at most 16.
+    assert!(mean <= 6.0 && max <= Some(24), "mean {mean}, max {max:?}");
+    let (size, _) = decoded_picture(&broker, "front");
+    assert_eq!((size.width, size.height), (320, 240));
     // Motion turned off by a reload: the lane's event ends, with its start.
     let path = dir.join("edgesight.toml");
     std::fs::write(
