@@ -80,6 +80,7 @@ pub(super) fn merge(
         web,
         metrics,
         mqtt,
+        events,
         cameras,
     } = from;
     take(&mut into.log.level, log.level, "log.level", &mut set);
@@ -130,6 +131,16 @@ pub(super) fn merge(
     if let Some(mqtt) = mqtt {
         merge_mqtt(&mut into.mqtt, mqtt, &mut set);
     }
+    let EventsConfig {
+        dir,
+        max_files,
+        max_age_days,
+    } = events;
+    let e = &mut into.events;
+    take_some(&mut e.dir, dir, "events.dir", &mut set);
+    take_some(&mut e.max_files, max_files, "events.max_files", &mut set);
+    let key = "events.max_age_days";
+    take_some(&mut e.max_age_days, max_age_days, key, &mut set);
 
     let mut named = HashSet::new();
     for camera in cameras {

@@ -17,6 +17,7 @@
 mod check;
 mod dropin;
 mod env;
+mod events;
 mod glob;
 mod mqtt;
 mod print;

@@ -24,7 +24,27 @@ struct Printed<'a> {
     metrics: Metrics,
     #[serde(skip_serializing_if = "Option::is_none")]
     mqtt: Option<Mqtt<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    events: Option<Events>,
     camera: Vec<Camera>,
+}
+
+/// `[events]`, its limits filled in.
+#[derive(Serialize)]
+struct Events {
+    dir: String,
+    max_files: usize,
+    max_age_days: u64,
+}
+
+impl Events {
+    fn of(e: &crate::mqtt::EventsSettings) -> Events {
+        Events {
+            dir: e.dir.display().to_string(),
+            max_files: e.max_files,
+            max_age_days: e.max_age.as_secs() / 86_400,
+        }
+    }
 }
 
 /// `[mqtt]`: every key, the defaults filled in, so that what is printed is what runs.
@@ -292,6 +312,7 @@ impl Settings {
                 tier: self.metrics_tier.name(),
             },
             mqtt: self.mqtt.as_ref().map(Mqtt::of),
+            events: self.events.as_ref().map(Events::of),
             camera: self.cameras.iter().map(Camera::of).collect(),
         };
         // Every field is a string, number, bool, map or table of them: nothing here can

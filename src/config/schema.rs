@@ -39,6 +39,7 @@ pub(crate) struct FileConfig {
     pub metrics: MetricsConfig,
     /// Absent: nothing is published to MQTT.
     pub mqtt: Option<Spanned<MqttConfig>>,
+    pub events: EventsConfig,
     #[serde(rename = "camera")]
     pub cameras: Vec<Spanned<CameraConfig>>,
 }
@@ -208,6 +209,15 @@ pub(crate) struct MqttConfig {
     pub keepalive_seconds: Option<Spanned<i64>>,
 }
 
+/// `[events]`: where each event's picture and JSON are kept; nothing without `dir`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct EventsConfig {
+    pub dir: Option<Spanned<PathBuf>>,
+    pub max_files: Option<Spanned<i64>>,
+    pub max_age_days: Option<Spanned<i64>>,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CameraConfig {
@@ -287,6 +297,8 @@ pub struct Settings {
     pub metrics_tier: crate::metrics::Tier,
     /// `[mqtt]`; `None` when absent.
     pub mqtt: Option<MqttSettings>,
+    /// `[events] dir` and its limits; `None` when no directory is given.
+    pub events: Option<crate::mqtt::EventsSettings>,
     pub cameras: Vec<CameraSettings>,
 }
 

@@ -134,7 +134,7 @@ fn reload_tls(tls: &TlsIdentity) {
 }
 
 /// Says which changes of `new` take a restart: `[web]` but its users, the log's format
-/// `[metrics]` and `[mqtt]` are fixed when the server, the log and the cameras' metrics are made.
+/// `[metrics]`, `[mqtt]` and `[events]` are fixed when the server, the log and the cameras' metrics are made.
 fn restart_only(current: &Settings, new: &Settings) {
     let web = WebSettings {
         users: current.web.users.clone(),
@@ -152,6 +152,7 @@ fn restart_only(current: &Settings, new: &Settings) {
             "[metrics] changes",
         ),
         (new.mqtt != current.mqtt, "[mqtt] changes"),
+        (new.events != current.events, "[events] changes"),
     ] {
         if changed {
             tracing::warn!("SIGHUP: {what} take a restart; keeping the running ones");

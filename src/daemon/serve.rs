@@ -53,7 +53,15 @@ pub(super) async fn serve(
     let mqtt = settings.mqtt.clone().map(|m| {
         let families = crate::mqtt::MqttMetrics::new(metrics);
         let cameras = crate::mqtt::Cameras::of(settings, &m.board);
-        crate::mqtt::start(m, Arc::clone(&views), cameras, families, shutdown_rx)
+        let events = settings.events.clone();
+        crate::mqtt::start(
+            m,
+            events,
+            Arc::clone(&views),
+            cameras,
+            families,
+            shutdown_rx,
+        )
     });
 
     tracing::info!(listen = %bound, "serving");

@@ -23,11 +23,13 @@ struct Open {
     started: SystemTime,
 }
 
-/// One round's event messages of a camera, and whether one of them began an event (the
-/// camera's picture is then wanted).
+/// One round's event messages of a camera, the stem of each one's files in
+/// `[events] dir`, and the stems of the events that began (the camera's picture is then
+/// wanted for them).
 pub(super) struct Round {
     pub messages: Vec<Message>,
-    pub began: bool,
+    pub stems: Vec<String>,
+    pub began: Vec<String>,
 }
 
 /// The events open and what each camera was last seen doing.
@@ -51,7 +53,7 @@ impl Events {
     /// The event messages that `seen` at `now` makes.
     pub fn changes(&mut self, seen: &Observed, now: SystemTime) -> Round {
         let mut out = Vec::new();
-        let mut began = false;
+        let mut began = Vec::new();
         let topic = format!("{}/{}/events", self.prefix, seen.camera);
         let health = measures_of_health(seen.health.as_ref());
         let on: Vec<(String, Option<String>, Value)> = seen
@@ -100,7 +102,7 @@ impl Events {
             if open.iter().any(|o| o.kind == kind && o.region == region) {
                 continue;
             }
-            out.push(message(
+            let (m, stem) = message(
                 &topic,
                 &seen.camera,
                 &kind,
@@ -108,8 +110,9 @@ impl Events {
                 now,
                 None,
                 measures,
-            ));
-            began = true;
+            );
+            began.push(stem.clone());
+            out.push((m, stem));
             open.push(Open {
                 kind,
                 region,
@@ -121,7 +124,7 @@ impl Events {
             // Back: up again after it had been up, then down.
             (Some(Some(since)), true) => {
                 let away = now.duration_since(*since).unwrap_or(Duration::ZERO);
-                out.push(message(
+                let (m, stem) = message(
                     &topic,
                     &seen.camera,
                     "camera_back",
@@ -129,9 +132,10 @@ impl Events {
                     now,
                     Some(now),
                     json!({ "away_seconds": round(away.as_secs_f64(), 1) }),
-                ));
+                );
+                began.push(stem.clone());
+                out.push((m, stem));
                 self.down_since.insert(seen.camera.clone(), None);
-                began = true;
             }
             (Some(None), false) => {
                 self.down_since.insert(seen.camera.clone(), Some(now));
@@ -141,8 +145,10 @@ impl Events {
             }
             _ => {}
         }
+        let (messages, stems) = out.into_iter().unzip();
         Round {
-            messages: out,
+            messages,
+            stems,
             began,
         }
     }
@@ -156,7 +162,7 @@ fn message(
     started: SystemTime,
     ended: Option<SystemTime>,
     measures: Value,
-) -> Message {
+) -> (Message, String) {
     let mut event = json!({
         "camera": camera,
         "kind": kind,
@@ -167,7 +173,8 @@ fn message(
     if let Some(region) = region {
         event["region"] = region.into();
     }
-    Message::event(topic.to_string(), event.to_string())
+    let stem = super::store::stem(&rfc3339(started), kind, region);
+    (Message::event(topic.to_string(), event.to_string()), stem)
 }
 
 /// The health detectors' measures, as `/api/v1/latest` names them.
@@ -274,7 +281,14 @@ mod tests {
         s.motion[0] = ("door".into(), true, 0.41234);
         s.tamper[1].1 = true;
         let began = events.changes(&s, at(101));
-        assert!(began.began);
+        assert_eq!(
+            began.began,
+            [
+                "19700101T000141.000Z-tamper_frozen",
+                "19700101T000141.000Z-motion-door"
+            ]
+        );
+        assert_eq!(began.stems, began.began);
         assert_eq!(
             payloads(&began),
             [
@@ -291,7 +305,8 @@ mod tests {
         assert!(events.changes(&s, at(102)).messages.is_empty());
         s.motion[0] = ("door".into(), false, 0.01);
         let ended = events.changes(&s, at(103));
-        assert!(!ended.began);
+        assert!(ended.began.is_empty());
+        assert_eq!(ended.stems, ["19700101T000141.000Z-motion-door"]);
         assert_eq!(
             payloads(&ended),
             [
@@ -329,7 +344,7 @@ mod tests {
         assert!(events.changes(&s, at(21)).messages.is_empty());
         s.state = "up";
         let back = events.changes(&s, at(27));
-        assert!(back.began);
+        assert_eq!(back.began, ["19700101T000027.000Z-camera_back"]);
         assert_eq!(
             payloads(&back),
             [json!({"camera": "front", "kind": "camera_back",

@@ -19,6 +19,7 @@ use super::events::Events;
 use super::outbox::{Message, Outbox};
 use super::pictures;
 use super::states::{Observed, States};
+use super::store::{self, EventsSettings, Job};
 use super::MqttSettings;
 use crate::metrics::Metrics;
 use crate::server::CameraView;
@@ -83,6 +84,7 @@ enum Link {
 /// `shutdown` turns true; the task ends after saying `offline`. Call within the runtime.
 pub fn start(
     settings: MqttSettings,
+    events: Option<EventsSettings>,
     views: Arc<Vec<CameraView>>,
     cameras: Cameras,
     metrics: MqttMetrics,
@@ -97,8 +99,10 @@ pub fn start(
         link_tx,
         shutdown.clone(),
     ));
+    // The writer's first pruning happens at start, whatever the broker does.
+    let store = events.map(store::start);
     tokio::spawn(publish(
-        client, driver, settings, views, cameras, metrics, link_rx, shutdown,
+        client, driver, settings, store, views, cameras, metrics, link_rx, shutdown,
     ))
 }
 
@@ -253,6 +257,7 @@ async fn publish(
     client: AsyncClient,
     driver: JoinHandle<()>,
     settings: MqttSettings,
+    store: Option<std::sync::mpsc::Sender<Job>>,
     views: Arc<Vec<CameraView>>,
     cameras: Cameras,
     metrics: MqttMetrics,
@@ -265,7 +270,9 @@ async fn publish(
     let mut events = Events::new(&settings.topic_prefix);
     // Each camera's event picture: asked for, or waiting for the broker, or last sent
     // (sent again at each connection: it is retained, and a broker may have lost it).
-    let (picture_tx, mut picture_rx) = mpsc::unbounded_channel::<(usize, Option<Vec<u8>>)>();
+    // With the stems of the events it is the picture of, for `[events] dir`.
+    let (picture_tx, mut picture_rx) =
+        mpsc::unbounded_channel::<(usize, Vec<String>, Option<Vec<u8>>)>();
     let mut asked = vec![false; views.len()];
     let mut pictures: Vec<Option<Vec<u8>>> = vec![None; views.len()];
     let mut sent_pictures: Vec<Option<Vec<u8>>> = vec![None; views.len()];
@@ -307,8 +314,15 @@ async fn publish(
                     }
                 }
             },
-            Some((i, picture)) = picture_rx.recv() => {
+            Some((i, stems, picture)) = picture_rx.recv() => {
                 asked[i] = false;
+                if let (Some(store), Some(jpeg)) = (&store, &picture) {
+                    let _ = store.send(Job::Picture {
+                        camera: views[i].name.clone(),
+                        stems,
+                        jpeg: jpeg.clone(),
+                    });
+                }
                 if picture.is_some() {
                     pictures[i] = picture;
                 }
@@ -319,12 +333,22 @@ async fn publish(
                     let seen = Observed::of(view);
                     let changes = states.changes(&seen, now);
                     let round = events.changes(&seen, clock);
-                    if round.began && !asked[i] {
+                    if !round.began.is_empty() && !asked[i] {
                         if let Some(answer) = view.next_pictures() {
                             asked[i] = true;
                             let (tx, name) = (picture_tx.clone(), view.name.clone());
+                            let stems = round.began.clone();
                             tokio::spawn(async move {
-                                let _ = tx.send((i, pictures::take(name, answer).await));
+                                let _ = tx.send((i, stems, pictures::take(name, answer).await));
+                            });
+                        }
+                    }
+                    if let Some(store) = &store {
+                        for (m, stem) in round.messages.iter().zip(&round.stems) {
+                            let _ = store.send(Job::Json {
+                                camera: view.name.clone(),
+                                stem: stem.clone(),
+                                json: m.payload.clone(),
                             });
                         }
                     }

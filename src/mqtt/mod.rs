@@ -10,7 +10,7 @@
 //! `outbox` is the bounded queue messages wait in while the broker is away, `states`
 //! turns what the cameras hand the server into the retained state topics, `events` into
 //! the JSON events that begin and end, `pictures` takes and encodes each event's
-//! picture, `discovery`
+//! picture, `store` keeps them in `[events] dir`, `discovery`
 //! makes Home Assistant's device and entity configs, and `link`
 //! is the task on the daemon's tokio runtime that connects, backs off and publishes.
 //! Nothing here is ever waited for by a camera thread: the task reads the same
@@ -22,6 +22,7 @@ mod link;
 mod outbox;
 mod pictures;
 mod states;
+mod store;
 pub(crate) mod tls;
 
 use std::path::PathBuf;
@@ -30,6 +31,7 @@ use std::time::Duration;
 pub use discovery::Cameras;
 pub use link::{start, MqttMetrics};
 pub use pictures::PICTURE_QUALITY;
+pub use store::{EventsSettings, DEFAULT_MAX_AGE_DAYS, DEFAULT_MAX_FILES};
 
 /// `[mqtt]`, checked.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -465,6 +465,15 @@ fn mqtt_check_config_refuses_a_bad_table_at_its_key() {
         &format!("{front}[mqtt]\nurl = \"mqtt//h\"\n"),
         ":10:7: mqtt.url: 'mqtt//h': not an mqtt:// or mqtts:// URL",
     );
+    assert_refused(
+        &dir,
+        "events",
+        &format!(
+            "{front}[mqtt]\nurl = \"mqtt://127.0.0.1:1\"\nboard = \"b\"\n[events]\n\
+             dir = \"/var/e\"\nmax_files = 0\n"
+        ),
+        ":14:13: events.max_files: 0 is not from 1 to 1000000",
+    );
 }
 
 /// Runs openssl in `dir`.
@@ -781,4 +790,96 @@ fn mqtt_events_begun_while_the_broker_is_away_arrive_then_end() {
         ),
         Some(0.0)
     );
+}
+
+/// `[events] dir` with `max_files = 2`: after three motion events (motion turned off and
+/// on again by reloads), the camera's directory holds the two newest events' JSON (as
+/// last published) and pictures, and nothing of the first.
+#[test]
+fn mqtt_events_dir_keeps_the_newest_pairs() {
+    let dir = tmp_dir("daemon-mqtt-events-dir");
+    let broker = Broker::start(&dir);
+    let sub = Subscriber::on(&broker, "events-dir", "edgesight/b7/+/events");
+    let kept = dir.join("kept");
+    let config = |motion: &str| {
+        format!(
+            "{}[events]\ndir = \"{}\"\nmax_files = 2\n{}[camera.health]\nlearning_seconds = 0.5\n\
+             [camera.motion]\n{motion}",
+            mqtt_table(&dir, &broker, PASSWORD),
+            kept.display(),
+            camera("front", "320x240", &[("lane", 0, 160, 320, 32)], 64),
+        )
+    };
+    let d = Daemon::start(&dir, &config("min_seconds = 0.2\n"));
+    let path = dir.join("edgesight.toml");
+    let limit = Duration::from_secs(60);
+    let lane = |ended: bool| {
+        events(&sub, "front")
+            .into_iter()
+            .filter(|e| e["region"] == "lane" && e["ended"].is_null() != ended)
+            .count()
+    };
+    for round in 1..=3 {
+        wait_until(&format!("the lane's event {round}"), limit, || {
+            (lane(false) == round).then_some(())
+        });
+        if round == 3 {
+            break;
+        }
+        std::fs::write(&path, config("enabled = false\n")).expect("write");
+        d.signal(libc::SIGHUP);
+        wait_until(&format!("the lane's event {round} to end"), limit, || {
+            (lane(true) == round).then_some(())
+        });
+        std::fs::write(&path, config("min_seconds = 0.2\n")).expect("write");
+        d.signal(libc::SIGHUP);
+    }
+    let all = events(&sub, "front");
+    let stem = |e: &serde_json::Value| {
+        let started = e["started"]
+            .as_str()
+            .expect("started")
+            .replace([':', '-'], "");
+        format!("{started}-motion-lane")
+    };
+    let begun: Vec<String> = all
+        .iter()
+        .filter(|e| e["ended"].is_null())
+        .map(stem)
+        .collect();
+    let mut want: Vec<String> = begun[1..]
+        .iter()
+        .flat_map(|s| [format!("{s}.jpg"), format!("{s}.json")])
+        .collect();
+    want.sort();
+    let front = kept.join("front");
+    let names = || {
+        let mut names: Vec<String> = std::fs::read_dir(&front)
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    };
+    wait_until("the two newest pairs", Duration::from_secs(20), || {
+        (names() == want).then_some(())
+    });
+    // Each JSON file is its event's last message: the second ended, the third not yet.
+    let read = |name: &str| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(front.join(name)).expect("read")).expect("JSON")
+    };
+    let second = all
+        .iter()
+        .rfind(|e| stem(e) == begun[1])
+        .expect("the second");
+    assert_eq!(&read(&format!("{}.json", begun[1])), second);
+    assert!(!second["ended"].is_null(), "{second}");
+    assert!(read(&format!("{}.json", begun[2]))["ended"].is_null());
+    let jpeg = std::fs::read(front.join(format!("{}.jpg", begun[2]))).expect("picture");
+    let mut decoder = edgesight::jpeg::LumaDecoder::new().expect("libturbojpeg");
+    let size = decoder.size(&jpeg).expect("a JPEG");
+    assert_eq!((size.width, size.height), (320, 240));
 }
