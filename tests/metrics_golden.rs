@@ -9,6 +9,10 @@
 //! The alert rules and the dashboard in `deploy/` are checked to use only families the
 //! default tier's fixture has.
 //!
+//! `docs/src/metrics.md`, the metrics reference, is made from the same text: a family
+//! added, renamed or described anew fails the test until the page is written again
+//! (with the fixtures, by the same variable).
+//!
 //! The process families measure this test process, so their values are set to 0; the
 //! build's version is written as `VERSION`. Everything else is as rendered.
 
@@ -126,6 +130,8 @@ fn rendered(tier: Tier) -> String {
     let cameras = CameraFamilies::new(&metrics, 16);
     let reloads = ReloadMetrics::new(&metrics);
     let http = HttpMetrics::new(&metrics);
+    // Board-level and never set here: each shows as its zero.
+    let _mqtt = edgesight::mqtt::MqttMetrics::new(&metrics);
 
     let front = cameras.camera("front", Some(30.0));
     front.set_device(&device(), edgesight::cl::Timing::Host);
@@ -390,4 +396,99 @@ fn deploy_rules_and_dashboard_use_only_exported_families() {
             );
         }
     }
+}
+
+/// The metrics reference page.
+const REFERENCE: &str = "docs/src/metrics.md";
+
+/// The reference page for the families of both tiers: each family's type, labels, tier
+/// and help, in the order `/metrics` has them.
+fn reference(default: &str, detail: &str) -> String {
+    let mut out = String::from(
+        "# Metrics\n\n\
+         Every family the daemon exports, made from its registry by \
+         `tests/metrics_golden.rs` (do not edit by hand: \
+         `EDGESIGHT_UPDATE_GOLDEN=1 cargo test --test metrics_golden` writes it again).\n\n\
+         `/metrics` serves the default tier; `/metrics?collect[]=detail`, or \
+         `[metrics] tier = \"detail\"` in the config, serves the detail tier: every default \
+         series and the families and labels marked *detail* below. A camera with two \
+         regions has 63 series in the default tier.\n",
+    );
+    let default_families = families(default);
+    for family in families(detail) {
+        let kind = detail
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("# TYPE {family} ")))
+            .expect("a TYPE line");
+        let help = detail
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("# HELP {family} ")))
+            .expect("a HELP line");
+        let labels = |text: &str| -> Vec<String> {
+            let mut names: Vec<String> = Vec::new();
+            for line in text.lines().filter(|l| l.starts_with(family)) {
+                let Some((_, rest)) = line.split_once('{') else {
+                    continue;
+                };
+                let inside = rest.rsplit_once('}').map_or(rest, |(a, _)| a);
+                for pair in inside.split("\",") {
+                    let name = pair.split('=').next().unwrap_or("").trim();
+                    if !name.is_empty()
+                        && name != "le"
+                        && name != "quantile"
+                        && !names.iter().any(|n| n == name)
+                    {
+                        names.push(name.to_string());
+                    }
+                }
+            }
+            names
+        };
+        let all = labels(detail);
+        let tier = if default_families.contains(&family) {
+            let fewer = labels(default);
+            if fewer.len() < all.len() {
+                "default (the detail tier adds labels)"
+            } else {
+                "default"
+            }
+        } else {
+            "*detail*"
+        };
+        let labels = if all.is_empty() {
+            "none".to_string()
+        } else {
+            all.iter()
+                .map(|l| format!("`{l}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        out.push_str(&format!(
+            "\n## `{family}`\n\n{kind}; labels: {labels}; tier: {tier}.\n\n{help}\n"
+        ));
+    }
+    out
+}
+
+#[test]
+fn the_metrics_reference_is_the_registry() {
+    let page = reference(&rendered(Tier::Default), &rendered(Tier::Detail));
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(REFERENCE);
+    if updating() {
+        std::fs::write(&path, &page).expect("writing the metrics reference");
+        return;
+    }
+    let written = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        written == page,
+        "{REFERENCE} is not what the registry exports (a family added, renamed or \
+         described anew): rerun with EDGESIGHT_UPDATE_GOLDEN=1 and review its diff"
+    );
+    // The page names every family and says which tier each is in.
+    for family in families(&rendered(Tier::Detail)) {
+        assert!(page.contains(&format!("## `{family}`")), "{family}");
+    }
+    assert!(page.contains(
+        "## `edgesight_luma_bin_ratio`\n\ngauge; labels: `bin`, `camera`; tier: *detail*."
+    ));
 }
