@@ -46,7 +46,7 @@ DEMO_OUT := target/demo
 DEMO_LISTEN ?= 127.0.0.1:8947
 HEALTH_CHECK ?= --check
 
-.PHONY: demo demo-process test test-fleet test-arm test-rusticl mali-report test-browser bench health-eval health-subset deps-run deps-test build lint unit test-k8s conformance cross package image test-image vm-test vm-systemd clean
+.PHONY: demo demo-process docs test test-fleet test-arm test-rusticl mali-report test-browser bench health-eval health-subset deps-run deps-test build lint unit test-k8s conformance cross package image test-image vm-test vm-systemd clean
 
 demo: deps-run build
 	@mkdir -p $(POCL_CACHE_DIR)
@@ -74,7 +74,7 @@ bench: deps-run build
 # the Rusticl tests, which spend their time in its compiler, run beside them at the lowest
 # priority: the VMs get the CPU they ask for first and Rusticl the rest. Its output is
 # shown when both are done (and kept in target/rusticl/logs/make-test.log).
-test: deps-test lint unit build test-k8s test-fleet health-subset conformance test-browser cross package test-image
+test: deps-test lint docs unit build test-k8s test-fleet health-subset conformance test-browser cross package test-image
 	@mkdir -p target/rusticl/logs
 	@nice -n 19 $(MAKE) --no-print-directory test-rusticl > target/rusticl/logs/make-test.log 2>&1 & \
 	rusticl=$$!; \
@@ -114,6 +114,12 @@ deps-test:
 
 build:
 	$(CARGO) build --release --locked
+
+# The guide as a book (target/book/index.html), and every link in it and in README.md.
+docs:
+	@command -v mdbook >/dev/null || scripts/install-deps.sh docs
+	mdbook build docs
+	python3 scripts/check-links.py target/book README.md
 
 lint:
 	$(CARGO) fmt --all -- --check

@@ -5,7 +5,8 @@
 #                          (linux-libc-dev) for the V4L2 bindings bindgen generates, and
 #                          libjpeg-turbo's TurboJPEG library (libturbojpeg0), loaded at run
 #                          time to decode JPEG files and MJPEG cameras
-#   install-deps.sh test   the above, plus what `make test` uses: cross linkers and libcs,
+#   install-deps.sh docs   the above, plus mdBook (cargo install), which builds docs/
+#   install-deps.sh test   the above, plus mdBook, what `make test` uses: cross linkers and libcs,
 #                          qemu-user for a smoke run of the aarch64 binary, the Rust targets,
 #                          clippy and rustfmt, OpenCV + numpy for the conformance test, Pillow
 #                          for the camera-health sequences (bench/health; pip, from Debian's
@@ -66,6 +67,15 @@ if [ ${#missing[@]} -gt 0 ]; then
     echo "install-deps: installing ${missing[*]}"
     as_root apt-get -o DPkg::Lock::Timeout=300 update -qq
     as_root env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# mdBook builds docs/ (make docs). Not packaged by Debian 12: built from crates.io, without
+# its `serve` and `watch` commands (about 2 minutes on 2 cores).
+if [ "$mode" = test ] || [ "$mode" = docs ]; then
+    if ! cargo install --list | grep -q '^mdbook v0\.5\.4:'; then
+        echo "install-deps: installing mdbook 0.5.4 with cargo"
+        cargo install mdbook --locked --version 0.5.4 --no-default-features --quiet
+    fi
 fi
 
 [ "$mode" = test ] || exit 0

@@ -191,6 +191,12 @@ for arch in "${arches[@]}"; do
 
     doc=$root/usr/share/doc/edgesight
     gzip -9n <README.md >"$doc/README.md.gz"
+    # The guide's pages as Markdown, readable on a board without a browser.
+    install -d "$doc/guide"
+    for page in docs/src/*.md; do
+        [ "$(basename "$page")" = SUMMARY.md ] ||
+            gzip -9n <"$page" >"$doc/guide/$(basename "$page").gz"
+    done
     gzip -9n <$pkgdir/changelog >"$doc/changelog.Debian.gz"
     crate_list "${triple[$arch]}" >"$build/crates-$arch"
     sed -e "/^@CRATES@\$/{r $build/crates-$arch" -e 'd}' $pkgdir/copyright.in >"$doc/copyright"
@@ -202,7 +208,7 @@ for arch in "${arches[@]}"; do
     # first, and a drop-in naming missing files would stop the service from starting.
     install -m 0644 deploy/edgesight.service.d/tls.conf "$doc/examples/edgesight.service.d/"
     # The board's Prometheus agent: an example too, as it needs the centre's address and
-    # the board's identity before it can run (README "Fleet: pushing through a Prometheus
+    # the board's identity before it can run (docs/src/fleet.md, "Pushing through a Prometheus
     # agent").
     install -m 0644 deploy/agent/agent.yml deploy/agent/edgesight-agent.service \
         deploy/agent/edgesight-agent.default "$doc/examples/agent/"

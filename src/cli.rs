@@ -198,7 +198,7 @@ pub(crate) struct CaptureArgs {
     #[arg(long)]
     pub(crate) raw: bool,
     /// Format to ask the camera for: mjpeg or a pixel format (default: the camera's
-    /// current one, or by the README's rule when --size or --fps asks for what it lacks).
+    /// current one, or by the guide's rule when --size or --fps asks for what it lacks).
     #[arg(long)]
     pub(crate) format: Option<CaptureFormat>,
     /// Frame size to ask the camera for, WIDTHxHEIGHT (default: the camera's current one).
@@ -319,7 +319,7 @@ pub(crate) struct ProcessArgs {
     #[arg(long)]
     pub(crate) raw: bool,
     /// Pixel format of a raw INPUT (grey, yuyv, nv12, rggb10p, ...: `edgesight run --help`
-    /// or the README lists them).
+    /// or the guide lists them).
     #[arg(long, requires = "size")]
     pub(crate) format: Option<PixelFormat>,
     /// Size of a raw INPUT, WIDTHxHEIGHT.

@@ -1,6 +1,6 @@
 //! Plain-Rust references of every pipeline stage: the oracle the kernels are tested against.
 //!
-//! Written for clarity, one pixel at a time, straight from the definitions in the README
+//! Written for clarity, one pixel at a time, straight from the definitions in docs/src/kernels.md
 //! (which are OpenCV's where OpenCV defines the operation). Nothing here is fast, and
 //! nothing here may share code with the kernels.
 

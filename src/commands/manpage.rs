@@ -147,6 +147,8 @@ pub(crate) fn manpage(dir: Option<&Path>, date: Option<&str>) -> Result<()> {
         bold("clinfo"),
         roman("(1), "),
         italic("/usr/share/doc/edgesight/README.md.gz"),
+        roman(", the guide in "),
+        italic("/usr/share/doc/edgesight/guide/"),
     ]);
     add(&|w| extra.to_writer(w))?;
     add(&|w| main.render_version_section(w))?;

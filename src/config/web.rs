@@ -237,7 +237,7 @@ pub(super) fn exposure_warnings(web: &WebSettings) -> Vec<String> {
                  that reaches it reads the live motion per region (presence), the tamper \
                  and health states, the status page, error texts with file paths and the \
                  build revision: add basic_auth_users (TLS alone does not say who may \
-                 read) or listen on loopback (README, What the network sees)"
+                 read) or listen on loopback (guide: deploying.md, What the network sees)"
             )
         })
         .collect()

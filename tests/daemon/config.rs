@@ -410,7 +410,7 @@ fn exposed(address: &str) -> String {
          reaches it reads the live motion per region (presence), the tamper and health \
          states, the status page, error texts with file paths and the build revision: add \
          basic_auth_users (TLS alone does not say who may read) or listen on loopback \
-         (README, What the network sees)"
+         (guide: deploying.md, What the network sees)"
     )
 }
 

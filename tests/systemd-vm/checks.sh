@@ -401,7 +401,7 @@ else
 fi
 timing prometheus_up_query "$(since "$t")"
 
-# 7b. The board's Prometheus agent, installed from the package's examples as README says,
+# 7b. The board's Prometheus agent, installed from the package's examples as docs/src/fleet.md says,
 #     runs under its unit's sandbox (a dynamic user, the system-call filter, no
 #     capabilities) and pushes to the Prometheus above: edgesight's series arrive there
 #     with the board's site and board labels.

@@ -1,4 +1,4 @@
-//! Which of a camera's formats to stream when the config names none: the rule the README
+//! Which of a camera's formats to stream when the config names none: the rule docs/src/cameras.md
 //! states, as a function of what the camera offers, so it can be tested without one.
 //!
 //! 1. Only formats edgesight reads count; with a scale other than 1, only JPEG ones (a
