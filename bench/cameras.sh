@@ -17,10 +17,10 @@ bin=${EDGESIGHT:-target/release/edgesight}
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 export POCL_CACHE_DIR=${POCL_CACHE_DIR:-$PWD/target/pocl-cache}
 mkdir -p "$POCL_CACHE_DIR"
-# The two ROIs are the ones the results in BENCHMARKS.md were taken with at 1280x720 and
-# 1920x1080 (a 64x64 corner, a 320x240 block at 100,100); a smaller frame gets them scaled
-# down by one factor, min(W/1280, H/720), so they keep their shape and place and stay inside
-# the frame (each side at least 1) rather than the daemon refusing the config.
+# The two ROIs are the ones the results in BENCHMARKS.md#board-memory were taken with at
+# 1280x720 and 1920x1080 (a 64x64 corner, a 320x240 block at 100,100); a smaller frame gets
+# them scaled down by one factor, min(W/1280, H/720), so they keep their shape and place and
+# stay inside the frame (each side at least 1) rather than the daemon refusing the config.
 [[ $size =~ ^([0-9]+)[xX]([0-9]+)$ ]] || { echo "cameras.sh: size '$size' is not WxH" >&2; exit 2; }
 width=${BASH_REMATCH[1]} height=${BASH_REMATCH[2]}
 if ((width >= 1280 && height >= 720)); then num=1 den=1

@@ -1,7 +1,7 @@
 //! The two JPEG decoders the MJPEG path could use, timed on the same files in one run:
 //! libjpeg-turbo (through edgesight's `jpeg::LumaDecoder`, the one it uses) and zune-jpeg
 //! (pure Rust, with its luma-only output). bench/jpeg_decoders.py runs this beside OpenCV's
-//! `imdecode(IMREAD_GRAYSCALE)` and prints the table for BENCHMARKS.md.
+//! `imdecode(IMREAD_GRAYSCALE)` and prints the table for BENCHMARKS.md#jpeg-decoders.
 //!
 //!     cargo run --release --example jpeg_decoders -- [--runs N] FILE...
 //!

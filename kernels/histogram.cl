@@ -44,8 +44,8 @@
  * equal pixels (any flat area: a dark scene, a saturated sky) would increment one word over
  * and over, each increment waiting for the one before (a store, then a load of the same
  * word); spread over eight words, eight chains run at once: a black frame counts over four
- * times faster with eight than with one, and random bytes as fast with any (BENCHMARKS.md,
- * "CPU Sobel by pairs of bytes, and the histogram's runs"). */
+ * times faster with eight than with one, and random bytes as fast with any
+ * (bench/notes/cpu-sobel-histogram.md#histogram-runs). */
 #define SUBS 8
 #define COUNT(k, v) (bins[((k) % SUBS) * BINS + (v)]++)
 #else

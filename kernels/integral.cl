@@ -124,8 +124,8 @@
 /* The scans along a row of tiles or down the bands (left, top, corner) of CPUs and Mali
  * load this many entries before adding them up: each work-item's chain of dependent loads
  * is what bounds these small passes on a GPU, which has few of them to run (one per row or
- * column), so the more loads in flight the shorter the chain (BENCHMARKS.md, the figures
- * that stood in code comments). */
+ * column), so the more loads in flight the shorter the chain
+ * (bench/notes/round2.md#comment-figures). */
 #define SCAN_BATCH 32
 
 /* running_sum_T: the inclusive running sum of n entries of type T, entry i read at
@@ -298,8 +298,7 @@ tile_row(uint r, uint t, uint y0, uint rows, uint cols, uchar16 inside, TilePref
 /* Tile t of band b (rows of it, from row 16 b): its local prefixes and left for each of
  * its rows (tile_row), and its top row where the band is whole. */
 /* Always inlined: POCL otherwise calls it, with the private arrays and vectors in
- * memory, which slows the CPU pass down (BENCHMARKS.md, the figures that stood in code
- * comments). */
+ * memory, which slows the CPU pass down (bench/notes/round2.md#comment-figures). */
 __attribute__((always_inline)) inline void
 integral_tile(uint t, uint b, uint rows, __global const uchar *luma, uint width, uint height,
               __global const uchar *magnitude, uchar16 et, uchar16 threshold, uint keep_local,
@@ -410,7 +409,7 @@ __kernel void integral_tiles(__global const uchar *luma, uint src_stride, uint w
  * integral_left_rows) and top, as integral_tiles writes them, within the 32 registers a
  * thread may hold on those GPUs before Mesa's Panfrost compiler halves the threads a core
  * runs (integral_tiles' 16-lane accumulators spill hundreds of registers there:
- * BENCHMARKS.md, "Mali's compiler").
+ * bench/notes/mali-compiler.md#mali-decisions).
  * Work size: 2-D, x = work-groups of 4 x `per` work-items, y = a band; a group takes `per`
  * neighbouring tiles of a band, once for each part (the sum, the squared sum, the edges,
  * the foreground: work-items part * per .. part * per + per - 1, so that a warp's
@@ -572,14 +571,14 @@ __kernel void integral_tile_parts(__global const uchar *luma, uint src_stride, u
  *            stores its row of top.
  * Left's entries are stored after the loop, 16 neighbouring work-items on 16 neighbouring
  * entries: stored row by row as column 15 went down, those scattered 4-byte stores among
- * local's, not the barriers, were what the pass waited on (BENCHMARKS.md, "The GPU
- * integral's tile pass in one barrier").
+ * local's, not the barriers, were what the pass waited on
+ * (bench/notes/integral-tile-pass.md#tile-pass-one-barrier).
  */
 
 /* Tiles a work-group takes at most: 128 work-items, and 16 KiB of local memory (a uint2 a
  * pixel). Groups of 16 tiles are no faster at 4K and slower at 1080p, where 120 tiles a
- * band leave the last of 8 groups half idle (BENCHMARKS.md, "The GPU integral's tile pass
- * in one barrier"). */
+ * band leave the last of 8 groups half idle
+ * (bench/notes/integral-tile-pass.md#tile-pass-one-barrier). */
 #define GROUP_TILES 8
 
 /* Where local memory holds pixel (c, r) of the group's tile t: tile after tile, row after
@@ -772,8 +771,8 @@ __kernel void integral_left_rows(uint width, uint height, __global uint *left,
  * one part, and SPLIT_CHUNKS work-items along each, each a run of the line's entries. A
  * line's chain of dependent loads is then its run, not the whole line: a GPU has only a
  * few thousand lines to give work-items (960 to 8640 at 4K), each walking 135 to 240
- * entries, and 8 runs a line did best (BENCHMARKS.md, "The integral's small passes split
- * among work-items").
+ * entries, and 8 runs a line did best
+ * (bench/notes/integral-small-passes.md#small-passes-split).
  */
 #define SPLIT_LINES 32
 #define SPLIT_CHUNKS 8
@@ -818,7 +817,7 @@ SPLIT_SCAN(ulong)
 /*
  * integral_left_tops (GPUs, after integral_group_tiles): integral_left_rows' and
  * integral_tops' sums in one launch (they are independent, and each launch costs the host
- * time in NVIDIA's driver: BENCHMARKS.md, "2. Host CPU per frame"), by split scans.
+ * time in NVIDIA's driver: bench/notes/round3.md#host-cpu), by split scans.
  * Work size: 2-D, local (lines, chunks), lines <= SPLIT_LINES, chunks <= SPLIT_CHUNKS;
  * x = lines times the work-groups: first 4 x ceil(height / lines) of left (the parts in
  * turn, as in integral_left_rows: a group per `lines` rows of one part), then

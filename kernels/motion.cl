@@ -5,7 +5,7 @@
  * its own beside the corner sums, and the region stage's launch (regions.cl) counts each
  * rectangle's moving pixels and copies the frame's counts out (motion_counts). On an
  * NVIDIA H100 any launch costs about 0.006 ms, a tenth of the whole pipeline there
- * (BENCHMARKS.md, "Motion on the device").
+ * (bench/notes/motion-device.md#motion-steps).
  *
  * Built first in one program with integral.cl and regions.cl (src/cl's
  * INTEGRAL_MOTION_REGIONS_CL). The unit is integral.cl's whole tile (TILE x TILE pixels;
@@ -162,8 +162,8 @@ inline void motion_tiles(uint item, uint items, uint lid, uint lsize, uint width
      * Valhall Malis): runs of ceil(tiles / items), the last ones shorter or empty, in
      * 32-bit arithmetic, where a 64-bit division is a long software routine that took
      * Panfrost's compiler past its registers (20 spilled); elsewhere runs within one tile
-     * of each other, as measured on POCL and NVIDIA's OpenCL before (BENCHMARKS.md,
-     * "Mali's compiler"). */
+     * of each other, as measured on POCL and NVIDIA's OpenCL before
+     * (bench/notes/mali-compiler.md#mali-decisions). */
 #ifdef NO_LONG_DIVISION
     uint run = (tiles + items - 1) / items;
     uint first = min(item * run, tiles), end = min(first + run, tiles);

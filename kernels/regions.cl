@@ -9,7 +9,7 @@
  * row of pixels with integral.cl's own TILE, load_partial16, packed_row and unpacked, so
  * that a pixel is an edge or foreground here exactly where the integral passes count it
  * so. One program rather than three: POCL builds each program it is given and keeps its
- * preprocessed source and LLVM module with it (BENCHMARKS.md, "3. Memory").
+ * preprocessed source and LLVM module with it (bench/notes/round3.md#memory).
  *
  * With motion (motion != 0: motion.cl's motion_tiles ran on this frame, of `parity`),
  * each rect's moving pixels too, at moving_out's ulong MOTION_STATS / 2 + k: counted from
@@ -18,7 +18,7 @@
  * motion_tiles summed and the first rect's group (or work-item) copies out with the
  * frame's counts (motion.cl's motion_counts). Counted here rather than in a launch of
  * motion's own after this one, which an NVIDIA H100 took 0.005 ms for at any size
- * (BENCHMARKS.md, "Motion on the device"). (A region of a frame over 65535 tiles tall,
+ * (bench/notes/motion-device.md#motion-steps). (A region of a frame over 65535 tiles tall,
  * 16 pixels wide, is the one whose rows pass llvmpipe's loop budget, integral.cl's
  * header: no camera, and the kernel tests' largest frames run without motion.)
  *
@@ -107,7 +107,7 @@ inline uint4 row_part(__global const uchar *luma, __global const uchar *magnitud
     uchar16 l, m;
     if (at + TILE <= pixels) {
         /* Whole vectors, the lanes past n cleared: loads byte by byte cost POCL far
-         * more (BENCHMARKS.md, "Integrals without local"). */
+         * more (bench/notes/integrals-without-local.md#regions-on-cpus). */
         l = vload16(0, luma + at) & inside;
         m = vload16(0, magnitude + at) & inside;
     } else {

@@ -267,7 +267,7 @@ inline void store16(short16 gx, short16 gy, uchar16 m, int edge_threshold,
 #ifdef STREAMING_STORES
     /* Non-temporal where the outputs are aligned (rows a multiple of 16 wide): an ordinary
      * store first reads the line it overwrites, a third more memory traffic for these
-     * write-once images (BENCHMARKS.md). */
+     * write-once images (bench/notes/round2.md#streaming-stores). */
     if (at % PIXELS_PER_ITEM == 0) {
 #ifndef NO_GRADIENTS
         __builtin_nontemporal_store(gx, (__global short16 *)(dx + at));
@@ -408,7 +408,8 @@ __kernel void sobel3x3(__global const uchar *src, uint src_stride, uint width, u
             /* A whole chunk at an end of the row: the neighbours past the end come from the
              * chunk's own bytes by the border rule, so each row's first and last 16 pixels
              * take this vector path too (through the scalar one they cost about as much as
-             * the rest of a 1080p row on a CPU, BENCHMARKS.md). */
+             * the rest of a 1080p row on a CPU:
+             * bench/notes/cpu-sobel-histogram.md#cpu-sobel-pairs). */
             uchar16 ct = LOAD16_UCHAR(rt + x0), cm = LOAD16_UCHAR(rm + x0);
             uchar16 cb = LOAD16_UCHAR(rb + x0);
             uchar16 lt, lm, lb, qt, qm, qb;
@@ -476,7 +477,7 @@ __kernel void sobel3x3_pixel(__global const uchar *src, uint src_stride, uint wi
  * and stores whole short4 and uchar4 vectors, a quarter of the memory instructions of one
  * pixel per item. Down its rows the item keeps the last two source rows in registers, so
  * QUAD_ROWS rows load QUAD_ROWS + 2 source rows rather than 3 each (GPU builds set 2, the
- * fastest on an NVIDIA H100: BENCHMARKS.md, "Two rows per Sobel work-item").
+ * fastest on an NVIDIA H100: bench/notes/sobel-two-rows.md#sobel-two-rows).
  */
 #ifndef QUAD_ROWS
 #define QUAD_ROWS 1

@@ -19,9 +19,9 @@
 //! the daemon runs 7 frames in 8 (no kernel asks for an event): their span is taken from
 //! a marker enqueued before the first kernel to the end of the results' read, and it is
 //! compared with empty kernels enqueued the same way. On NVIDIA's OpenCL each kernel's
-//! event costs the device several microseconds (BENCHMARKS.md), so the two spans differ.
-//! Motion, which has no stage of its own, is measured as the difference between as many
-//! timed frames with it and without it, taken in turns.
+//! event costs the device several microseconds (bench/notes/round3.md#h100-floor), so
+//! the two spans differ. Motion, which has no stage of its own, is measured as the
+//! difference between as many timed frames with it and without it, taken in turns.
 //!
 //! One room, long as it is: the stage timings, the copy floor and the JSON are one
 //! report, measured on the same frames; its unit tests follow.

@@ -172,7 +172,8 @@ ARITH_UNITS = {"bifrost": ["arith"], "valhall": ["fma", "cvt", "sfu"]}
 MESSAGE_UNITS = {"bifrost": ["texture", "vary"], "valhall": ["v", "t"]}
 LDST_UNIT = {"bifrost": "ldst", "valhall": "ls"}
 
-# The boards modelled (each an assumption, with its source in BENCHMARKS.md):
+# The boards modelled (each an assumption, with its source in
+# bench/notes/mali-compiler.md#mali-boards):
 #   lanes: arithmetic lanes a core (execution engines x warp width);
 #   gbps: the board's memory bandwidth, bytes read and written a second.
 BOARDS = {

@@ -115,8 +115,8 @@ pub(crate) const BUILD_OPTIONS: &str = "-cl-std=CL1.2 -cl-kernel-arg-info";
 
 /// A device with its context and its in-order, profiling command queue. One queue: a
 /// second one beside it, for the histogram and Otsu while Sobel runs, took less off an
-/// NVIDIA H100's span than its synchronisation cost the host a frame (BENCHMARKS.md,
-/// "4. The NVIDIA H100 against its floor"); GPUs now run Otsu inside Sobel's launch
+/// NVIDIA H100's span than its synchronisation cost the host a frame
+/// (bench/notes/round3.md#h100-floor); GPUs now run Otsu inside Sobel's launch
 /// instead, which needs no synchronisation at all.
 ///
 /// Every `Gpu` of one device in the process shares one context and the programs built in
@@ -201,7 +201,7 @@ impl Timing {
 /// by file and defines, so that a pipeline built again (new size, new options, a reload,
 /// another camera) reuses them instead of calling the compiler again. POCL keeps with each
 /// program its preprocessed source and its LLVM module, which each camera held again
-/// before they were shared (BENCHMARKS.md, "3. Memory").
+/// before they were shared (bench/notes/round3.md#memory).
 /// OpenCL's calls on a context and on programs are thread-safe (clSetKernelArg is the
 /// exception, and kernels are never shared).
 struct Shared {
@@ -269,7 +269,7 @@ pub enum Completion {
     /// Flush, then sleep in steps of [`POLL_STEP`] until the frame's last command reports
     /// complete, then `clFinish` (which then returns at once, with any error). NVIDIA's
     /// `clFinish` spins on a core until the device is done, which costs the host several
-    /// times the CPU of a polled wait (BENCHMARKS.md, "2. Host CPU per frame").
+    /// times the CPU of a polled wait (bench/notes/round3.md#host-cpu).
     Poll,
 }
 
@@ -341,7 +341,8 @@ impl Gpu {
     /// pipeline, a new frame size, a reload, another camera) gets it back without a
     /// compiler call; one that comes while the program is being built waits for it. Even
     /// on a cache hit POCL preprocesses the source with all its OpenCL headers, which costs
-    /// each build a noticeable time natively and far more under emulation (BENCHMARKS.md).
+    /// each build a noticeable time natively and far more under emulation
+    /// (BENCHMARKS.md#kernel-builds).
     pub fn build_with(&self, source: KernelSource, defines: &str) -> Result<Arc<Program>, ClError> {
         let mut programs = self.programs();
         if let Some(built) = programs
@@ -565,7 +566,8 @@ pub fn build_under_way() -> Option<std::time::Duration> {
 /// Rusticl hands out SPIR-V and compiles it again in full when given it back: on its
 /// Panfrost driver the integral's program took 206 s that way against 106 s from source,
 /// while Mesa's own shader cache (`MESA_SHADER_CACHE_DIR`, which the unit points into its
-/// cache directory) brought the next start's build down to 0.09 s (BENCHMARKS.md).
+/// cache directory) brought the next start's build down to 0.09 s
+/// (BENCHMARKS.md#kernel-builds).
 fn keeps_binaries_worth_keeping(info: &ClDeviceInfo) -> bool {
     !info.platform.to_ascii_lowercase().contains("rusticl")
 }

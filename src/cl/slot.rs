@@ -77,7 +77,7 @@ impl FrameSlot {
     /// asked for, here or in the unmap: nothing waits on them, and each event is work for
     /// the driver (NVIDIA's tracks them on a thread of its own). (Mapping without blocking
     /// and polling the map, as a frame is waited for on NVIDIA's driver, measured the same
-    /// there: BENCHMARKS.md.)
+    /// there: bench/notes/round3.md#host-cpu.)
     fn enqueue_map(&self, gpu: &Gpu) -> Result<NonNull<u8>, ClError> {
         // SAFETY: who may use the mapped bytes until the unmap, and that no command on the
         // slot is enqueued meanwhile, is up to the callers (`write` and `map`).

@@ -25,8 +25,8 @@ pub(crate) const DEFAULT_PORT: u16 = 8947;
 /// `[opencl] verify_every` unless the config says otherwise: once a minute at 30 fps. A
 /// driver that computes a stage wrong does so on most frames, so a minute finds it (and a
 /// camera's first frame is always checked); a check costs about 80 ms of one x86-64 core
-/// for a 1080p frame (BENCHMARKS.md), 0.13 % of that core, and a few times that on a
-/// board's Cortex-A cores, still under one percent.
+/// for a 1080p frame (BENCHMARKS.md#verify-every), 0.13 % of that core, and a few times
+/// that on a board's Cortex-A cores, still under one percent.
 pub const DEFAULT_VERIFY_EVERY: u32 = 1800;
 
 /// The file as written (defaults filled in by serde).

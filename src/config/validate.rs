@@ -11,8 +11,8 @@ use crate::cl::{ClError, DeviceSpec, Gpu};
 
 /// More cameras than this draw a warning: each is two threads and its own OpenCL queue,
 /// buffers and kernels (the cameras on a device share its context and programs), and
-/// past it the memory and threads add up on a small board (BENCHMARKS.md, "Several
-/// cameras").
+/// past it the memory and threads add up on a small board
+/// (bench/notes/code-comment-figures.md#many-cameras, BENCHMARKS.md#board-memory).
 pub(crate) const MANY_CAMERAS: usize = 16;
 
 /// A config as `run` takes it: checked by `load` and against the machine.

@@ -181,7 +181,8 @@ impl Walk {
 fn scan_end(bytes: &[u8], mut at: usize) -> Option<usize> {
     loop {
         // memchr's SIMD search: the scan is most of a frame's bytes, and a byte-at-a-time
-        // search was a noticeable share of the decode (BENCHMARKS.md, "JPEG decoders").
+        // search was a noticeable share of the decode
+        // (bench/notes/cameras-formats.md#jpeg-decoders).
         at += memchr::memchr(0xFF, bytes.get(at..)?)?;
         let mut code = at + 1;
         while bytes.get(code) == Some(&0xFF) {

@@ -4,7 +4,7 @@
 //! caller's buffer, optionally at 1/2, 1/4 or 1/8 of the size by libjpeg's DCT scaling.
 //!
 //! The decoder is libjpeg-turbo's, through its TurboJPEG API ([`turbo`]), chosen by
-//! measurement against zune-jpeg and OpenCV (BENCHMARKS.md, "JPEG decoders"). It is the
+//! measurement against zune-jpeg and OpenCV (BENCHMARKS.md#jpeg-decoders). It is the
 //! library OpenCV decodes with, so the luma equals `cv2.imdecode(buf,
 //! cv2.IMREAD_GRAYSCALE)` (and `IMREAD_REDUCED_GRAYSCALE_N` scaled) byte for byte, which
 //! the conformance test checks.

@@ -132,7 +132,8 @@ pub enum PipelineError {
 /// comes first in NV12, YU12 and the other YUV formats with planes) rows packed at stride = width already are the luma image. On unified memory (POCL,
 /// Mali) the slot is as fast to read as a device buffer; on an NVIDIA H100 the driver
 /// keeps the mapped slot in device memory, and reading it costs the stages less than the
-/// copy would (BENCHMARKS.md): either way the copy, and its buffer, would be pure cost.
+/// copy would (bench/notes/round2.md#h100-what-changed): either way the copy, and its
+/// buffer, would be pure cost.
 fn reads_luma_in_place(layout: &FrameLayout) -> bool {
     layout.format.luma_plane_first() && layout.stride == layout.width
 }

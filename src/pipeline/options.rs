@@ -217,7 +217,7 @@ pub enum SobelLayout {
     Vector16,
     /// [`SOBEL_RUN_CHUNKS`] runs of 16 pixels along a row per work-item, uchar16 vectors
     /// (CPUs: the row's set-up, as many instructions as 16 pixels' arithmetic, is paid
-    /// once per run; 1.9x faster on POCL: BENCHMARKS.md).
+    /// once per run; 1.9x faster on POCL: bench/notes/round3.md#cpu-opencv).
     Vector16Runs,
     /// Four pixels per work-item with aligned 4-byte loads and vector stores, in `rows`
     /// rows that share their source rows (`QUAD_ROWS` in sobel.cl); one pixel per item
@@ -238,14 +238,15 @@ pub enum OtsuArithmetic {
     Emulated,
     /// The device's own doubles where it offers `cl_khr_fp64` (correctly rounded add,
     /// subtract, multiply and divide, contraction off), else the emulation. A GPU runs the
-    /// emulation's sequential part on one slow thread (BENCHMARKS.md, NVIDIA H100).
+    /// emulation's sequential part on one slow thread
+    /// (bench/notes/round2.md#h100-what-changed).
     NativeWhereAvailable,
     /// The host's doubles: the counts read back as soon as the histogram is counted,
     /// while Sobel runs; the threshold worked out on the host (OpenCV's own loop, as the
     /// reference runs it) and written back before the stages that read it. No kernel: a
     /// GPU without fp64 (Bifrost, Valhall) would run the emulation's 256 sequential steps,
     /// each with software 64-bit divisions, on one thread, 23,000 instructions with
-    /// spills on a Mali-G52 (BENCHMARKS.md, "Mali's compiler").
+    /// spills on a Mali-G52 (bench/notes/mali-compiler.md#mali-decisions).
     Host,
 }
 
@@ -268,7 +269,8 @@ pub enum OtsuLaunch {
 pub enum IntegralLayout {
     /// Mali: a work-item per 16 x 16 tile, registers only (no local memory, no barriers:
     /// Arm's guide), then a scan of the tiles along each row. On an NVIDIA H100 its tile
-    /// pass is several times slower than [`IntegralLayout::GroupBands`]' (BENCHMARKS.md),
+    /// pass is several times slower than [`IntegralLayout::GroupBands`]'
+    /// (bench/notes/code-comment-figures.md#item-tiles),
     /// so [`Tuning::FOR_GPU`] keeps that one.
     ItemTiles,
     /// Bifrost and Valhall Malis: as [`IntegralLayout::ItemTiles`], but a work-item per
@@ -296,7 +298,7 @@ pub enum HistogramCounting {
     LocalAtomics,
     /// One work-item per group counts with plain increments: on a CPU local memory is
     /// ordinary memory and every atomic a locked instruction (several times faster on
-    /// POCL: BENCHMARKS.md).
+    /// POCL: bench/notes/round2.md#comment-figures).
     OneItemPerGroup,
     /// Every work-item counts into its own sub-histogram in global memory (16-bit counts
     /// packed in pairs) with plain increments, and a second kernel adds the sub-histograms
@@ -313,7 +315,7 @@ impl Tuning {
         otsu_arithmetic: OtsuArithmetic::NativeWhereAvailable,
         otsu_launch: OtsuLaunch::BesideSobel,
         // Two rows a work-item: the shortest Sobel on an NVIDIA H100; 4 are no faster and 8
-        // slower (BENCHMARKS.md, "Two rows per Sobel work-item").
+        // slower (bench/notes/sobel-two-rows.md#sobel-two-rows).
         sobel_layout: SobelLayout::FourPixelsPerItem { rows: 2 },
         stores: Stores::Cached,
         group_size: 256,
@@ -331,7 +333,7 @@ impl Tuning {
 
     /// The choices for Arm's Bifrost and Valhall GPUs (Mali-G: G31 to G78, G310 to G720),
     /// after Arm's Bifrost/Valhall OpenCL guide and what Mesa's Panfrost compiler makes of
-    /// each kernel (`make mali-report`; BENCHMARKS.md, "Mali's compiler"). Their compiler
+    /// each kernel (`make mali-report`; BENCHMARKS.md#mali-compiler). Their compiler
     /// keeps 32 registers a thread at full occupancy (64 at half, more spilled to memory),
     /// splits a load it cannot prove aligned into byte loads, and their local memory is
     /// cached system memory whose atomics the core's load/store unit does:

@@ -4,10 +4,10 @@
 //! In each the cameras must keep their pace and a scraper must get through.
 //!
 //! How fast frames come under these loads is measured, not asserted, by
-//! `python3 bench/http_load.py pace` (BENCHMARKS.md); here the camera's own counters say
-//! whether it kept up: a test pattern that falls behind skips the frames it is late for
-//! and counts them as sequence gaps, so its share of frames published is read from the
-//! daemon, whatever the speed of the machine running the test.
+//! `python3 bench/http_load.py pace` (BENCHMARKS.md#http-pace); here the camera's own
+//! counters say whether it kept up: a test pattern that falls behind skips the frames it
+//! is late for and counts them as sequence gaps, so its share of frames published is read
+//! from the daemon, whatever the speed of the machine running the test.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -46,7 +46,8 @@ impl Pace {
 
 /// Scrapes until the camera's clock has made `frames` more frames due than in `from`, and
 /// asserts that it published at least half of them under `load` (a loaded 2-core machine
-/// keeps over nine tenths, BENCHMARKS.md; the flood of r7 below once left a fifteenth).
+/// keeps over nine tenths, BENCHMARKS.md#http-pace; the flood of r7 below once left a
+/// fifteenth).
 /// The minute is a failure timeout for a camera that stopped.
 /// Returns the last scrape.
 fn keeps_pace(load: &str, from: &str, frames: f64, mut scrape: impl FnMut() -> String) -> String {
@@ -205,7 +206,8 @@ fn threads_nice(pid: u32) -> Vec<(String, i64)> {
 
 /// A flood of wrong passwords for a real user (the reporter's `wrk` with a bad
 /// `Authorization` header, here 32 connections) must neither starve the camera of CPU
-/// nor grow the threads, as bcrypt on every request did (BENCHMARKS.md has the figures).
+/// nor grow the threads, as bcrypt on every request did
+/// (bench/notes/http-resilience.md#regression-tests has the figures).
 /// Frames must keep their pace, the HTTP side must stay below the cameras' priority, and
 /// an authorized scrape must get through.
 #[test]

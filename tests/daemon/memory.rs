@@ -1,8 +1,8 @@
 //! A board's memory: one 1080p YUYV camera with every feature on (camera health, motion,
 //! the live frames' check, snapshots served though none asked for) holds at most 40 MiB
-//! of anonymous memory once warm, the line BENCHMARKS.md sizes boards by. (A snapshot
-//! asked for holds its pictures for `KEEP`: the server's route tests.) Read from the
-//! daemon's own /proc/PID/status, so other tests running beside it do not count.
+//! of anonymous memory once warm, the line BENCHMARKS.md#board-memory sizes boards by.
+//! (A snapshot asked for holds its pictures for `KEEP`: the server's route tests.) Read
+//! from the daemon's own /proc/PID/status, so other tests running beside it do not count.
 
 use std::time::Duration;
 

@@ -175,9 +175,10 @@ async fn round2_4_snapshots_of_a_down_or_slow_camera_lock_out_no_one() {
 }
 
 /// Resilience round 2, item 5: clients that never read their answers must not grow the
-/// daemon towards its memory limit (BENCHMARKS.md has what they did when every request
-/// encoded its own PNG). A picture is encoded once per read-back and every answer holds
-/// the same bytes; the bytes alive are held to a budget, past which requests get 503.
+/// daemon towards its memory limit (bench/notes/http-resilience.md#snapshot-flood has
+/// what they did when every request encoded its own PNG). A picture is encoded once per
+/// read-back and every answer holds the same bytes; the bytes alive are held to a budget,
+/// past which requests get 503.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn round2_5_a_snapshot_is_encoded_once_and_held_to_a_budget() {
     let asked = Arc::new(AtomicUsize::new(0));
