@@ -115,11 +115,14 @@ deps-test:
 build:
 	$(CARGO) build --release --locked
 
-# The guide as a book (target/book/index.html), and every link in it and in README.md.
+# The guide as a book (target/book/index.html), every link in it and in the repository's
+# Markdown, and every citation of the benchmarks, by anchor, in code and pages.
 docs:
 	@command -v mdbook >/dev/null || scripts/install-deps.sh docs
+	python3 scripts/test_check_links.py
 	mdbook build docs
-	python3 scripts/check-links.py target/book README.md
+	python3 scripts/check-links.py target/book *.md bench/notes/*.md docs/src/*.md \
+	    --citations .
 
 lint:
 	$(CARGO) fmt --all -- --check
