@@ -75,7 +75,10 @@
 
 /* integral.cl's tile, defined alike. */
 #define TILE 16
-#define DIFF_BINS 64
+/* The host's bins (motion_tiles.rs), given as a build option so that the two agree. */
+#ifndef DIFF_BINS
+#error "DIFF_BINS is given by the host (-DDIFF_BINS=...)"
+#endif
 /* A bin is a quarter of a luma level: 65536 / 4 = 2^14 units. */
 #define DIFF_BIN_SHIFT 14
 #define GAIN_ONE 65536u
@@ -83,7 +86,7 @@
 #define GAIN_MAX (GAIN_ONE * 8)
 /* The readout's motion part begins with these uints: the histogram, the moving tiles, F,
  * B, the gain; then a ulong a rectangle (regions.cl). */
-#define MOTION_STATS 68
+#define MOTION_STATS (DIFF_BINS + 4)
 /* light's words: B of parity 0 and 1, the moving tiles listed for parity 0 and 1, F, the
  * frame's moving pixels. */
 #define LIGHT_LISTED 2

@@ -114,7 +114,7 @@ const RESULTS_WORDS: usize = 257;
 /// u32 words of the gradient histogram.
 const GRADIENT_WORDS: usize = 256;
 /// u32 words of the motion counts before the regions' moving pixels.
-const MOTION_STATS_WORDS: usize = super::motion::STATS_WORDS;
+const MOTION_STATS_WORDS: usize = super::motion_tiles::STATS_WORDS;
 
 impl ReadoutLayout {
     /// For `regions` regions (four sums each) on a device whose sub-buffers start at
@@ -281,7 +281,7 @@ impl ReadBack {
         self.word(2 * self.layout.motion_at + i)
     }
     /// The motion counts' histogram of the tiles' differences (their first words).
-    pub(super) fn motion_histogram(&self) -> [u32; super::motion::DIFF_BINS] {
+    pub(super) fn motion_histogram(&self) -> [u32; super::motion_tiles::DIFF_BINS] {
         std::array::from_fn(|i| self.motion_count(i))
     }
     /// Each region's moving pixels, the whole frame first.

@@ -6,7 +6,7 @@
 //! running.
 
 use super::buffers::held_bytes;
-use super::motion::{STATS_BACKGROUND_SUM, STATS_FRAME_SUM, STATS_GAIN, STATS_MOVING};
+use super::motion_tiles::{STATS_BACKGROUND_SUM, STATS_FRAME_SUM, STATS_GAIN, STATS_MOVING};
 use super::{DeviceMotion, FrameMotion, Pipeline, Traffic};
 use crate::cl::{event_interval, ClError, Gpu, RawClError};
 

@@ -57,6 +57,7 @@ mod histogram;
 mod integral;
 mod luma;
 mod motion;
+pub mod motion_tiles;
 mod otsu;
 mod regions;
 mod sobel;
@@ -480,13 +481,13 @@ impl Pipeline {
         if motion.is_some() {
             self.motion.finished();
             let histogram = read.motion_histogram();
-            let moving = read.motion_count(motion::STATS_MOVING);
+            let moving = read.motion_count(motion_tiles::STATS_MOVING);
             plausible::check_motion(&histogram, moving, tiles)?;
             if let Some(control) = &mut self.motion_control {
                 let counts = motion::control::FrameCounts {
                     diff_histogram: &histogram,
                     moving,
-                    gain: read.motion_count(motion::STATS_GAIN),
+                    gain: read.motion_count(motion_tiles::STATS_GAIN),
                 };
                 result.motion = control.observe(&counts, tiles);
                 watching = result.motion.state == MotionState::Watching;

@@ -274,3 +274,19 @@ fn light_changing_unevenly_is_followed_and_a_standing_block_is_not() {
         );
     }
 }
+
+/// motion.cl counts into the bins the host reads: built without the host's count it is
+/// refused, naming it.
+#[test]
+fn motion_cl_takes_its_bins_from_the_host() {
+    let gpu = gpu();
+    let err = gpu
+        .build_with(crate::cl::INTEGRAL_MOTION_REGIONS_CL, "")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("DIFF_BINS is given by the host (-DDIFF_BINS=...)"),
+        "{err}"
+    );
+    assert_eq!(motion_tiles::defines(), "-DDIFF_BINS=64");
+}

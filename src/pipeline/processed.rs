@@ -6,11 +6,11 @@ use std::ops::Deref;
 
 use super::buffers::read_buffer_into;
 use super::motion::control::MotionResult;
+use super::motion_tiles::{Tiles, DIFF_BINS, TILE};
 #[allow(unused_imports)] // named in the docs
 use super::{FullImages, Pipeline, PipelineError, StageTimings};
 use crate::cl::{FrameSlot, Gpu, Timing};
 use crate::frame::FrameLayout;
-use crate::reference::motion::{Tiles, DIFF_BINS};
 use crate::region::{Region, RegionStats};
 
 /// What one frame produced, without the full images.
@@ -129,8 +129,8 @@ impl TileMask {
     /// Whether pixel (x, y) moved: its tile did, the last column and row of tiles taking
     /// the pixels past the whole tiles.
     pub fn moving(&self, x: usize, y: usize) -> bool {
-        let t = (x / 16).min(self.tiles_x - 1);
-        let b = (y / 16).min(self.tiles_y - 1);
+        let t = (x / TILE).min(self.tiles_x - 1);
+        let b = (y / TILE).min(self.tiles_y - 1);
         self.mask[b * self.tiles_x + t] != 0
     }
 }

@@ -5,14 +5,9 @@
 //! each rectangle's moving pixels counted one pixel at a time (the kernels weigh each tile
 //! by the pixels of it the rectangle covers).
 
+use crate::pipeline::motion_tiles::{Tiles, DIFF_BINS, TILE};
 use crate::region::Region;
 
-/// A tile's side in pixels.
-pub const TILE: usize = 16;
-/// Bins of the tiles' differences from the background, a quarter luma level each.
-pub const DIFF_BINS: usize = 64;
-/// The rate that sets the background to the frame (rates are in 1/65536).
-pub const RATE_ONE: u32 = 65536;
 /// A gain of 1 (gains are in 1/65536).
 pub const GAIN_ONE: u32 = 65536;
 
@@ -38,22 +33,6 @@ impl Background {
             mask: vec![0; tiles_x * tiles_y],
         }
     }
-}
-
-/// What one frame's tiles give.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Tiles {
-    /// 1 where the tile moved, row by row of tiles.
-    pub mask: Vec<u8>,
-    /// The tiles' differences from the (gained) background in quarter luma levels, the
-    /// last bin holding the rest.
-    pub diff_histogram: [u32; DIFF_BINS],
-    pub moving: u32,
-    /// This frame's sum over the tiles the last frame left still, their background's
-    /// (`mean >> 8` summed), and the gain between them (1/65536).
-    pub frame_sum: u32,
-    pub background_sum: u32,
-    pub gain: u32,
 }
 
 /// The frame's light against the background's: `frame_sum / background_sum` in 1/65536,

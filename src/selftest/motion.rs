@@ -12,11 +12,12 @@ use super::{Findings, Rng};
 use crate::cl::Gpu;
 use crate::frame::{FrameLayout, PixelFormat};
 use crate::health;
+use crate::pipeline::motion_tiles::Tiles;
 use crate::pipeline::{
     DeviceMotion, FrameMotion, FrameResult, FullImages, Pipeline, PipelineError, PipelineOptions,
     Setup, Tuning,
 };
-use crate::reference::motion::{self as reference, Tiles};
+use crate::reference::motion as reference;
 use crate::region::{self, Region};
 
 /// Tiles not whole on either side, one tile, 68 tiles across (two work-groups of the CPU

@@ -30,6 +30,7 @@ pub(super) use tiles::Tiles;
 
 use super::launch::StageContext;
 use super::motion::TileParams;
+use super::motion_tiles;
 use super::{FullImages, IntegralLayout, PipelineError, Stage, Tuning};
 use crate::cl::{ClError, Gpu, Record, INTEGRAL_MOTION_REGIONS_CL};
 use crate::frame::FrameLayout;
@@ -49,7 +50,8 @@ pub(super) struct Counted<'a> {
 }
 
 /// The program of integral.cl, motion.cl and regions.cl, built once per device and set of
-/// defines and shared by this stage, the motion stage and the region stage. For Bifrost
+/// defines and shared by this stage, the motion stage and the region stage. Motion's bins
+/// come from the host (`-DDIFF_BINS`, [`motion_tiles::defines`]). For Bifrost
 /// and Valhall Malis ([`IntegralLayout::TileParts`]) the region sums count a corner's rows
 /// a byte at a time (`-DNARROW_ROWS`), motion splits its tiles without a 64-bit division
 /// (`-DNO_LONG_DIVISION`), and without the full images the tile pass is built without its
@@ -62,8 +64,10 @@ pub(super) fn program(
     images: FullImages,
 ) -> Result<Arc<Program>, ClError> {
     let mali = tuning.integral_layout == IntegralLayout::TileParts;
+    let motion = motion_tiles::defines();
     let defines = [
         tuning.stores.define(),
+        motion.as_str(),
         if mali {
             "-DNARROW_ROWS -DNO_LONG_DIVISION"
         } else {

@@ -5,7 +5,8 @@
 
 use std::time::{Duration, Instant};
 
-use super::{FrameMotion, DIFF_BINS, RATE_ONE};
+use super::FrameMotion;
+use crate::pipeline::motion_tiles::{DIFF_BINS, RATE_ONE};
 
 /// How the background is learned and what counts as moving.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -13,27 +13,11 @@ pub(super) mod control;
 use opencl3::memory::Buffer;
 
 use super::buffers::held_bytes;
+use super::motion_tiles::{DIFF_BINS, TILE};
 use super::DeviceImage;
 use crate::cl::{write_blocking, ClError, Gpu};
 use crate::frame::FrameLayout;
 use crate::kernel_params;
-
-/// Quarter-level bins of the tiles' differences (`DIFF_BINS` in motion.cl).
-pub(super) const DIFF_BINS: usize = 64;
-/// u32 words of the counts the region sums write before the regions' moving pixels: the
-/// histogram, the moving tiles, the frame's sum, the background's, the gain
-/// (`MOTION_STATS`), each at its word below.
-pub(super) const STATS_WORDS: usize = 68;
-pub(super) const STATS_MOVING: usize = DIFF_BINS;
-/// (The frame's and the background's sums are read only by the checks against the
-/// reference: `selftest` and the tests.)
-pub(super) const STATS_FRAME_SUM: usize = DIFF_BINS + 1;
-pub(super) const STATS_BACKGROUND_SUM: usize = DIFF_BINS + 2;
-pub(super) const STATS_GAIN: usize = DIFF_BINS + 3;
-/// A tile's side.
-const TILE: u32 = 16;
-/// The rate that sets the background to the frame: rates are in 1/65536.
-pub(super) const RATE_ONE: u32 = 65536;
 
 kernel_params! {
     /// What integral.cl's last launch takes for motion.cl's `motion_tiles`, after its own
@@ -128,7 +112,8 @@ fn zeroed<T: super::buffers::Sentinel>(gpu: &Gpu, len: usize) -> Result<DeviceIm
 
 impl MotionStage {
     pub(super) fn new(gpu: &Gpu, layout: &FrameLayout) -> Result<MotionStage, ClError> {
-        let (tiles_x, tiles_y) = (layout.width / TILE, layout.height / TILE);
+        let tile = TILE as u32;
+        let (tiles_x, tiles_y) = (layout.width / tile, layout.height / tile);
         let tiles = (tiles_x * tiles_y) as usize;
         // Zeros, so that the first frame compares with a defined background and takes
         // every tile as still.
