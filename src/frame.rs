@@ -494,9 +494,25 @@ impl FrameLayout {
     }
 }
 
+/// OpenCV's 8-bit RGB to gray: 15-bit fixed-point weights, rounded half up. The one
+/// definition that the reference and the test pattern's colours both take.
+pub fn rgb_to_luma(r: u8, g: u8, b: u8) -> u8 {
+    ((9798 * u32::from(r) + 19235 * u32::from(g) + 3735 * u32::from(b) + 16384) >> 15) as u8
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn luma_weights_are_opencvs() {
+        assert_eq!(rgb_to_luma(255, 255, 255), 255);
+        assert_eq!(rgb_to_luma(0, 0, 0), 0);
+        // (9798 * 255 + 16384) >> 15 = 76, (19235 * 255 + 16384) >> 15 = 150
+        assert_eq!(rgb_to_luma(255, 0, 0), 76);
+        assert_eq!(rgb_to_luma(0, 255, 0), 150);
+        assert_eq!(rgb_to_luma(0, 0, 255), 29);
+    }
 
     #[test]
     fn sizes_parse_and_reject() {

@@ -6,7 +6,7 @@
 
 pub mod motion;
 
-use crate::frame::{Cfa, FrameLayout, PixelFormat, Samples};
+use crate::frame::{rgb_to_luma, Cfa, FrameLayout, PixelFormat, Samples};
 use crate::pipeline::{Border, Magnitude};
 use crate::region::{Region, RegionStats};
 
@@ -114,11 +114,6 @@ pub fn bayer_to_luma(mosaic: &[u8], w: usize, h: usize, cfa: Cfa) -> Vec<u8> {
         }
     }
     out
-}
-
-/// OpenCV's 8-bit RGB to gray: 15-bit fixed-point weights, rounded half up.
-pub(crate) fn rgb_to_luma(r: u8, g: u8, b: u8) -> u8 {
-    ((9798 * u32::from(r) + 19235 * u32::from(g) + 3735 * u32::from(b) + 16384) >> 15) as u8
 }
 
 /// Maps a coordinate at most one step outside `0..len` into it; `None` is the constant 0.
@@ -335,16 +330,6 @@ pub fn region_sums(planes: &Planes, region: &Region) -> RegionStats {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn luma_weights_are_opencvs() {
-        assert_eq!(rgb_to_luma(255, 255, 255), 255);
-        assert_eq!(rgb_to_luma(0, 0, 0), 0);
-        // (9798 * 255 + 16384) >> 15 = 76, (19235 * 255 + 16384) >> 15 = 150
-        assert_eq!(rgb_to_luma(255, 0, 0), 76);
-        assert_eq!(rgb_to_luma(0, 255, 0), 150);
-        assert_eq!(rgb_to_luma(0, 0, 255), 29);
-    }
 
     #[test]
     fn reflect101_and_friends() {

@@ -11,8 +11,7 @@ use std::time::Duration;
 
 use super::{CaptureError, CaptureStats, Fill, FrameSource, IoMode, Next, PacedSlots};
 use crate::cl::Gpu;
-use crate::frame::{FrameLayout, PixelFormat, Samples};
-use crate::reference;
+use crate::frame::{rgb_to_luma, FrameLayout, PixelFormat, Samples};
 
 /// The colour of one pattern pixel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -20,7 +19,7 @@ struct Rgb(u8, u8, u8);
 
 impl Rgb {
     fn luma(self) -> u8 {
-        reference::rgb_to_luma(self.0, self.1, self.2)
+        rgb_to_luma(self.0, self.1, self.2)
     }
 }
 
@@ -266,6 +265,7 @@ impl FrameSource for PatternSource {
 mod tests {
     use super::*;
     use crate::frame::Cfa;
+    use crate::reference;
 
     fn rendered(format: PixelFormat, width: u32, height: u32, sequence: u64) -> Vec<u8> {
         let layout = FrameLayout::packed(format, width, height);
