@@ -1,7 +1,10 @@
-//! What a camera hands the HTTP side, and nothing else: the latest published frame and
-//! the pictures a snapshot request is answered with. The camera threads (`daemon`) fill
-//! them and the routes (`server`) read them; this module imports neither, so the two
-//! sides depend on it and not on each other.
+//! What a camera hands the HTTP side, and nothing else: the latest published frame, the
+//! pictures a snapshot request is answered with, and what the camera is doing
+//! ([`CameraStatus`], in `status.rs`). The camera threads (`daemon`) fill them and the
+//! routes (`server`) read them; this module imports neither, so the two sides depend on
+//! it and not on each other.
+
+mod status;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -12,6 +15,8 @@ use crate::activity::MotionReport;
 use crate::capture::DropReason;
 use crate::health::HealthReport;
 use crate::pipeline::{FrameResult, PipelineOptions};
+
+pub use status::{CameraState, CameraStatus};
 
 /// Why a frame was lost after the pipeline: the publisher had not taken the previous ones.
 /// The last `reason` of `edgesight_frames_dropped_total`, after the capture's.

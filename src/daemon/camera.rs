@@ -28,10 +28,10 @@ use crate::cl::{ClError, Gpu};
 use crate::config::CameraSettings;
 use crate::frame::FrameLayout;
 use crate::health::{self, HealthSettings};
+use crate::mailbox::CameraStatus;
 use crate::mailbox::{Snapshot, SnapshotReply, SourceInfo};
 use crate::pipeline::{FrameImages, FrameResult, MotionState, Pipeline, PipelineOptions, TileMask};
 use crate::region::Region;
-use crate::server::CameraStatus;
 
 mod supervise;
 

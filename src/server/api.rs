@@ -8,9 +8,9 @@ use hyper::{Response, StatusCode};
 use serde::Serialize;
 
 use super::routes::{find, response, text, Body, State};
-use super::status::CameraState;
 use crate::activity::{MotionReport, RegionMotion};
 use crate::health::HealthReport;
+use crate::mailbox::CameraState;
 use crate::region::{Region, RegionStats};
 use crate::report::Report;
 

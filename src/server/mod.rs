@@ -15,7 +15,6 @@ mod routes_test;
 mod scrape;
 mod slots;
 mod snapshots;
-mod status;
 mod tls;
 
 use std::collections::BTreeMap;
@@ -36,7 +35,6 @@ use crate::metrics::Metrics;
 pub(crate) use auth::{check_hash, mixed_costs, Auth};
 pub use listen::ListenAddress;
 pub use routes::{CameraView, HttpMetrics};
-pub use status::{CameraState, CameraStatus};
 pub(crate) use tls::{certificates, tls_config, TlsError};
 pub use tls::{ClientAuth, TlsIdentity, TlsSettings, TlsVersion};
 

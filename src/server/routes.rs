@@ -16,9 +16,8 @@ use super::api;
 use super::auth::{Auth, Verdict};
 use super::page;
 use super::snapshots::{NoPicture, Picture, Pictures, Png, PngBudget, DOWN_AFTER, PNG_BUDGET};
-use super::status::{CameraState, CameraStatus};
 use super::WebSettings;
-use crate::mailbox::{Latest, SnapshotReply};
+use crate::mailbox::{CameraState, CameraStatus, Latest, SnapshotReply};
 use crate::metrics::Metrics;
 
 pub(super) type Body = Full<Bytes>;

@@ -17,7 +17,7 @@ use crate::cl::Gpu;
 use crate::config::CameraSettings;
 use crate::daemon::camera_metrics::CameraMetrics;
 use crate::frame::FrameLayout;
-use crate::server::CameraStatus;
+use crate::mailbox::CameraStatus;
 
 /// A camera that failed waits this long before it is opened again, doubled after each
 /// failure up to [`MAX_RESTART_DELAY`]; a camera that ran for [`RESTART_RESET`] starts

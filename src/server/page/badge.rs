@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::{duration, row, Row};
 use crate::health::{HealthReport, State};
-use crate::server::status::CameraState;
+use crate::mailbox::CameraState;
 
 /// The badge of a camera that delivers frames: its health, or `up` with health off.
 pub(super) fn health_badge(health: Option<&HealthReport>) -> Row {

@@ -22,9 +22,8 @@ use badge::{down_badge, health_badge};
 pub(crate) use html::{html, ASSETS};
 
 use super::routes::CameraView;
-use super::status::CameraState;
 use crate::health::{HealthReport, State};
-use crate::mailbox::Latest;
+use crate::mailbox::{CameraState, Latest};
 use crate::pipeline::MotionState;
 
 /// One line of a tile: a label and its value's text, and a class that colours it.

@@ -29,10 +29,9 @@ use tokio::sync::watch;
 
 use super::auth::Auth;
 use super::routes::{self, CameraView, State};
-use super::status::CameraStatus;
 use super::{ListenAddress, WebSettings};
 use crate::health::{self, HealthReport, Kind};
-use crate::mailbox::{Activity, Latest, Snapshot, SnapshotReply, SourceInfo};
+use crate::mailbox::{Activity, CameraStatus, Latest, Snapshot, SnapshotReply, SourceInfo};
 use crate::metrics::Metrics;
 use crate::pipeline::{FrameResult, PipelineOptions};
 
