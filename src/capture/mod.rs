@@ -25,6 +25,7 @@ macro_rules! capture_log {
     };
 }
 
+mod parse;
 mod parts;
 pub mod pattern;
 pub mod replay;
@@ -38,10 +39,11 @@ use std::time::{Duration, Instant};
 use crate::cl::{ClError, FrameSlot, Gpu};
 use crate::frame::{CaptureFormat, FrameLayout};
 
+pub use parse::InvalidSource;
 pub use parts::{BadParts, SourceKind, SourcePart, SourceParts};
 pub(crate) use pattern::PatternSource;
 pub(crate) use replay::ReplaySource;
-pub use spec::{check_frame_size, parse_fps, InvalidSource, SourceSpec, MAX_FRAME_SIDE};
+pub use spec::{check_frame_size, parse_fps, SourceSpec, MAX_FRAME_SIDE};
 pub(crate) use spec::{MAX_FPS, MIN_FPS};
 pub use v4l2::V4l2Source;
 
