@@ -1,7 +1,8 @@
 //! One open V4L2 device node and the ioctls edgesight issues on it, through the `v4l`
 //! crate's bindings (`v4l::v4l2::ioctl`, `v4l::v4l_sys`): capabilities, format and frame-rate
-//! negotiation, controls. Owns only the file descriptor; the buffer queue is in `queue.rs`,
-//! the fourcc table and the enumeration of sizes and rates in `formats.rs`.
+//! negotiation, the formats, sizes and rates a node offers, controls. Owns only the file
+//! descriptor; the buffer queue is in `queue.rs`, the fourcc table and the values the
+//! ioctls' answers are read into in `formats.rs`.
 
 use std::ffi::CString;
 use std::io;
@@ -13,7 +14,7 @@ use std::path::Path;
 use v4l::v4l2::{self as api, vidioc};
 use v4l::v4l_sys::*;
 
-use super::formats::{period_fraction, read_format, DriverFormat};
+use super::formats::{period_fraction, DriverFormat, RateRange, SizeRange};
 use crate::frame::Size;
 
 /// Single-planar or multi-planar capture (most ARM ISPs are multi-planar).
@@ -66,7 +67,7 @@ impl Caps {
     }
 }
 
-pub(super) fn c_string(bytes: &[u8]) -> String {
+fn c_string(bytes: &[u8]) -> String {
     let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
     String::from_utf8_lossy(bytes.get(..end).unwrap_or_default()).into_owned()
 }
@@ -286,6 +287,139 @@ impl Device {
         let mut c = v4l2_control { id, value };
         // SAFETY: VIDIOC_S_CTRL takes a struct v4l2_control: two integers.
         unsafe { self.ioctl(vidioc::VIDIOC_S_CTRL, &mut c) }
+    }
+
+    /// The pixel formats the node offers, as (fourcc, description).
+    pub(super) fn formats(&self, buf_type: BufType) -> Vec<(u32, String)> {
+        let mut out = Vec::new();
+        for index in 0..256 {
+            // SAFETY: a plain C struct, all zero is valid.
+            let mut desc: v4l2_fmtdesc = unsafe { mem::zeroed() };
+            desc.index = index;
+            desc.type_ = buf_type.raw();
+            // SAFETY: VIDIOC_ENUM_FMT takes a struct v4l2_fmtdesc, which holds no pointers.
+            if unsafe { self.ioctl(vidioc::VIDIOC_ENUM_FMT, &mut desc) }.is_err() {
+                break;
+            }
+            out.push((desc.pixelformat, c_string(&desc.description)));
+        }
+        out
+    }
+
+    /// Frame sizes for a format: discrete sizes, or (min, max, step) ranges.
+    pub(super) fn frame_sizes(&self, code: u32) -> Vec<SizeRange> {
+        let mut out = Vec::new();
+        for index in 0..256 {
+            // SAFETY: a plain C struct, all zero is valid.
+            let mut e: v4l2_frmsizeenum = unsafe { mem::zeroed() };
+            e.index = index;
+            e.pixel_format = code;
+            // SAFETY: VIDIOC_ENUM_FRAMESIZES takes a struct v4l2_frmsizeenum, which holds
+            // no pointers.
+            if unsafe { self.ioctl(vidioc::VIDIOC_ENUM_FRAMESIZES, &mut e) }.is_err() {
+                break;
+            }
+            // SAFETY: both union members are plain u32 fields, valid for any bytes; the
+            // one read is the one `type_` says the driver filled.
+            unsafe {
+                if e.type_ == v4l2_frmsizetypes_V4L2_FRMSIZE_TYPE_DISCRETE {
+                    let d = e.__bindgen_anon_1.discrete;
+                    out.push(SizeRange::Discrete(Size {
+                        width: d.width,
+                        height: d.height,
+                    }));
+                } else {
+                    let s = e.__bindgen_anon_1.stepwise;
+                    out.push(SizeRange::Stepwise {
+                        min: Size {
+                            width: s.min_width,
+                            height: s.min_height,
+                        },
+                        max: Size {
+                            width: s.max_width,
+                            height: s.max_height,
+                        },
+                        step: (s.step_width, s.step_height),
+                    });
+                    break;
+                }
+            }
+        }
+        out
+    }
+
+    /// Frame rates for a format and size: discrete rates, or a (min, max) range.
+    pub(super) fn frame_rates(&self, code: u32, size: Size) -> Vec<RateRange> {
+        let mut out = Vec::new();
+        for index in 0..256 {
+            // SAFETY: a plain C struct, all zero is valid.
+            let mut e: v4l2_frmivalenum = unsafe { mem::zeroed() };
+            e.index = index;
+            e.pixel_format = code;
+            e.width = size.width;
+            e.height = size.height;
+            // SAFETY: VIDIOC_ENUM_FRAMEINTERVALS takes a struct v4l2_frmivalenum, which
+            // holds no pointers.
+            if unsafe { self.ioctl(vidioc::VIDIOC_ENUM_FRAMEINTERVALS, &mut e) }.is_err() {
+                break;
+            }
+            let fps = |f: v4l2_fract| {
+                if f.numerator == 0 {
+                    0.0
+                } else {
+                    f64::from(f.denominator) / f64::from(f.numerator)
+                }
+            };
+            // SAFETY: both union members are plain u32 fractions, valid for any bytes; the
+            // one read is the one `type_` says the driver filled.
+            unsafe {
+                if e.type_ == v4l2_frmivaltypes_V4L2_FRMIVAL_TYPE_DISCRETE {
+                    out.push(RateRange::Discrete(fps(e.__bindgen_anon_1.discrete)));
+                } else {
+                    let s = e.__bindgen_anon_1.stepwise;
+                    // The longest interval is the lowest rate.
+                    out.push(RateRange::Range {
+                        min: fps(s.max),
+                        max: fps(s.min),
+                    });
+                    break;
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The format the driver filled in `f`, of the plane layout `buf_type` names.
+fn read_format(f: &v4l2_format, buf_type: BufType) -> DriverFormat {
+    // SAFETY: reads of plain integer fields (valid for any bytes) of the union member
+    // `type_` names, the one the driver filled.
+    unsafe {
+        match buf_type {
+            BufType::Capture => {
+                let p = f.fmt.pix;
+                DriverFormat {
+                    fourcc: p.pixelformat,
+                    width: p.width,
+                    height: p.height,
+                    bytesperline: p.bytesperline,
+                    sizeimage: p.sizeimage,
+                    planes: 1,
+                }
+            }
+            BufType::CaptureMplane => {
+                let p = f.fmt.pix_mp;
+                let plane = p.plane_fmt[0];
+                DriverFormat {
+                    fourcc: p.pixelformat,
+                    width: p.width,
+                    height: p.height,
+                    bytesperline: plane.bytesperline,
+                    sizeimage: plane.sizeimage,
+                    planes: p.num_planes,
+                }
+            }
+        }
     }
 }
 

@@ -1,13 +1,8 @@
 //! V4L2 pixel formats as edgesight names them: the fourcc table and its conversions,
-//! the format a driver chose read back as a frame layout, the sizes and frame rates a
-//! format offers (enumerated on a [`Device`]), and frame periods as VIDIOC_S_PARM takes them.
+//! the format a driver chose as a frame layout, the sizes and frame rates a format offers
+//! (enumerated by `device.rs`), and frame periods as VIDIOC_S_PARM takes them. Plain
+//! values: no ioctl is issued here.
 
-use std::mem;
-
-use v4l::v4l2::vidioc;
-use v4l::v4l_sys::*;
-
-use super::device::{c_string, BufType, Device};
 use crate::frame::{CaptureFormat, FrameLayout, PixelFormat, Size};
 use crate::jpeg::Scale;
 
@@ -140,140 +135,6 @@ pub enum SizeRange {
 pub enum RateRange {
     Discrete(f64),
     Range { min: f64, max: f64 },
-}
-
-impl Device {
-    /// The pixel formats the node offers, as (fourcc, description).
-    pub(super) fn formats(&self, buf_type: BufType) -> Vec<(u32, String)> {
-        let mut out = Vec::new();
-        for index in 0..256 {
-            // SAFETY: a plain C struct, all zero is valid.
-            let mut desc: v4l2_fmtdesc = unsafe { mem::zeroed() };
-            desc.index = index;
-            desc.type_ = buf_type.raw();
-            // SAFETY: VIDIOC_ENUM_FMT takes a struct v4l2_fmtdesc, which holds no pointers.
-            if unsafe { self.ioctl(vidioc::VIDIOC_ENUM_FMT, &mut desc) }.is_err() {
-                break;
-            }
-            out.push((desc.pixelformat, c_string(&desc.description)));
-        }
-        out
-    }
-
-    /// Frame sizes for a format: discrete sizes, or (min, max, step) ranges.
-    pub(super) fn frame_sizes(&self, code: u32) -> Vec<SizeRange> {
-        let mut out = Vec::new();
-        for index in 0..256 {
-            // SAFETY: a plain C struct, all zero is valid.
-            let mut e: v4l2_frmsizeenum = unsafe { mem::zeroed() };
-            e.index = index;
-            e.pixel_format = code;
-            // SAFETY: VIDIOC_ENUM_FRAMESIZES takes a struct v4l2_frmsizeenum, which holds
-            // no pointers.
-            if unsafe { self.ioctl(vidioc::VIDIOC_ENUM_FRAMESIZES, &mut e) }.is_err() {
-                break;
-            }
-            // SAFETY: both union members are plain u32 fields, valid for any bytes; the
-            // one read is the one `type_` says the driver filled.
-            unsafe {
-                if e.type_ == v4l2_frmsizetypes_V4L2_FRMSIZE_TYPE_DISCRETE {
-                    let d = e.__bindgen_anon_1.discrete;
-                    out.push(SizeRange::Discrete(Size {
-                        width: d.width,
-                        height: d.height,
-                    }));
-                } else {
-                    let s = e.__bindgen_anon_1.stepwise;
-                    out.push(SizeRange::Stepwise {
-                        min: Size {
-                            width: s.min_width,
-                            height: s.min_height,
-                        },
-                        max: Size {
-                            width: s.max_width,
-                            height: s.max_height,
-                        },
-                        step: (s.step_width, s.step_height),
-                    });
-                    break;
-                }
-            }
-        }
-        out
-    }
-
-    /// Frame rates for a format and size: discrete rates, or a (min, max) range.
-    pub(super) fn frame_rates(&self, code: u32, size: Size) -> Vec<RateRange> {
-        let mut out = Vec::new();
-        for index in 0..256 {
-            // SAFETY: a plain C struct, all zero is valid.
-            let mut e: v4l2_frmivalenum = unsafe { mem::zeroed() };
-            e.index = index;
-            e.pixel_format = code;
-            e.width = size.width;
-            e.height = size.height;
-            // SAFETY: VIDIOC_ENUM_FRAMEINTERVALS takes a struct v4l2_frmivalenum, which
-            // holds no pointers.
-            if unsafe { self.ioctl(vidioc::VIDIOC_ENUM_FRAMEINTERVALS, &mut e) }.is_err() {
-                break;
-            }
-            let fps = |f: v4l2_fract| {
-                if f.numerator == 0 {
-                    0.0
-                } else {
-                    f64::from(f.denominator) / f64::from(f.numerator)
-                }
-            };
-            // SAFETY: both union members are plain u32 fractions, valid for any bytes; the
-            // one read is the one `type_` says the driver filled.
-            unsafe {
-                if e.type_ == v4l2_frmivaltypes_V4L2_FRMIVAL_TYPE_DISCRETE {
-                    out.push(RateRange::Discrete(fps(e.__bindgen_anon_1.discrete)));
-                } else {
-                    let s = e.__bindgen_anon_1.stepwise;
-                    // The longest interval is the lowest rate.
-                    out.push(RateRange::Range {
-                        min: fps(s.max),
-                        max: fps(s.min),
-                    });
-                    break;
-                }
-            }
-        }
-        out
-    }
-}
-
-pub(super) fn read_format(f: &v4l2_format, buf_type: BufType) -> DriverFormat {
-    // SAFETY: reads of plain integer fields (valid for any bytes) of the union member
-    // `type_` names, the one the driver filled.
-    unsafe {
-        match buf_type {
-            BufType::Capture => {
-                let p = f.fmt.pix;
-                DriverFormat {
-                    fourcc: p.pixelformat,
-                    width: p.width,
-                    height: p.height,
-                    bytesperline: p.bytesperline,
-                    sizeimage: p.sizeimage,
-                    planes: 1,
-                }
-            }
-            BufType::CaptureMplane => {
-                let p = f.fmt.pix_mp;
-                let plane = p.plane_fmt[0];
-                DriverFormat {
-                    fourcc: p.pixelformat,
-                    width: p.width,
-                    height: p.height,
-                    bytesperline: plane.bytesperline,
-                    sizeimage: plane.sizeimage,
-                    planes: p.num_planes,
-                }
-            }
-        }
-    }
 }
 
 /// The frame period of `fps` as a reduced fraction of seconds `(numerator, denominator)`,
