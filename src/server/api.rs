@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use hyper::{Response, StatusCode};
 use serde::Serialize;
 
-use super::routes::{find, response, text, Body, State};
+use super::reply::{response, text, Body};
+use super::view::{find, CameraView};
 use crate::activity::{MotionReport, RegionMotion};
 use crate::health::HealthReport;
 use crate::mailbox::CameraState;
@@ -31,9 +32,8 @@ struct CameraJson<'a> {
     fps: Option<f64>,
 }
 
-pub(super) fn cameras(state: &State) -> Response<Body> {
-    let list: Vec<CameraJson> = state
-        .cameras
+pub(super) fn cameras(cameras: &[CameraView]) -> Response<Body> {
+    let list: Vec<CameraJson> = cameras
         .iter()
         .map(|c| {
             let (camera_state, since) = c.status();
@@ -114,8 +114,8 @@ impl<'a> MotionJson<'a> {
     }
 }
 
-pub(super) fn latest(state: &State, query: Option<&str>) -> Response<Body> {
-    let camera = match find(state, query) {
+pub(super) fn latest(cameras: &[CameraView], query: Option<&str>) -> Response<Body> {
+    let camera = match find(cameras, query) {
         Ok(c) => c,
         Err(message) => return text(StatusCode::NOT_FOUND, message),
     };

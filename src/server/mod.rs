@@ -9,6 +9,7 @@ mod auth;
 mod limits;
 mod listen;
 mod page;
+mod reply;
 mod routes;
 #[cfg(test)]
 mod routes_test;
@@ -16,6 +17,7 @@ mod scrape;
 mod slots;
 mod snapshots;
 mod tls;
+mod view;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -34,9 +36,10 @@ use crate::metrics::Metrics;
 
 pub(crate) use auth::{check_hash, mixed_costs, Auth};
 pub use listen::ListenAddress;
-pub use routes::{CameraView, HttpMetrics};
+pub use routes::HttpMetrics;
 pub(crate) use tls::{certificates, tls_config, TlsError};
 pub use tls::{ClientAuth, TlsIdentity, TlsSettings, TlsVersion};
+pub use view::CameraView;
 
 /// The `[web]` table as the server runs it; config checks it and re-exports it.
 #[derive(Clone, Debug, PartialEq)]

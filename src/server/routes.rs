@@ -2,7 +2,7 @@
 //! `/snapshot/*.png`, and the status page (`/`, `/status.json` and the page's files).
 //! GET (and HEAD) only; a request that carries a body is refused.
 
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -10,71 +10,15 @@ use hyper::body::Body as _;
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use prometheus::IntCounterVec;
-use tokio::sync::watch;
 
 use super::api;
 use super::auth::{Auth, Verdict};
 use super::page;
-use super::snapshots::{NoPicture, Picture, Pictures, Png, PngBudget, DOWN_AFTER, PNG_BUDGET};
+use super::reply::{response, text, Body};
+use super::snapshots::{NoPicture, Picture, Png, PngBudget, DOWN_AFTER, PNG_BUDGET};
+use super::view::{find, CameraView};
 use super::WebSettings;
-use crate::mailbox::{CameraState, CameraStatus, Latest, SnapshotReply};
 use crate::metrics::Metrics;
-
-pub(super) type Body = Full<Bytes>;
-
-/// What the server knows of one camera.
-pub struct CameraView {
-    pub name: String,
-    latest: watch::Receiver<Option<Arc<Latest>>>,
-    pictures: Pictures,
-    status: Arc<CameraStatus>,
-}
-
-impl CameraView {
-    pub fn new(
-        name: String,
-        latest: watch::Receiver<Option<Arc<Latest>>>,
-        snapshots: mpsc::Sender<SnapshotReply>,
-    ) -> CameraView {
-        CameraView {
-            pictures: Pictures::new(name.clone(), snapshots),
-            name,
-            latest,
-            status: Arc::default(),
-        }
-    }
-
-    /// The view whose pictures are kept `keep` after their read-back.
-    #[cfg(test)]
-    pub(super) fn keeping_pictures(self, keep: std::time::Duration) -> CameraView {
-        CameraView {
-            pictures: self.pictures.keeping(keep),
-            ..self
-        }
-    }
-
-    /// The view with the camera thread's own status, which it sets.
-    pub fn with_status(self, status: Arc<CameraStatus>) -> CameraView {
-        CameraView { status, ..self }
-    }
-
-    /// The pictures of the camera's next frame, read back by the camera thread between
-    /// frames as a snapshot is; `None` when the camera thread is not running.
-    pub fn next_pictures(
-        &self,
-    ) -> Option<tokio::sync::oneshot::Receiver<Arc<crate::mailbox::Snapshot>>> {
-        self.pictures.next_frame()
-    }
-
-    pub fn latest(&self) -> Option<Arc<Latest>> {
-        self.latest.borrow().clone()
-    }
-
-    /// What the camera is doing, and for how long it has.
-    pub fn status(&self) -> (CameraState, std::time::Duration) {
-        self.status.get()
-    }
-}
 
 /// `edgesight_http_requests_total`, the family the routes set.
 pub struct HttpMetrics {
@@ -141,29 +85,6 @@ impl State {
     pub(super) fn png_bytes_alive(&self) -> usize {
         self.png_budget.alive()
     }
-}
-
-pub(super) fn response(
-    status: StatusCode,
-    content_type: &'static str,
-    body: impl Into<Bytes>,
-) -> Response<Body> {
-    let mut r = Response::new(Full::new(body.into()));
-    *r.status_mut() = status;
-    r.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    r.headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    r
-}
-
-pub(super) fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
-    response(status, "text/plain; charset=utf-8", body)
-}
-
-/// The `camera=NAME` query parameter, if any.
-fn camera_param(query: Option<&str>) -> Option<&str> {
-    query?.split('&').find_map(|kv| kv.strip_prefix("camera="))
 }
 
 /// The address a request came from, put in its extensions by the connection.
@@ -253,8 +174,8 @@ async fn route<B>(state: &State, req: &Request<B>, path: &str) -> Response<Body>
     match path {
         "/metrics" => super::scrape::metrics(&state.metrics, req.headers(), query),
         "/healthz" => healthz(state),
-        "/api/v1/latest" => api::latest(state, query),
-        "/api/v1/cameras" => api::cameras(state),
+        "/api/v1/latest" => api::latest(&state.cameras, query),
+        "/api/v1/cameras" => api::cameras(&state.cameras),
         "/" => response(
             StatusCode::OK,
             "text/html; charset=utf-8",
@@ -284,21 +205,6 @@ async fn route<B>(state: &State, req: &Request<B>, path: &str) -> Response<Body>
 
 fn status_page(state: &State) -> page::Page {
     page::Page::new(&state.cameras, state.web.snapshots, state.web.stale_after)
-}
-
-/// The camera a `camera=NAME` parameter names, else the first; the error is a 404 text.
-pub(super) fn find<'a>(state: &'a State, query: Option<&str>) -> Result<&'a CameraView, String> {
-    match camera_param(query) {
-        None => state
-            .cameras
-            .first()
-            .ok_or_else(|| "no cameras\n".to_string()),
-        Some(name) => state
-            .cameras
-            .iter()
-            .find(|c| c.name == name)
-            .ok_or_else(|| format!("no camera '{name}'\n")),
-    }
 }
 
 /// 200 while every camera published a frame within the configured staleness.
@@ -331,13 +237,13 @@ async fn snapshot(
     let Some(kind) = Picture::from_name(name) else {
         return text(StatusCode::NOT_FOUND, "not found\n");
     };
-    let camera = match find(state, query) {
+    let camera = match find(&state.cameras, query) {
         Ok(c) => c,
         Err(message) => return text(StatusCode::NOT_FOUND, message),
     };
     let last_frame = camera.latest().map(|l| l.published.elapsed());
     let (message, retry) = match camera
-        .pictures
+        .pictures()
         .png(
             kind,
             last_frame,
@@ -392,14 +298,6 @@ fn picture(png: Png, request_headers: &header::HeaderMap) -> Response<Body> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn camera_parameter() {
-        assert_eq!(camera_param(Some("camera=front")), Some("front"));
-        assert_eq!(camera_param(Some("x=1&camera=back")), Some("back"));
-        assert_eq!(camera_param(Some("x=1")), None);
-        assert_eq!(camera_param(None), None);
-    }
 
     #[test]
     fn handler_labels_are_a_fixed_set() {

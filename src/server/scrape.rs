@@ -5,7 +5,7 @@
 use hyper::header::{self, HeaderValue};
 use hyper::{Response, StatusCode};
 
-use super::routes::{response, text, Body};
+use super::reply::{response, text, Body};
 use crate::metrics::{Metrics, Tier};
 
 /// The scrape in OpenMetrics where the scraper prefers it (Prometheus asks for it first),

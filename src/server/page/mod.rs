@@ -21,7 +21,7 @@ use serde::Serialize;
 use badge::{down_badge, health_badge};
 pub(crate) use html::{html, ASSETS};
 
-use super::routes::CameraView;
+use super::view::CameraView;
 use crate::health::{HealthReport, State};
 use crate::mailbox::{CameraState, Latest};
 use crate::pipeline::MotionState;

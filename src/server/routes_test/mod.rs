@@ -28,7 +28,8 @@ use hyper::{Method, Request, StatusCode};
 use tokio::sync::watch;
 
 use super::auth::Auth;
-use super::routes::{self, CameraView, State};
+use super::routes::{self, State};
+use super::view::CameraView;
 use super::{ListenAddress, WebSettings};
 use crate::health::{self, HealthReport, Kind};
 use crate::mailbox::{Activity, CameraStatus, Latest, Snapshot, SnapshotReply, SourceInfo};

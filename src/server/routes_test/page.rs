@@ -78,7 +78,7 @@ fn frame_with_regions() -> Latest {
 }
 
 /// Snapshots on, and the cameras given; no users.
-fn serving(cameras: Vec<crate::server::routes::CameraView>) -> State {
+fn serving(cameras: Vec<crate::server::CameraView>) -> State {
     open_on(Arc::new(Metrics::new()), cameras)
 }
 

@@ -1,0 +1,100 @@
+//! What the server knows of each camera ([`CameraView`]: its latest frame, its pictures
+//! and its state, as the camera thread hands them over in `mailbox`), and the camera a
+//! request's `camera=NAME` names. The routes, the JSON API and the status page read
+//! cameras through it.
+
+use std::sync::{mpsc, Arc};
+
+use tokio::sync::watch;
+
+use super::snapshots::Pictures;
+use crate::mailbox::{CameraState, CameraStatus, Latest, Snapshot, SnapshotReply};
+
+/// What the server knows of one camera.
+pub struct CameraView {
+    pub name: String,
+    latest: watch::Receiver<Option<Arc<Latest>>>,
+    pictures: Pictures,
+    status: Arc<CameraStatus>,
+}
+
+impl CameraView {
+    pub fn new(
+        name: String,
+        latest: watch::Receiver<Option<Arc<Latest>>>,
+        snapshots: mpsc::Sender<SnapshotReply>,
+    ) -> CameraView {
+        CameraView {
+            pictures: Pictures::new(name.clone(), snapshots),
+            name,
+            latest,
+            status: Arc::default(),
+        }
+    }
+
+    /// The view whose pictures are kept `keep` after their read-back.
+    #[cfg(test)]
+    pub(super) fn keeping_pictures(self, keep: std::time::Duration) -> CameraView {
+        CameraView {
+            pictures: self.pictures.keeping(keep),
+            ..self
+        }
+    }
+
+    /// The view with the camera thread's own status, which it sets.
+    pub fn with_status(self, status: Arc<CameraStatus>) -> CameraView {
+        CameraView { status, ..self }
+    }
+
+    /// The pictures of the camera's next frame, read back by the camera thread between
+    /// frames as a snapshot is; `None` when the camera thread is not running.
+    pub fn next_pictures(&self) -> Option<tokio::sync::oneshot::Receiver<Arc<Snapshot>>> {
+        self.pictures.next_frame()
+    }
+
+    pub fn latest(&self) -> Option<Arc<Latest>> {
+        self.latest.borrow().clone()
+    }
+
+    /// Its pictures, as the snapshot route reads them.
+    pub(super) fn pictures(&self) -> &Pictures {
+        &self.pictures
+    }
+
+    /// What the camera is doing, and for how long it has.
+    pub fn status(&self) -> (CameraState, std::time::Duration) {
+        self.status.get()
+    }
+}
+
+/// The `camera=NAME` query parameter, if any.
+fn camera_param(query: Option<&str>) -> Option<&str> {
+    query?.split('&').find_map(|kv| kv.strip_prefix("camera="))
+}
+
+/// The camera a `camera=NAME` parameter names, else the first; the error is a 404 text.
+pub(super) fn find<'a>(
+    cameras: &'a [CameraView],
+    query: Option<&str>,
+) -> Result<&'a CameraView, String> {
+    match camera_param(query) {
+        None => cameras.first().ok_or_else(|| "no cameras\n".to_string()),
+        Some(name) => cameras
+            .iter()
+            .find(|c| c.name == name)
+            .ok_or_else(|| format!("no camera '{name}'\n")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn camera_parameter() {
+        assert_eq!(camera_param(Some("camera=front")), Some("front"));
+        assert_eq!(camera_param(Some("x=1&camera=back")), Some("back"));
+        assert_eq!(camera_param(Some("x=1")), None);
+        assert_eq!(camera_param(None), None);
+    }
+}
