@@ -36,7 +36,7 @@ impl HttpMetrics {
         }
     }
 
-    /// Counts one answer; `handler` is one of a fixed set (see `handler_label`).
+    /// Counts one answer; `handler` is one of a fixed set (a label of [`ROUTES`], or `other`).
     pub fn answered(&self, handler: &'static str, status: StatusCode) {
         self.requests
             .with_label_values(&[handler, status.as_str()])
@@ -115,19 +115,90 @@ pub async fn handle<B>(state: &State, req: Request<B>) -> Response<Body> {
     resp
 }
 
+/// How a route's paths are matched.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Paths {
+    /// This path alone.
+    Exact(&'static str),
+    /// Every path under this prefix; the rest names what is asked for.
+    Under(&'static str),
+    /// The status page's files (`page::ASSETS`).
+    Assets,
+}
+
+/// What answers a route.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Endpoint {
+    Metrics,
+    Healthz,
+    Latest,
+    Cameras,
+    StatusPage,
+    StatusJson,
+    Snapshot,
+    Asset,
+}
+
+/// One route: its paths, the `handler` label of `edgesight_http_requests_total` it is
+/// counted under, and what answers it.
+#[derive(Debug)]
+pub(super) struct Route {
+    pub paths: Paths,
+    pub label: &'static str,
+    pub endpoint: Endpoint,
+}
+
+const fn route_of(paths: Paths, label: &'static str, endpoint: Endpoint) -> Route {
+    Route {
+        paths,
+        label,
+        endpoint,
+    }
+}
+
+/// Every route, each listed once: the dispatch ([`route`]) and the request counter's
+/// labels ([`handler_label`]) both read this table, so no path is answered under another
+/// route's label or counted under a route that does not answer it.
+pub(super) const ROUTES: [Route; 8] = [
+    route_of(Paths::Exact("/metrics"), "metrics", Endpoint::Metrics),
+    route_of(Paths::Exact("/healthz"), "healthz", Endpoint::Healthz),
+    route_of(Paths::Exact("/api/v1/latest"), "latest", Endpoint::Latest),
+    route_of(
+        Paths::Exact("/api/v1/cameras"),
+        "cameras",
+        Endpoint::Cameras,
+    ),
+    route_of(Paths::Exact("/"), "status", Endpoint::StatusPage),
+    route_of(
+        Paths::Exact("/status.json"),
+        "status_json",
+        Endpoint::StatusJson,
+    ),
+    route_of(Paths::Under("/snapshot/"), "snapshot", Endpoint::Snapshot),
+    route_of(Paths::Assets, "assets", Endpoint::Asset),
+];
+
+impl Paths {
+    /// Whether `path` is one of these, and its rest after an [`Paths::Under`] prefix.
+    fn rest<'p>(&self, path: &'p str) -> Option<&'p str> {
+        match *self {
+            Paths::Exact(p) => (path == p).then_some(""),
+            Paths::Under(prefix) => path.strip_prefix(prefix),
+            Paths::Assets => page::ASSETS.iter().any(|(p, ..)| *p == path).then_some(""),
+        }
+    }
+}
+
+/// The route that answers `path`, with the path's rest after its prefix.
+fn find_route(path: &str) -> Option<(&'static Route, &str)> {
+    ROUTES
+        .iter()
+        .find_map(|r| r.paths.rest(path).map(|rest| (r, rest)))
+}
+
 /// A fixed set of label values, whatever paths clients make up.
 fn handler_label(path: &str) -> &'static str {
-    match path {
-        "/metrics" => "metrics",
-        "/healthz" => "healthz",
-        "/api/v1/latest" => "latest",
-        "/api/v1/cameras" => "cameras",
-        "/" => "status",
-        "/status.json" => "status_json",
-        p if page::ASSETS.iter().any(|(path, ..)| *path == p) => "assets",
-        p if p.starts_with("/snapshot/") => "snapshot",
-        _ => "other",
-    }
+    find_route(path).map_or("other", |(r, _)| r.label)
 }
 
 async fn route<B>(state: &State, req: &Request<B>, path: &str) -> Response<Body> {
@@ -171,24 +242,29 @@ async fn route<B>(state: &State, req: &Request<B>, path: &str) -> Response<Body>
         }
     }
     let query = req.uri().query();
-    match path {
-        "/metrics" => super::scrape::metrics(&state.metrics, req.headers(), query),
-        "/healthz" => healthz(state),
-        "/api/v1/latest" => api::latest(&state.cameras, query),
-        "/api/v1/cameras" => api::cameras(&state.cameras),
-        "/" => response(
+    let not_found = || text(StatusCode::NOT_FOUND, "not found\n");
+    let Some((route, rest)) = find_route(path) else {
+        return not_found();
+    };
+    match route.endpoint {
+        Endpoint::Metrics => super::scrape::metrics(&state.metrics, req.headers(), query),
+        Endpoint::Healthz => healthz(state),
+        Endpoint::Latest => api::latest(&state.cameras, query),
+        Endpoint::Cameras => api::cameras(&state.cameras),
+        Endpoint::StatusPage => response(
             StatusCode::OK,
             "text/html; charset=utf-8",
             page::html(&status_page(state)),
         ),
-        "/status.json" => match status_page(state).json() {
+        Endpoint::StatusJson => match status_page(state).json() {
             Ok(json) => response(StatusCode::OK, "application/json", json),
             Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")),
         },
-        p if p.starts_with("/snapshot/") && state.web.snapshots => {
-            snapshot(state, &p["/snapshot/".len()..], query, req.headers()).await
+        Endpoint::Snapshot if state.web.snapshots => {
+            snapshot(state, rest, query, req.headers()).await
         }
-        p => match page::ASSETS.iter().find(|(path, ..)| *path == p) {
+        Endpoint::Snapshot => not_found(),
+        Endpoint::Asset => match page::ASSETS.iter().find(|(p, ..)| *p == path) {
             Some((_, content_type, bytes)) => {
                 let mut r = response(StatusCode::OK, content_type, *bytes);
                 // Their URLs name the build (`?v=`), so a day's caching is safe.
@@ -198,7 +274,7 @@ async fn route<B>(state: &State, req: &Request<B>, path: &str) -> Response<Body>
                 );
                 r
             }
-            None => text(StatusCode::NOT_FOUND, "not found\n"),
+            None => not_found(),
         },
     }
 }

@@ -5,6 +5,7 @@ use hyper::header;
 use hyper::{Method, Request, StatusCode};
 
 use super::{ask, ask_with, get, open, routes};
+use crate::server::page;
 
 #[tokio::test]
 async fn metrics_are_prometheus_text_never_cached() {
@@ -23,6 +24,48 @@ async fn metrics_are_prometheus_text_never_cached() {
     assert!(again
         .text()
         .contains(r#"edgesight_http_requests_total{code="200",handler="metrics"} 1"#));
+}
+
+/// Every route of the one table is answered, and counted under its own label; a path the
+/// table lacks is counted as `other`.
+#[tokio::test]
+async fn every_route_is_answered_and_counted_under_its_label() {
+    use routes::Paths;
+    let s = open(true);
+    // The idle camera has published nothing, so /healthz says 503.
+    let want = [
+        ("metrics", 200),
+        ("healthz", 503),
+        ("latest", 200),
+        ("cameras", 200),
+        ("status", 200),
+        ("status_json", 200),
+        ("snapshot", 200),
+        ("assets", 200),
+    ];
+    assert_eq!(
+        routes::ROUTES.map(|r| r.label),
+        want.map(|(label, _)| label)
+    );
+    for (route, (label, code)) in routes::ROUTES.iter().zip(want) {
+        let path = match route.paths {
+            Paths::Exact(path) => path.to_string(),
+            Paths::Under(prefix) => format!("{prefix}luma.png"),
+            Paths::Assets => page::ASSETS[0].0.to_string(),
+        };
+        assert_eq!(
+            get(&s, &path).await.status.as_u16(),
+            code,
+            "{label}: {path}"
+        );
+    }
+    assert_eq!(get(&s, "/nowhere").await.status, StatusCode::NOT_FOUND);
+    let metrics = get(&s, "/metrics?collect[]=detail").await.text();
+    for (label, code) in want.into_iter().chain([("other", 404)]) {
+        let series =
+            format!(r#"edgesight_http_requests_total{{code="{code}",handler="{label}"}} 1"#);
+        assert!(metrics.contains(&series), "{series} in\n{metrics}");
+    }
 }
 
 /// `/metrics` comes gzip-compressed to a scraper that accepts it, as Prometheus does, and
