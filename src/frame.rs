@@ -5,9 +5,14 @@
 //!
 //! One room, long as it is: the formats' names, sample layouts and row and frame sizes
 //! are one table that the launchers and the references both read, and its unit tests.
+//! Why a frame was lost before the pipeline saw it is in `dropped.rs`.
+
+mod dropped;
 
 use std::fmt;
 use std::str::FromStr;
+
+pub use dropped::DropReason;
 
 /// The largest frame the pipeline accepts: the u32 integral image of an all-white frame of
 /// this many pixels still fits (255 * 16_843_009 < 2^32).

@@ -12,7 +12,7 @@ use std::time::Instant;
 use tokio::sync::oneshot;
 
 use crate::activity::MotionReport;
-use crate::capture::DropReason;
+use crate::frame::DropReason;
 use crate::health::HealthReport;
 use crate::pipeline::{FrameResult, PipelineOptions};
 

@@ -39,6 +39,9 @@ use std::time::{Duration, Instant};
 use crate::cl::{ClError, FrameSlot, Gpu};
 use crate::frame::{CaptureFormat, FrameLayout};
 
+/// The sources' own reason for a lost frame, kept below capture so that what reads the
+/// drops (`mailbox`, the metrics) need not import capture.
+pub use crate::frame::DropReason;
 pub use parse::InvalidSource;
 pub use parts::{BadParts, SourceKind, SourcePart, SourceParts};
 pub(crate) use pattern::PatternSource;
@@ -114,45 +117,6 @@ pub enum Next<'a> {
     Frame(Frame<'a>),
     /// No frame within the wait (pacing, a camera reconnecting); call again.
     Idle,
-}
-
-/// Why a frame was lost before the pipeline saw it; a metric label.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum DropReason {
-    /// A gap in the sequence numbers: the source moved on before it was asked again.
-    SequenceGap,
-    /// The driver flagged the buffer as damaged (`V4L2_BUF_FLAG_ERROR`).
-    BufferError,
-    /// The buffer held fewer bytes than the frame needs; for a replay file, the frame
-    /// could not be read whole (the file shrank, or a read failed).
-    ShortFrame,
-    /// An image of a replay directory was missing, unreadable, incomplete or of another
-    /// size or format than the first.
-    BadImage,
-    /// A JPEG frame (an MJPEG camera's or recording's) that is not a whole, undamaged
-    /// image of the stream's size: cut short by a starved USB bus, damaged, or of
-    /// another size. Never processed in part.
-    CorruptFrame,
-}
-
-impl DropReason {
-    pub const ALL: [DropReason; 5] = [
-        DropReason::SequenceGap,
-        DropReason::BufferError,
-        DropReason::ShortFrame,
-        DropReason::BadImage,
-        DropReason::CorruptFrame,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            DropReason::SequenceGap => "sequence_gap",
-            DropReason::BufferError => "buffer_error",
-            DropReason::ShortFrame => "short_frame",
-            DropReason::BadImage => "bad_image",
-            DropReason::CorruptFrame => "corrupt_frame",
-        }
-    }
 }
 
 /// Counters a source keeps from its start (they survive reconnects).

@@ -18,8 +18,9 @@ use prometheus::{
 use super::health_metrics::{HealthFamilies, HealthMetrics};
 use super::verify::{VerifyFamilies, VerifyMetrics};
 use crate::activity::MotionReport;
-use crate::capture::{CaptureStats, DropReason, MAX_FPS};
+use crate::capture::{CaptureStats, MAX_FPS};
 use crate::cl::{ClDeviceInfo, Timing};
+use crate::frame::DropReason;
 use crate::mailbox::{Activity, DROP_PUBLISH_BACKLOG};
 use crate::metrics::{Metrics, PIPELINE_STAGE};
 use crate::pipeline::{FrameResult, PipelineError, Stage};

@@ -236,8 +236,9 @@ fn watch_health(health: &mut Health, p: &Published, m: &CameraMetrics) -> Option
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::capture::{CaptureStats, DropReason};
+    use crate::capture::CaptureStats;
     use crate::daemon::camera_metrics::CameraFamilies;
+    use crate::frame::DropReason;
     use crate::mailbox::SourceInfo;
     use crate::metrics::Metrics;
     use crate::pipeline::{FrameResult, PipelineOptions};
