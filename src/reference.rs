@@ -10,6 +10,11 @@ use crate::frame::{rgb_to_luma, Cfa, FrameLayout, PixelFormat, Samples};
 use crate::pipeline::{Border, Magnitude};
 use crate::region::{Region, RegionStats};
 
+/// Otsu's threshold in OpenCV's doubles is defined once, in the pipeline, which runs it on
+/// the host for the tunings that work the threshold out there; the kernels are tested
+/// against that definition.
+pub use crate::pipeline::otsu_threshold;
+
 /// 8-bit luma of a frame, dense (`width` bytes per row).
 pub fn luma(layout: &FrameLayout, src: &[u8]) -> Vec<u8> {
     let (w, h, stride) = (
@@ -231,39 +236,6 @@ pub fn histogram(luma: &[u8]) -> [u32; 256] {
         hist[usize::from(v)] += 1;
     }
     hist
-}
-
-/// Otsu's threshold exactly as OpenCV's own `getThreshVal_Otsu_8u` computes it (the code
-/// `cv2.threshold(..., THRESH_OTSU)` runs without IPP): same doubles, same order of
-/// operations, the first maximum kept.
-pub fn otsu_threshold(hist: &[u32; 256]) -> u8 {
-    let total: u64 = hist.iter().map(|&c| u64::from(c)).sum();
-    let scale = 1.0 / total as f64;
-    let mut mu = 0.0f64;
-    for (i, &c) in hist.iter().enumerate() {
-        mu += i as f64 * f64::from(c);
-    }
-    mu *= scale;
-    let eps = f64::from(f32::EPSILON);
-    let (mut mu1, mut q1) = (0.0f64, 0.0f64);
-    let (mut max_sigma, mut max_val) = (0.0f64, 0u8);
-    for (i, &c) in hist.iter().enumerate() {
-        let p_i = f64::from(c) * scale;
-        mu1 *= q1;
-        q1 += p_i;
-        let q2 = 1.0 - q1;
-        if q1.min(q2) < eps || q1.max(q2) > 1.0 - eps {
-            continue;
-        }
-        mu1 = (mu1 + i as f64 * p_i) / q1;
-        let mu2 = (mu - q1 * mu1) / q2;
-        let sigma = q1 * q2 * (mu1 - mu2) * (mu1 - mu2);
-        if sigma > max_sigma {
-            max_sigma = sigma;
-            max_val = i as u8;
-        }
-    }
-    max_val
 }
 
 /// 255 where `luma > threshold`, else 0 (`THRESH_BINARY` with maxval 255).

@@ -93,7 +93,7 @@ pub use options::{
     PipelineOptions, Setup, SobelLayout, Stores, Tuning, TuningChoice, UnknownBorder,
     UnknownTuning, SOBEL_RUN_CHUNKS,
 };
-pub use otsu::ThresholdParams;
+pub use otsu::{otsu_threshold, ThresholdParams};
 pub use processed::{
     DeviceMotion, FrameImages, FrameResult, Images, Pictures, Processed, TileMask,
 };

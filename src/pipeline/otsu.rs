@@ -229,7 +229,7 @@ impl OtsuStage {
         let mut counts = [0u32; 256];
         counts.copy_from_slice(&host.counts);
         host.words[..256].copy_from_slice(&counts);
-        host.words[256] = u32::from(crate::reference::otsu_threshold(&counts));
+        host.words[256] = u32::from(otsu_threshold(&counts));
         // SAFETY: `words` is heap memory the stage owns and does not touch again before
         // the next frame, and the pipeline finishes the queue before it returns from this
         // one; no host mapping of `results` exists (the pipeline maps only frame slots).
@@ -292,4 +292,37 @@ impl OtsuStage {
             )
         }
     }
+}
+
+/// Otsu's threshold exactly as OpenCV's own `getThreshVal_Otsu_8u` computes it (the code
+/// `cv2.threshold(..., THRESH_OTSU)` runs without IPP): same doubles, same order of
+/// operations, the first maximum kept.
+pub fn otsu_threshold(hist: &[u32; 256]) -> u8 {
+    let total: u64 = hist.iter().map(|&c| u64::from(c)).sum();
+    let scale = 1.0 / total as f64;
+    let mut mu = 0.0f64;
+    for (i, &c) in hist.iter().enumerate() {
+        mu += i as f64 * f64::from(c);
+    }
+    mu *= scale;
+    let eps = f64::from(f32::EPSILON);
+    let (mut mu1, mut q1) = (0.0f64, 0.0f64);
+    let (mut max_sigma, mut max_val) = (0.0f64, 0u8);
+    for (i, &c) in hist.iter().enumerate() {
+        let p_i = f64::from(c) * scale;
+        mu1 *= q1;
+        q1 += p_i;
+        let q2 = 1.0 - q1;
+        if q1.min(q2) < eps || q1.max(q2) > 1.0 - eps {
+            continue;
+        }
+        mu1 = (mu1 + i as f64 * p_i) / q1;
+        let mu2 = (mu - q1 * mu1) / q2;
+        let sigma = q1 * q2 * (mu1 - mu2) * (mu1 - mu2);
+        if sigma > max_sigma {
+            max_sigma = sigma;
+            max_val = i as u8;
+        }
+    }
+    max_val
 }
