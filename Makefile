@@ -12,6 +12,9 @@
 #            boards), unpacked under target/rusticl, never installed: POCL stays the default.
 # make test-k8s: the Kubernetes manifests of deploy/k8s checked offline (tests/k8s).
 # make test-fleet: bench/fleet.py on three boards, its tables checked (bench/test_fleet.py).
+# make test-ha: Home Assistant Core's own MQTT integration against the daemon and mosquitto
+#            (tests/ha/check.py): its devices, entities, states and event pictures, and a
+#            log without a warning. Not in `make test`.
 # make test-browser: the status page in Debian's Chromium, on a desktop window and a
 #            390x844 phone, with screenshots of both in target/browser/.
 # make test-arm: the kernel tests and the OpenCV conformance test on emulated aarch64 and
@@ -46,7 +49,7 @@ DEMO_OUT := target/demo
 DEMO_LISTEN ?= 127.0.0.1:8947
 HEALTH_CHECK ?= --check
 
-.PHONY: demo demo-process docs test test-fleet test-arm test-rusticl mali-report test-browser bench health-eval health-subset deps-run deps-test build lint unit test-k8s conformance cross package image test-image vm-test vm-systemd clean
+.PHONY: demo demo-process docs test test-ha test-fleet test-arm test-rusticl mali-report test-browser bench health-eval health-subset deps-run deps-test build lint unit test-k8s conformance cross package image test-image vm-test vm-systemd clean
 
 demo: deps-run build
 	@mkdir -p $(POCL_CACHE_DIR)
@@ -159,6 +162,13 @@ test-fleet: deps-test build
 test-browser: deps-test build
 	@mkdir -p $(POCL_CACHE_DIR)
 	python3 tests/browser/status_page.py --bin target/release/edgesight --out target/browser
+
+# Home Assistant Core (the release of tests/ha/requirements.txt, in target/ha/venv) run
+# headless, its MQTT integration added through its config flow, against mosquitto and the
+# debug binary (tests/ha/check.py says what is checked).
+test-ha: deps-test
+	$(CARGO) build --locked
+	tests/ha/run.sh --bin target/debug/edgesight
 
 # The OpenCL tests on Mesa's Rusticl (tests/rusticl/run.sh says what, and how it is kept
 # apart from the system's OpenCL).

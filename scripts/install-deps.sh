@@ -14,7 +14,11 @@
 #                          fetches the real footage, opencv-doc's vtest.avi, and ffmpeg
 #                          decodes it), and
 #                          Prometheus (with promtool), wrk, openssl and curl for the daemon's
-#                          tests, the mosquitto broker and its clients for its MQTT tests, Chromium and its WebDriver (chromium, chromium-driver)
+#                          tests, the mosquitto broker and its clients for its MQTT tests
+#                          and, for tests/ha, Home Assistant Core from PyPI in a venv of
+#                          its own (python3-venv; target/ha/venv, made again whenever
+#                          tests/ha/requirements.txt changes: its pins would clash with the
+#                          other pip packages), Chromium and its WebDriver (chromium, chromium-driver)
 #                          with selenium from PyPI for the status page's browser test,
 #                          kubernetes-validate from PyPI (the Kubernetes API schemas,
 #                          bundled: the manifests' check runs offline) and busybox-static
@@ -47,7 +51,8 @@ apt_packages=(ocl-icd-libopencl1 pocl-opencl-icd clinfo libclang-dev linux-libc-
 if [ "$mode" = test ]; then
     apt_packages+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross
                    gcc-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user-static
-                   prometheus wrk openssl curl python3 python3-pip chromium chromium-driver
+                   prometheus wrk openssl curl python3 python3-pip python3-venv
+                   chromium chromium-driver
                    mosquitto mosquitto-clients
                    qemu-system-x86 busybox-static kmod cpio xz-utils zstd
                    gcc-12 make ffmpeg v4l-utils
@@ -96,4 +101,16 @@ if ! python3 -c 'import cv2, numpy, PIL, selenium, kubernetes_validate' 2>/dev/n
         kubernetes-validate 2>/dev/null ||
         python3 -m pip install --quiet --break-system-packages opencv-python-headless numpy \
             Pillow selenium kubernetes-validate
+fi
+
+ha_venv=target/ha/venv
+ha_requirements=tests/ha/requirements.txt
+cd "$(dirname "$0")/.."
+if ! cmp -s "$ha_requirements" "$ha_venv/requirements.txt"; then
+    echo "install-deps: installing Home Assistant Core in $ha_venv ($ha_requirements)"
+    rm -rf "$ha_venv"
+    python3 -m venv "$ha_venv"
+    "$ha_venv/bin/pip" install --quiet --disable-pip-version-check -r "$ha_requirements"
+    # Written last: a venv cut short by a failed install is made again next time.
+    cp "$ha_requirements" "$ha_venv/requirements.txt"
 fi
