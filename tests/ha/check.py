@@ -4,7 +4,9 @@
     tests/ha/run.sh [--bin target/debug/edgesight] [--out target/ha/run]
 
 Run by the Python of target/ha/venv, where scripts/install-deps.sh test installs the
-Home Assistant release of tests/ha/requirements.txt. Started on loopback ports, each in
+Home Assistant release of tests/ha/requirements.txt; the Python of any venv with a Home
+Assistant and what its default integrations, mqtt and camera need runs it too (a newer
+release on a newer Python: VENV/bin/python tests/ha/check.py). Started on loopback ports, each in
 OUT/: Debian's mosquitto with a password file; Home Assistant, headless (no YAML for
 MQTT: a new user made through the onboarding API, its token from the login flow, then
 the MQTT integration added through the config flow's REST API, as its dialog does); the
@@ -20,7 +22,8 @@ Checked through Home Assistant's registries (its websocket API) and REST API:
 - each camera is one device of the MQTT entry, with the name, maker, model, version and
   status-page link the daemon sent, and exactly its entities (connectivity, a tamper
   sensor per kind, motion per region, frame rate, sharpness, light, event picture), by
-  unique ID, with the entity IDs Home Assistant derives from their names;
+  unique ID, with the entity IDs Home Assistant derives from their names, and the
+  connectivity and frame rate as diagnostics;
 - their classes, units and state classes; `front`: connected, motion `on` in `lane`,
   `off` in `sky`, about 30 fps; `still`: frozen `on`, then `off` after the new file;
   `absent`: connectivity `off`, its other entities unavailable but the picture;
@@ -58,9 +61,10 @@ HA_USER = "tester"
 HA_PASSWORD = "ha-test-login-1"
 KEEPALIVE_S = 2
 # How long Debian 12's mosquitto (2.0.11) takes to give up on a silent client: 1.5
-# keepalives, counted in whole seconds (more than 3 s: up to 4), seen by its check of every
-# client, which runs once every 5 s; and half a second for Home Assistant to follow.
-MOSQUITTO_SILENT_S = int(1.5 * KEEPALIVE_S) + 1 + 5 + 0.5
+# keepalives counted in whole seconds (more than 3: up to 4 s), seen by its check of every
+# client, which runs once every 5 s at a whole second (up to 1 s late); Home Assistant
+# follows within a tenth of a second.
+MOSQUITTO_SILENT_S = int(1.5 * KEEPALIVE_S) + 1 + 5 + 1
 TAMPER_KINDS = ["overexposed", "underexposed", "covered", "frozen", "moved", "defocus"]
 STILL_SIZE = (64, 48)
 # The log lines of Home Assistant's start that are about its setup, not about us:
@@ -316,21 +320,23 @@ device = "/dev/video-edgesight-ha-none"
 
 
 def expected_entities(camera, regions, health):
-    """{unique_id: (entity_id, what its state's attributes must hold)} of one camera."""
-    def entity(component, obj, name, attributes):
+    """{unique_id: (entity_id, entity_category, what its state's attributes must hold)} of
+    one camera."""
+    def entity(component, obj, name, attributes, category=None):
         unique = f"edgesight_{BOARD}_{camera}_{obj}"
         entity_id = f"{component}.{BOARD}_{camera}_{name}"
-        return unique, (entity_id, attributes)
+        return unique, (entity_id, category, attributes)
 
     out = [entity("binary_sensor", "connectivity", "connected",
-                  {"device_class": "connectivity"})]
+                  {"device_class": "connectivity"}, "diagnostic")]
     if health:
         out += [entity("binary_sensor", f"tamper_{k}", f"tamper_{k}", {"device_class": "tamper"})
                 for k in TAMPER_KINDS]
     out += [entity("binary_sensor", f"motion_{r}", f"motion_{r}", {"device_class": "motion"})
             for r in regions]
     out.append(entity("sensor", "fps", "frame_rate",
-                      {"unit_of_measurement": "fps", "state_class": "measurement"}))
+                      {"unit_of_measurement": "fps", "state_class": "measurement"},
+                      "diagnostic"))
     if health:
         out += [entity("sensor", obj, name, {"unit_of_measurement": "%",
                                              "state_class": "measurement"})
@@ -359,10 +365,11 @@ def check_registries(ha, entry_id, version, web_port):
         check(got == ([["mqtt", f"edgesight_{BOARD}_{camera}"]], "edgesight",
                       "edgesight camera", version, f"http://127.0.0.1:{web_port}/"),
               f"{camera}'s device: {got}")
-        mine = {e["unique_id"]: e["entity_id"] for e in entities if e["device_id"] == d["id"]}
-        check(mine == {u: eid for u, (eid, _) in want.items()},
-              f"{camera}'s entities:\n  got  {sorted(mine.items())}\n"
-              f"  want {sorted((u, eid) for u, (eid, _) in want.items())}")
+        mine = {e["unique_id"]: (e["entity_id"], e["entity_category"])
+                for e in entities if e["device_id"] == d["id"]}
+        wanted = {u: (eid, category) for u, (eid, category, _) in want.items()}
+        check(mine == wanted, f"{camera}'s entities:\n  got  {sorted(mine.items())}\n"
+              f"  want {sorted(wanted.items())}")
         check(all(e["platform"] == "mqtt" and e["disabled_by"] is None
                   for e in entities if e["device_id"] == d["id"]),
               f"{camera}'s entities are MQTT's and enabled")
@@ -370,7 +377,7 @@ def check_registries(ha, entry_id, version, web_port):
 
 def check_attributes(states):
     for camera, want in CAMERAS.items():
-        for entity_id, attributes in want.values():
+        for entity_id, _, attributes in want.values():
             s = states.get(entity_id)
             check(s is not None, f"{entity_id}: no state")
             got = {k: s["attributes"].get(k) for k in attributes}
@@ -434,7 +441,7 @@ def main():
                                   stdout=daemon_log, stderr=subprocess.STDOUT)
         procs.append(daemon)
         began = time.monotonic()
-        every = [eid for want in CAMERAS.values() for eid, _ in want.values()]
+        every = [eid for want in CAMERAS.values() for eid, _, _ in want.values()]
 
         def all_known():
             check(daemon.poll() is None, f"the daemon exited: see {daemon_log.name}")
@@ -468,7 +475,7 @@ def main():
         # Down: it says so, and the rest of it is unavailable but its last picture.
         state_is(f"binary_sensor.{BOARD}_absent_connected", "off")
         states = ha.states()
-        absent = {eid: states[eid]["state"] for eid, _ in CAMERAS["absent"].values()}
+        absent = {eid: states[eid]["state"] for eid, _, _ in CAMERAS["absent"].values()}
         want = {eid: "unavailable" for eid in absent}
         want[f"binary_sensor.{BOARD}_absent_connected"] = "off"
         want[f"camera.{BOARD}_absent_event_picture"] = "idle"
