@@ -14,7 +14,7 @@
 # make test-fleet: bench/fleet.py on three boards, its tables checked (bench/test_fleet.py).
 # make test-ha: Home Assistant Core's own MQTT integration against the daemon and mosquitto
 #            (tests/ha/check.py): its devices, entities, states and event pictures, and a
-#            log without a warning. Not in `make test`.
+#            log without a warning.
 # make test-browser: the status page in Debian's Chromium, on a desktop window and a
 #            390x844 phone, with screenshots of both in target/browser/.
 # make test-arm: the kernel tests and the OpenCV conformance test on emulated aarch64 and
@@ -77,7 +77,7 @@ bench: deps-run build
 # the Rusticl tests, which spend their time in its compiler, run beside them at the lowest
 # priority: the VMs get the CPU they ask for first and Rusticl the rest. Its output is
 # shown when both are done (and kept in target/rusticl/logs/make-test.log).
-test: deps-test lint docs unit build test-k8s test-fleet health-subset conformance test-browser cross package test-image
+test: deps-test lint docs unit build test-k8s test-fleet test-ha health-subset conformance test-browser cross package test-image
 	@mkdir -p target/rusticl/logs
 	@nice -n 19 $(MAKE) --no-print-directory test-rusticl > target/rusticl/logs/make-test.log 2>&1 & \
 	rusticl=$$!; \
