@@ -88,6 +88,9 @@ pub struct Snapshot {
     pub motion: Vec<u8>,
     pub histogram: [u32; 256],
     pub otsu_threshold: u8,
+    /// The frame as the JPEG image the camera sent (an MJPEG camera or recording): an
+    /// event's picture without an encode.
+    pub jpeg: Option<Vec<u8>>,
 }
 
 /// How a snapshot request is answered: the camera thread sends the pictures of its next

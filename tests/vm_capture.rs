@@ -1048,7 +1048,8 @@ fn clip_frame_of(luma: &[u8], lumas: &[Option<Vec<u8>>]) -> Option<usize> {
 /// the one the node offers), whole and at half size: every frame handed out is the luma of
 /// a whole frame of the clip, exactly, and the pipeline's histogram of it the reference's;
 /// the cut frames are counted as corrupt_frame and never handed out, and the stream goes
-/// on. The driver's rate (the writer's 30 fps) is the source's rate.
+/// on. The driver's rate (the writer's 30 fps) is the source's rate. A frame asked for
+/// its JPEG carries the clip's image it was decoded from; one not asked carries none.
 #[test]
 #[ignore = "needs the v4l2loopback device: run through tests/vm/run.sh (make vm-test)"]
 fn mjpeg_frames_from_the_loopback_are_decoded_and_cut_ones_counted() {
@@ -1079,6 +1080,8 @@ fn mjpeg_frames_from_the_loopback_are_decoded_and_cut_ones_counted() {
         while seen < 12 || after_corrupt < 2 {
             assert!(Instant::now() < deadline, "{:?}", source.stats());
             let corrupt_before = source.stats().dropped(DropReason::CorruptFrame);
+            let keep = seen % 2 == 0;
+            source.keep_jpeg(keep);
             let Next::Frame(frame) = source.next_frame(gpu, Duration::from_millis(500)).unwrap()
             else {
                 continue;
@@ -1089,6 +1092,17 @@ fn mjpeg_frames_from_the_loopback_are_decoded_and_cut_ones_counted() {
                 panic!("frame {} is no whole frame of the clip", frame.sequence)
             });
             assert!(!is_cut(index));
+            // The JPEG copied out while asked is the one the luma came from (a stale first
+            // buffer holds the frame and, after it, what the buffer held before).
+            match frame.jpeg {
+                Some(jpeg) => assert!(
+                    keep && jpeg.starts_with(&frames[index]),
+                    "frame {}: the JPEG kept is not clip frame {index}: {}",
+                    frame.sequence,
+                    unlike(jpeg, &frames)
+                ),
+                None => assert!(!keep, "frame {}: no JPEG kept", frame.sequence),
+            }
             let mut p = pipeline.lock().unwrap();
             let result = p.process(gpu, frame.slot).unwrap();
             assert_eq!(

@@ -110,6 +110,10 @@ pub struct Frame<'a> {
     /// Host time spent decoding the frame into its slot (JPEG frames); `None` for frames
     /// that arrive as pixels.
     pub decoded: Option<Duration>,
+    /// The frame as the JPEG image it arrived as (an MJPEG camera's or recording's), where
+    /// the source has it: a recording always, a camera when asked beforehand
+    /// ([`FrameSource::keep_jpeg`]), since its buffer goes back to the driver at once.
+    pub jpeg: Option<&'a [u8]>,
 }
 
 /// What [`FrameSource::next_frame`] found.
@@ -186,6 +190,11 @@ pub trait FrameSource: Send {
     fn capture_format(&self) -> CaptureFormat {
         CaptureFormat::Pixels(self.layout().format)
     }
+    /// Whether the frames handed out from now on should carry their JPEG image
+    /// ([`Frame::jpeg`]): a camera copies it out of the driver's buffer only while asked,
+    /// as its copy costs a frame's compressed bytes. Sources without JPEG frames, and
+    /// those that hold the image anyway, ignore it.
+    fn keep_jpeg(&mut self, _keep: bool) {}
     /// The rate frames arrive at as the source itself knows it (a camera's driver's
     /// report, VIDIOC_G_PARM); `None` where it does not (the sources that pace themselves
     /// run at their configured rate).
@@ -322,6 +331,7 @@ impl PacedSlots {
             sequence,
             captured: due,
             decoded,
+            jpeg: None,
         }))
     }
 }

@@ -32,7 +32,9 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::{CaptureError, CaptureStats, DropReason, Fill, FrameSource, IoMode, Next, PacedSlots};
+use super::{
+    CaptureError, CaptureStats, DropReason, Fill, Frame, FrameSource, IoMode, Next, PacedSlots,
+};
 use crate::cl::Gpu;
 use crate::files::OpenError;
 use crate::frame::{CaptureFormat, FrameLayout, PixelFormat, Size};
@@ -527,7 +529,7 @@ impl FrameSource for ReplaySource {
 
     fn next_frame(&mut self, gpu: &Gpu, wait: Duration) -> Result<Next<'_>, CaptureError> {
         let (path, frames, drops) = (&self.path, &mut self.frames, &mut self.drops_in_a_row);
-        self.slots.next_frame(
+        let next = self.slots.next_frame(
             gpu,
             wait,
             || format!("replay {}", path.display()),
@@ -543,7 +545,15 @@ impl FrameSource for ReplaySource {
                 };
                 Ok(filled)
             },
-        )
+        )?;
+        // A recording's image stays read until the next frame's: it is the frame's JPEG.
+        Ok(match (next, &self.frames) {
+            (Next::Frame(frame), Frames::Mjpeg(recording)) => Next::Frame(Frame {
+                jpeg: Some(recording.jpeg()),
+                ..frame
+            }),
+            (next, _) => next,
+        })
     }
 }
 

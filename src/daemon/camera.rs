@@ -26,7 +26,7 @@ use crate::activity::ActivitySettings;
 use crate::capture::{self, Down, FrameSource, Next, SourceSpec};
 use crate::cl::{ClError, Gpu};
 use crate::config::CameraSettings;
-use crate::frame::FrameLayout;
+use crate::frame::{CaptureFormat, FrameLayout};
 use crate::health::{self, HealthSettings};
 use crate::mailbox::CameraStatus;
 use crate::mailbox::{Snapshot, SnapshotReply, SourceInfo};
@@ -283,6 +283,9 @@ fn run_frames(
     let mut verifier = Verifier::new(settings.verify_every, Arc::clone(&m.verify));
     // Without a configured rate, the target is the driver's, once the camera is up.
     let mut target_known = target_fps(settings).is_some();
+    // Snapshot requests seen before the wait for a frame: that frame answers them, with
+    // its JPEG kept for them where the source has JPEG frames.
+    let mut waiting: Vec<SnapshotReply> = Vec::new();
     while !links.stopped() {
         links.state.turn();
         while let Ok(reload) = links.reloads.try_recv() {
@@ -296,6 +299,11 @@ fn run_frames(
                 target_known = true;
             }
         }
+        waiting.extend(links.snapshots.try_iter());
+        // Requests the server gave up on (a camera that was down) need no read-back.
+        waiting.retain(|r| !r.is_closed());
+        cam.source.keep_jpeg(!waiting.is_empty());
+        let jpeg_frames = cam.source.capture_format() == CaptureFormat::Mjpeg;
         let next = cam.source.next_frame(&cam.gpu, POLL)?;
         let Next::Frame(frame) = next else {
             let up = cam.source.is_up();
@@ -323,6 +331,7 @@ fn run_frames(
             continue;
         };
         let (sequence, captured, decoded) = (frame.sequence, frame.captured, frame.decoded);
+        let jpeg = frame.jpeg;
         let mut result = unused
             .take()
             .or_else(|| links.spare.try_recv().ok())
@@ -331,8 +340,16 @@ fn run_frames(
             .process_into(&cam.gpu, frame.slot, &mut result)
             .map(|images| {
                 // The frame, so its slot, is held up to here: answer while luma may be
-                // read from it.
-                answer_snapshots(&images, &result, &cam.gpu, &links.snapshots, &settings.name);
+                // read from it. A request that came during the wait is answered too,
+                // unless this frame's JPEG, not kept for it, is wanted: the next frame's is.
+                let late = links.snapshots.try_iter().filter(|r| !r.is_closed());
+                let (now, later): (Vec<_>, Vec<_>) = if jpeg_frames && jpeg.is_none() {
+                    (std::mem::take(&mut waiting), late.collect())
+                } else {
+                    (waiting.drain(..).chain(late).collect(), Vec::new())
+                };
+                waiting = later;
+                answer_snapshots(&images, &result, &cam.gpu, now, jpeg, &settings.name);
                 verifier.offer(&cam.gpu, &images, &result, settings.options, sequence);
             });
         links.state.set_waiting(false);
@@ -438,17 +455,17 @@ fn show_down(status: &CameraStatus, source: &dyn FrameSource) {
     }
 }
 
-/// Reads the frame's pictures back once for every request waiting; requests are rare
-/// (the server caches a snapshot for a second), so this costs the loop little.
+/// Reads the frame's pictures back once for every request in `waiting`, with the frame's
+/// JPEG where the source kept it; requests are rare (the server caches a snapshot for a
+/// second, an event asks once), so this costs the loop little.
 fn answer_snapshots(
     images: &FrameImages,
     frame: &FrameResult,
     gpu: &Gpu,
-    requests: &mpsc::Receiver<SnapshotReply>,
+    waiting: Vec<SnapshotReply>,
+    jpeg: Option<&[u8]>,
     name: &str,
 ) {
-    // Requests the server gave up on (a camera that was down) need no read-back.
-    let waiting: Vec<SnapshotReply> = requests.try_iter().filter(|r| !r.is_closed()).collect();
     if waiting.is_empty() {
         return;
     }
@@ -476,6 +493,7 @@ fn answer_snapshots(
         motion,
         histogram: frame.histogram,
         otsu_threshold: frame.otsu_threshold,
+        jpeg: jpeg.map(<[u8]>::to_vec),
     });
     for reply in waiting {
         let _ = reply.send(Arc::clone(&snapshot));
@@ -516,6 +534,11 @@ mod tests {
         layout: FrameLayout,
         slot: FrameSlot,
         sequence: u64,
+        /// As an MJPEG camera: each frame's "JPEG" (its sequence number, in decimal)
+        /// copied out only while asked.
+        jpeg_frames: bool,
+        keep: bool,
+        kept: Vec<u8>,
     }
 
     impl FrameSource for Requeued {
@@ -534,8 +557,21 @@ mod tests {
         fn stats(&self) -> CaptureStats {
             CaptureStats::default()
         }
+        fn capture_format(&self) -> CaptureFormat {
+            match self.jpeg_frames {
+                true => CaptureFormat::Mjpeg,
+                false => CaptureFormat::Pixels(self.layout.format),
+            }
+        }
+        fn keep_jpeg(&mut self, keep: bool) {
+            self.keep = keep;
+        }
         fn next_frame(&mut self, gpu: &Gpu, _wait: Duration) -> Result<Next<'_>, CaptureError> {
             self.sequence += 1;
+            self.kept.clear();
+            if self.jpeg_frames && self.keep {
+                self.kept.extend(self.sequence.to_string().bytes());
+            }
             let (width, shift) = (self.layout.width as usize, self.sequence as usize * 101);
             self.slot
                 .write(gpu, |bytes| {
@@ -559,12 +595,53 @@ mod tests {
                 sequence: self.sequence,
                 captured: Instant::now(),
                 decoded: None,
+                jpeg: (!self.kept.is_empty()).then_some(&self.kept[..]),
             }))
         }
     }
 
     #[test]
     fn a_snapshots_luma_is_the_frame_its_mask_was_made_from() {
+        answer_requests(false, |i, snap| {
+            let mut histogram = [0u32; 256];
+            for &v in &snap.luma {
+                histogram[v as usize] += 1;
+            }
+            assert_eq!(histogram, snap.histogram, "request {i}: luma vs histogram");
+            let t = snap.otsu_threshold;
+            for (p, (&l, &m)) in snap.luma.iter().zip(&snap.mask).enumerate() {
+                assert_eq!(
+                    m == 255,
+                    l > t,
+                    "request {i}, pixel {p}: luma {l}, mask {m}, threshold {t}"
+                );
+            }
+            assert_eq!(snap.jpeg, None, "request {i}: frames of pixels have none");
+        });
+    }
+
+    /// An MJPEG camera hands its JPEG over only when asked before the frame: a request
+    /// that arrives during the wait for a frame is answered by the next one, with its
+    /// JPEG, never with a frame's luma and no JPEG or another frame's.
+    #[test]
+    fn an_mjpeg_cameras_snapshot_has_the_jpeg_of_its_own_frame() {
+        answer_requests(true, |i, snap| {
+            let jpeg = snap
+                .jpeg
+                .as_ref()
+                .unwrap_or_else(|| panic!("request {i}: no JPEG"));
+            let sequence: usize = std::str::from_utf8(jpeg).unwrap().parse().unwrap();
+            assert_eq!(
+                usize::from(snap.luma[0]),
+                sequence * 101 % 256,
+                "request {i}: the luma of another frame than JPEG {sequence}'s"
+            );
+        });
+    }
+
+    /// Runs a camera on a [`Requeued`] source and checks the answers to 30 snapshot
+    /// requests, sent at varied moments of its loop, with `check`.
+    fn answer_requests(jpeg_frames: bool, check: impl Fn(u64, &Snapshot)) {
         let device: DeviceSpec = std::env::var("EDGESIGHT_TEST_DEVICE")
             .unwrap_or_default()
             .parse()
@@ -582,6 +659,9 @@ mod tests {
                     layout,
                     slot,
                     sequence: 0,
+                    jpeg_frames,
+                    keep: false,
+                    kept: Vec::new(),
                 });
                 let describe = Arc::new(SourceInfo {
                     format: layout.format.name(),
@@ -637,19 +717,7 @@ mod tests {
                         Err(e) => panic!("request {i}: {e}"),
                     }
                 };
-                let mut histogram = [0u32; 256];
-                for &v in &snap.luma {
-                    histogram[v as usize] += 1;
-                }
-                assert_eq!(histogram, snap.histogram, "request {i}: luma vs histogram");
-                let t = snap.otsu_threshold;
-                for (p, (&l, &m)) in snap.luma.iter().zip(&snap.mask).enumerate() {
-                    assert_eq!(
-                        m == 255,
-                        l > t,
-                        "request {i}, pixel {p}: luma {l}, mask {m}, threshold {t}"
-                    );
-                }
+                check(i, &snap);
                 std::thread::sleep(Duration::from_millis(i % 5));
             }
             drop(stopper);

@@ -1,8 +1,9 @@
 //! The picture of each event: when an event begins, the publisher asks the camera for the
 //! pictures of its next frame (as a status page's snapshot does: the camera thread reads
-//! them back between frames, once per request, and never waits for the reader), and the
-//! luma is encoded as a JPEG on tokio's blocking pool, off the camera thread and the
-//! async workers. The picture is thus of the frame after the one the publisher's round
+//! them back between frames, once per request, and never waits for the reader). A camera
+//! whose frames arrive as JPEG images (MJPEG) answers with that frame's image, which is
+//! the picture as it came, in colour, with no encode; for any other the luma is encoded
+//! as a JPEG on tokio's blocking pool, off the camera thread and the async workers. The picture is thus of the frame after the one the publisher's round
 //! saw the event begin in: within a quarter second and a frame of it.
 
 use std::sync::Arc;
@@ -35,6 +36,9 @@ pub(super) async fn take(
             return None;
         }
     };
+    if let Some(jpeg) = &snapshot.jpeg {
+        return Some(jpeg.clone());
+    }
     let size = Size {
         width: snapshot.width,
         height: snapshot.height,

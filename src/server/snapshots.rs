@@ -259,8 +259,6 @@ impl Pictures {
         })
     }
 
-    /// Asks the camera for the pictures of its next frame; the answer (or the lack of
-    /// one within [`WAIT`]) becomes the cache's last read-back.
     /// Asks the camera for the pictures of its next frame, for a reader other than the
     /// routes (an event's picture); `None` when the camera thread is not running.
     pub(super) fn next_frame(&self) -> Option<oneshot::Receiver<Arc<Snapshot>>> {
@@ -269,6 +267,8 @@ impl Pictures {
         Some(answer)
     }
 
+    /// Asks the camera for the pictures of its next frame; the answer (or the lack of
+    /// one within [`WAIT`]) becomes the cache's last read-back.
     fn ask(&self) -> Result<watch::Receiver<Outcome>, NoPicture> {
         let (reply, answer) = oneshot::channel();
         let sent = lock(&self.requests).send(reply).is_ok();

@@ -639,20 +639,7 @@ fn utc_now() -> String {
 
 /// The retained picture of `camera` (waited for up to 30 s), decoded: its size and luma.
 fn decoded_picture(broker: &Broker, camera: &str) -> (edgesight::frame::Size, Vec<u8>) {
-    let out = run_tool_ok(
-        Command::new("mosquitto_sub")
-            .args(["-h", "127.0.0.1", "-p", &broker.port.to_string()])
-            .args(["-u", USER, "-P", PASSWORD])
-            .args(["-t", &format!("edgesight/b7/{camera}/picture")])
-            // One message, its payload in hex (it is binary).
-            .args(["-C", "1", "-W", "30", "-F", "%x"]),
-        None,
-    );
-    let hex = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    let jpeg: Vec<u8> = (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
-        .collect();
+    let jpeg = picture(broker, camera);
     let mut decoder = edgesight::jpeg::LumaDecoder::new().expect("libturbojpeg");
     let size = decoder.size(&jpeg).expect("a JPEG");
     let mut luma = vec![0; (size.width * size.height) as usize];
@@ -666,6 +653,58 @@ fn decoded_picture(broker: &Broker, camera: &str) -> (edgesight::frame::Size, Ve
         )
         .expect("a whole JPEG");
     (size, luma)
+}
+
+/// The retained picture of `camera` as the broker holds it (waited for up to 30 s).
+fn picture(broker: &Broker, camera: &str) -> Vec<u8> {
+    let out = run_tool_ok(
+        Command::new("mosquitto_sub")
+            .args(["-h", "127.0.0.1", "-p", &broker.port.to_string()])
+            .args(["-u", USER, "-P", PASSWORD])
+            .args(["-t", &format!("edgesight/b7/{camera}/picture")])
+            // One message, its payload in hex (it is binary).
+            .args(["-C", "1", "-W", "30", "-F", "%x"]),
+        None,
+    );
+    let hex = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
+        .collect()
+}
+
+/// An MJPEG recording's event picture is the recording's own image, byte for byte: a
+/// colour 4:2:0 JPEG that the grey encode of its luma could never make. The recording
+/// repeats one image, so the frozen detector turns on.
+#[test]
+fn mqtt_an_mjpeg_cameras_event_picture_is_its_own_jpeg() {
+    let dir = tmp_dir("daemon-mqtt-mjpeg");
+    let broker = Broker::start(&dir);
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/jpeg");
+    let image = std::fs::read(fixtures.join("scene-420.jpg")).expect("fixture");
+    let path = dir.join("still.mjpeg");
+    std::fs::write(&path, image.repeat(3)).expect("write the recording");
+    let config = format!(
+        "{}[[camera]]\nname = \"webcam\"\n[camera.source]\nkind = \"replay\"\n\
+         path = \"{}\"\nformat = \"mjpeg\"\nfps = 30\n\
+         [camera.health]\nlearning_seconds = 0.5\n",
+        mqtt_table(&dir, &broker, PASSWORD),
+        path.display()
+    );
+    let sub = Subscriber::on(&broker, "mjpeg", "edgesight/b7/+/events");
+    let _d = Daemon::start(&dir, &config);
+    wait_until("the frozen event", Duration::from_secs(60), || {
+        events(&sub, "webcam")
+            .into_iter()
+            .find(|e| e["kind"] == "tamper_frozen")
+    });
+    let jpeg = picture(&broker, "webcam");
+    assert!(
+        jpeg == image,
+        "the picture ({} bytes) is not the recording's image ({} bytes)",
+        jpeg.len(),
+        image.len()
+    );
 }
 
 /// The JSON events of `camera` received so far.

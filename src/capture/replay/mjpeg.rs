@@ -386,6 +386,11 @@ impl MjpegFile {
         )))
     }
 
+    /// The image of the last frame filled, as the recording holds it.
+    pub fn jpeg(&self) -> &[u8] {
+        &self.bytes
+    }
+
     /// Images in one loop, whole or not.
     pub fn count(&self) -> usize {
         self.spans.len()

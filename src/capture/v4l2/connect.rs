@@ -208,6 +208,8 @@ impl V4l2Source {
                 scale,
                 pitch: layout.stride as usize,
                 logged: false,
+                keep: false,
+                kept: Vec::new(),
             });
             match Stream::start(
                 gpu,

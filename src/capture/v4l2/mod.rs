@@ -124,6 +124,8 @@ pub struct V4l2Source {
     stream_position: u64,
     last_v4l2_sequence: Option<u32>,
     last_buffer_at: Instant,
+    /// Whether JPEG frames keep their image ([`FrameSource::keep_jpeg`]), across reconnects.
+    keep_jpeg: bool,
 }
 
 fn unusable(path: &Path, message: String) -> CaptureError {
@@ -155,6 +157,7 @@ impl V4l2Source {
             stream_position: 0,
             last_v4l2_sequence: None,
             last_buffer_at: now,
+            keep_jpeg: false,
         };
         match source.connect(gpu) {
             Ok(()) => Ok(source),
@@ -294,6 +297,10 @@ impl FrameSource for V4l2Source {
         }
     }
 
+    fn keep_jpeg(&mut self, keep: bool) {
+        self.keep_jpeg = keep;
+    }
+
     fn frame_rate(&self) -> Option<f64> {
         self.negotiated
             .as_ref()
@@ -346,6 +353,7 @@ impl FrameSource for V4l2Source {
                 self.lose(gpu, "device closed".into());
                 continue;
             };
+            conn.stream.keep_jpeg(self.keep_jpeg);
             match conn.stream.next(gpu, dev, deadline) {
                 Ok(Event::Frame {
                     index,
@@ -375,10 +383,9 @@ impl FrameSource for V4l2Source {
         };
         self.stats.frames += 1;
         let layout = self.layout();
-        let slot = self
-            .conn
-            .as_ref()
-            .and_then(|c| c.stream.slot(index))
+        let stream = self.conn.as_ref().map(|c| &c.stream);
+        let slot = stream
+            .and_then(|s| s.slot(index))
             .ok_or_else(|| unusable(&self.path, format!("no frame slot {index}")))?;
         Ok(Next::Frame(Frame {
             slot,
@@ -386,6 +393,7 @@ impl FrameSource for V4l2Source {
             sequence,
             captured,
             decoded,
+            jpeg: stream.and_then(|s| s.jpeg()),
         }))
     }
 }

@@ -107,6 +107,10 @@ pub(super) struct JpegFrames {
     pub pitch: usize,
     /// Whether a corrupt frame was logged on this stream (the first one is, with why).
     pub logged: bool,
+    /// Whether each frame's JPEG is copied out of its buffer before the buffer goes back
+    /// to the driver, and the last one copied (empty when none was).
+    pub keep: bool,
+    pub kept: Vec<u8>,
 }
 
 /// A V4L2 buffer queue in one I/O mode, streaming.

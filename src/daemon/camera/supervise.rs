@@ -328,6 +328,7 @@ mod tests {
                         sequence: 0,
                         captured: Instant::now(),
                         decoded: None,
+                        jpeg: None,
                     }))
                 }
                 Script::FailInOpenCl => Err(CaptureError::Cl {

@@ -132,6 +132,7 @@ fn showing_from(name: &str, latest: Latest) -> (watch::Sender<Option<Arc<Latest>
                 motion: vec![3; 8],
                 histogram: [1; 256],
                 otsu_threshold: 99,
+                jpeg: None,
             }));
         }
     });
@@ -150,6 +151,7 @@ fn pictures_64x48() -> Arc<Snapshot> {
         motion: vec![30; 64 * 48],
         histogram: [1; 256],
         otsu_threshold: 99,
+        jpeg: None,
     })
 }
 

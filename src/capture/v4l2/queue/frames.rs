@@ -27,6 +27,21 @@ impl Stream {
         }
     }
 
+    /// Whether the frames of a JPEG stream keep their JPEG image from now on.
+    pub(crate) fn keep_jpeg(&mut self, keep: bool) {
+        if let Some(jpeg) = self.jpeg.as_mut() {
+            jpeg.keep = keep;
+        }
+    }
+
+    /// The JPEG image of the frame [`Stream::next`] returned, when it was kept.
+    pub(crate) fn jpeg(&self) -> Option<&[u8]> {
+        self.jpeg
+            .as_ref()
+            .map(|j| j.kept.as_slice())
+            .filter(|kept| !kept.is_empty())
+    }
+
     /// Queues buffer `index`; `userptr` is the host address and length for USERPTR.
     pub(super) fn qbuf(
         &self,
@@ -174,6 +189,12 @@ impl Stream {
                         "buffer {index} is smaller than its {bytesused} bytes used"
                     )));
                 };
+                // Copied before the decode: a writer that reuses the buffer meanwhile is
+                // caught below for both.
+                jpeg.kept.clear();
+                if jpeg.keep {
+                    jpeg.kept.extend_from_slice(bytes);
+                }
                 let started = Instant::now();
                 let outcome = slot
                     .write(gpu, |out| {
