@@ -17,6 +17,7 @@ pub mod capture;
 pub mod cl;
 pub mod config;
 pub mod daemon;
+pub mod events;
 pub mod files;
 pub mod frame;
 pub mod health;

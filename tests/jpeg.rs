@@ -297,7 +297,7 @@ fn a_luma_picture_encodes_and_decodes_within_jpegs_error() {
         .skip(5)
         .flat_map(|row| row[3..].to_vec())
         .collect();
-    let jpeg = jpeg::encode_luma(&luma, size, edgesight::mqtt::PICTURE_QUALITY).expect("encode");
+    let jpeg = jpeg::encode_luma(&luma, size, edgesight::events::PICTURE_QUALITY).expect("encode");
     let mut decoder = LumaDecoder::new().expect("libturbojpeg");
     assert_eq!(decoder.size(&jpeg).expect("a JPEG"), size);
     let back = decode(&mut decoder, &jpeg, size, Scale::Full).expect("decode");

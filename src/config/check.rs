@@ -81,7 +81,7 @@ pub(super) fn check_placed(
     let metrics_tier = parse_at(doc, &file.metrics.tier, "metrics.tier")?;
     let web = super::web::check_web(doc, &file.web, overrides)?;
     let mqtt = super::mqtt::check_mqtt(doc, file.mqtt.as_ref(), super::mqtt::host_name)?;
-    let events = super::events::check_events(doc, &file.events, mqtt.is_some())?;
+    let events = super::events::check_events(doc, &file.events)?;
     let default_device: DeviceSpec = file.opencl.device.get_ref().parse().unwrap_or_default();
     let default_tuning: TuningChoice = parse_at(doc, &file.opencl.tuning, "opencl.tuning")?;
     let every = *file.opencl.verify_every.get_ref();

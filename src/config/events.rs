@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::schema::EventsConfig;
 use super::{ConfigError, Doc};
-use crate::mqtt::{EventsSettings, DEFAULT_MAX_AGE_DAYS, DEFAULT_MAX_FILES};
+use crate::events::{EventsSettings, DEFAULT_MAX_AGE_DAYS, DEFAULT_MAX_FILES};
 
 /// The most of either limit: beyond them a directory is an archive, not a record.
 const MOST_FILES: i64 = 1_000_000;
@@ -14,7 +14,6 @@ const MOST_DAYS: i64 = 3650;
 pub(super) fn check_events(
     doc: &Doc,
     e: &EventsConfig,
-    mqtt: bool,
 ) -> Result<Option<EventsSettings>, ConfigError> {
     let Some(dir) = &e.dir else {
         if let Some(key) = e.max_files.as_ref().or(e.max_age_days.as_ref()) {
@@ -26,13 +25,6 @@ pub(super) fn check_events(
         }
         return Ok(None);
     };
-    if !mqtt {
-        return Err(doc.at(
-            dir.span(),
-            "events.dir",
-            "the events come from the MQTT publisher: [events] dir needs [mqtt]",
-        ));
-    }
     if !dir.get_ref().is_absolute() {
         return Err(doc.at(dir.span(), "events.dir", "not an absolute path"));
     }
@@ -115,11 +107,9 @@ mod tests {
             e.contains("e.toml:5:7: events.dir: not an absolute path"),
             "{e}"
         );
-        let e = load("[events]\ndir = \"/var/e\"\n").unwrap_err();
-        assert!(
-            e.contains("events.dir: the events come from the MQTT publisher"),
-            "{e}"
-        );
+        // Without a broker: the events are kept all the same.
+        let s = load("[events]\ndir = \"/var/e\"\nmax_files = 7\n").unwrap();
+        assert_eq!((s.mqtt, s.events.map(|e| e.max_files)), (None, Some(7)));
         let e = load(&format!("{MQTT}[events]\nmax_files = 3\n")).unwrap_err();
         assert!(
             e.contains("e.toml:5:13: events.dir: the limits of [events] need dir"),

@@ -38,7 +38,7 @@ struct Events {
 }
 
 impl Events {
-    fn of(e: &crate::mqtt::EventsSettings) -> Events {
+    fn of(e: &crate::events::EventsSettings) -> Events {
         Events {
             dir: e.dir.display().to_string(),
             max_files: e.max_files,

@@ -298,7 +298,7 @@ pub struct Settings {
     /// `[mqtt]`; `None` when absent.
     pub mqtt: Option<MqttSettings>,
     /// `[events] dir` and its limits; `None` when no directory is given.
-    pub events: Option<crate::mqtt::EventsSettings>,
+    pub events: Option<crate::events::EventsSettings>,
     pub cameras: Vec<CameraSettings>,
 }
 

@@ -50,18 +50,26 @@ pub(super) async fn serve(
     ));
     let states: Vec<Arc<CameraState>> = threads.iter().map(|t| Arc::clone(&t.state)).collect();
     tokio::spawn(supervise(Arc::clone(&views), states, shutdown_rx.clone()));
-    let mqtt = settings.mqtt.clone().map(|m| {
+    // The events are made for the broker, for `[events] dir`, or for both.
+    let (news_tx, news_rx) = match settings.mqtt {
+        Some(_) => {
+            let (tx, rx) = tmpsc::unbounded_channel();
+            (Some(tx), Some(rx))
+        }
+        None => (None, None),
+    };
+    if settings.mqtt.is_some() || settings.events.is_some() {
+        crate::events::start(
+            settings.events.clone(),
+            news_tx,
+            Arc::clone(&views),
+            shutdown_rx.clone(),
+        );
+    }
+    let mqtt = settings.mqtt.clone().zip(news_rx).map(|(m, news)| {
         let families = crate::mqtt::MqttMetrics::new(metrics);
         let cameras = crate::mqtt::Cameras::of(settings, &m.board);
-        let events = settings.events.clone();
-        crate::mqtt::start(
-            m,
-            events,
-            Arc::clone(&views),
-            cameras,
-            families,
-            shutdown_rx,
-        )
+        crate::mqtt::start(m, news, Arc::clone(&views), cameras, families, shutdown_rx)
     });
 
     tracing::info!(listen = %bound, "serving");

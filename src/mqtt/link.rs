@@ -1,10 +1,10 @@
 //! The publisher's two tasks on the daemon's tokio runtime: `drive` owns the connection
 //! (connects, backs off, says why it failed once per reason, counts what it sends), and
-//! `publish` reads the cameras' states every [`TICK`] and hands what changed to the
-//! client while connected, to the [`Outbox`] while not.
+//! `publish` reads the cameras' states every [`TICK`], takes the events' [`News`], and
+//! hands what changed to the client while connected, to the [`Outbox`] while not.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use prometheus::{IntCounter, IntCounterVec, IntGauge};
 use rumqttc::{
@@ -15,12 +15,10 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use super::discovery::{self, Cameras};
-use super::events::Events;
 use super::outbox::{Message, Outbox};
-use super::pictures;
-use super::states::{Observed, States};
-use super::store::{self, EventsSettings, Job};
+use super::states::States;
 use super::MqttSettings;
+use crate::events::{News, Observed};
 use crate::metrics::Metrics;
 use crate::server::CameraView;
 
@@ -80,11 +78,12 @@ enum Link {
     Birth,
 }
 
-/// Starts publishing the cameras of `views` to the broker of `settings`, until
-/// `shutdown` turns true; the task ends after saying `offline`. Call within the runtime.
+/// Starts publishing the cameras of `views` and the events `news` brings to the broker
+/// of `settings`, until `shutdown` turns true; the task ends after saying `offline`. Call
+/// within the runtime.
 pub fn start(
     settings: MqttSettings,
-    events: Option<EventsSettings>,
+    news: mpsc::UnboundedReceiver<News>,
     views: Arc<Vec<CameraView>>,
     cameras: Cameras,
     metrics: MqttMetrics,
@@ -99,10 +98,8 @@ pub fn start(
         link_tx,
         shutdown.clone(),
     ));
-    // The writer's first pruning happens at start, whatever the broker does.
-    let store = events.map(store::start);
     tokio::spawn(publish(
-        client, driver, settings, store, views, cameras, metrics, link_rx, shutdown,
+        client, driver, settings, news, views, cameras, metrics, link_rx, shutdown,
     ))
 }
 
@@ -257,7 +254,7 @@ async fn publish(
     client: AsyncClient,
     driver: JoinHandle<()>,
     settings: MqttSettings,
-    store: Option<std::sync::mpsc::Sender<Job>>,
+    mut news: mpsc::UnboundedReceiver<News>,
     views: Arc<Vec<CameraView>>,
     cameras: Cameras,
     metrics: MqttMetrics,
@@ -267,13 +264,8 @@ async fn publish(
     let qos = qos(settings.qos);
     let mut outbox = Outbox::new(OUTBOX);
     let mut states = States::new(&settings.topic_prefix);
-    let mut events = Events::new(&settings.topic_prefix);
-    // Each camera's event picture: asked for, or waiting for the broker, or last sent
-    // (sent again at each connection: it is retained, and a broker may have lost it).
-    // With the stems of the events it is the picture of, for `[events] dir`.
-    let (picture_tx, mut picture_rx) =
-        mpsc::unbounded_channel::<(usize, Vec<String>, Option<Vec<u8>>)>();
-    let mut asked = vec![false; views.len()];
+    // Each camera's event picture waiting for the broker, and the one last sent (sent
+    // again at each connection: it is retained, and a broker may have lost it).
     let mut pictures: Vec<Option<Vec<u8>>> = vec![None; views.len()];
     let mut sent_pictures: Vec<Option<Vec<u8>>> = vec![None; views.len()];
     let mut connected = false;
@@ -314,45 +306,19 @@ async fn publish(
                     }
                 }
             },
-            Some((i, stems, picture)) = picture_rx.recv() => {
-                asked[i] = false;
-                if let (Some(store), Some(jpeg)) = (&store, &picture) {
-                    let _ = store.send(Job::Picture {
-                        camera: views[i].name.clone(),
-                        stems,
-                        jpeg: jpeg.clone(),
-                    });
+            Some(n) = news.recv() => match n {
+                News::Event { camera, json } => {
+                    let topic = format!("{}/{}/events", settings.topic_prefix, views[camera].name);
+                    if outbox.push(Message::event(topic, json)).is_some() {
+                        metrics.dropped.inc();
+                    }
                 }
-                if picture.is_some() {
-                    pictures[i] = picture;
-                }
-            }
+                News::Picture { camera, jpeg } => pictures[camera] = Some(jpeg),
+            },
             _ = tick.tick() => {
-                let (now, clock) = (Instant::now(), SystemTime::now());
-                for (i, view) in views.iter().enumerate() {
-                    let seen = Observed::of(view);
-                    let changes = states.changes(&seen, now);
-                    let round = events.changes(&seen, clock);
-                    if !round.began.is_empty() && !asked[i] {
-                        if let Some(answer) = view.next_pictures() {
-                            asked[i] = true;
-                            let (tx, name) = (picture_tx.clone(), view.name.clone());
-                            let stems = round.began.clone();
-                            tokio::spawn(async move {
-                                let _ = tx.send((i, stems, pictures::take(name, answer).await));
-                            });
-                        }
-                    }
-                    if let Some(store) = &store {
-                        for (m, stem) in round.messages.iter().zip(&round.stems) {
-                            let _ = store.send(Job::Json {
-                                camera: view.name.clone(),
-                                stem: stem.clone(),
-                                json: m.payload.clone(),
-                            });
-                        }
-                    }
-                    for m in changes.into_iter().chain(round.messages) {
+                let now = Instant::now();
+                for view in views.iter() {
+                    for m in states.changes(&Observed::of(view), now) {
                         if outbox.push(m).is_some() {
                             metrics.dropped.inc();
                         }

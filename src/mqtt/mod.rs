@@ -8,21 +8,17 @@
 //!
 //! The rooms: `tls` builds the client's TLS config (`check-config` builds it too),
 //! `outbox` is the bounded queue messages wait in while the broker is away, `states`
-//! turns what the cameras hand the server into the retained state topics, `events` into
-//! the JSON events that begin and end, `pictures` takes and encodes each event's
-//! picture, `store` keeps them in `[events] dir`, `discovery`
-//! makes Home Assistant's device and entity configs, and `link`
-//! is the task on the daemon's tokio runtime that connects, backs off and publishes.
-//! Nothing here is ever waited for by a camera thread: the task reads the same
-//! `watch` channels the HTTP server reads.
+//! turns what the cameras hand the server into the retained state topics, `discovery`
+//! makes Home Assistant's device and entity configs, and `link` is the task on the
+//! daemon's tokio runtime that connects, backs off and publishes, the states and the
+//! events and their pictures that [`crate::events`] hands it. Nothing here is ever
+//! waited for by a camera thread: the task reads the same `watch` channels the HTTP
+//! server reads.
 
 mod discovery;
-mod events;
 mod link;
 mod outbox;
-mod pictures;
 mod states;
-mod store;
 pub(crate) mod tls;
 
 use std::path::PathBuf;
@@ -30,8 +26,6 @@ use std::time::Duration;
 
 pub use discovery::Cameras;
 pub use link::{start, MqttMetrics};
-pub use pictures::PICTURE_QUALITY;
-pub use store::{EventsSettings, DEFAULT_MAX_AGE_DAYS, DEFAULT_MAX_FILES};
 
 /// `[mqtt]`, checked.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -9,71 +9,10 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use super::outbox::Message;
-use crate::health::{HealthReport, Kind, State};
-use crate::server::CameraView;
+use crate::events::Observed;
 
 /// The numeric sensors change a little every frame: once a second is enough for a graph.
 pub(super) const NUMBERS_EVERY: Duration = Duration::from_secs(1);
-
-/// What one camera shows at a moment, as the topics carry it.
-#[derive(Clone, Debug, PartialEq)]
-pub(super) struct Observed {
-    pub camera: String,
-    pub state: &'static str,
-    /// Each tamper kind and whether it is on; empty while the health detectors are off.
-    pub tamper: Vec<(&'static str, bool)>,
-    /// Each region, whether it is within a motion event, and its share of moving pixels.
-    pub motion: Vec<(String, bool, f64)>,
-    pub fps: Option<f64>,
-    /// The focus measure and the mean light, as shares of the learned baseline's.
-    pub sharpness: Option<f64>,
-    pub light_ratio: Option<f64>,
-    /// The health detectors' report, for the events' measures.
-    pub health: Option<HealthReport>,
-}
-
-impl Observed {
-    pub fn of(view: &CameraView) -> Observed {
-        let (state, _) = view.status();
-        let state = state.name();
-        let latest = view.latest();
-        let mut seen = Observed {
-            camera: view.name.clone(),
-            state,
-            tamper: Vec::new(),
-            motion: Vec::new(),
-            fps: None,
-            sharpness: None,
-            light_ratio: None,
-            health: None,
-        };
-        let Some(l) = latest else {
-            return seen;
-        };
-        if let Some(h) = &l.health {
-            seen.tamper = h
-                .kinds
-                .iter()
-                .map(|(kind, s)| (Kind::name(*kind), *s == State::Tampered))
-                .collect();
-            seen.sharpness = h.sharpness;
-            seen.light_ratio = h.mean_luma_ratio;
-            seen.health = Some(*h);
-        }
-        seen.motion = l
-            .result
-            .regions
-            .iter()
-            .zip(&l.motion.regions)
-            .map(|((region, _), m)| (region.name.clone(), m.active, m.ratio))
-            .collect();
-        // A camera that is not up has a frame rate of its last frames: not said.
-        if state == "up" {
-            seen.fps = Some(l.activity.fps);
-        }
-        seen
-    }
-}
 
 /// What each topic was last published as.
 #[derive(Default)]

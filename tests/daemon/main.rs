@@ -30,6 +30,7 @@ mod agent;
 mod cameras;
 mod config;
 mod endpoints;
+mod events;
 mod health;
 mod load;
 mod logs;

@@ -5,7 +5,7 @@
 //! `max_age`, enforced at start and as events arrive.
 //!
 //! Files are written on a thread of their own, in the order asked, so that a slow disk
-//! holds up neither the publisher nor a camera; a write that fails is logged.
+//! holds up neither the events nor a camera; a write that fails is logged.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

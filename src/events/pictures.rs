@@ -32,7 +32,7 @@ pub(super) async fn take(
     let snapshot = match tokio::time::timeout(WAIT, answer).await {
         Ok(Ok(snapshot)) => snapshot,
         Ok(Err(_)) | Err(_) => {
-            tracing::warn!(camera = %camera, "MQTT: no frame for the event's picture");
+            tracing::warn!(camera = %camera, "events: no frame for the event's picture");
             return None;
         }
     };
@@ -50,11 +50,11 @@ pub(super) async fn take(
     match encoded {
         Ok(Ok(jpeg)) => Some(jpeg),
         Ok(Err(e)) => {
-            tracing::warn!(camera = %camera, "MQTT: the event's picture: {e}");
+            tracing::warn!(camera = %camera, "events: the event's picture: {e}");
             None
         }
         Err(e) => {
-            tracing::warn!(camera = %camera, "MQTT: the event's picture: {e}");
+            tracing::warn!(camera = %camera, "events: the event's picture: {e}");
             None
         }
     }

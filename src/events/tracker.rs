@@ -1,19 +1,17 @@
-//! The JSON events on `<topic_prefix>/<camera>/events` (not retained: an event is news,
-//! not a state): one message when a tamper kind, a region's motion event or a camera
+//! The JSON events: one message when a tamper kind, a region's motion event or a camera
 //! coming back begins, and one when it ends.
 //!
-//! They are read from the same observations as the state topics, so an event's times are
-//! those of the publisher's round that saw it (within its tick of the frame). A camera
-//! coming back is a moment, not a span: its one message has `ended` equal to `started`
-//! and says how long the camera was away.
+//! They are read from the same observations as the MQTT state topics, so an event's times
+//! are those of the round that saw it (within its tick of the frame). A camera coming back
+//! is a moment, not a span: its one message has `ended` equal to `started` and says how
+//! long the camera was away.
 
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
-use super::outbox::Message;
-use super::states::Observed;
+use super::Observed;
 use crate::health::HealthReport;
 
 /// An event that has begun and not yet ended.
@@ -23,19 +21,23 @@ struct Open {
     started: SystemTime,
 }
 
-/// One round's event messages of a camera, the stem of each one's files in
-/// `[events] dir`, and the stems of the events that began (the camera's picture is then
-/// wanted for them).
+/// One message of an event, and the stem of its files in `[events] dir`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Message {
+    pub stem: String,
+    pub json: String,
+}
+
+/// One round's event messages of a camera, and the stems of the events that began (the
+/// camera's picture is then wanted for them).
 pub(super) struct Round {
     pub messages: Vec<Message>,
-    pub stems: Vec<String>,
     pub began: Vec<String>,
 }
 
 /// The events open and what each camera was last seen doing.
 #[derive(Default)]
 pub(super) struct Events {
-    prefix: String,
     /// By camera, then by kind and region.
     open: HashMap<String, Vec<Open>>,
     /// Whether each camera was up at the last round, and since when it was not.
@@ -43,18 +45,10 @@ pub(super) struct Events {
 }
 
 impl Events {
-    pub fn new(prefix: &str) -> Events {
-        Events {
-            prefix: prefix.to_string(),
-            ..Events::default()
-        }
-    }
-
     /// The event messages that `seen` at `now` makes.
     pub fn changes(&mut self, seen: &Observed, now: SystemTime) -> Round {
         let mut out = Vec::new();
         let mut began = Vec::new();
-        let topic = format!("{}/{}/events", self.prefix, seen.camera);
         let health = measures_of_health(seen.health.as_ref());
         let on: Vec<(String, Option<String>, Value)> = seen
             .tamper
@@ -88,7 +82,6 @@ impl Events {
                 None => health.clone(),
             };
             out.push(message(
-                &topic,
                 &seen.camera,
                 &o.kind,
                 o.region.as_deref(),
@@ -102,17 +95,9 @@ impl Events {
             if open.iter().any(|o| o.kind == kind && o.region == region) {
                 continue;
             }
-            let (m, stem) = message(
-                &topic,
-                &seen.camera,
-                &kind,
-                region.as_deref(),
-                now,
-                None,
-                measures,
-            );
-            began.push(stem.clone());
-            out.push((m, stem));
+            let m = message(&seen.camera, &kind, region.as_deref(), now, None, measures);
+            began.push(m.stem.clone());
+            out.push(m);
             open.push(Open {
                 kind,
                 region,
@@ -124,8 +109,7 @@ impl Events {
             // Back: up again after it had been up, then down.
             (Some(Some(since)), true) => {
                 let away = now.duration_since(*since).unwrap_or(Duration::ZERO);
-                let (m, stem) = message(
-                    &topic,
+                let m = message(
                     &seen.camera,
                     "camera_back",
                     None,
@@ -133,8 +117,8 @@ impl Events {
                     Some(now),
                     json!({ "away_seconds": round(away.as_secs_f64(), 1) }),
                 );
-                began.push(stem.clone());
-                out.push((m, stem));
+                began.push(m.stem.clone());
+                out.push(m);
                 self.down_since.insert(seen.camera.clone(), None);
             }
             (Some(None), false) => {
@@ -145,24 +129,21 @@ impl Events {
             }
             _ => {}
         }
-        let (messages, stems) = out.into_iter().unzip();
         Round {
-            messages,
-            stems,
+            messages: out,
             began,
         }
     }
 }
 
 fn message(
-    topic: &str,
     camera: &str,
     kind: &str,
     region: Option<&str>,
     started: SystemTime,
     ended: Option<SystemTime>,
     measures: Value,
-) -> (Message, String) {
+) -> Message {
     let mut event = json!({
         "camera": camera,
         "kind": kind,
@@ -173,8 +154,10 @@ fn message(
     if let Some(region) = region {
         event["region"] = region.into();
     }
-    let stem = super::store::stem(&rfc3339(started), kind, region);
-    (Message::event(topic.to_string(), event.to_string()), stem)
+    Message {
+        stem: super::store::stem(&rfc3339(started), kind, region),
+        json: event.to_string(),
+    }
 }
 
 /// The health detectors' measures, as `/api/v1/latest` names them.
@@ -200,7 +183,7 @@ fn round(v: f64, decimals: i32) -> f64 {
 }
 
 /// `t` as RFC 3339 in UTC, to the millisecond: `2026-11-29T19:40:00.123Z`.
-pub(super) fn rfc3339(t: SystemTime) -> String {
+fn rfc3339(t: SystemTime) -> String {
     let since = t.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
     let secs = since.as_secs() as i64;
     let (days, rest) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
@@ -263,19 +246,20 @@ mod tests {
     }
 
     fn payloads(round: &Round) -> Vec<Value> {
-        let messages = &round.messages;
-        assert!(messages
+        round
+            .messages
             .iter()
-            .all(|m| m.topic == "es/b7/front/events" && !m.retain));
-        messages
-            .iter()
-            .map(|m| serde_json::from_str(&m.payload).expect("JSON"))
+            .map(|m| serde_json::from_str(&m.json).expect("JSON"))
             .collect()
+    }
+
+    fn stems(round: &Round) -> Vec<&str> {
+        round.messages.iter().map(|m| m.stem.as_str()).collect()
     }
 
     #[test]
     fn each_event_begins_once_and_ends_with_its_start() {
-        let mut events = Events::new("es/b7");
+        let mut events = Events::default();
         assert!(events.changes(&seen(), at(100)).messages.is_empty());
         let mut s = seen();
         s.motion[0] = ("door".into(), true, 0.41234);
@@ -288,7 +272,7 @@ mod tests {
                 "19700101T000141.000Z-motion-door"
             ]
         );
-        assert_eq!(began.stems, began.began);
+        assert_eq!(stems(&began), began.began);
         assert_eq!(
             payloads(&began),
             [
@@ -306,7 +290,7 @@ mod tests {
         s.motion[0] = ("door".into(), false, 0.01);
         let ended = events.changes(&s, at(103));
         assert!(ended.began.is_empty());
-        assert_eq!(ended.stems, ["19700101T000141.000Z-motion-door"]);
+        assert_eq!(stems(&ended), ["19700101T000141.000Z-motion-door"]);
         assert_eq!(
             payloads(&ended),
             [
@@ -332,7 +316,7 @@ mod tests {
 
     #[test]
     fn a_camera_back_is_one_message_with_how_long_it_was_away() {
-        let mut events = Events::new("es/b7");
+        let mut events = Events::default();
         let mut s = seen();
         // Down from the start, then up: it arrived, it did not come back.
         s.state = "waiting_for_device";

@@ -1,0 +1,85 @@
+//! `[events] dir` on its own, with no broker: each event's JSON and picture written there,
+//! and what an earlier run left pruned to the limits at start.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::common::daemon::*;
+
+/// The names in `dir`, sorted (none when it does not exist).
+fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// Without `[mqtt]`, a replay of one image (frozen) has its tamper event kept in
+/// `[events] dir`: the JSON of its start and its picture, a JPEG of the image.
+#[test]
+fn events_dir_without_mqtt_keeps_each_events_json_and_picture() {
+    let dir = tmp_dir("daemon-events-alone");
+    let images = dir.join("images");
+    std::fs::create_dir_all(&images).expect("mkdir");
+    std::fs::write(images.join("still.pgm"), textured_pgm(64, 48)).expect("write an image");
+    let kept = dir.join("kept");
+    let config = format!(
+        "[events]\ndir = \"{}\"\n[[camera]]\nname = \"still\"\n[camera.source]\n\
+         kind = \"replay\"\npath = \"{}\"\nfps = 30\n[camera.health]\nlearning_seconds = 0.5\n",
+        kept.display(),
+        images.display()
+    );
+    let d = Daemon::start(&dir, &config);
+    let still = kept.join("still");
+    let stem = wait_until("the frozen event's files", Duration::from_secs(60), || {
+        let names = names(&still);
+        let json = names.iter().find(|n| n.ends_with("-tamper_frozen.json"))?;
+        let stem = json.trim_end_matches(".json").to_string();
+        names.contains(&format!("{stem}.jpg")).then_some(stem)
+    });
+    let event: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(still.join(format!("{stem}.json"))).unwrap())
+            .expect("JSON");
+    assert_eq!(
+        (&event["camera"], &event["kind"], &event["ended"]),
+        (
+            &"still".into(),
+            &"tamper_frozen".into(),
+            &serde_json::Value::Null
+        ),
+        "{event}"
+    );
+    let started = event["started"].as_str().expect("started");
+    assert_eq!(
+        stem,
+        format!("{}-tamper_frozen", started.replace([':', '-'], ""))
+    );
+    let jpeg = std::fs::read(still.join(format!("{stem}.jpg"))).expect("the picture");
+    let mut decoder = edgesight::jpeg::LumaDecoder::new().expect("libturbojpeg");
+    let size = decoder.size(&jpeg).expect("a JPEG");
+    let mut luma = vec![0; 64 * 48];
+    decoder
+        .decode(&jpeg, size, edgesight::jpeg::Scale::Full, &mut luma, 64)
+        .expect("a whole JPEG");
+    assert_eq!((size.width, size.height), (64, 48));
+    let source = textured_pgm(64, 48);
+    let source = &source[source.len() - 64 * 48..];
+    let mean = luma
+        .iter()
+        .zip(source)
+        .map(|(a, b)| f64::from(a.abs_diff(*b)))
+        .sum::<f64>()
+        / luma.len() as f64;
+    // As the MQTT test measured for this image: a mean error of 4.4 levels.
+    assert!(
+        mean <= 6.0,
+        "the picture is not the image: mean error {mean}"
+    );
+    assert_eq!(sample(&d.metrics(), "edgesight_mqtt_connected"), None);
+    d.stop();
+}
