@@ -89,6 +89,32 @@ pub fn start(
     metrics: MqttMetrics,
     shutdown: watch::Receiver<bool>,
 ) -> JoinHandle<()> {
+    let parts = Parts {
+        news,
+        views,
+        cameras,
+        metrics,
+        outbox: OUTBOX,
+    };
+    start_with(settings, parts, shutdown)
+}
+
+/// What the publisher works with besides its settings; `outbox` is its capacity, which
+/// only tests set to other than [`OUTBOX`].
+struct Parts {
+    news: mpsc::UnboundedReceiver<News>,
+    views: Arc<Vec<CameraView>>,
+    cameras: Cameras,
+    metrics: MqttMetrics,
+    outbox: usize,
+}
+
+fn start_with(
+    settings: MqttSettings,
+    parts: Parts,
+    shutdown: watch::Receiver<bool>,
+) -> JoinHandle<()> {
+    let metrics = parts.metrics.clone();
     let (client, eventloop) = AsyncClient::new(options(&settings), CLIENT_QUEUE);
     let (link_tx, link_rx) = mpsc::unbounded_channel();
     let driver = tokio::spawn(drive(
@@ -98,9 +124,7 @@ pub fn start(
         link_tx,
         shutdown.clone(),
     ));
-    tokio::spawn(publish(
-        client, driver, settings, news, views, cameras, metrics, link_rx, shutdown,
-    ))
+    tokio::spawn(publish(client, driver, settings, parts, link_rx, shutdown))
 }
 
 fn options(s: &MqttSettings) -> MqttOptions {
@@ -249,20 +273,23 @@ fn credentials(eventloop: &mut EventLoop, s: &MqttSettings) {
         .set_credentials(user.clone(), password);
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn publish(
     client: AsyncClient,
     driver: JoinHandle<()>,
     settings: MqttSettings,
-    mut news: mpsc::UnboundedReceiver<News>,
-    views: Arc<Vec<CameraView>>,
-    cameras: Cameras,
-    metrics: MqttMetrics,
+    parts: Parts,
     mut link: mpsc::UnboundedReceiver<Link>,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    let Parts {
+        mut news,
+        views,
+        cameras,
+        metrics,
+        outbox,
+    } = parts;
     let qos = qos(settings.qos);
-    let mut outbox = Outbox::new(OUTBOX);
+    let mut outbox = Outbox::new(outbox);
     let mut states = States::new(&settings.topic_prefix);
     // Each camera's event picture waiting for the broker, and the one last sent (sent
     // again at each connection: it is retained, and a broker may have lost it).
@@ -353,5 +380,75 @@ async fn publish(
         let _ = client.try_publish(settings.availability_topic(), qos, true, "offline");
         let _ = client.try_disconnect();
         let _ = tokio::time::timeout(GOODBYE_WITHIN, driver).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// While the broker is away, every message waits in the outbox; past its capacity
+    /// each new one drops the oldest, and `queue_full` counts exactly those.
+    #[tokio::test]
+    async fn an_outbox_overflowing_while_the_broker_is_away_counts_each_drop() {
+        // A loopback port nobody listens on: every connection is refused.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let config = format!(
+            "[mqtt]\nurl = \"mqtt://127.0.0.1:{port}\"\nboard = \"b7\"\n\
+             discovery_prefix = \"\"\n[[camera]]\nname = \"front\"\n\
+             [camera.source]\nkind = \"pattern\"\n"
+        );
+        let settings = crate::config::check_text(std::path::Path::new("t.toml"), &config)
+            .expect("a valid config");
+        let mqtt = settings.mqtt.clone().expect("[mqtt]");
+        let cameras = Cameras::of(&settings, &mqtt.board);
+        let registry = Metrics::new();
+        let (_latest_tx, latest) = watch::channel(None);
+        let (requests, _taken) = std::sync::mpsc::channel();
+        let views = Arc::new(vec![CameraView::new("front".into(), latest, requests)]);
+        let (news_tx, news) = mpsc::unbounded_channel();
+        let (stop_tx, stop) = watch::channel(false);
+        let capacity = 8;
+        let parts = Parts {
+            news,
+            views,
+            cameras,
+            metrics: MqttMetrics::new(&registry),
+            outbox: capacity,
+        };
+        let task = start_with(mqtt, parts, stop);
+        let events = 20;
+        for n in 0..events {
+            let json = format!("{{\"n\":{n}}}");
+            news_tx.send(News::Event { camera: 0, json }).expect("sent");
+        }
+        // With the camera's first round: its `state` and `availability` topics.
+        let overflow = 2 + events - capacity;
+        let series = r#"edgesight_mqtt_messages_dropped_total{reason="queue_full"}"#;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while registry.sample(series) != Some(overflow as f64) {
+            assert!(
+                Instant::now() < deadline,
+                "{series} is {:?}, not {overflow}",
+                registry.sample(series)
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // Rounds go on without a change: nothing more is queued, so nothing more dropped.
+        tokio::time::sleep(3 * TICK).await;
+        assert_eq!(registry.sample(series), Some(overflow as f64));
+        assert_eq!(registry.sample("edgesight_mqtt_connected"), Some(0.0));
+        assert_eq!(
+            registry.sample("edgesight_mqtt_messages_published_total"),
+            Some(0.0)
+        );
+        stop_tx.send(true).expect("the publisher listens");
+        tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .expect("the publisher stops")
+            .expect("no panic");
     }
 }
