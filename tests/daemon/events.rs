@@ -83,3 +83,66 @@ fn events_dir_without_mqtt_keeps_each_events_json_and_picture() {
     assert_eq!(sample(&d.metrics(), "edgesight_mqtt_connected"), None);
     d.stop();
 }
+
+/// What an earlier run left in `[events] dir` is pruned at start, before any event: each
+/// camera's directory, a camera no longer configured's too, keeps its newest `max_files`
+/// events and none last written more than `max_age_days` ago; other files stay.
+#[test]
+fn events_dir_is_pruned_to_its_limits_at_start() {
+    let dir = tmp_dir("daemon-events-pruned");
+    let kept = dir.join("kept");
+    let day = Duration::from_secs(86_400);
+    let now = std::time::SystemTime::now();
+    let put = |camera: &str, name: &str, age: Duration| {
+        let path = kept.join(camera).join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).expect("mkdir");
+        let file = std::fs::File::create(&path).expect("create");
+        file.set_modified(now - age).expect("set its time");
+    };
+    let stem = |n: u32| format!("20261101T00000{n}.000Z-motion-lane");
+    for n in 1..=5 {
+        // The fourth, among the newest three by name, was last written 12 days ago.
+        let age = if n == 4 { 12 * day } else { Duration::ZERO };
+        put("front", &format!("{}.json", stem(n)), age);
+        put("front", &format!("{}.jpg", stem(n)), age);
+    }
+    put("front", "notes.txt", 40 * day);
+    // An event counts as written when its newest file was: the third stays.
+    put("retired", "20261001T000000.000Z-camera_back.json", 12 * day);
+    put(
+        "retired",
+        "20261002T000000.000Z-camera_back.json",
+        Duration::ZERO,
+    );
+    put("retired", "20261003T000000.000Z-camera_back.json", 12 * day);
+    put("retired", "20261003T000000.000Z-camera_back.jpg", day);
+    let config = format!(
+        "[events]\ndir = \"{}\"\nmax_files = 3\nmax_age_days = 10\n\
+         [[camera]]\nname = \"front\"\n[camera.source]\nkind = \"pattern\"\nsize = \"64x48\"\n\
+         fps = 10\n[camera.health]\nenabled = false\n",
+        kept.display()
+    );
+    let d = Daemon::start(&dir, &config);
+    let want_front = [
+        format!("{}.jpg", stem(3)),
+        format!("{}.json", stem(3)),
+        format!("{}.jpg", stem(5)),
+        format!("{}.json", stem(5)),
+        "notes.txt".to_string(),
+    ];
+    let want_retired = [
+        "20261002T000000.000Z-camera_back.json",
+        "20261003T000000.000Z-camera_back.jpg",
+        "20261003T000000.000Z-camera_back.json",
+    ];
+    wait_until("the pruning at start", Duration::from_secs(20), || {
+        (names(&kept.join("front")) == want_front && names(&kept.join("retired")) == want_retired)
+            .then_some(())
+    });
+    // Nothing more goes: the camera has no event to write.
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(names(&kept.join("front")), want_front);
+    assert_eq!(names(&kept.join("retired")), want_retired);
+    assert_eq!(names(&kept), ["front", "retired"]);
+    d.stop();
+}
