@@ -33,6 +33,8 @@ use crate::mailbox::{Snapshot, SnapshotReply, SourceInfo};
 use crate::pipeline::{FrameImages, FrameResult, MotionState, Pipeline, PipelineOptions, TileMask};
 use crate::region::Region;
 
+#[cfg(test)]
+mod picture_cost;
 mod supervise;
 
 pub use supervise::{run, run_with_source, CameraState};

@@ -1,0 +1,137 @@
+//! What answering one event's picture request costs a camera thread at 1080p: the
+//! read-backs and copies [`answer_snapshots`] does between two frames, for a camera of
+//! YUYV frames and one of MJPEG frames (whose answer also carries the frame's JPEG, copied
+//! out of the driver's buffer first). Beside it, for scale, the frame's pipeline on the
+//! same device and the luma's JPEG encode that a YUYV camera's picture then takes on the
+//! blocking pool, off the camera thread. Printed, not asserted: BENCHMARKS.md keeps the
+//! figures. Run with
+//! `cargo test --lib picture_cost -- --ignored --nocapture`
+//! (`EDGESIGHT_TEST_DEVICE` picks the OpenCL device).
+
+use std::time::Instant;
+
+use super::*;
+use crate::bench::{BenchFrame, Spread};
+use crate::cl::DeviceSpec;
+use crate::frame::{PixelFormat, Size};
+use crate::jpeg::{LumaDecoder, Scale};
+use crate::pipeline::TuningChoice;
+
+const RUNS: usize = 30;
+const WARM_UP: usize = 5;
+
+#[test]
+#[ignore = "a measurement: run it by name with --ignored --nocapture"]
+fn picture_cost() {
+    let device: DeviceSpec = std::env::var("EDGESIGHT_TEST_DEVICE")
+        .unwrap_or_default()
+        .parse()
+        .expect("device spec");
+    let gpu = Gpu::open(&device).expect("an OpenCL device");
+    let size = Size {
+        width: 1920,
+        height: 1080,
+    };
+    println!("device: {}", gpu.info);
+    println!(
+        "| source | JPEG | answer, camera thread (ms) | of it, luma, gradient and mask \
+         (ms) | of it, the JPEG's copies (ms) | the frame's pipeline (ms) | luma encode, \
+         blocking pool (ms) |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for format in [
+        CaptureFormat::Pixels(PixelFormat::Yuyv),
+        CaptureFormat::Mjpeg,
+    ] {
+        let frame = BenchFrame::new(format, size, false).expect("the frame");
+        let settings = CameraSettings {
+            name: "cost".into(),
+            device: device.clone(),
+            tuning: TuningChoice::Auto,
+            verify_every: 0,
+            profiling: crate::cl::Profiling::Auto,
+            source: "pattern:1920x1080@30".parse().expect("spec"),
+            options: PipelineOptions::default(),
+            regions: Vec::new(),
+            health: HealthSettings::default(),
+            motion: ActivitySettings::default(),
+        };
+        let mut pipeline = build_pipeline(&gpu, frame.layout, &settings).expect("pipeline");
+        let mut slot = pipeline.new_slot(&gpu).expect("slot");
+        let pitch = frame.layout.stride as usize;
+        slot.write(&gpu, |out| {
+            if frame.jpeg {
+                LumaDecoder::new()
+                    .expect("libturbojpeg")
+                    .decode(&frame.bytes, size, Scale::Full, out, pitch)
+                    .expect("decode");
+            } else {
+                out[..frame.bytes.len()].copy_from_slice(&frame.bytes);
+            }
+        })
+        .expect("write the slot");
+        let jpeg = frame.jpeg.then_some(frame.bytes.as_slice());
+        // A camera's kept JPEG, reused from frame to frame as the V4L2 source's is.
+        let mut kept: Vec<u8> = Vec::with_capacity(frame.bytes.len());
+        let mut result = FrameResult::empty();
+        let (mut answers, mut reads, mut copies, mut frames, mut encodes) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for run in 0..WARM_UP + RUNS {
+            let started = Instant::now();
+            let images = pipeline
+                .process_into(&gpu, &slot, &mut result)
+                .expect("a frame");
+            let processed = started.elapsed();
+            let (tx, rx) = oneshot::channel();
+            let started = Instant::now();
+            if let Some(jpeg) = jpeg {
+                kept.clear();
+                kept.extend_from_slice(jpeg);
+            }
+            let copied = started.elapsed();
+            answer_snapshots(&images, &result, &gpu, vec![tx], jpeg, "cost");
+            let answered = started.elapsed();
+            let snapshot = rx.blocking_recv().expect("an answer");
+            // The copy inside the answer, timed alone.
+            let started = Instant::now();
+            let again = jpeg.map(<[u8]>::to_vec);
+            let copied = copied + started.elapsed();
+            drop(again);
+            // The three pictures read back, timed alone.
+            let started = Instant::now();
+            images.read_pictures(&gpu).expect("pictures");
+            let read = started.elapsed();
+            let started = Instant::now();
+            crate::jpeg::encode_luma(&snapshot.luma, size, crate::events::PICTURE_QUALITY)
+                .expect("encode");
+            let encoded = started.elapsed();
+            if run >= WARM_UP {
+                answers.push(answered.as_nanos() as u64);
+                reads.push(read.as_nanos() as u64);
+                copies.push(copied.as_nanos() as u64);
+                frames.push(processed.as_nanos() as u64);
+                encodes.push(encoded.as_nanos() as u64);
+            }
+        }
+        let show = |s: Spread| format!("{:.2} ({:.2}–{:.2})", s.median, s.p10, s.p90);
+        println!(
+            "| {} 1080p | {} | {} | {} | {} | {} | {} |",
+            match format {
+                CaptureFormat::Mjpeg => "MJPEG",
+                CaptureFormat::Pixels(_) => "YUYV",
+            },
+            jpeg.map_or("—".into(), |j| format!("{} kB", j.len() / 1000)),
+            show(Spread::of_nanos(&answers)),
+            show(Spread::of_nanos(&reads)),
+            match jpeg {
+                Some(_) => show(Spread::of_nanos(&copies)),
+                None => "—".into(),
+            },
+            show(Spread::of_nanos(&frames)),
+            match jpeg {
+                Some(_) => "— (its own JPEG)".into(),
+                None => show(Spread::of_nanos(&encodes)),
+            },
+        );
+    }
+}
