@@ -74,7 +74,10 @@ pub struct SourceInfo {
     pub device: String,
 }
 
-/// The pictures of the last processed frame, for `/snapshot/*.png`.
+/// The pictures of the last processed frame, for `/snapshot/*.png` and an event's
+/// picture. A request for an event's picture alone ([`Wants::EventPicture`]) that no
+/// other request shares is answered with less: the frame's `jpeg` and no picture, or,
+/// without one, `luma` alone; the pictures not read back are empty.
 pub struct Snapshot {
     pub width: u32,
     pub height: u32,
@@ -93,6 +96,46 @@ pub struct Snapshot {
     pub jpeg: Option<Vec<u8>>,
 }
 
+/// What a snapshot request needs of the frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wants {
+    /// Every picture (a status page's snapshot).
+    Pictures,
+    /// An event's picture: the frame's JPEG where the camera sends JPEG images, else its
+    /// luma. Nothing else is read back for it.
+    EventPicture,
+}
+
 /// How a snapshot request is answered: the camera thread sends the pictures of its next
-/// frame, or drops the sender when it has none to give.
-pub(crate) type SnapshotReply = oneshot::Sender<Arc<Snapshot>>;
+/// frame, or drops the request when it has none to give.
+pub struct SnapshotReply {
+    reply: oneshot::Sender<Arc<Snapshot>>,
+    pub wants: Wants,
+}
+
+impl SnapshotReply {
+    /// A request for every picture, answered on `reply`.
+    pub fn pictures(reply: oneshot::Sender<Arc<Snapshot>>) -> SnapshotReply {
+        SnapshotReply {
+            reply,
+            wants: Wants::Pictures,
+        }
+    }
+
+    /// A request for an event's picture, answered on `reply`.
+    pub fn event_picture(reply: oneshot::Sender<Arc<Snapshot>>) -> SnapshotReply {
+        SnapshotReply {
+            reply,
+            wants: Wants::EventPicture,
+        }
+    }
+
+    pub fn send(self, snapshot: Arc<Snapshot>) -> Result<(), Arc<Snapshot>> {
+        self.reply.send(snapshot)
+    }
+
+    /// Whether the asker gave up waiting.
+    pub fn is_closed(&self) -> bool {
+        self.reply.is_closed()
+    }
+}

@@ -29,7 +29,7 @@ use crate::config::CameraSettings;
 use crate::frame::{CaptureFormat, FrameLayout};
 use crate::health::{self, HealthSettings};
 use crate::mailbox::CameraStatus;
-use crate::mailbox::{Snapshot, SnapshotReply, SourceInfo};
+use crate::mailbox::{Snapshot, SnapshotReply, SourceInfo, Wants};
 use crate::pipeline::{FrameImages, FrameResult, MotionState, Pipeline, PipelineOptions, TileMask};
 use crate::region::Region;
 
@@ -457,9 +457,10 @@ fn show_down(status: &CameraStatus, source: &dyn FrameSource) {
     }
 }
 
-/// Reads the frame's pictures back once for every request in `waiting`, with the frame's
-/// JPEG where the source kept it; requests are rare (the server caches a snapshot for a
-/// second, an event asks once), so this costs the loop little.
+/// Answers every request in `waiting` with one read-back of the frame: every picture if
+/// one of them wants them, else an event's picture alone (the frame's JPEG, where the
+/// source kept it, with nothing read back; else its luma). Requests are rare (the server
+/// caches a snapshot for a second, an event asks once), so this costs the loop little.
 fn answer_snapshots(
     images: &FrameImages,
     frame: &FrameResult,
@@ -471,22 +472,36 @@ fn answer_snapshots(
     if waiting.is_empty() {
         return;
     }
-    let pictures = match images.read_pictures(gpu) {
-        Ok(pictures) => pictures,
+    let answer = if waiting.iter().any(|r| r.wants == Wants::Pictures) {
+        every_picture(images, frame, gpu, jpeg)
+    } else {
+        event_picture(images, frame, gpu, jpeg)
+    };
+    let snapshot = match answer {
+        Ok(snapshot) => Arc::new(snapshot),
         Err(e) => {
             tracing::warn!(camera = %name, "reading a snapshot: {e:#}");
             return;
         }
     };
-    let mask = match images.read_motion_mask(gpu) {
-        Ok(mask) => mask.filter(|_| frame.motion.state == MotionState::Watching),
-        Err(e) => {
-            tracing::warn!(camera = %name, "reading a snapshot's motion: {e:#}");
-            return;
-        }
-    };
+    for reply in waiting {
+        let _ = reply.send(Arc::clone(&snapshot));
+    }
+}
+
+fn every_picture(
+    images: &FrameImages,
+    frame: &FrameResult,
+    gpu: &Gpu,
+    jpeg: Option<&[u8]>,
+) -> Result<Snapshot> {
+    let pictures = images.read_pictures(gpu)?;
+    let mask = images
+        .read_motion_mask(gpu)
+        .context("its motion")?
+        .filter(|_| frame.motion.state == MotionState::Watching);
     let motion = motion_picture(&pictures.luma, frame.width as usize, mask.as_ref());
-    let snapshot = Arc::new(Snapshot {
+    Ok(Snapshot {
         width: frame.width,
         height: frame.height,
         luma: pictures.luma,
@@ -496,10 +511,30 @@ fn answer_snapshots(
         histogram: frame.histogram,
         otsu_threshold: frame.otsu_threshold,
         jpeg: jpeg.map(<[u8]>::to_vec),
-    });
-    for reply in waiting {
-        let _ = reply.send(Arc::clone(&snapshot));
-    }
+    })
+}
+
+fn event_picture(
+    images: &FrameImages,
+    frame: &FrameResult,
+    gpu: &Gpu,
+    jpeg: Option<&[u8]>,
+) -> Result<Snapshot> {
+    let luma = match jpeg {
+        Some(_) => Vec::new(),
+        None => images.read_luma(gpu)?,
+    };
+    Ok(Snapshot {
+        width: frame.width,
+        height: frame.height,
+        luma,
+        gradient: Vec::new(),
+        mask: Vec::new(),
+        motion: Vec::new(),
+        histogram: frame.histogram,
+        otsu_threshold: frame.otsu_threshold,
+        jpeg: jpeg.map(<[u8]>::to_vec),
+    })
 }
 
 /// Luma with each still tile dimmed to a third, a pixel taking the tile it falls in (the
@@ -604,7 +639,7 @@ mod tests {
 
     #[test]
     fn a_snapshots_luma_is_the_frame_its_mask_was_made_from() {
-        answer_requests(false, |i, snap| {
+        answer_requests(false, Wants::Pictures, |i, snap| {
             let mut histogram = [0u32; 256];
             for &v in &snap.luma {
                 histogram[v as usize] += 1;
@@ -627,7 +662,7 @@ mod tests {
     /// JPEG, never with a frame's luma and no JPEG or another frame's.
     #[test]
     fn an_mjpeg_cameras_snapshot_has_the_jpeg_of_its_own_frame() {
-        answer_requests(true, |i, snap| {
+        answer_requests(true, Wants::Pictures, |i, snap| {
             let jpeg = snap
                 .jpeg
                 .as_ref()
@@ -641,9 +676,36 @@ mod tests {
         });
     }
 
+    /// An event's picture alone is read back as no more than it needs: an MJPEG camera's
+    /// JPEG with no picture, another camera's luma (of the frame its histogram is of) and
+    /// nothing else.
+    #[test]
+    fn an_event_picture_is_answered_with_its_jpeg_or_its_luma_alone() {
+        answer_requests(true, Wants::EventPicture, |i, snap| {
+            assert!(snap.jpeg.is_some(), "request {i}: no JPEG");
+            assert!(
+                snap.luma.is_empty() && snap.gradient.is_empty() && snap.motion.is_empty(),
+                "request {i}: pictures read back beside the JPEG"
+            );
+        });
+        answer_requests(false, Wants::EventPicture, |i, snap| {
+            assert_eq!(snap.luma.len(), 32 * 24, "request {i}");
+            let mut histogram = [0u32; 256];
+            for &v in &snap.luma {
+                histogram[v as usize] += 1;
+            }
+            assert_eq!(histogram, snap.histogram, "request {i}: luma vs histogram");
+            assert!(
+                snap.gradient.is_empty() && snap.mask.is_empty() && snap.motion.is_empty(),
+                "request {i}: more than the luma read back"
+            );
+            assert_eq!(snap.jpeg, None, "request {i}");
+        });
+    }
+
     /// Runs a camera on a [`Requeued`] source and checks the answers to 30 snapshot
-    /// requests, sent at varied moments of its loop, with `check`.
-    fn answer_requests(jpeg_frames: bool, check: impl Fn(u64, &Snapshot)) {
+    /// requests wanting `wants`, sent at varied moments of its loop, with `check`.
+    fn answer_requests(jpeg_frames: bool, wants: Wants, check: impl Fn(u64, &Snapshot)) {
         let device: DeviceSpec = std::env::var("EDGESIGHT_TEST_DEVICE")
             .unwrap_or_default()
             .parse()
@@ -706,7 +768,11 @@ mod tests {
             let stopper = StopOnDrop(Arc::clone(&stop));
             for i in 0..30 {
                 let (tx, mut rx) = oneshot::channel();
-                ends.snapshots.send(tx).expect("the camera runs");
+                let request = match wants {
+                    Wants::Pictures => SnapshotReply::pictures(tx),
+                    Wants::EventPicture => SnapshotReply::event_picture(tx),
+                };
+                ends.snapshots.send(request).expect("the camera runs");
                 // The first frame may compile kernels (seconds on a cold POCL cache).
                 let deadline = Instant::now() + Duration::from_secs(60);
                 let snap = loop {

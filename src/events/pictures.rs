@@ -1,10 +1,11 @@
-//! The picture of each event: when an event begins, the publisher asks the camera for the
-//! pictures of its next frame (as a status page's snapshot does: the camera thread reads
-//! them back between frames, once per request, and never waits for the reader). A camera
-//! whose frames arrive as JPEG images (MJPEG) answers with that frame's image, which is
-//! the picture as it came, in colour, with no encode; for any other the luma is encoded
-//! as a JPEG on tokio's blocking pool, off the camera thread and the async workers. The picture is thus of the frame after the one the publisher's round
-//! saw the event begin in: within a quarter second and a frame of it.
+//! The picture of each event: when an event begins, the events task asks the camera for
+//! the picture of its next frame (as a status page's snapshot is asked for: the camera
+//! thread answers between frames, once per request, and never waits for the reader). A
+//! camera whose frames arrive as JPEG images (MJPEG) answers with that frame's image,
+//! which is the picture as it came, in colour, with nothing read back or encoded; any
+//! other with the frame's luma alone, encoded as a JPEG here on tokio's blocking pool,
+//! off the camera thread and the async workers. The picture is thus of the frame after
+//! the one the round saw the event begin in: within a quarter second and a frame of it.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -207,7 +207,7 @@ impl FrameImages<'_> {
     }
 
     /// Luma, from its buffer or, where the stages read it in place, from the slot.
-    fn read_luma(&self, gpu: &Gpu) -> Result<Vec<u8>, PipelineError> {
+    pub fn read_luma(&self, gpu: &Gpu) -> Result<Vec<u8>, PipelineError> {
         let mut luma = Vec::new();
         self.read_luma_into(gpu, &mut luma)?;
         Ok(luma)

@@ -263,7 +263,9 @@ impl Pictures {
     /// routes (an event's picture); `None` when the camera thread is not running.
     pub(super) fn next_frame(&self) -> Option<oneshot::Receiver<Arc<Snapshot>>> {
         let (reply, answer) = oneshot::channel();
-        lock(&self.requests).send(reply).ok()?;
+        lock(&self.requests)
+            .send(SnapshotReply::event_picture(reply))
+            .ok()?;
         Some(answer)
     }
 
@@ -271,7 +273,9 @@ impl Pictures {
     /// one within [`WAIT`]) becomes the cache's last read-back.
     fn ask(&self) -> Result<watch::Receiver<Outcome>, NoPicture> {
         let (reply, answer) = oneshot::channel();
-        let sent = lock(&self.requests).send(reply).is_ok();
+        let sent = lock(&self.requests)
+            .send(SnapshotReply::pictures(reply))
+            .is_ok();
         if !sent {
             return Err(NoPicture::Down(format!(
                 "camera '{}' is not running\n",

@@ -46,8 +46,9 @@ impl CameraView {
         CameraView { status, ..self }
     }
 
-    /// The pictures of the camera's next frame, read back by the camera thread between
-    /// frames as a snapshot is; `None` when the camera thread is not running.
+    /// The picture of the camera's next frame for an event (its JPEG, or its luma),
+    /// read back by the camera thread between frames as a snapshot is; `None` when the
+    /// camera thread is not running.
     pub fn next_pictures(&self) -> Option<tokio::sync::oneshot::Receiver<Arc<Snapshot>>> {
         self.pictures.next_frame()
     }

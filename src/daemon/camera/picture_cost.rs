@@ -1,9 +1,9 @@
 //! What answering one event's picture request costs a camera thread at 1080p: the
 //! read-backs and copies [`answer_snapshots`] does between two frames, for a camera of
-//! YUYV frames and one of MJPEG frames (whose answer also carries the frame's JPEG, copied
-//! out of the driver's buffer first). Beside it, for scale, the frame's pipeline on the
-//! same device and the luma's JPEG encode that a YUYV camera's picture then takes on the
-//! blocking pool, off the camera thread. Printed, not asserted: BENCHMARKS.md keeps the
+//! YUYV frames (its luma) and one of MJPEG frames (its JPEG, copied out of the driver's
+//! buffer first). Beside it, for scale, the answer to a status page's snapshot (every
+//! picture), the frame's pipeline on the same device, and the luma's JPEG encode that a
+//! YUYV camera's picture then takes on the blocking pool, off the camera thread. Printed, not asserted: BENCHMARKS.md keeps the
 //! figures. Run with
 //! `cargo test --lib picture_cost -- --ignored --nocapture`
 //! (`EDGESIGHT_TEST_DEVICE` picks the OpenCL device).
@@ -34,9 +34,9 @@ fn picture_cost() {
     };
     println!("device: {}", gpu.info);
     println!(
-        "| source | JPEG | answer, camera thread (ms) | of it, luma, gradient and mask \
-         (ms) | of it, the JPEG's copies (ms) | the frame's pipeline (ms) | luma encode, \
-         blocking pool (ms) |"
+        "| source | its JPEG | an event's picture, camera thread (ms) | of it, the JPEG's \
+         copies (ms) | a snapshot, every picture (ms) | the frame's pipeline (ms) | luma \
+         encode, blocking pool (ms) |"
     );
     println!("|---|---|---|---|---|---|---|");
     for format in [
@@ -74,7 +74,7 @@ fn picture_cost() {
         // A camera's kept JPEG, reused from frame to frame as the V4L2 source's is.
         let mut kept: Vec<u8> = Vec::with_capacity(frame.bytes.len());
         let mut result = FrameResult::empty();
-        let (mut answers, mut reads, mut copies, mut frames, mut encodes) =
+        let (mut events, mut snapshots, mut copies, mut frames, mut encodes) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for run in 0..WARM_UP + RUNS {
             let started = Instant::now();
@@ -89,7 +89,8 @@ fn picture_cost() {
                 kept.extend_from_slice(jpeg);
             }
             let copied = started.elapsed();
-            answer_snapshots(&images, &result, &gpu, vec![tx], jpeg, "cost");
+            let request = SnapshotReply::event_picture(tx);
+            answer_snapshots(&images, &result, &gpu, vec![request], jpeg, "cost");
             let answered = started.elapsed();
             let snapshot = rx.blocking_recv().expect("an answer");
             // The copy inside the answer, timed alone.
@@ -97,17 +98,20 @@ fn picture_cost() {
             let again = jpeg.map(<[u8]>::to_vec);
             let copied = copied + started.elapsed();
             drop(again);
-            // The three pictures read back, timed alone.
+            let (tx, rx) = oneshot::channel();
             let started = Instant::now();
-            images.read_pictures(&gpu).expect("pictures");
-            let read = started.elapsed();
+            let request = SnapshotReply::pictures(tx);
+            answer_snapshots(&images, &result, &gpu, vec![request], jpeg, "cost");
+            let pictures = started.elapsed();
+            let every = rx.blocking_recv().expect("an answer");
             let started = Instant::now();
-            crate::jpeg::encode_luma(&snapshot.luma, size, crate::events::PICTURE_QUALITY)
+            crate::jpeg::encode_luma(&every.luma, size, crate::events::PICTURE_QUALITY)
                 .expect("encode");
+            assert_eq!(snapshot.jpeg.is_some(), snapshot.luma.is_empty());
             let encoded = started.elapsed();
             if run >= WARM_UP {
-                answers.push(answered.as_nanos() as u64);
-                reads.push(read.as_nanos() as u64);
+                events.push(answered.as_nanos() as u64);
+                snapshots.push(pictures.as_nanos() as u64);
                 copies.push(copied.as_nanos() as u64);
                 frames.push(processed.as_nanos() as u64);
                 encodes.push(encoded.as_nanos() as u64);
@@ -121,12 +125,12 @@ fn picture_cost() {
                 CaptureFormat::Pixels(_) => "YUYV",
             },
             jpeg.map_or("—".into(), |j| format!("{} kB", j.len() / 1000)),
-            show(Spread::of_nanos(&answers)),
-            show(Spread::of_nanos(&reads)),
+            show(Spread::of_nanos(&events)),
             match jpeg {
                 Some(_) => show(Spread::of_nanos(&copies)),
                 None => "—".into(),
             },
+            show(Spread::of_nanos(&snapshots)),
             show(Spread::of_nanos(&frames)),
             match jpeg {
                 Some(_) => "— (its own JPEG)".into(),
