@@ -1,8 +1,9 @@
 //! The daemon and a real MQTT broker (Debian's mosquitto, on a loopback port with a
 //! password file): the availability topic and its last will, each camera's retained
 //! state topics and Home Assistant's discovery configs, a wrong password said once and
-//! retried, the broker restarted while the frames flow, and mqtts with a client
-//! certificate (a CA made with openssl) and a wrong CA. The subscriber is mosquitto_sub.
+//! retried, the broker restarted while the frames flow, mqtts with a client certificate
+//! (a CA made with openssl) and a wrong CA, the events and their pictures (an MJPEG
+//! recording's its own image). The subscriber is mosquitto_sub.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
