@@ -3,8 +3,8 @@
 //! YUYV frames (its luma) and one of MJPEG frames (its JPEG, copied out of the driver's
 //! buffer first). Beside it, for scale, the answer to a status page's snapshot (every
 //! picture), the frame's pipeline on the same device, and the luma's JPEG encode that a
-//! YUYV camera's picture then takes on the blocking pool, off the camera thread. Printed, not asserted: BENCHMARKS.md keeps the
-//! figures. Run with
+//! YUYV camera's picture then takes on the blocking pool, off the camera thread. Printed,
+//! not asserted: `BENCHMARKS.md#event-picture` keeps the figures. Run with
 //! `cargo test --lib picture_cost -- --ignored --nocapture`
 //! (`EDGESIGHT_TEST_DEVICE` picks the OpenCL device).
 
