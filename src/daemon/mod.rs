@@ -11,7 +11,6 @@
 
 pub mod camera;
 pub mod camera_metrics;
-pub mod health_metrics;
 mod logging;
 mod publish;
 pub mod reload;

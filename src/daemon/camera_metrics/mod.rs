@@ -15,7 +15,6 @@ use prometheus::{
     Gauge, GaugeVec, Histogram, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
 };
 
-use super::health_metrics::{HealthFamilies, HealthMetrics};
 use super::verify::{VerifyFamilies, VerifyMetrics};
 use crate::activity::MotionReport;
 use crate::capture::{CaptureStats, MAX_FPS};
@@ -25,6 +24,9 @@ use crate::mailbox::{Activity, DROP_PUBLISH_BACKLOG};
 use crate::metrics::{Metrics, PIPELINE_STAGE};
 use crate::pipeline::{FrameResult, PipelineError, Stage};
 use crate::region::{Region, RegionStats};
+use health::{HealthFamilies, HealthMetrics};
+
+pub mod health;
 
 /// The stage times are measured on one frame in this many: a few samples a second give
 /// the duration histograms their shape, and an untimed frame asks the driver for no
