@@ -149,13 +149,13 @@ fn rendered(tier: Tier) -> String {
         Duration::from_millis(45),
         Some(Duration::from_micros(3500)),
     );
-    front.frame_rate.set(29.5);
-    front.backlog_dropped.inc();
+    front.set_frame_rate(29.5);
+    front.backlog_dropped(1);
     front.pipeline_error(&PipelineError::Stage {
         stage: Stage::Sobel.name(),
         source: ClError::NoPlatform,
     });
-    front.restarts.inc();
+    front.restarted();
     front.health.tampered(Kind::Moved);
     front.health.tampered(Kind::Covered);
     front.health.set(&covered());

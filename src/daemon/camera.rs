@@ -382,7 +382,7 @@ fn run_frames(
             source: Arc::clone(&cam.describe),
         };
         if let Err(mpsc::TrySendError::Full(p)) = links.publish.try_send(published) {
-            m.backlog_dropped.inc();
+            m.backlog_dropped(1);
             unused = Some(p.result);
         }
     }

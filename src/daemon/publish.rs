@@ -46,7 +46,7 @@ pub fn publish(
                 let report = watch_health(&mut health, &p, &m);
                 watch_motion(&mut motion, &p, report.as_ref(), &m, &mut began);
                 rate.frame(now);
-                m.frame_rate.set(rate.at(now));
+                m.set_frame_rate(rate.at(now));
                 let fresh = Latest {
                     sequence: p.sequence,
                     published: now,
@@ -78,7 +78,7 @@ pub fn publish(
                 pool.keep(latest.send_replace(Some(next)));
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                m.frame_rate.set(rate.at(Instant::now()));
+                m.set_frame_rate(rate.at(Instant::now()));
                 show_again(&latest, &mut pool, m.activity());
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => return,
@@ -276,7 +276,7 @@ mod tests {
         stats.dropped[DropReason::SequenceGap as usize] = 3;
         stats.dropped[DropReason::BadImage as usize] = 1;
         m.capture(true, &stats);
-        m.backlog_dropped.inc_by(2);
+        m.backlog_dropped(2);
         let (tx, rx) = mpsc::sync_channel(8);
         let (spare_tx, _spare) = mpsc::sync_channel(8);
         let (latest_tx, latest) = watch::channel(None);

@@ -174,7 +174,7 @@ fn run_with(
             Err(panic) => format!("panicked: {}", panic_message(&panic)),
         };
         m.set_up(false);
-        m.restarts.inc();
+        m.restarted();
         links.state.set_waiting(true);
         links.state.status.restarting(problem.clone(), delay);
         if attempt_start.elapsed() >= RESTART_RESET {

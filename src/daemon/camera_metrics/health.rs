@@ -1,5 +1,9 @@
-//! The camera-health families: the detectors' numbers and each kind's tamper state, set
-//! by the publisher from [`HealthReport`]s, and the tamper events counted as they happen.
+//! The camera-health collector: the detectors' numbers (`edgesight_camera_sharpness`,
+//! `edgesight_camera_scene_change`, `edgesight_camera_light_ratio`,
+//! `edgesight_camera_clipped_ratio`), whether the baseline is being learned
+//! (`edgesight_camera_health_learning`), each kind's tamper state
+//! (`edgesight_camera_tamper`), set by the publisher from [`HealthReport`]s, and the
+//! tamper events (`edgesight_camera_tamper_events_total`), counted as they happen.
 
 use prometheus::{Gauge, GaugeVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec};
 
