@@ -12,9 +12,13 @@
 //! A scrape renders one of two tiers ([`Tier`]): the default one holds what the shipped
 //! alerts and dashboard read, small enough for a fleet; the detail one adds the series
 //! that only a person looking into one board needs (stage buckets, luma bins, per-stage
-//! error and mismatch counters).
+//! error and mismatch counters). A family's tier is declared with the family
+//! ([`Metrics::detail_only`], [`Metrics::summed_in_default`]); the registry only keeps
+//! what each declaration said.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 
 use prometheus::proto::{Metric, MetricFamily, MetricType, Summary};
 use prometheus::{
@@ -57,30 +61,26 @@ impl std::str::FromStr for Tier {
     }
 }
 
-/// Families only the detail tier holds: per-stage breakdowns of a total the default
-/// tier has (`edgesight_pipeline_errors_total`, `edgesight_kernel_mismatched_frames_total`),
-/// the luma histogram (`/api/v1/latest` keeps it), and the HTTP answers, a series for
-/// each handler and status, which every client probing the board adds to (the scraper
-/// sees its own in `up` and the scrape's duration).
-const DETAIL_FAMILIES: [&str; 4] = [
-    "edgesight_stage_errors_total",
-    "edgesight_kernel_mismatch_total",
-    "edgesight_luma_bin_ratio",
-    "edgesight_http_requests_total",
-];
-
-/// The stage-time family: the default tier keeps of it only the whole pipeline's
-/// `_sum` and `_count` (as a summary without quantiles), which the slowdown alert and the
-/// stage-time panel read; each stage's, and every bucket, are detail.
-const STAGE_FAMILY: &str = "edgesight_stage_duration_seconds";
-/// The stage label of the sum of a timed frame's stage times.
-pub const PIPELINE_STAGE: &str = "pipeline";
+/// What the default tier shows of a family declared so; the detail tier shows every
+/// series of every family, and the default tier those of a family not declared here.
+#[derive(Clone, Copy, Debug)]
+enum InDefault {
+    Nothing,
+    /// The series whose `label` is `value`, as a summary without quantiles: the sum and
+    /// count of a histogram without its buckets.
+    SumWhere {
+        label: &'static str,
+        value: &'static str,
+    },
+}
 
 /// The registry every family registers in; `/metrics` renders it.
 pub struct Metrics {
     registry: Registry,
     /// The tier a scrape that names none gets (`[metrics] tier`).
     detail: AtomicBool,
+    /// The families the default tier shows less of, by name.
+    in_default: Mutex<HashMap<String, InDefault>>,
 }
 
 impl Default for Metrics {
@@ -103,6 +103,7 @@ impl Metrics {
         let metrics = Metrics {
             registry,
             detail: AtomicBool::new(false),
+            in_default: Mutex::new(HashMap::new()),
         };
         let build = metrics.int_gauges(
             "edgesight_build_info",
@@ -142,12 +143,15 @@ impl Metrics {
     pub fn encode_tier(&self, tier: Tier) -> Vec<u8> {
         let mut families = self.registry.gather();
         if tier == Tier::Default {
-            families.retain(|f| !DETAIL_FAMILIES.contains(&f.name()));
-            for family in &mut families {
-                if family.name() == STAGE_FAMILY {
-                    summarise_pipeline(family);
+            let in_default = self.in_default.lock().unwrap_or_else(|e| e.into_inner());
+            families.retain_mut(|family| match in_default.get(family.name()) {
+                None => true,
+                Some(InDefault::Nothing) => false,
+                Some(&InDefault::SumWhere { label, value }) => {
+                    summarise(family, label, value);
+                    true
                 }
-            }
+            });
         }
         let mut out = Vec::with_capacity(16 * 1024);
         // Encoding into a Vec fails only on families that break the format, which the
@@ -172,6 +176,32 @@ impl Metrics {
             let (s, v) = l.rsplit_once(' ')?;
             (s == series).then(|| v.parse().ok())?
         })
+    }
+
+    /// Keeps `family` out of the default tier: for a breakdown of a total the default tier
+    /// has, or series that only a person looking into one board needs.
+    pub(crate) fn detail_only<C: Collector>(&self, family: C) -> C {
+        self.show_in_default(&family, InDefault::Nothing);
+        family
+    }
+
+    /// Keeps of the histograms `family` in the default tier only the series whose `label`
+    /// is `value`, and of those only the sum and count (as a summary without quantiles).
+    pub(crate) fn summed_in_default(
+        &self,
+        family: HistogramVec,
+        label: &'static str,
+        value: &'static str,
+    ) -> HistogramVec {
+        self.show_in_default(&family, InDefault::SumWhere { label, value });
+        family
+    }
+
+    fn show_in_default(&self, family: &impl Collector, shown: InDefault) {
+        let mut in_default = self.in_default.lock().unwrap_or_else(|e| e.into_inner());
+        for desc in family.desc() {
+            in_default.insert(desc.fq_name.clone(), shown);
+        }
     }
 
     fn register<C: Collector + Clone + 'static>(&self, c: C) -> C {
@@ -211,16 +241,17 @@ impl Metrics {
     }
 }
 
-/// The stage histograms reduced to the whole pipeline's sum and count: a summary without
-/// quantiles, the form the text formats give a sum and count with no buckets.
-fn summarise_pipeline(family: &mut MetricFamily) {
+/// The histograms of `family` whose `label` is `value`, reduced to their sum and count: a
+/// summary without quantiles, the form the text formats give a sum and count with no
+/// buckets.
+fn summarise(family: &mut MetricFamily, label: &str, value: &str) {
     let metrics = family.take_metric();
     let kept = metrics
         .into_iter()
         .filter(|m| {
             m.get_label()
                 .iter()
-                .any(|l| l.name() == "stage" && l.value() == PIPELINE_STAGE)
+                .any(|l| l.name() == label && l.value() == value)
         })
         .map(|mut m| {
             let h = m.get_histogram();
@@ -304,27 +335,24 @@ mod tests {
         );
     }
 
-    /// The default tier leaves out the detail families and keeps of the stage times only
-    /// the pipeline's sum and count, as a summary; the detail tier is every series.
+    /// The default tier leaves out a family declared detail-only and keeps of one summed
+    /// in it only the named series' sum and count, as a summary; the detail tier is every
+    /// series.
     #[test]
-    fn the_default_tier_keeps_the_pipeline_times_and_no_detail_family() {
+    fn the_default_tier_shows_each_family_as_it_was_declared() {
         let metrics = Metrics::new();
-        let stage = metrics.histograms(
-            "edgesight_stage_duration_seconds",
-            "s",
-            &["camera", "stage"],
-            &[0.5],
+        let stage = metrics.summed_in_default(
+            metrics.histograms("edgesight_test_seconds", "s", &["camera", "stage"], &[0.5]),
+            "stage",
+            "all",
         );
-        stage.with_label_values(&["c", "sobel"]).observe(0.25);
-        stage
-            .with_label_values(&["c", PIPELINE_STAGE])
-            .observe(0.75);
-        stage
-            .with_label_values(&["c", PIPELINE_STAGE])
-            .observe(0.25);
-        let bins = metrics.gauges("edgesight_luma_bin_ratio", "b", &["camera", "bin"]);
+        stage.with_label_values(&["c", "one"]).observe(0.25);
+        stage.with_label_values(&["c", "all"]).observe(0.75);
+        stage.with_label_values(&["c", "all"]).observe(0.25);
+        let bins =
+            metrics.detail_only(metrics.gauges("edgesight_test_bins", "b", &["camera", "bin"]));
         bins.with_label_values(&["c", "0"]).set(1.0);
-        let frames = metrics.counters("edgesight_frames_total", "f", &["camera"]);
+        let frames = metrics.counters("edgesight_test_total", "f", &["camera"]);
         frames.with_label_values(&["c"]).inc();
         let samples = |tier| -> Vec<String> {
             String::from_utf8(metrics.encode_tier(tier))
@@ -338,13 +366,13 @@ mod tests {
         assert_eq!(
             samples(Tier::Default),
             [
-                r#"edgesight_frames_total{camera="c"} 1"#,
-                r#"edgesight_stage_duration_seconds_sum{camera="c",stage="pipeline"} 1"#,
-                r#"edgesight_stage_duration_seconds_count{camera="c",stage="pipeline"} 2"#,
+                r#"edgesight_test_seconds_sum{camera="c",stage="all"} 1"#,
+                r#"edgesight_test_seconds_count{camera="c",stage="all"} 2"#,
+                r#"edgesight_test_total{camera="c"} 1"#,
             ]
         );
         let default = String::from_utf8(metrics.encode_tier(Tier::Default)).expect("UTF-8");
-        assert!(default.contains("# TYPE edgesight_stage_duration_seconds summary\n"));
+        assert!(default.contains("# TYPE edgesight_test_seconds summary\n"));
         assert_eq!(samples(Tier::Detail).len(), 1 + 1 + 2 * 4);
         assert_eq!(metrics.encode(), metrics.encode_tier(Tier::Detail));
         assert_eq!(metrics.tier(), Tier::Default);

@@ -62,11 +62,12 @@ impl VerifyFamilies {
                 "Checked frames on which any stage's device output differed from the plain-Rust reference (edgesight_kernel_mismatch_total, of the detail tier, says which stage).",
                 &["camera"],
             ),
-            mismatches: m.counters(
+            // A breakdown of edgesight_kernel_mismatched_frames_total.
+            mismatches: m.detail_only(m.counters(
                 "edgesight_kernel_mismatch_total",
                 "Checked frames on which a stage's device output differed from the plain-Rust reference, by stage; the first difference of each stage is logged.",
                 &["camera", "stage"],
-            ),
+            )),
         }
     }
 

@@ -28,11 +28,13 @@ pub struct HttpMetrics {
 impl HttpMetrics {
     pub fn new(metrics: &Metrics) -> HttpMetrics {
         HttpMetrics {
-            requests: metrics.counters(
+            // Every client probing the board adds series; the scraper sees its own
+            // answers in `up` and the scrape's duration.
+            requests: metrics.detail_only(metrics.counters(
                 "edgesight_http_requests_total",
                 "HTTP requests answered, by handler and status code.",
                 &["handler", "code"],
-            ),
+            )),
         }
     }
 

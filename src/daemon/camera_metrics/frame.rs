@@ -72,11 +72,12 @@ impl FrameFamilies {
                 "Fraction of the last frame's pixels whose gradient magnitude reaches the edge threshold.",
                 cam,
             ),
-            histogram: m.gauges(
+            // `/api/v1/latest` has the histogram whole.
+            histogram: m.detail_only(m.gauges(
                 "edgesight_luma_bin_ratio",
                 "Fraction of the last frame's pixels in each luma bin; bin is the bin's lowest luma.",
                 &["camera", "bin"],
-            ),
+            )),
             histogram_bins,
         }
     }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use prometheus::{Histogram, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec};
 
 use crate::cl::{ClDeviceInfo, Timing};
-use crate::metrics::{Metrics, PIPELINE_STAGE};
+use crate::metrics::Metrics;
 use crate::pipeline::{FrameResult, PipelineError, Stage};
 
 /// The stage times are measured on one frame in this many: a few samples a second give
@@ -25,6 +25,9 @@ const STAGE_BUCKETS: [f64; 12] = [
     0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
 ];
 
+/// The stage label of the sum of a timed frame's stage times, the one series of
+/// `edgesight_stage_duration_seconds` the default tier keeps (its sum and count).
+const PIPELINE_STAGE: &str = "pipeline";
 /// The stage label of the host's JPEG decoding in `edgesight_stage_duration_seconds`.
 const DECODE_STAGE: &str = "decode";
 
@@ -49,12 +52,13 @@ impl StageFamilies {
                 "Frames the OpenCL pipeline failed on.",
                 cam,
             ),
-            stage_errors: m.counters(
+            stage_errors: m.detail_only(m.counters(
                 "edgesight_stage_errors_total",
                 "Frames a pipeline stage failed on, by stage (a part of edgesight_pipeline_errors_total).",
                 &["camera", "stage"],
-            ),
-            stage: m.histograms(
+            )),
+            // The slowdown alert and the stage-time panel read the pipeline's sum and count.
+            stage: m.summed_in_default(m.histograms(
                 "edgesight_stage_duration_seconds",
                 &format!(
                     "Device time of each pipeline stage per frame, in seconds, from OpenCL \
@@ -65,7 +69,7 @@ impl StageFamilies {
                 ),
                 &["camera", "stage"],
                 &STAGE_BUCKETS,
-            ),
+            ), "stage", PIPELINE_STAGE),
         }
     }
 
