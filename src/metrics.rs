@@ -1,8 +1,9 @@
 //! The Prometheus registry the daemon exports, and the helpers that declare families in
 //! it. Each family is declared beside the code that sets it, as node_exporter's
-//! collectors do: the camera and stage families beside the camera loop
-//! (`daemon::camera_metrics`), the reload family beside the reload (`daemon::reload`),
-//! the HTTP family beside the routes (`server::HttpMetrics`). What lives here is only
+//! collectors do: a camera's in a file for each concern (`daemon::camera_metrics`), the
+//! live-frame checks' beside the verifier (`daemon::verify`), the reload family beside
+//! the reload (`daemon::reload`), the HTTP family beside the routes
+//! (`server::HttpMetrics`), MQTT's beside its link. What lives here is only
 //! what every one of them shares: the registry, its text rendering, and the process and
 //! build families that belong to no part in particular.
 //!
