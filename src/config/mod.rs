@@ -32,7 +32,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 pub use check::check_region_name;
-pub(crate) use mqtt::read_password as read_mqtt_password;
+pub use mqtt::discovery_cameras;
 pub use schema::*;
 pub use validate::{validate, Checked};
 

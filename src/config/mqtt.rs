@@ -1,17 +1,15 @@
 //! The `[mqtt]` table's checks: the broker's URL, the TLS files loaded as the client will
 //! load them, the password file read, the names that go into topics, QoS and keepalive.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use toml::Spanned;
 
 use super::schema::MqttConfig;
+use super::Settings;
 use super::{ConfigError, Doc};
-use crate::mqtt::{MqttSettings, PORT, TLS_PORT};
-
-/// The most a password file may hold.
-const MAX_PASSWORD_BYTES: u64 = 4096;
+use crate::mqtt::{read_password, MqttSettings, PORT, TLS_PORT};
 
 pub(super) fn check_mqtt(
     doc: &Doc,
@@ -232,18 +230,6 @@ pub(crate) fn parse_url(url: &str) -> Result<(bool, String, u16), String> {
     Ok((tls, host.to_string(), port))
 }
 
-/// The password in `path`: the file's text without its final line break.
-pub(crate) fn read_password(path: &Path) -> Result<String, String> {
-    let text = crate::files::read_small_file(path, MAX_PASSWORD_BYTES)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    let password = text.strip_suffix('\n').unwrap_or(&text);
-    let password = password.strip_suffix('\r').unwrap_or(password);
-    if password.is_empty() {
-        return Err(format!("{}: empty", path.display()));
-    }
-    Ok(password.to_string())
-}
-
 /// A topic prefix: levels without MQTT's wildcards, none empty.
 fn check_topic(topic: &str) -> Result<(), String> {
     if topic.is_empty()
@@ -280,6 +266,43 @@ pub(super) fn host_name() -> Option<String> {
     let name = name.trim();
     // A fully qualified name's first label: dots would read as part of the board.
     Some(name.split('.').next().unwrap_or(name).to_string())
+}
+
+/// What Home Assistant's discovery shows of the config's cameras, and the status page's
+/// URL for each device's link.
+pub fn discovery_cameras(settings: &Settings, board: &str) -> crate::mqtt::Cameras {
+    let cameras = settings
+        .cameras
+        .iter()
+        .map(|c| crate::mqtt::Camera {
+            name: c.name.clone(),
+            regions: c.regions.iter().map(|r| r.name.clone()).collect(),
+            health: c.health.enabled,
+        })
+        .collect();
+    crate::mqtt::Cameras::new(cameras, status_url(settings, board))
+}
+
+/// The status page's URL as the board's first listen address gives it; an address of
+/// every interface (`:PORT`, `0.0.0.0`, `[::]`) is reached by the board's name.
+fn status_url(settings: &Settings, board: &str) -> String {
+    let scheme = if settings.web.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    let first = settings
+        .web
+        .listen
+        .first()
+        .map(|l| l.to_string())
+        .unwrap_or_default();
+    let (host, port) = first.rsplit_once(':').unwrap_or(("", &first));
+    let host = match host {
+        "" | "0.0.0.0" | "[::]" => board,
+        h => h,
+    };
+    format!("{scheme}://{host}:{port}/")
 }
 
 #[cfg(test)]

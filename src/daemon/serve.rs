@@ -68,7 +68,7 @@ pub(super) async fn serve(
     }
     let mqtt = settings.mqtt.clone().zip(news_rx).map(|(m, news)| {
         let families = crate::mqtt::MqttMetrics::new(metrics);
-        let cameras = crate::mqtt::Cameras::of(settings, &m.board);
+        let cameras = crate::config::discovery_cameras(settings, &m.board);
         crate::mqtt::start(m, news, Arc::clone(&views), cameras, families, shutdown_rx)
     });
 

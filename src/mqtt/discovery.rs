@@ -10,10 +10,10 @@ use serde_json::{json, Value};
 
 use super::outbox::Message;
 use super::MqttSettings;
-use crate::config::Settings;
 use crate::health::Kind;
 
-/// What discovery needs of each camera.
+/// What discovery needs of each camera: made from the config by
+/// `config::discovery_cameras`, so that this room reads no config of its own.
 #[derive(Clone, Debug)]
 pub struct Cameras {
     cameras: Vec<Camera>,
@@ -21,50 +21,22 @@ pub struct Cameras {
     status_url: String,
 }
 
+/// One camera as discovery shows it: its name, its regions' names and whether its
+/// health is watched (its tamper entities then exist).
 #[derive(Clone, Debug)]
-struct Camera {
-    name: String,
-    regions: Vec<String>,
-    health: bool,
+pub struct Camera {
+    pub name: String,
+    pub regions: Vec<String>,
+    pub health: bool,
 }
 
 impl Cameras {
-    pub fn of(settings: &Settings, board: &str) -> Cameras {
+    pub fn new(cameras: Vec<Camera>, status_url: String) -> Cameras {
         Cameras {
-            cameras: settings
-                .cameras
-                .iter()
-                .map(|c| Camera {
-                    name: c.name.clone(),
-                    regions: c.regions.iter().map(|r| r.name.clone()).collect(),
-                    health: c.health.enabled,
-                })
-                .collect(),
-            status_url: status_url(settings, board),
+            cameras,
+            status_url,
         }
     }
-}
-
-/// The status page's URL as the board's first listen address gives it; an address of
-/// every interface (`:PORT`, `0.0.0.0`, `[::]`) is reached by the board's name.
-fn status_url(settings: &Settings, board: &str) -> String {
-    let scheme = if settings.web.tls.is_some() {
-        "https"
-    } else {
-        "http"
-    };
-    let first = settings
-        .web
-        .listen
-        .first()
-        .map(|l| l.to_string())
-        .unwrap_or_default();
-    let (host, port) = first.rsplit_once(':').unwrap_or(("", &first));
-    let host = match host {
-        "" | "0.0.0.0" | "[::]" => board,
-        h => h,
-    };
-    format!("{scheme}://{host}:{port}/")
 }
 
 /// A name as a discovery topic's level and a `unique_id` take it.
@@ -207,7 +179,7 @@ pub(super) fn messages(s: &MqttSettings, cameras: &Cameras) -> Vec<Message> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::check_text;
+    use crate::config::{check_text, discovery_cameras, Settings};
 
     fn settings(mqtt: &str, listen: &str) -> Settings {
         let text = format!(
@@ -223,7 +195,7 @@ mod tests {
     fn configs(mqtt: &str, listen: &str) -> Vec<(String, Value)> {
         let s = settings(mqtt, listen);
         let m = s.mqtt.clone().unwrap();
-        messages(&m, &Cameras::of(&s, &m.board))
+        messages(&m, &discovery_cameras(&s, &m.board))
             .into_iter()
             .map(|msg| {
                 assert!(msg.retain, "{}", msg.topic);

@@ -260,7 +260,7 @@ fn credentials(eventloop: &mut EventLoop, s: &MqttSettings) {
     let Some(user) = &s.username else { return };
     let password = match &s.password_file {
         None => String::new(),
-        Some(file) => match crate::config::read_mqtt_password(file) {
+        Some(file) => match super::read_password(file) {
             Ok(p) => p,
             Err(e) => {
                 tracing::warn!("MQTT: password_file: {e}");
@@ -404,7 +404,7 @@ mod tests {
         let settings = crate::config::check_text(std::path::Path::new("t.toml"), &config)
             .expect("a valid config");
         let mqtt = settings.mqtt.clone().expect("[mqtt]");
-        let cameras = Cameras::of(&settings, &mqtt.board);
+        let cameras = crate::config::discovery_cameras(&settings, &mqtt.board);
         let registry = Metrics::new();
         let (_latest_tx, latest) = watch::channel(None);
         let (requests, _taken) = std::sync::mpsc::channel();

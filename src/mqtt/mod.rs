@@ -24,7 +24,7 @@ pub(crate) mod tls;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use discovery::Cameras;
+pub use discovery::{Camera, Cameras};
 pub use link::{start, MqttMetrics};
 
 /// `[mqtt]`, checked.
@@ -50,6 +50,22 @@ pub struct MqttSettings {
     pub discovery_prefix: String,
     pub qos: u8,
     pub keepalive: Duration,
+}
+
+/// The most a password file may hold.
+const MAX_PASSWORD_BYTES: u64 = 4096;
+
+/// The password in `path`: the file's text without its final line break. Read by
+/// `check-config` and again at each connection.
+pub(crate) fn read_password(path: &std::path::Path) -> Result<String, String> {
+    let text = crate::files::read_small_file(path, MAX_PASSWORD_BYTES)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let password = text.strip_suffix('\n').unwrap_or(&text);
+    let password = password.strip_suffix('\r').unwrap_or(password);
+    if password.is_empty() {
+        return Err(format!("{}: empty", path.display()));
+    }
+    Ok(password.to_string())
 }
 
 /// The default ports of MQTT over TCP and over TLS (IANA's).
