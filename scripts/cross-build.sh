@@ -6,7 +6,7 @@
 #                                    target/cross/<triple>/release/edgesight
 #   scripts/cross-build.sh --tests   also the test executables (cargo test --no-run), their
 #                                    paths listed in target/cross/<triple>/test-binaries.txt
-#   scripts/cross-build.sh --kernel-tests   only tests/kernels.rs's (make test-arm runs it
+#   scripts/cross-build.sh --kernel-tests   only tests/kernels/'s (make test-arm runs it
 #                                    under qemu-user: the boards' tests of the shipped build)
 #
 # Steps: install cross 0.2.5 and make the image if missing (both at once), build each target, then

@@ -562,7 +562,7 @@ def levels_image(w: int, h: int, levels, weights=None, label: str = "") -> np.nd
 # every Bayer pattern, every sample storage, the rounding ties), each YUV plane layout
 # and a few JPEGs. Under qemu-user each case costs seconds of start-up (POCL builds every
 # kernel from its cache, preprocessing its headers), and the board's kernels are checked
-# against the reference at every format and size by tests/kernels.rs, whose reference
+# against the reference at every format and size by tests/kernels/, whose reference
 # the full x86 run holds to OpenCV.
 BOARD_PICKS = {
     "raw nv21 33x7", "raw nv16 34x6", "raw nv61 33x7", "raw yu12 33x7", "raw yv12 34x6",

@@ -3,7 +3,7 @@
 # under qemu-user in a Debian 12 sysroot with POCL (tests/arm/sysroot.sh, cached under
 # target/arm/):
 #
-#   1. the kernel tests (tests/kernels.rs: every kernel against the plain-Rust reference,
+#   1. the kernel tests (tests/kernels/: every kernel against the plain-Rust reference,
 #      awkward sizes, every format and border, wider strides, both tunings), built for the
 #      board as the packages are (scripts/cross-build.sh --kernel-tests: cross-rs in a
 #      Debian 11 image; after `make cross` only the tests are left to build);

@@ -3,7 +3,7 @@
 # (Debian 12's mesa-opencl-icd, Mesa 22.3: the open-source OpenCL of the Mali GPUs' Mesa
 # drivers) on its CPU device, llvmpipe, beside POCL, which the rest of `make test` uses:
 #
-#   1. the kernel tests (tests/kernels.rs, EDGESIGHT_TEST_DEVICE=rusticl): every tuning,
+#   1. the kernel tests (tests/kernels/, EDGESIGHT_TEST_DEVICE=rusticl): every tuning,
 #      each frame through every tuning as the daemon runs it and with the full images kept
 #      through one (EDGESIGHT_KERNEL_SETUPS=lean, as on the emulated boards), 16 random
 #      cases a property (EDGESIGHT_PROPTEST_CASES, 48 on POCL);
@@ -110,7 +110,7 @@ phase() {
 # ten minutes, more than the rest together: `make test` leaves them to POCL (`make unit`)
 # and a full run here (EDGESIGHT_RUSTICL_TEST_ARGS= tests/rusticl/run.sh kernels) checks
 # them, as before each change to the integral's loops.
-LARGEST="--skip the_largest_frames_do_not_overflow"
+LARGEST="--skip integrals::the_largest_frames_do_not_overflow"
 
 kernels() {
     # shellcheck disable=SC2086
