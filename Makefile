@@ -221,7 +221,7 @@ test-arm: deps-test
 	tests/arm/run.sh
 
 # Boots Debian's kernel in QEMU (TCG) with vivid and v4l2loopback (built from Debian's
-# source, fed MJPEG clips by ffmpeg) and runs tests/vm_capture.rs there; the kernel, the
+# source, fed MJPEG clips by ffmpeg) and runs tests/vm_capture/ there; the kernel, the
 # module, the clips and the initramfs are cached under target/vm/.
 vm-test:
 	tests/vm/run.sh

@@ -2,7 +2,7 @@
  * Preloaded into a daemon in the VM: VIDIOC_STREAMON fails with ENOSPC, the answer of a
  * USB host controller with no bandwidth left for a stream, while the file that
  * EDGESIGHT_TEST_NO_BANDWIDTH names exists. A real vivid camera then stands in for a
- * starved USB camera, and deleting the file lets it stream (tests/vm_capture.rs).
+ * starved USB camera, and deleting the file lets it stream (tests/vm_capture/).
  *
  * The v4l crate makes its ioctls through syscall(SYS_ioctl, ...), not ioctl(): both are
  * taken.

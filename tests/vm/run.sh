@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the V4L2 capture tests (tests/vm_capture.rs) against the kernel's vivid virtual
+# Runs the V4L2 capture tests (tests/vm_capture/) against the kernel's vivid virtual
 # camera and a v4l2loopback device fed MJPEG by ffmpeg, inside a small x86-64 VM: Debian's
 # own kernel (downloaded and unpacked, never installed), a busybox initramfs that loads
 # vivid and v4l2loopback, and the host's root shared read-only over 9p so the dynamically
@@ -136,7 +136,7 @@ for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "vm_capture" and m.get("executable"):
         print(m["executable"])')
-[ -x "$bin" ] || { echo "vm-test: building tests/vm_capture.rs failed; run: cargo test --no-run --test vm_capture" >&2; exit 1; }
+[ -x "$bin" ] || { echo "vm-test: building tests/vm_capture/ failed; run: cargo test --no-run --test vm_capture" >&2; exit 1; }
 share=$vm/share
 rm -rf "$share" && mkdir -p "$share/pocl-cache"
 cp "$bin" "$share/vm_capture"
