@@ -10,7 +10,6 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-pub mod activity;
 pub mod bench;
 pub mod board;
 pub mod capture;
@@ -25,6 +24,7 @@ pub mod input;
 pub mod jpeg;
 pub mod mailbox;
 pub mod metrics;
+pub mod motion_events;
 pub mod mqtt;
 pub mod pages;
 pub mod pipeline;

@@ -11,9 +11,9 @@ use std::time::Instant;
 
 use tokio::sync::oneshot;
 
-use crate::activity::MotionReport;
 use crate::frame::DropReason;
 use crate::health::HealthReport;
+use crate::motion_events::MotionReport;
 use crate::pipeline::{FrameResult, PipelineOptions};
 
 pub use status::{CameraState, CameraStatus};

@@ -44,7 +44,7 @@ fn a_publisher_that_never_reads_costs_frames_not_the_camera() {
         options: PipelineOptions::default(),
         regions: Vec::new(),
         health: edgesight::health::HealthSettings::default(),
-        motion: edgesight::activity::ActivitySettings::default(),
+        motion: edgesight::motion_events::CameraMotionSettings::default(),
     };
     let metrics = Arc::new(Metrics::new());
     let stop = Arc::new(AtomicBool::new(false));

@@ -160,10 +160,10 @@ fn rendered(tier: Tier) -> String {
     front.health.tampered(Kind::Covered);
     front.health.set(&covered());
     // Motion: an eighth of the frame, half the door, in its second event.
-    let motion = edgesight::activity::MotionReport {
+    let motion = edgesight::motion_events::MotionReport {
         state: "watching",
         ratio: 0.125,
-        regions: vec![edgesight::activity::RegionMotion::new(0.5, true, 2)],
+        regions: vec![edgesight::motion_events::RegionMotion::new(0.5, true, 2)],
         ..Default::default()
     };
     front.motion(&motion, [0].into_iter());

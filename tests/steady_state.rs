@@ -147,7 +147,7 @@ fn settings() -> CameraSettings {
             ..HealthSettings::default()
         },
         // On, as by default: its kernels, events and report allocate nothing once warm.
-        motion: edgesight::activity::ActivitySettings::default(),
+        motion: edgesight::motion_events::CameraMotionSettings::default(),
     }
 }
 

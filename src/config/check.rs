@@ -14,12 +14,12 @@ use toml::Spanned;
 
 use super::schema::*;
 use super::{flag, ConfigError, Doc, Overrides};
-use crate::activity::ActivitySettings;
 use crate::capture::{IoMode, SourceKind, SourcePart, SourceParts, SourceSpec};
 use crate::cl::{DeviceSpec, Profiling};
 use crate::frame::{CaptureFormat, FrameLayout, PixelFormat, Size};
 use crate::health::HealthSettings;
 use crate::jpeg::Scale;
+use crate::motion_events::CameraMotionSettings;
 use crate::pipeline::{Border, Magnitude, PipelineOptions, TuningChoice};
 use crate::region::Region;
 
@@ -130,7 +130,7 @@ pub(super) fn check_placed(
                 options: PipelineOptions::default(),
                 regions: Vec::new(),
                 health: HealthSettings::default(),
-                motion: ActivitySettings::default(),
+                motion: CameraMotionSettings::default(),
             }),
             1 => {
                 let camera = &mut cameras[0];
@@ -163,7 +163,7 @@ pub(super) fn check_placed(
             options: PipelineOptions::default(),
             regions: Vec::new(),
             health: HealthSettings::default(),
-            motion: ActivitySettings::default(),
+            motion: CameraMotionSettings::default(),
         });
     }
     Ok((
@@ -349,7 +349,7 @@ fn check_camera(
         regions.push(region);
     }
     let health = checked_table(doc, &c.health, "camera.health", HealthSettings::check)?;
-    let motion = checked_table(doc, &c.motion, "camera.motion", ActivitySettings::check)?;
+    let motion = checked_table(doc, &c.motion, "camera.motion", CameraMotionSettings::check)?;
     Ok(CameraSettings {
         name: name.clone(),
         device: c

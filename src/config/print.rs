@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::schema::{CameraSettings, Settings};
-use crate::activity::ActivitySettings;
 use crate::capture::{SourceKind, SourceSpec};
 use crate::health::HealthSettings;
 use crate::jpeg::Scale;
+use crate::motion_events::CameraMotionSettings;
 use crate::pipeline::Magnitude;
 
 /// What a password hash is printed as where the hashes are not shown.
@@ -139,7 +139,7 @@ struct Camera {
     source: Source,
     pipeline: Pipeline,
     health: HealthSettings,
-    motion: ActivitySettings,
+    motion: CameraMotionSettings,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     roi: Vec<Roi>,
 }

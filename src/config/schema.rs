@@ -7,11 +7,11 @@ use std::path::PathBuf;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::activity::ActivitySettings;
 pub use crate::capture::SourceKind;
 use crate::capture::SourceSpec;
 use crate::cl::{DeviceSpec, Profiling};
 use crate::health::HealthSettings;
+use crate::motion_events::CameraMotionSettings;
 pub use crate::mqtt::MqttSettings;
 use crate::pipeline::{PipelineOptions, TuningChoice};
 use crate::region::Region;
@@ -235,7 +235,7 @@ pub(crate) struct CameraConfig {
     #[serde(default, rename = "roi")]
     pub rois: Vec<Spanned<RoiConfig>>,
     pub health: Option<Spanned<HealthSettings>>,
-    pub motion: Option<Spanned<ActivitySettings>>,
+    pub motion: Option<Spanned<CameraMotionSettings>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -319,5 +319,5 @@ pub struct CameraSettings {
     pub regions: Vec<Region>,
     pub health: HealthSettings,
     /// `[camera.motion]`.
-    pub motion: ActivitySettings,
+    pub motion: CameraMotionSettings,
 }

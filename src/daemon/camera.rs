@@ -22,7 +22,6 @@ use tokio::sync::oneshot;
 
 use super::camera_metrics::CameraMetrics;
 use super::verify::Verifier;
-use crate::activity::ActivitySettings;
 use crate::capture::{self, Down, FrameSource, Next, SourceSpec};
 use crate::cl::{ClError, Gpu};
 use crate::config::CameraSettings;
@@ -30,6 +29,7 @@ use crate::frame::{CaptureFormat, FrameLayout};
 use crate::health::{self, HealthSettings};
 use crate::mailbox::CameraStatus;
 use crate::mailbox::{Snapshot, SnapshotReply, SourceInfo, Wants};
+use crate::motion_events::CameraMotionSettings;
 use crate::pipeline::{FrameImages, FrameResult, MotionState, Pipeline, PipelineOptions, TileMask};
 use crate::region::Region;
 
@@ -37,7 +37,7 @@ use crate::region::Region;
 mod picture_cost;
 mod supervise;
 
-pub use supervise::{run, run_with_source, CameraState};
+pub use supervise::{run, run_with_source, CameraThreadState};
 
 /// How long a source may wait for a frame before the loop looks at its channels and the
 /// stop flag again; bounds the time to shut down.
@@ -51,7 +51,7 @@ pub struct Published {
     /// detectors with the frames that follow it.
     pub health: HealthSettings,
     /// The camera's motion settings as of this frame (its events' hysteresis).
-    pub motion: ActivitySettings,
+    pub motion: CameraMotionSettings,
     pub sequence: u64,
     pub captured: Instant,
     /// Host time the frame's JPEG took to decode (JPEG sources).
@@ -64,7 +64,7 @@ pub struct Reload {
     pub options: PipelineOptions,
     pub regions: Vec<Region>,
     pub health: HealthSettings,
-    pub motion: ActivitySettings,
+    pub motion: CameraMotionSettings,
     pub verify_every: u32,
     pub reply: oneshot::Sender<Result<(), String>>,
 }
@@ -92,7 +92,7 @@ impl Reload {
 /// The channels a camera thread is given.
 pub struct Links {
     pub stop: Arc<AtomicBool>,
-    pub state: Arc<CameraState>,
+    pub state: Arc<CameraThreadState>,
     pub publish: mpsc::SyncSender<Published>,
     pub reloads: mpsc::Receiver<Reload>,
     pub snapshots: mpsc::Receiver<SnapshotReply>,
@@ -102,7 +102,7 @@ pub struct Links {
 
 /// The far ends of a camera thread's [`Links`], kept by whoever runs the thread.
 pub struct LinkEnds {
-    pub state: Arc<CameraState>,
+    pub state: Arc<CameraThreadState>,
     /// Results, at most `publish_queue` of them waiting.
     pub published: mpsc::Receiver<Published>,
     pub reloads: mpsc::Sender<Reload>,
@@ -120,7 +120,7 @@ impl Links {
         let (snapshots_tx, snapshots) = mpsc::channel();
         // One more than can be in flight, so a returned result never waits.
         let (spare_tx, spare) = mpsc::sync_channel(publish_queue + 2);
-        let state = Arc::new(CameraState::new());
+        let state = Arc::new(CameraThreadState::new());
         let links = Links {
             stop,
             state: Arc::clone(&state),
@@ -397,7 +397,7 @@ fn fit_pipeline(
     describe: &mut Arc<SourceInfo>,
     layout: FrameLayout,
     settings: &CameraSettings,
-    state: &CameraState,
+    state: &CameraThreadState,
 ) -> Result<()> {
     if pipeline.as_ref().map(|p| *p.layout()) == Some(layout) {
         return Ok(());
@@ -749,7 +749,7 @@ mod tests {
             options,
             regions: Vec::new(),
             health: crate::health::HealthSettings::default(),
-            motion: ActivitySettings::default(),
+            motion: CameraMotionSettings::default(),
         };
         let stop = Arc::new(AtomicBool::new(false));
         let (links, ends) = Links::new(Arc::clone(&stop), 4);

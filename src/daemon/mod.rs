@@ -32,7 +32,7 @@ use tokio::sync::{mpsc as tmpsc, watch};
 use crate::config::{self, CameraSettings, Overrides};
 use crate::metrics::Metrics;
 use crate::server::{self, CameraView};
-use camera::{CameraState, Links, Reload};
+use camera::{CameraThreadState, Links, Reload};
 use camera_metrics::CameraFamilies;
 use reload::ReloadMetrics;
 
@@ -45,7 +45,7 @@ const PUBLISH_QUEUE: usize = 8;
 
 struct CameraThread {
     settings: CameraSettings,
-    state: Arc<CameraState>,
+    state: Arc<CameraThreadState>,
     reloads: mpsc::Sender<Reload>,
     thread: Option<JoinHandle<()>>,
 }
@@ -202,9 +202,9 @@ mod tests {
                 options: crate::pipeline::PipelineOptions::default(),
                 regions: Vec::new(),
                 health: crate::health::HealthSettings::default(),
-                motion: crate::activity::ActivitySettings::default(),
+                motion: crate::motion_events::CameraMotionSettings::default(),
             },
-            state: Arc::new(CameraState::new()),
+            state: Arc::new(CameraThreadState::new()),
             reloads: mpsc::channel().0,
             thread: Some(std::thread::spawn(move || std::thread::sleep(blocked))),
         };

@@ -12,9 +12,9 @@ use tokio::sync::watch;
 
 use super::camera::Published;
 use super::camera_metrics::{CameraMetrics, FrameRate};
-use crate::activity::{self, ActivitySettings, Change, MotionEvents, MotionReport};
 use crate::health::{self, Health, HealthReport, HealthSettings};
 use crate::mailbox::{Activity, Latest};
+use crate::motion_events::{self, CameraMotionSettings, Change, MotionEvents, MotionReport};
 use crate::pipeline::FrameResult;
 
 /// How long the publisher waits for a frame before it shows the last one again with the
@@ -31,7 +31,7 @@ pub fn publish(
 ) {
     let mut rate = FrameRate::new();
     let mut health = Health::new(HealthSettings::default());
-    let mut motion = MotionEvents::new(ActivitySettings::default());
+    let mut motion = MotionEvents::new(CameraMotionSettings::default());
     let mut began = Vec::with_capacity(16);
     let mut pool = LatestPool::new();
     loop {
@@ -184,7 +184,7 @@ fn watch_motion(
     began: &mut Vec<usize>,
 ) {
     motion.set_settings(p.motion);
-    let view_lost = health.and_then(|h| activity::view_lost(&h.kinds));
+    let view_lost = health.and_then(|h| motion_events::view_lost(&h.kinds));
     began.clear();
     motion.update(&p.result, p.captured, view_lost, |change, roi| match change {
         Change::Began(i) => {
@@ -248,7 +248,7 @@ mod tests {
             result: FrameResult::empty(),
             options: PipelineOptions::default(),
             health: HealthSettings::default(),
-            motion: ActivitySettings::default(),
+            motion: CameraMotionSettings::default(),
             sequence,
             captured: Instant::now(),
             decoded: None,

@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::{anyhow, Result};
 use tokio::sync::{mpsc as tmpsc, watch};
 
-use super::camera::CameraState;
+use super::camera::CameraThreadState;
 use super::reload::{reload, ReloadMetrics};
 use super::signals::Signal;
 use super::supervisor::supervise;
@@ -48,7 +48,8 @@ pub(super) async fn serve(
         Arc::clone(&views),
         shutdown_rx.clone(),
     ));
-    let states: Vec<Arc<CameraState>> = threads.iter().map(|t| Arc::clone(&t.state)).collect();
+    let states: Vec<Arc<CameraThreadState>> =
+        threads.iter().map(|t| Arc::clone(&t.state)).collect();
     tokio::spawn(supervise(Arc::clone(&views), states, shutdown_rx.clone()));
     // The events are made for the broker, for `[events] dir`, or for both.
     let (news_tx, news_rx) = match settings.mqtt {

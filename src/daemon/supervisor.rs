@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use super::camera::CameraState;
+use super::camera::CameraThreadState;
 use crate::server::CameraView;
 
 /// How far each extension of systemd's start timeout reaches, and how often one is sent
@@ -20,7 +20,7 @@ const EXTEND_EVERY: Duration = Duration::from_secs(20);
 /// service restarted.
 pub(super) async fn supervise(
     views: Arc<Vec<CameraView>>,
-    states: Vec<Arc<CameraState>>,
+    states: Vec<Arc<CameraThreadState>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let watchdog = sd_notify::watchdog_enabled();

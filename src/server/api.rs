@@ -9,9 +9,9 @@ use serde::Serialize;
 
 use super::reply::{response, text, Body};
 use super::view::{find, CameraView};
-use crate::activity::{MotionReport, RegionMotion};
 use crate::health::HealthReport;
 use crate::mailbox::CameraState;
+use crate::motion_events::{MotionReport, RegionMotion};
 use crate::region::{Region, RegionStats};
 use crate::report::Report;
 

@@ -132,7 +132,9 @@ pub(super) enum Paths {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Endpoint {
     Metrics,
-    Healthz,
+    /// `/healthz`: whether every camera delivers (liveness; "health" in the code is the
+    /// tamper detectors, `crate::health`).
+    Liveness,
     Latest,
     Cameras,
     StatusPage,
@@ -163,7 +165,7 @@ const fn route_of(paths: Paths, label: &'static str, endpoint: Endpoint) -> Rout
 /// route's label or counted under a route that does not answer it.
 pub(super) const ROUTES: [Route; 8] = [
     route_of(Paths::Exact("/metrics"), "metrics", Endpoint::Metrics),
-    route_of(Paths::Exact("/healthz"), "healthz", Endpoint::Healthz),
+    route_of(Paths::Exact("/healthz"), "healthz", Endpoint::Liveness),
     route_of(Paths::Exact("/api/v1/latest"), "latest", Endpoint::Latest),
     route_of(
         Paths::Exact("/api/v1/cameras"),
@@ -250,7 +252,7 @@ async fn route<B>(state: &State, req: &Request<B>, path: &str) -> Response<Body>
     };
     match route.endpoint {
         Endpoint::Metrics => super::scrape::metrics(&state.metrics, req.headers(), query),
-        Endpoint::Healthz => healthz(state),
+        Endpoint::Liveness => liveness(state),
         Endpoint::Latest => api::latest(&state.cameras, query),
         Endpoint::Cameras => api::cameras(&state.cameras),
         Endpoint::StatusPage => response(
@@ -286,7 +288,7 @@ fn status_page(state: &State) -> page::Page {
 }
 
 /// 200 while every camera published a frame within the configured staleness.
-fn healthz(state: &State) -> Response<Body> {
+fn liveness(state: &State) -> Response<Body> {
     let stale: Vec<String> = state
         .cameras
         .iter()
@@ -321,7 +323,7 @@ async fn snapshot(
     };
     let last_frame = camera.latest().map(|l| l.published.elapsed());
     let (message, retry) = match camera
-        .pictures()
+        .snapshots()
         .png(
             kind,
             last_frame,

@@ -155,17 +155,17 @@ fn process_tag() -> u64 {
     })
 }
 
-/// One camera's pictures.
-pub(super) struct Pictures {
+/// One camera's snapshots: asked of its thread, their PNGs kept a while for the page's next fetches.
+pub(super) struct CameraSnapshots {
     name: String,
     requests: Mutex<mpsc::Sender<SnapshotReply>>,
     cache: Arc<Mutex<Cache>>,
     keep: Duration,
 }
 
-impl Pictures {
-    pub(super) fn new(name: String, requests: mpsc::Sender<SnapshotReply>) -> Pictures {
-        Pictures {
+impl CameraSnapshots {
+    pub(super) fn new(name: String, requests: mpsc::Sender<SnapshotReply>) -> CameraSnapshots {
+        CameraSnapshots {
             name,
             requests: Mutex::new(requests),
             cache: Arc::new(Mutex::new(Cache::default())),
@@ -173,10 +173,10 @@ impl Pictures {
         }
     }
 
-    /// Pictures kept `keep` after their read-back rather than [`KEEP`].
+    /// Snapshots kept `keep` after their read-back rather than [`KEEP`].
     #[cfg(test)]
-    pub(super) fn keeping(self, keep: Duration) -> Pictures {
-        Pictures { keep, ..self }
+    pub(super) fn keeping(self, keep: Duration) -> CameraSnapshots {
+        CameraSnapshots { keep, ..self }
     }
 
     /// The PNG of `kind` of a recent frame; `last_frame` is how long ago the camera

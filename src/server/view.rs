@@ -7,14 +7,14 @@ use std::sync::{mpsc, Arc};
 
 use tokio::sync::watch;
 
-use super::snapshots::Pictures;
+use super::snapshots::CameraSnapshots;
 use crate::mailbox::{CameraState, CameraStatus, Latest, Snapshot, SnapshotReply};
 
 /// What the server knows of one camera.
 pub struct CameraView {
     pub name: String,
     latest: watch::Receiver<Option<Arc<Latest>>>,
-    pictures: Pictures,
+    snapshots: CameraSnapshots,
     status: Arc<CameraStatus>,
 }
 
@@ -25,7 +25,7 @@ impl CameraView {
         snapshots: mpsc::Sender<SnapshotReply>,
     ) -> CameraView {
         CameraView {
-            pictures: Pictures::new(name.clone(), snapshots),
+            snapshots: CameraSnapshots::new(name.clone(), snapshots),
             name,
             latest,
             status: Arc::default(),
@@ -36,7 +36,7 @@ impl CameraView {
     #[cfg(test)]
     pub(super) fn keeping_pictures(self, keep: std::time::Duration) -> CameraView {
         CameraView {
-            pictures: self.pictures.keeping(keep),
+            snapshots: self.snapshots.keeping(keep),
             ..self
         }
     }
@@ -50,16 +50,16 @@ impl CameraView {
     /// read back by the camera thread between frames as a snapshot is; `None` when the
     /// camera thread is not running.
     pub fn next_pictures(&self) -> Option<tokio::sync::oneshot::Receiver<Arc<Snapshot>>> {
-        self.pictures.next_frame()
+        self.snapshots.next_frame()
     }
 
     pub fn latest(&self) -> Option<Arc<Latest>> {
         self.latest.borrow().clone()
     }
 
-    /// Its pictures, as the snapshot route reads them.
-    pub(super) fn pictures(&self) -> &Pictures {
-        &self.pictures
+    /// Its snapshots, as the snapshot route reads them.
+    pub(super) fn snapshots(&self) -> &CameraSnapshots {
+        &self.snapshots
     }
 
     /// What the camera is doing, and for how long it has.

@@ -1,6 +1,6 @@
 //! A camera thread's supervision: [`run`] opens the camera, runs its frame loop, and when
 //! the camera fails (an error or a panic) shows it down, logs why once, and opens it
-//! again after a growing delay. [`CameraState`] is what the thread shows the rest of the
+//! again after a growing delay. [`CameraThreadState`] is what the thread shows the rest of the
 //! daemon meanwhile: the watchdog's evidence that it turns, whether it is waiting, and
 //! the layout of its frames. One room: the restart loop, the state the watchdog reads and
 //! the slow-step grace it honours are one contract, and their tests drive it end to end.
@@ -36,8 +36,10 @@ pub(super) const SLOW_STEP_GRACE: Duration = Duration::from_secs(120);
 /// binaries are kept for the next start ([`crate::cl::ProgramCache`]).
 pub(crate) const BUILD_GRACE: Duration = Duration::from_secs(3600);
 
-/// State shared between a camera thread and the rest of the daemon.
-pub struct CameraState {
+/// State shared between a camera thread and the rest of the daemon: the watchdog's
+/// evidence, the frame layout and the [`CameraStatus`] (whose [`crate::mailbox::CameraState`]
+/// is what `/api/v1/cameras` says the camera is doing).
+pub struct CameraThreadState {
     /// Milliseconds since `epoch` at the loop's last turn: the watchdog's evidence that
     /// the loop (and so the GPU) is not stuck.
     last_turn_ms: AtomicU64,
@@ -54,9 +56,9 @@ pub struct CameraState {
     pub status: Arc<CameraStatus>,
 }
 
-impl CameraState {
-    pub fn new() -> CameraState {
-        CameraState {
+impl CameraThreadState {
+    pub fn new() -> CameraThreadState {
+        CameraThreadState {
             last_turn_ms: AtomicU64::new(0),
             slow_until_ms: AtomicU64::new(0),
             epoch: Instant::now(),
@@ -83,7 +85,7 @@ impl CameraState {
         self.stuck_while(limit, crate::cl::build_under_way())
     }
 
-    /// [`CameraState::stuck`], with the oldest program build under way in the process
+    /// [`CameraThreadState::stuck`], with the oldest program build under way in the process
     /// running for `building`.
     fn stuck_while(&self, limit: Duration, building: Option<Duration>) -> bool {
         let slow_until = self.slow_until_ms.load(Ordering::Relaxed);
@@ -123,9 +125,9 @@ impl CameraState {
     }
 }
 
-impl Default for CameraState {
+impl Default for CameraThreadState {
     fn default() -> Self {
-        CameraState::new()
+        CameraThreadState::new()
     }
 }
 
@@ -236,7 +238,7 @@ mod tests {
     /// step, up to its grace; stuck once a plain loop stops turning.
     #[test]
     fn a_slow_step_is_not_stuck_within_its_grace() {
-        let state = CameraState::new();
+        let state = CameraThreadState::new();
         let limit = Duration::from_millis(40);
         state.turn();
         state.slow_step(Duration::from_secs(60), || {
@@ -264,7 +266,7 @@ mod tests {
     /// has not turned from counting as stuck, up to BUILD_GRACE.
     #[test]
     fn a_loop_is_not_stuck_while_a_program_builds() {
-        let state = CameraState::new();
+        let state = CameraThreadState::new();
         let limit = Duration::from_millis(10);
         state.turn();
         std::thread::sleep(Duration::from_millis(40));
@@ -373,7 +375,7 @@ mod tests {
             options: PipelineOptions::default(),
             regions: Vec::new(),
             health: crate::health::HealthSettings::default(),
-            motion: crate::activity::ActivitySettings::default(),
+            motion: crate::motion_events::CameraMotionSettings::default(),
         };
         (device, settings)
     }
@@ -513,7 +515,7 @@ mod tests {
                 options,
                 regions: regions.clone(),
                 health,
-                motion: crate::activity::ActivitySettings::default(),
+                motion: crate::motion_events::CameraMotionSettings::default(),
                 verify_every: 7,
                 reply,
             })

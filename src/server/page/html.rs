@@ -141,7 +141,7 @@ fn value(out: &mut String, element: &str, base_class: &str, r: &Row) {
 /// The four pictures; the luma with the regions drawn over it in frame coordinates, so
 /// they scale with it. Loaded lazily (only when scrolled to) and by frame, so a browser
 /// fetches a picture again only for a new frame.
-fn pictures(out: &mut String, cam: &str, seq: u64, p: &super::Pictures) {
+fn pictures(out: &mut String, cam: &str, seq: u64, p: &super::TilePictures) {
     let (w, h) = (p.width, p.height);
     // Names a twentieth of the frame high, so they read alike on any frame size.
     let font = (h / 20).max(8);

@@ -54,7 +54,7 @@ pub(crate) struct RegionBox {
 }
 
 /// The pictures of a camera that is up, with snapshots on.
-pub(crate) struct Pictures {
+pub(crate) struct TilePictures {
     pub width: u32,
     pub height: u32,
     pub regions: Vec<RegionBox>,
@@ -68,7 +68,7 @@ pub(crate) struct Tile {
     pub reason: Row,
     /// The newest frame's sequence number (none before the first).
     pub sequence: Option<u64>,
-    pub pictures: Option<Pictures>,
+    pub pictures: Option<TilePictures>,
     pub groups: Vec<Group>,
 }
 
@@ -276,7 +276,7 @@ fn tile(
         groups.push(stages(l));
     }
     let pictures = match latest {
-        Some(l) if up && snapshots => Some(Pictures {
+        Some(l) if up && snapshots => Some(TilePictures {
             width: l.result.width,
             height: l.result.height,
             regions: l

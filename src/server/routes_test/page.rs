@@ -369,15 +369,15 @@ async fn the_page_files_are_served_and_cached() {
 #[tokio::test]
 async fn motion_is_shown_per_region_and_in_the_latest_frame() {
     let mut latest = frame_with_regions();
-    latest.motion = crate::activity::MotionReport {
+    latest.motion = crate::motion_events::MotionReport {
         state: "watching",
         ratio: 0.125,
         threshold: 2.0,
         noise: 0.25,
         gain: 1.05,
         regions: vec![
-            crate::activity::RegionMotion::new(0.4, true, 3),
-            crate::activity::RegionMotion::default(),
+            crate::motion_events::RegionMotion::new(0.4, true, 3),
+            crate::motion_events::RegionMotion::default(),
         ],
     };
     let s = serving(vec![showing("front", latest)]);

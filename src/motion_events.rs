@@ -1,4 +1,4 @@
-//! Activity per region: `[camera.motion]`, and what each frame's motion comes to once the
+//! Motion per region: `[camera.motion]`, and what each frame's motion comes to once the
 //! camera's health has had its say: each region's share of moving pixels and its motion
 //! events (entered at `min_ratio` held for `min_seconds`, left below half of it held as
 //! long). The motion itself is measured on the device (`pipeline`'s motion stage).
@@ -42,10 +42,10 @@ fn view_lost_state(kind: Kind) -> &'static str {
     }
 }
 
-/// `[camera.motion]`.
+/// `[camera.motion]`: the device's motion stage and the regions' motion events.
 #[derive(Clone, Copy, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct ActivitySettings {
+pub struct CameraMotionSettings {
     pub enabled: bool,
     /// "auto" (from the camera's noise) or luma levels a tile's mean must change by.
     #[serde(deserialize_with = "threshold", serialize_with = "threshold_out")]
@@ -58,10 +58,10 @@ pub struct ActivitySettings {
     pub min_seconds: f64,
 }
 
-impl Default for ActivitySettings {
-    fn default() -> ActivitySettings {
+impl Default for CameraMotionSettings {
+    fn default() -> CameraMotionSettings {
         let pipeline = MotionSettings::default();
-        ActivitySettings {
+        CameraMotionSettings {
             enabled: true,
             threshold: pipeline.threshold,
             background_seconds: pipeline.background_seconds,
@@ -94,7 +94,7 @@ fn threshold_out<S: serde::Serializer>(t: &MotionThreshold, s: S) -> Result<S::O
     }
 }
 
-impl ActivitySettings {
+impl CameraMotionSettings {
     /// Checks every value's range; the error names the key.
     pub fn check(&self) -> Result<(), (&'static str, String)> {
         if let MotionThreshold::Luma(l) = self.threshold {
@@ -230,7 +230,7 @@ pub enum Change {
 
 /// Each region's events, kept across frames.
 pub struct MotionEvents {
-    settings: ActivitySettings,
+    settings: CameraMotionSettings,
     report: MotionReport,
     /// The regions `report.regions` are of, as defined: a reload that leaves a region's
     /// definition alone leaves its events alone.
@@ -238,7 +238,7 @@ pub struct MotionEvents {
 }
 
 impl MotionEvents {
-    pub fn new(settings: ActivitySettings) -> MotionEvents {
+    pub fn new(settings: CameraMotionSettings) -> MotionEvents {
         MotionEvents {
             settings,
             report: MotionReport::default(),
@@ -246,7 +246,7 @@ impl MotionEvents {
         }
     }
 
-    pub fn set_settings(&mut self, settings: ActivitySettings) {
+    pub fn set_settings(&mut self, settings: CameraMotionSettings) {
         self.settings = settings;
     }
 

@@ -40,10 +40,10 @@ fn run(
 
 #[test]
 fn an_event_needs_its_ratio_for_min_seconds_and_ends_below_half_of_it() {
-    let settings = ActivitySettings {
+    let settings = CameraMotionSettings {
         min_ratio: 0.05,
         min_seconds: 0.5,
-        ..ActivitySettings::default()
+        ..CameraMotionSettings::default()
     };
     let mut events = MotionEvents::new(settings);
     let w = MotionState::Watching;
@@ -62,9 +62,9 @@ fn an_event_needs_its_ratio_for_min_seconds_and_ends_below_half_of_it() {
 
 #[test]
 fn nothing_moves_while_learning_after_a_change_of_scene_or_with_the_view_lost() {
-    let mut events = MotionEvents::new(ActivitySettings {
+    let mut events = MotionEvents::new(CameraMotionSettings {
         min_seconds: 0.0,
-        ..ActivitySettings::default()
+        ..CameraMotionSettings::default()
     });
     let start = Instant::now();
     for (state, lost, name) in [
@@ -110,9 +110,9 @@ fn the_view_is_lost_while_moved_covered_or_defocus_is_suspect_or_tampered() {
 
 #[test]
 fn settings_are_checked_by_key_and_the_threshold_reads_auto_or_a_number() {
-    assert_eq!(ActivitySettings::default().check(), Ok(()));
-    let bad = |f: fn(&mut ActivitySettings)| {
-        let mut s = ActivitySettings::default();
+    assert_eq!(CameraMotionSettings::default().check(), Ok(()));
+    let bad = |f: fn(&mut CameraMotionSettings)| {
+        let mut s = CameraMotionSettings::default();
         f(&mut s);
         s.check().map_err(|(key, _)| key)
     };
@@ -126,7 +126,7 @@ fn settings_are_checked_by_key_and_the_threshold_reads_auto_or_a_number() {
     );
     assert_eq!(bad(|s| s.min_ratio = 0.0), Err("min_ratio"));
     assert_eq!(bad(|s| s.min_seconds = f64::NAN), Err("min_seconds"));
-    let parse = |text: &str| toml::from_str::<ActivitySettings>(text).map(|s| s.threshold);
+    let parse = |text: &str| toml::from_str::<CameraMotionSettings>(text).map(|s| s.threshold);
     assert_eq!(
         parse("threshold = \"auto\"").unwrap(),
         MotionThreshold::Auto
@@ -138,9 +138,9 @@ fn settings_are_checked_by_key_and_the_threshold_reads_auto_or_a_number() {
     assert_eq!(parse("threshold = 3").unwrap(), MotionThreshold::Luma(3.0));
     let refused = parse("threshold = \"high\"").unwrap_err().to_string();
     assert!(refused.contains("not \"auto\" or a number"), "{refused}");
-    let off = ActivitySettings {
+    let off = CameraMotionSettings {
         enabled: false,
-        ..ActivitySettings::default()
+        ..CameraMotionSettings::default()
     };
     assert_eq!(off.pipeline(), None);
 }
@@ -187,10 +187,10 @@ fn play(
 /// redefined ones afresh, and ends the events of those it removed or redefined.
 #[test]
 fn round3_12_a_reload_keeps_the_events_of_the_regions_it_left_alone() {
-    let mut events = MotionEvents::new(ActivitySettings {
+    let mut events = MotionEvents::new(CameraMotionSettings {
         min_ratio: 0.05,
         min_seconds: 0.5,
-        ..ActivitySettings::default()
+        ..CameraMotionSettings::default()
     });
     let start = Instant::now();
     let mut seen = Vec::new();
