@@ -91,7 +91,7 @@ impl Findings {
         // The gradient histogram is checked with the luma histogram's stage here.
         let stage = STAGES
             .into_iter()
-            .find(|s| s == stage)
+            .find(|s| *s == stage.name())
             .unwrap_or("histogram");
         self.record(stage, true, || format!("{what}, {case}"));
         true

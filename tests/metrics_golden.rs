@@ -152,7 +152,7 @@ fn rendered(tier: Tier) -> String {
     front.set_frame_rate(29.5);
     front.backlog_dropped(1);
     front.pipeline_error(&PipelineError::Stage {
-        stage: Stage::Sobel.name(),
+        stage: Stage::Sobel,
         source: ClError::NoPlatform,
     });
     front.restarted();

@@ -202,6 +202,7 @@ mod tests {
 
     use super::*;
     use crate::cli::{Cli, Command};
+    use edgesight::pipeline::Stage;
 
     /// The device the tests run on: `EDGESIGHT_TEST_DEVICE`, the default without it.
     pub(super) fn gpu() -> Gpu {
@@ -304,7 +305,7 @@ mod tests {
         let gpu = gpu();
         let path = report("failed");
         let failure = PipelineError::Implausible {
-            stage: "otsu",
+            stage: Stage::Otsu,
             what: "a threshold of 300".into(),
         };
         let checked = Checked {

@@ -371,7 +371,7 @@ mod tests {
     fn a_broken_drivers_frames_are_refused_and_counted_by_stage() {
         use crate::cl::scribble::{self, Reads};
         use crate::frame::{FrameLayout, PixelFormat};
-        use crate::pipeline::{MotionSettings, Pipeline, PipelineError};
+        use crate::pipeline::{MotionSettings, Pipeline, PipelineError, Stage};
         let gpu = crate::cl::test_gpu();
         let layout = FrameLayout::packed(PixelFormat::Yuyv, 97, 61);
         let regions = ["door:3,5,40,30".parse().expect("region")];
@@ -404,7 +404,9 @@ mod tests {
         }
         scribble::off();
         assert!(
-            stages.iter().all(|s| ["histogram", "integral"].contains(s)),
+            stages
+                .iter()
+                .all(|s| [Stage::Histogram, Stage::Integral].contains(s)),
             "{stages:?}"
         );
         let counted = |stage: &str| {

@@ -70,10 +70,7 @@ pub(super) trait StageContext<T> {
 
 impl<T> StageContext<T> for Result<T, ClError> {
     fn stage(self, stage: Stage) -> Result<T, PipelineError> {
-        self.map_err(|source| PipelineError::Stage {
-            stage: stage.name(),
-            source,
-        })
+        self.map_err(|source| PipelineError::Stage { stage, source })
     }
 }
 

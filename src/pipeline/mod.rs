@@ -113,10 +113,10 @@ pub enum PipelineError {
         layout: String,
     },
     #[error("{stage} stage: the device's results are impossible: {what}")]
-    Implausible { stage: &'static str, what: String },
+    Implausible { stage: Stage, what: String },
     #[error("{stage} stage")]
     Stage {
-        stage: &'static str,
+        stage: Stage,
         #[source]
         source: ClError,
     },

@@ -26,10 +26,7 @@ pub(super) struct Readout<'a> {
 }
 
 fn implausible(stage: Stage, what: String) -> PipelineError {
-    PipelineError::Implausible {
-        stage: stage.name(),
-        what,
-    }
+    PipelineError::Implausible { stage, what }
 }
 
 /// The histogram's counts, summed without overflow.

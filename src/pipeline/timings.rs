@@ -48,6 +48,13 @@ impl Stage {
     }
 }
 
+/// Its [`Stage::name`], as errors and logs say it.
+impl std::fmt::Display for Stage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Time of each stage for one frame, in nanoseconds: on the device's clock (profiling
 /// events) or, where the queue has none, the host's ([`crate::cl::Timing`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -146,7 +146,7 @@ impl StageMetrics {
         self.pipeline_errors.inc();
         if let PipelineError::Stage { stage, .. } | PipelineError::Implausible { stage, .. } = error
         {
-            if let Some(i) = Stage::ALL.iter().position(|s| s.name() == *stage) {
+            if let Some(i) = Stage::ALL.iter().position(|s| s == stage) {
                 self.stage_errors[i].inc();
             }
         }
@@ -179,7 +179,7 @@ mod tests {
         let metrics = Metrics::new();
         let m = StageFamilies::new(&metrics).camera("c");
         m.error(&PipelineError::Stage {
-            stage: Stage::Sobel.name(),
+            stage: Stage::Sobel,
             source: ClError::NoPlatform,
         });
         // An error of no stage in particular counts only in the pipeline's.
