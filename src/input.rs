@@ -16,7 +16,7 @@ use image::{DynamicImage, ImageFormat, ImageReader, Limits};
 
 use crate::files::OpenError;
 use crate::frame::{FrameLayout, PixelFormat, Size, MAX_PIXELS, MAX_WIDTH};
-use crate::jpeg::{self, JpegError, LumaDecoder, Scale};
+use crate::jpeg::{self, JpegError, LibraryError, LumaDecoder, Scale, Unwhole};
 
 /// The most bytes a decoder may allocate for one image: the largest frame the pipeline
 /// takes ([`MAX_PIXELS`]) at the widest pixel the decoders produce, 16-bit RGBA (8 bytes).
@@ -48,12 +48,8 @@ pub enum InputError {
     TooLarge { path: PathBuf, bytes: u64 },
     #[error("{path}: not a readable PNG, JPEG or PGM/PPM image ({reason}); for a raw frame give --format and --size")]
     Decode { path: PathBuf, reason: String },
-    #[error("{path}: incomplete {format} image: {reason}")]
-    Incomplete {
-        path: PathBuf,
-        format: &'static str,
-        reason: String,
-    },
+    #[error("{path}: incomplete {} image: {reason}", reason.format())]
+    Incomplete { path: PathBuf, reason: Incomplete },
     #[error("{path}: a raw {format} frame of {size} is {expected} bytes, the file has {actual}")]
     RawSize {
         path: PathBuf,
@@ -66,7 +62,7 @@ pub enum InputError {
     Layout { path: PathBuf, reason: String },
     /// The decoder a JPEG needs is missing.
     #[error("{path}: {reason}")]
-    Library { path: PathBuf, reason: String },
+    Library { path: PathBuf, reason: LibraryError },
     /// An image of another layout than the one asked for (a JPEG's known from its frame
     /// header, before any decoding).
     #[error("{path}: {} {}x{}, where {} {}x{} is wanted", got.format, got.width, got.height, want.format, want.width, want.height)]
@@ -237,8 +233,7 @@ fn decode_image(
         image::ImageError::IoError(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
             InputError::Incomplete {
                 path: path.to_path_buf(),
-                format: "PGM/PPM",
-                reason: "the pixel data ends early".into(),
+                reason: Incomplete::Samples,
             }
         }
         e => decode_error(e),
@@ -276,8 +271,7 @@ fn check_complete(path: &Path, format: ImageFormat, bytes: &[u8]) -> Result<(), 
         .map(|_| ())
         .map_err(|reason| InputError::Incomplete {
             path: path.to_path_buf(),
-            format: "PNG",
-            reason,
+            reason: Incomplete::Png(reason),
         })
 }
 
@@ -293,8 +287,7 @@ fn decode_jpeg(
 ) -> Result<LoadedFrame, InputError> {
     let end = jpeg::jpeg_end(bytes).map_err(|reason| InputError::Incomplete {
         path: path.to_path_buf(),
-        format: "JPEG",
-        reason,
+        reason: Incomplete::Jpeg(reason),
     })?;
     let decode_error = |e: JpegError| match e {
         JpegError::Library(reason) => InputError::Library {
@@ -338,31 +331,74 @@ fn decode_jpeg(
     })
 }
 
+/// Why an image's data stops before its end.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Incomplete {
+    /// A JPEG's marker walk stops before its end-of-image marker.
+    #[error(transparent)]
+    Jpeg(Unwhole),
+    /// A PNG's chunk walk stops before its IEND chunk.
+    #[error(transparent)]
+    Png(PngUnwhole),
+    /// A PGM/PPM's samples stop before its size's worth.
+    #[error("the pixel data ends early")]
+    Samples,
+}
+
+impl Incomplete {
+    /// The image format, as the error names it.
+    pub fn format(&self) -> &'static str {
+        match self {
+            Incomplete::Jpeg(_) => "JPEG",
+            Incomplete::Png(_) => "PNG",
+            Incomplete::Samples => "PGM/PPM",
+        }
+    }
+}
+
+/// Why a PNG's chunk walk does not reach its IEND chunk.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PngUnwhole {
+    /// The first eight bytes are not PNG's signature.
+    #[error("no PNG signature")]
+    NoSignature,
+    /// The data, `len` bytes, ends inside a chunk's length and type.
+    #[error("the data ends at byte {len} in a chunk header, before the IEND chunk")]
+    InHeader { len: usize },
+    /// The data, `len` bytes, ends inside the chunk of type `kind` starting at `at`.
+    #[error(
+        "the data ends at byte {len} inside the {} chunk at byte {at}, before the IEND chunk",
+        String::from_utf8_lossy(kind)
+    )]
+    InChunk {
+        len: usize,
+        kind: [u8; 4],
+        at: usize,
+    },
+}
+
 /// Walks a PNG's chunks by their lengths to IEND; returns the offset just past IEND's CRC,
 /// or why the walk could not reach it.
-pub(crate) fn png_end(bytes: &[u8]) -> Result<usize, String> {
+pub(crate) fn png_end(bytes: &[u8]) -> Result<usize, PngUnwhole> {
     const SIGNATURE: [u8; 8] = [0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A];
     if bytes.get(..8) != Some(&SIGNATURE) {
-        return Err("no PNG signature".into());
+        return Err(PngUnwhole::NoSignature);
     }
     let mut at = 8;
     loop {
         let Some(header) = bytes.get(at..at + 8) else {
-            return Err(format!(
-                "the data ends at byte {} in a chunk header, before the IEND chunk",
-                bytes.len()
-            ));
+            return Err(PngUnwhole::InHeader { len: bytes.len() });
         };
         let len = u32::from_be_bytes([header[0], header[1], header[2], header[3]]) as usize;
         let kind = [header[4], header[5], header[6], header[7]];
         // Length, type, data and CRC.
         let end = at.saturating_add(12).saturating_add(len);
         if end > bytes.len() {
-            return Err(format!(
-                "the data ends at byte {} inside the {} chunk at byte {at}, before the IEND chunk",
-                bytes.len(),
-                String::from_utf8_lossy(&kind)
-            ));
+            return Err(PngUnwhole::InChunk {
+                len: bytes.len(),
+                kind,
+                at,
+            });
         }
         if &kind == b"IEND" {
             return Ok(end);
@@ -381,13 +417,32 @@ mod tests {
         png.extend([0, 0, 0, 1, b't', b'E', b'X', b't', b'x', 1, 2, 3, 4]);
         png.extend([0, 0, 0, 0, b'I', b'E', b'N', b'D', 0xAE, 0x42, 0x60, 0x82]);
         assert_eq!(png_end(&png), Ok(png.len()));
+        // The tEXt chunk takes bytes 8 to 21 (a byte of data), IEND 21 to 33.
         for cut in 0..png.len() {
-            let err = png_end(&png[..cut]).unwrap_err();
-            assert!(
-                cut < 8 || err.contains("before the IEND chunk"),
-                "{cut}: {err}"
-            );
+            let want = match cut {
+                0..8 => PngUnwhole::NoSignature,
+                8..16 | 21..29 => PngUnwhole::InHeader { len: cut },
+                16..21 => PngUnwhole::InChunk {
+                    len: cut,
+                    kind: *b"tEXt",
+                    at: 8,
+                },
+                _ => PngUnwhole::InChunk {
+                    len: cut,
+                    kind: *b"IEND",
+                    at: 21,
+                },
+            };
+            assert_eq!(png_end(&png[..cut]), Err(want), "cut at {cut}");
         }
+        assert_eq!(
+            png_end(&png[..30]).unwrap_err().to_string(),
+            "the data ends at byte 30 inside the IEND chunk at byte 21, before the IEND chunk"
+        );
+        assert_eq!(
+            png_end(&png[..9]).unwrap_err().to_string(),
+            "the data ends at byte 9 in a chunk header, before the IEND chunk"
+        );
     }
 
     #[test]

@@ -45,6 +45,8 @@ pub enum Part {
     Scan,
 }
 
+impl std::error::Error for Unwhole {}
+
 impl std::fmt::Display for Unwhole {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match *self {
@@ -162,8 +164,8 @@ pub(super) fn walk_noting(bytes: &[u8], notes: &mut Notes) -> Walk {
 
 /// The offset just past the EOI of the image `bytes` holds, or why the walk could not
 /// reach it (the data ends early, another image starts first, or it is no JPEG).
-pub fn jpeg_end(bytes: &[u8]) -> Result<usize, String> {
-    walk(bytes).end().map_err(|why| why.to_string())
+pub fn jpeg_end(bytes: &[u8]) -> Result<usize, Unwhole> {
+    walk(bytes).end()
 }
 
 impl Walk {
@@ -273,9 +275,10 @@ mod tests {
         stream.extend(whole);
         assert_eq!(walk(&stream), Walk::Unwhole(Unwhole::Cut(8)));
         assert_eq!(walk(&stream[8..]), Walk::Whole(whole.len()));
-        assert!(jpeg_end(&stream)
-            .unwrap_err()
-            .contains("another image starts at byte 8"));
+        assert_eq!(
+            jpeg_end(&stream).unwrap_err().to_string(),
+            "another image starts at byte 8, before this one's end-of-image marker"
+        );
         // Between images: padding, then garbage with a lone FF D8; the next image is the
         // one followed by a marker.
         let mut padded = whole.to_vec();
@@ -283,14 +286,28 @@ mod tests {
         padded.extend(whole);
         assert_eq!(next_image(&padded, whole.len()), Some(whole.len() + 6));
         assert_eq!(next_image(&padded, whole.len() + 7), None);
+        let why = |bytes: &[u8]| {
+            let e = jpeg_end(bytes).unwrap_err();
+            (e, e.to_string())
+        };
         assert_eq!(
-            jpeg_end(b"\xFF\xD8\x00"),
-            Err("byte 2 is 0x00 where a marker should be".into())
+            why(b"\xFF\xD8\x00"),
+            (
+                Unwhole::NotAMarker { at: 2, byte: 0 },
+                "byte 2 is 0x00 where a marker should be".into()
+            )
         );
-        assert_eq!(jpeg_end(b"GIF89a"), Err("no start-of-image marker".into()));
         assert_eq!(
-            jpeg_end(b"\xFF\xD8\xFF\xE0\x00\x10ab"),
-            Err(
+            why(b"GIF89a"),
+            (Unwhole::NoStart, "no start-of-image marker".into())
+        );
+        assert_eq!(
+            why(b"\xFF\xD8\xFF\xE0\x00\x10ab"),
+            (
+                Unwhole::Short {
+                    len: 8,
+                    inside: Part::Segment(16)
+                },
                 "the data ends at byte 8 in a 16-byte segment, before the end-of-image marker"
                     .into()
             )

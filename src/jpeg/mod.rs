@@ -25,6 +25,7 @@ use std::ptr::NonNull;
 use std::str::FromStr;
 
 pub use markers::{jpeg_end, next_image, walk, Part, Unwhole, Walk};
+pub use turbo::LibraryError;
 
 use crate::frame::Size;
 
@@ -99,9 +100,9 @@ impl FromStr for Scale {
 /// Why an image gave no luma.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum JpegError {
-    /// The decoder's library cannot be loaded.
-    #[error("{0}")]
-    Library(String),
+    /// The decoder's library cannot be loaded, or failed a call.
+    #[error(transparent)]
+    Library(#[from] LibraryError),
     /// The bytes are not a whole, undamaged JPEG image of the expected size.
     #[error("{0}")]
     Corrupt(Corruption),
@@ -214,7 +215,7 @@ const HARMLESS_WARNING: &str = "extraneous bytes before marker";
 impl LumaDecoder {
     /// A decoder, loading libturbojpeg on first use.
     pub fn new() -> Result<LumaDecoder, JpegError> {
-        let library = turbo::library().map_err(JpegError::Library)?;
+        let library = turbo::library()?;
         Ok(LumaDecoder {
             library,
             handle: new_handle(library)?,
@@ -337,7 +338,7 @@ pub fn encode_luma(luma: &[u8], size: Size, quality: u8) -> Result<Vec<u8>, Jpeg
 
 /// Encodes packed pixels of `channels` bytes (1: grey, 3: RGB at 4:2:2).
 fn encode(pixels: &[u8], size: Size, channels: usize, quality: u8) -> Result<Vec<u8>, JpegError> {
-    let library = turbo::library().map_err(JpegError::Library)?;
+    let library = turbo::library()?;
     let (w, h) = (size.width as usize, size.height as usize);
     let too_small = || JpegError::Buffer {
         have: pixels.len(),
@@ -354,8 +355,10 @@ fn encode(pixels: &[u8], size: Size, channels: usize, quality: u8) -> Result<Vec
     let as_int = |v: usize| c_int::try_from(v).map_err(|_| too_small());
     let (width, height, pitch) = (as_int(w)?, as_int(h)?, as_int(channels * w)?);
     // SAFETY: tjInitCompress takes nothing and returns a new handle or null.
-    let handle = NonNull::new(unsafe { (library.init_compress)() })
-        .ok_or_else(|| JpegError::Library(format!("{}: tjInitCompress failed", turbo::LIBRARY)))?;
+    let handle =
+        NonNull::new(unsafe { (library.init_compress)() }).ok_or(LibraryError::Failed {
+            call: "tjInitCompress",
+        })?;
     let (mut out, mut len): (*mut u8, c_ulong) = (std::ptr::null_mut(), 0);
     // SAFETY: the handle is live; the call reads `height` rows of `width` pixels of
     // `format` `pitch` bytes apart from `pixels`, which holds them (checked above), and allocates
@@ -379,10 +382,9 @@ fn encode(pixels: &[u8], size: Size, channels: usize, quality: u8) -> Result<Vec
         // SAFETY: on success `out` holds `len` bytes the library allocated.
         Ok(unsafe { std::slice::from_raw_parts(out, len as usize) }.to_vec())
     } else {
-        Err(JpegError::Library(format!(
-            "{}: tjCompress2 failed",
-            turbo::LIBRARY
-        )))
+        Err(JpegError::from(LibraryError::Failed {
+            call: "tjCompress2",
+        }))
     };
     // SAFETY: `out` is null or the library's buffer, freed once; the handle is live and
     // used by nothing after.
@@ -422,8 +424,9 @@ fn whole(jpeg: &[u8]) -> Result<(usize, Size, bool), JpegError> {
 fn new_handle(library: &turbo::TurboJpeg) -> Result<NonNull<c_void>, JpegError> {
     // SAFETY: tjInitDecompress takes nothing and returns a new handle or null.
     let handle = unsafe { (library.init_decompress)() };
-    NonNull::new(handle)
-        .ok_or_else(|| JpegError::Library(format!("{}: tjInitDecompress failed", turbo::LIBRARY)))
+    NonNull::new(handle).ok_or(JpegError::from(LibraryError::Failed {
+        call: "tjInitDecompress",
+    }))
 }
 
 impl Drop for LumaDecoder {

@@ -67,9 +67,30 @@ pub(super) struct TurboJpeg {
     pub destroy: unsafe extern "C" fn(Handle) -> c_int,
 }
 
+/// Why libjpeg-turbo's TurboJPEG library cannot be used.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LibraryError {
+    /// `dlopen` found no such library; `detail` is the loader's word for why.
+    #[error(
+        "cannot load {lib} ({detail}): JPEG and MJPEG need libjpeg-turbo's TurboJPEG \
+         library (Debian and Ubuntu: the package libturbojpeg0)",
+        lib = LIBRARY
+    )]
+    NotFound { detail: String },
+    /// A library of that name lacks one of TurboJPEG's functions: it is another library.
+    #[error(
+        "{lib} has no {symbol} ({detail}): it is not libjpeg-turbo's TurboJPEG library",
+        lib = LIBRARY
+    )]
+    NoSymbol { symbol: String, detail: String },
+    /// A call that fails only when the library cannot allocate, named.
+    #[error("{lib}: {call} failed", lib = LIBRARY)]
+    Failed { call: &'static str },
+}
+
 /// The library, loaded on first use; the error says why it could not be.
-pub(super) fn library() -> Result<&'static TurboJpeg, String> {
-    static LOADED: OnceLock<Result<TurboJpeg, String>> = OnceLock::new();
+pub(super) fn library() -> Result<&'static TurboJpeg, LibraryError> {
+    static LOADED: OnceLock<Result<TurboJpeg, LibraryError>> = OnceLock::new();
     LOADED.get_or_init(load).as_ref().map_err(Clone::clone)
 }
 
@@ -87,28 +108,25 @@ fn dl_error(fallback: &str) -> String {
         .into_owned()
 }
 
-fn load() -> Result<TurboJpeg, String> {
+fn load() -> Result<TurboJpeg, LibraryError> {
     let name = c"libturbojpeg.so.0";
     // SAFETY: dlopen takes a NUL-terminated name and flags; it runs the library's
     // initialisers, which for libturbojpeg set up nothing but its own tables. The handle
     // is never closed: the functions below stay valid for the life of the process.
     let handle = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
     if handle.is_null() {
-        return Err(format!(
-            "cannot load {LIBRARY} ({}): JPEG and MJPEG need libjpeg-turbo's TurboJPEG \
-             library (Debian and Ubuntu: the package libturbojpeg0)",
-            dl_error("not found")
-        ));
+        return Err(LibraryError::NotFound {
+            detail: dl_error("not found"),
+        });
     }
-    let symbol = |name: &CStr| -> Result<*mut c_void, String> {
+    let symbol = |name: &CStr| -> Result<*mut c_void, LibraryError> {
         // SAFETY: `handle` is a live library handle and `name` NUL-terminated.
         let address = unsafe { libc::dlsym(handle, name.as_ptr()) };
         if address.is_null() {
-            Err(format!(
-                "{LIBRARY} has no {} ({}): it is not libjpeg-turbo's TurboJPEG library",
-                name.to_string_lossy(),
-                dl_error("missing")
-            ))
+            Err(LibraryError::NoSymbol {
+                symbol: name.to_string_lossy().into_owned(),
+                detail: dl_error("missing"),
+            })
         } else {
             Ok(address)
         }
