@@ -30,14 +30,20 @@ pub(super) fn check_web(
             .iter()
             .map(|a| ListenAddress::parse(a))
             .collect::<Result<_, _>>()
-            .map_err(|m| doc.at(web.listen_address.span(), "web.listen_address", m))?
+            .map_err(|e| {
+                doc.at(
+                    web.listen_address.span(),
+                    "web.listen_address",
+                    e.to_string(),
+                )
+            })?
     } else {
         overrides
             .listen
             .iter()
             .map(|a| ListenAddress::parse(a))
             .collect::<Result<_, _>>()
-            .map_err(|m| flag("--web.listen-address", "web.listen_address", m))?
+            .map_err(|e| flag("--web.listen-address", "web.listen_address", e.to_string()))?
     };
     let stale = *web.stale_after_seconds.get_ref();
     // From 1 ms: a shorter time is 0 once it is a Duration, and every frame is stale.

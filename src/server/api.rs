@@ -117,7 +117,7 @@ impl<'a> MotionJson<'a> {
 pub(super) fn latest(cameras: &[CameraView], query: Option<&str>) -> Response<Body> {
     let camera = match find(cameras, query) {
         Ok(c) => c,
-        Err(message) => return text(StatusCode::NOT_FOUND, message),
+        Err(e) => return text(StatusCode::NOT_FOUND, format!("{e}\n")),
     };
     let Some(l) = camera.latest() else {
         return text(StatusCode::SERVICE_UNAVAILABLE, "no frame yet\n");

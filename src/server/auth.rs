@@ -47,10 +47,55 @@ const REMEMBERED: usize = 64;
 /// any valid pair does, since its answer is ignored.
 const DUMMY_SALT_AND_HASH: &str = "JZtVuCPWzYJLHAb1Yf9/mu9sGlDQ.DbhpzNJcqjV1AxyY8XMAmG.G";
 
+/// Why a stored bcrypt hash is refused.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum HashError {
+    /// Not `$2y$COST$` and 53 characters; `reason` is the bcrypt parser's.
+    #[error("not a bcrypt hash ($2y$COST$ and 53 characters): {reason}")]
+    Format { reason: String },
+    /// The salt or the hash has characters outside bcrypt's base64.
+    #[error(
+        "not a bcrypt hash: its salt or hash has characters outside bcrypt's \
+         base64 (./A-Za-z0-9)"
+    )]
+    Alphabet,
+    /// A cost below bcrypt's minimum, which the verifier cannot check.
+    #[error("bcrypt cost {cost} is below bcrypt's minimum of 4")]
+    CostTooLow { cost: u32 },
+    /// A cost above [`MAX_COST`]: each check would take too long to serve.
+    #[error(
+        "bcrypt cost {cost} is too slow to serve: each step doubles the time of a \
+         check, cost 10 takes about 90 ms on a board and {max} is the most \
+         accepted (make the hash with cost 10 to 12)",
+        max = MAX_COST
+    )]
+    CostTooHigh { cost: u32 },
+}
+
+/// Why a set of basic-auth users is refused; each names the user.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum UsersError {
+    /// The user's stored hash is refused.
+    #[error("user '{user}': {error}")]
+    Hash { user: String, error: HashError },
+    /// The user's hash has another cost than the first user's ([`mixed_costs`]).
+    #[error("{}", mixed_costs(first, *first_cost, user, *cost))]
+    MixedCosts {
+        first: String,
+        first_cost: u32,
+        user: String,
+        cost: u32,
+    },
+    /// The bcrypt thread the users' checks need cannot be started.
+    #[error("starting es-bcrypt: {0}")]
+    Thread(std::io::Error),
+}
+
 /// Parses a stored bcrypt hash the way the verifier reads it; returns its cost.
-pub(crate) fn check_hash(hash: &str) -> Result<u32, String> {
-    let parts = bcrypt::HashParts::from_str(hash)
-        .map_err(|e| format!("not a bcrypt hash ($2y$COST$ and 53 characters): {e}"))?;
+pub(crate) fn check_hash(hash: &str) -> Result<u32, HashError> {
+    let parts = bcrypt::HashParts::from_str(hash).map_err(|e| HashError::Format {
+        reason: e.to_string(),
+    })?;
     let cost = parts.get_cost();
     // What bcrypt::verify decodes: a 16-byte salt and a 23-byte hash, in bcrypt's base64.
     let text = parts.to_string();
@@ -58,21 +103,13 @@ pub(crate) fn check_hash(hash: &str) -> Result<u32, String> {
     let salt_ok = bcrypt::BASE_64.decode(&salt).is_ok_and(|s| s.len() == 16);
     let digest_ok = bcrypt::BASE_64.decode(digest).is_ok_and(|d| d.len() == 23);
     if !(salt_ok && digest_ok) {
-        return Err(
-            "not a bcrypt hash: its salt or hash has characters outside bcrypt's \
-             base64 (./A-Za-z0-9)"
-                .into(),
-        );
+        return Err(HashError::Alphabet);
     }
     if cost < 4 {
-        return Err(format!("bcrypt cost {cost} is below bcrypt's minimum of 4"));
+        return Err(HashError::CostTooLow { cost });
     }
     if cost > MAX_COST {
-        return Err(format!(
-            "bcrypt cost {cost} is too slow to serve: each step doubles the time of a \
-             check, cost 10 takes about 90 ms on a board and {MAX_COST} is the most \
-             accepted (make the hash with cost 10 to 12)"
-        ));
+        return Err(HashError::CostTooHigh { cost });
     }
     Ok(cost)
 }
@@ -113,12 +150,22 @@ struct Users {
 
 impl Users {
     /// Checks every hash with [`check_hash`]; the error names the user.
-    fn new(hashes: BTreeMap<String, String>) -> Result<Users, String> {
+    fn new(hashes: BTreeMap<String, String>) -> Result<Users, UsersError> {
         let mut cost: Option<(&str, u32)> = None;
         for (user, hash) in &hashes {
-            let this = check_hash(hash).map_err(|e| format!("user '{user}': {e}"))?;
+            let this = check_hash(hash).map_err(|error| UsersError::Hash {
+                user: user.clone(),
+                error,
+            })?;
             match cost {
-                Some((first, c)) if c != this => return Err(mixed_costs(first, c, user, this)),
+                Some((first, c)) if c != this => {
+                    return Err(UsersError::MixedCosts {
+                        first: first.to_string(),
+                        first_cost: c,
+                        user: user.clone(),
+                        cost: this,
+                    })
+                }
                 _ => cost = Some((user, this)),
             }
         }
@@ -135,7 +182,7 @@ impl Users {
 impl Auth {
     /// Checks every hash with [`check_hash`] and starts the bcrypt thread (when there are
     /// users); the error names the user.
-    pub fn new(users: BTreeMap<String, String>) -> Result<Auth, String> {
+    pub fn new(users: BTreeMap<String, String>) -> Result<Auth, UsersError> {
         let auth = Auth {
             users: RwLock::new(Arc::new(Users::new(BTreeMap::new())?)),
             remembered: Remembered::new(),
@@ -149,10 +196,10 @@ impl Auth {
     /// why not; whether they differ from the served ones. Remembered passwords are tied
     /// to the hash they passed, so a removed user or a changed hash no longer passes by
     /// them.
-    pub fn replace(&self, users: BTreeMap<String, String>) -> Result<bool, String> {
+    pub fn replace(&self, users: BTreeMap<String, String>) -> Result<bool, UsersError> {
         let users = Users::new(users)?;
         if !users.hashes.is_empty() && self.bcrypt.get().is_none() {
-            let bcrypt = Bcrypt::start().map_err(|e| format!("starting es-bcrypt: {e}"))?;
+            let bcrypt = Bcrypt::start().map_err(UsersError::Thread)?;
             let _ = self.bcrypt.set(bcrypt);
         }
         let mut served = self.users.write().unwrap_or_else(|e| e.into_inner());
@@ -542,7 +589,13 @@ mod tests {
         ]);
         let err = Auth::new(users).err().expect("mixed costs refused");
         assert!(
-            err.starts_with("user 'b': bcrypt cost 6, but user 'a' has cost 4"),
+            matches!(&err, UsersError::MixedCosts { first, first_cost: 4, user, cost: 6 }
+                if first == "a" && user == "b"),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string()
+                .starts_with("user 'b': bcrypt cost 6, but user 'a' has cost 4"),
             "{err}"
         );
         let users = BTreeMap::from([
@@ -577,8 +630,8 @@ mod tests {
             ("prom".to_string(), bcrypt::hash("other", 5).unwrap()),
             ("new".to_string(), bcrypt::hash("s3cret", 5).unwrap()),
         ]);
-        assert_eq!(auth.replace(replaced.clone()), Ok(true));
-        assert_eq!(auth.replace(replaced), Ok(false));
+        assert!(auth.replace(replaced.clone()).unwrap());
+        assert!(!auth.replace(replaced).unwrap());
         assert_eq!(check(&auth, "old", "s3cret").await, Verdict::Denied);
         assert_eq!(check(&auth, "prom", "s3cret").await, Verdict::Denied);
         assert_eq!(check(&auth, "prom", "other").await, Verdict::Allowed);
@@ -591,7 +644,7 @@ mod tests {
             ("a".to_string(), bcrypt::hash("x", 4).unwrap()),
             ("b".to_string(), bcrypt::hash("y", 6).unwrap()),
         ]);
-        let err = auth.replace(mixed).unwrap_err();
+        let err = auth.replace(mixed).unwrap_err().to_string();
         assert!(err.starts_with("user 'b': bcrypt cost 6"), "{err}");
         assert_eq!(check(&auth, "new", "s3cret").await, Verdict::Allowed);
         assert_eq!(dummy(), Ok(5));
@@ -646,36 +699,48 @@ mod tests {
         let good = bcrypt::hash("pw", 4).unwrap();
         assert_eq!(check_hash(&good), Ok(4));
         let tail = &good[7..];
-        for (hash, expect) in [
+        let format = |e: &HashError| matches!(e, HashError::Format { .. });
+        for (hash, expect, kind) in [
             (
                 format!("$2y$31${tail}"),
                 "bcrypt cost 31 is too slow to serve",
+                &(|e: &HashError| *e == HashError::CostTooHigh { cost: 31 }) as &dyn Fn(&_) -> _,
             ),
             (
                 format!("$2y$99${tail}"),
                 "bcrypt cost 99 is too slow to serve",
+                &|e| *e == HashError::CostTooHigh { cost: 99 },
             ),
             (
                 format!("$2y$15${tail}"),
                 "bcrypt cost 15 is too slow to serve",
+                &|e| *e == HashError::CostTooHigh { cost: 15 },
             ),
-            (format!("$2y$03${tail}"), "bcrypt cost 3 is below"),
+            (format!("$2y$03${tail}"), "bcrypt cost 3 is below", &|e| {
+                *e == HashError::CostTooLow { cost: 3 }
+            }),
             (
                 // Always one bad character (a tail without digits had none to replace).
                 format!("$2y$04$!{}", &tail[1..]),
                 "not a bcrypt hash: its salt or hash has characters",
+                &|e| *e == HashError::Alphabet,
             ),
-            (format!("$2y$04${}", &tail[1..]), "not a bcrypt hash"),
-            (format!("$3y$04${tail}"), "not a bcrypt hash"),
-            ("plain".to_string(), "not a bcrypt hash"),
+            (
+                format!("$2y$04${}", &tail[1..]),
+                "not a bcrypt hash",
+                &format,
+            ),
+            (format!("$3y$04${tail}"), "not a bcrypt hash", &format),
+            ("plain".to_string(), "not a bcrypt hash", &format),
         ] {
             let err = check_hash(&hash).expect_err(&hash);
-            assert!(err.starts_with(expect), "{hash}: {err}");
+            assert!(kind(&err), "{hash}: {err:?}");
+            assert!(err.to_string().starts_with(expect), "{hash}: {err}");
         }
         assert_eq!(check_hash(&format!("$2y$14${tail}")), Ok(14));
         // The verifier refuses what the check refuses, naming the user.
         let users = BTreeMap::from([("prom".to_string(), format!("$2y$31${tail}"))]);
-        let err = Auth::new(users).err().unwrap();
+        let err = Auth::new(users).err().unwrap().to_string();
         assert!(err.starts_with("user 'prom': bcrypt cost 31"), "{err}");
     }
 }

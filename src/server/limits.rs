@@ -35,6 +35,20 @@ pub(crate) fn raise_open_files() -> Option<u64> {
     (limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur as u64)
 }
 
+/// The open-file limit leaves no descriptor for an HTTP connection beside the cameras'.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the open-file limit ({open_files}) leaves no descriptor for HTTP connections \
+     beside {cameras} camera(s), which take about {reserved}: raise it (LimitNOFILE= \
+     in the unit, ulimit -n)"
+)]
+pub(crate) struct NoRoomForConnections {
+    pub open_files: u64,
+    pub cameras: usize,
+    /// The descriptors the cameras and the daemon itself are counted to take.
+    pub reserved: u64,
+}
+
 /// The connections served: `max_connections`, or fewer where the open-file limit leaves
 /// less room beside `cameras` cameras (then `Ok` with the smaller number, for the caller
 /// to say so), or an error where it leaves none. Each slot is a descriptor, and so is
@@ -43,7 +57,7 @@ pub(crate) fn connections_that_fit(
     max_connections: u32,
     cameras: usize,
     open_files: Option<u64>,
-) -> Result<u32, String> {
+) -> Result<u32, NoRoomForConnections> {
     let Some(open_files) = open_files else {
         return Ok(max_connections);
     };
@@ -57,11 +71,11 @@ pub(crate) fn connections_that_fit(
         fit -= 1;
     }
     if fit == 0 {
-        return Err(format!(
-            "the open-file limit ({open_files}) leaves no descriptor for HTTP connections \
-             beside {cameras} camera(s), which take about {reserved}: raise it (LimitNOFILE= \
-             in the unit, ulimit -n)"
-        ));
+        return Err(NoRoomForConnections {
+            open_files,
+            cameras,
+            reserved,
+        });
     }
     Ok(fit as u32)
 }
@@ -91,9 +105,28 @@ mod tests {
         assert_eq!(connections_that_fit(64, 0, Some(32 + 80)), Ok(64));
         assert_eq!(connections_that_fit(64, 0, Some(32 + 79)), Ok(63));
         let err = connections_that_fit(64, 1, Some(24)).expect_err("no room");
-        assert!(err.contains("open-file limit (24)"), "{err}");
-        let err = connections_that_fit(64, 0, Some(33)).expect_err("room for a slot only");
-        assert!(err.contains("open-file limit (33)"), "{err}");
+        assert_eq!(
+            err,
+            NoRoomForConnections {
+                open_files: 24,
+                cameras: 1,
+                reserved: 48
+            }
+        );
+        assert_eq!(
+            err.to_string(),
+            "the open-file limit (24) leaves no descriptor for HTTP connections beside 1 \
+             camera(s), which take about 48: raise it (LimitNOFILE= in the unit, ulimit -n)"
+        );
+        assert_eq!(
+            connections_that_fit(64, 0, Some(33)),
+            Err(NoRoomForConnections {
+                open_files: 33,
+                cameras: 0,
+                reserved: 32
+            }),
+            "room for a slot only"
+        );
     }
 
     #[test]

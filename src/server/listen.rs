@@ -21,13 +21,44 @@ enum Kind {
     Addrs(Vec<SocketAddr>),
 }
 
+/// Why a listen address is refused: the address as given, what is wrong with it, and
+/// the forms expected.
+#[derive(Debug, thiserror::Error)]
+#[error("'{text}': {why} (expected IP:PORT, [IPv6]:PORT, :PORT or HOST:PORT)")]
+pub struct ListenAddressError {
+    pub text: String,
+    pub why: BadAddress,
+}
+
+/// What is wrong with a listen address.
+#[derive(Debug, thiserror::Error)]
+pub enum BadAddress {
+    /// The port is not a number from 0 to 65535.
+    #[error("port: {0}")]
+    Port(std::num::ParseIntError),
+    /// No `:PORT` at the end.
+    #[error("no port")]
+    NoPort,
+    /// Empty before the port, or with spaces or a '/'.
+    #[error("not a host name")]
+    NotAHostName,
+    /// The resolver failed on the host name.
+    #[error("cannot resolve {host}: {error}")]
+    Unresolved { host: String, error: std::io::Error },
+    /// The resolver gave the host name no address.
+    #[error("{host} resolves to no address")]
+    NoAddress { host: String },
+}
+
 impl ListenAddress {
     /// Parses `text` (resolving a host name): the error says what was expected.
-    pub fn parse(text: &str) -> Result<ListenAddress, String> {
-        let expected = "expected IP:PORT, [IPv6]:PORT, :PORT or HOST:PORT";
-        let bad = |why: String| format!("'{text}': {why} ({expected})");
+    pub fn parse(text: &str) -> Result<ListenAddress, ListenAddressError> {
+        let bad = |why| ListenAddressError {
+            text: text.to_string(),
+            why,
+        };
         if let Some(port) = text.strip_prefix(':') {
-            let port = port.parse::<u16>().map_err(|e| bad(format!("port: {e}")))?;
+            let port = port.parse::<u16>().map_err(|e| bad(BadAddress::Port(e)))?;
             return Ok(ListenAddress {
                 text: text.to_string(),
                 kind: Kind::Any(port),
@@ -40,23 +71,27 @@ impl ListenAddress {
             });
         }
         let Some((host, port)) = text.rsplit_once(':') else {
-            return Err(bad("no port".into()));
+            return Err(bad(BadAddress::NoPort));
         };
-        port.parse::<u16>().map_err(|e| bad(format!("port: {e}")))?;
+        port.parse::<u16>().map_err(|e| bad(BadAddress::Port(e)))?;
         if host.is_empty() || host.contains(|c: char| c.is_whitespace() || c == '/') {
-            return Err(bad("not a host name".into()));
+            return Err(bad(BadAddress::NotAHostName));
         }
         let mut addrs: Vec<SocketAddr> = Vec::new();
-        for addr in text
-            .to_socket_addrs()
-            .map_err(|e| bad(format!("cannot resolve {host}: {e}")))?
-        {
+        for addr in text.to_socket_addrs().map_err(|error| {
+            bad(BadAddress::Unresolved {
+                host: host.to_string(),
+                error,
+            })
+        })? {
             if !addrs.contains(&addr) {
                 addrs.push(addr);
             }
         }
         if addrs.is_empty() {
-            return Err(bad(format!("{host} resolves to no address")));
+            return Err(bad(BadAddress::NoAddress {
+                host: host.to_string(),
+            }));
         }
         Ok(ListenAddress {
             text: text.to_string(),
@@ -118,20 +153,37 @@ mod tests {
 
     #[test]
     fn bad_addresses_say_what_is_expected() {
-        for (text, why) in [
-            ("localhost", "no port"),
-            (":http", "port: invalid digit"),
-            ("127.0.0.1:70000", "port: number too large"),
+        let port = |e: &BadAddress| matches!(e, BadAddress::Port(_));
+        for (text, why, kind) in [
+            (
+                "localhost",
+                "no port",
+                &(|e: &BadAddress| matches!(e, BadAddress::NoPort)) as &dyn Fn(&_) -> _,
+            ),
+            (":http", "port: invalid digit", &port),
+            ("127.0.0.1:70000", "port: number too large", &port),
+            ("/x:80", "not a host name", &|e| {
+                matches!(e, BadAddress::NotAHostName)
+            }),
             (
                 "no-such-host.invalid:8947",
                 "cannot resolve no-such-host.invalid",
+                &|e| matches!(e, BadAddress::Unresolved { host, .. } if host == "no-such-host.invalid"),
             ),
-            (":", "port: cannot parse integer from empty string"),
+            (":", "port: cannot parse integer from empty string", &port),
         ] {
             let err = ListenAddress::parse(text).unwrap_err();
-            assert!(err.contains(why), "{text}: {err}");
-            assert!(err.contains(&format!("'{text}'")), "{text}: {err}");
-            assert!(err.contains(":PORT or HOST:PORT"), "{text}: {err}");
+            assert_eq!(err.text, text);
+            assert!(kind(&err.why), "{text}: {err:?}");
+            let message = err.to_string();
+            assert!(
+                message.starts_with(&format!("'{text}': {why}")),
+                "{text}: {message}"
+            );
+            assert!(
+                message.ends_with(" (expected IP:PORT, [IPv6]:PORT, :PORT or HOST:PORT)"),
+                "{text}: {message}"
+            );
         }
     }
 

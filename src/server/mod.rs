@@ -35,7 +35,7 @@ use tokio::sync::watch;
 use crate::metrics::Metrics;
 
 pub(crate) use auth::{check_hash, mixed_costs, Auth};
-pub use listen::ListenAddress;
+pub use listen::{BadAddress, ListenAddress, ListenAddressError};
 pub use routes::HttpMetrics;
 pub(crate) use tls::{certificates, tls_config, TlsError};
 pub use tls::{ClientAuth, TlsIdentity, TlsSettings, TlsVersion};

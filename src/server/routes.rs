@@ -319,7 +319,7 @@ async fn snapshot(
     };
     let camera = match find(&state.cameras, query) {
         Ok(c) => c,
-        Err(message) => return text(StatusCode::NOT_FOUND, message),
+        Err(e) => return text(StatusCode::NOT_FOUND, format!("{e}\n")),
     };
     let last_frame = camera.latest().map(|l| l.published.elapsed());
     let (message, retry) = match camera

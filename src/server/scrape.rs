@@ -18,7 +18,7 @@ pub(super) fn metrics(
 ) -> Response<Body> {
     let tier = match tier(query, metrics.tier()) {
         Ok(tier) => tier,
-        Err(message) => return text(StatusCode::BAD_REQUEST, message + "\n"),
+        Err(e) => return text(StatusCode::BAD_REQUEST, format!("{e}\n")),
     };
     let (text, content_type) = if prefers_openmetrics(headers) {
         (
@@ -54,12 +54,26 @@ pub(super) fn metrics(
     r
 }
 
+/// Why a scrape's query names no tier.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub(super) enum TierQueryError {
+    /// `collect[]` or `exclude[]` (`key`) names a group that does not exist.
+    #[error("{key}: unknown group '{value}' (expected {names})", names = Tier::NAMES)]
+    UnknownGroup { key: String, value: String },
+    /// `exclude[]=default`: the default group is in every scrape.
+    #[error(
+        "exclude[]: the default group is in every scrape; exclude[]=detail leaves the \
+         detail out"
+    )]
+    DefaultExcluded,
+}
+
 /// The tier a scrape's query asks for, node_exporter's way: `collect[]=GROUP` (repeated)
 /// names the groups to export, `exclude[]=GROUP` those to leave out, and a query naming
 /// neither gets `configured`. The groups are `default` and `detail`, the detail one
 /// holding the default's series too, so `collect[]=detail` is the whole detail tier and
 /// `exclude[]=detail` the default tier whatever the config says.
-pub(super) fn tier(query: Option<&str>, configured: Tier) -> Result<Tier, String> {
+pub(super) fn tier(query: Option<&str>, configured: Tier) -> Result<Tier, TierQueryError> {
     let (mut collect, mut excluded) = (None, false);
     for pair in query.unwrap_or_default().split('&') {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
@@ -71,17 +85,14 @@ pub(super) fn tier(query: Option<&str>, configured: Tier) -> Result<Tier, String
             "exclude[]" => true,
             _ => continue,
         };
-        let group: Tier = value
-            .parse()
-            .map_err(|_| format!("{key}: unknown group '{value}' (expected {})", Tier::NAMES))?;
+        let group: Tier = value.parse().map_err(|_| TierQueryError::UnknownGroup {
+            key: key.clone(),
+            value: value.to_string(),
+        })?;
         match (exclude, group) {
             (false, group) => collect = collect.max(Some(group)),
             (true, Tier::Detail) => excluded = true,
-            (true, Tier::Default) => {
-                return Err("exclude[]: the default group is in every scrape; \
-                            exclude[]=detail leaves the detail out"
-                    .into())
-            }
+            (true, Tier::Default) => return Err(TierQueryError::DefaultExcluded),
         }
     }
     let tier = collect.unwrap_or(configured);
@@ -164,16 +175,36 @@ mod tests {
         ] {
             assert_eq!(tier(query, configured), Ok(want), "{query:?}");
         }
+        let refusal = |query| {
+            let e = tier(Some(query), Default).unwrap_err();
+            (e.to_string(), e)
+        };
+        let unknown = |key: &str, value: &str| TierQueryError::UnknownGroup {
+            key: key.into(),
+            value: value.into(),
+        };
         assert_eq!(
-            tier(Some("collect[]=all"), Default),
-            Err("collect[]: unknown group 'all' (expected default or detail)".into())
+            refusal("collect[]=all"),
+            (
+                "collect[]: unknown group 'all' (expected default or detail)".into(),
+                unknown("collect[]", "all")
+            )
         );
         assert_eq!(
-            tier(Some("exclude%5B%5D="), Default),
-            Err("exclude[]: unknown group '' (expected default or detail)".into())
+            refusal("exclude%5B%5D="),
+            (
+                "exclude[]: unknown group '' (expected default or detail)".into(),
+                unknown("exclude[]", "")
+            )
         );
-        assert!(tier(Some("exclude[]=default"), Detail)
-            .unwrap_err()
-            .starts_with("exclude[]: the default group is in every scrape"));
+        assert_eq!(
+            refusal("exclude[]=default"),
+            (
+                "exclude[]: the default group is in every scrape; exclude[]=detail leaves the \
+                 detail out"
+                    .into(),
+                TierQueryError::DefaultExcluded
+            )
+        );
     }
 }

@@ -73,23 +73,44 @@ fn camera_param(query: Option<&str>) -> Option<&str> {
     query?.split('&').find_map(|kv| kv.strip_prefix("camera="))
 }
 
-/// The camera a `camera=NAME` parameter names, else the first; the error is a 404 text.
+/// Why a request has no camera to answer for: a 404.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub(super) enum NoCamera {
+    /// The daemon runs no camera.
+    #[error("no cameras")]
+    NoneRun,
+    /// `camera=NAME` names none of the cameras.
+    #[error("no camera '{0}'")]
+    Unknown(String),
+}
+
+/// The camera a `camera=NAME` parameter names, else the first.
 pub(super) fn find<'a>(
     cameras: &'a [CameraView],
     query: Option<&str>,
-) -> Result<&'a CameraView, String> {
+) -> Result<&'a CameraView, NoCamera> {
     match camera_param(query) {
-        None => cameras.first().ok_or_else(|| "no cameras\n".to_string()),
+        None => cameras.first().ok_or(NoCamera::NoneRun),
         Some(name) => cameras
             .iter()
             .find(|c| c.name == name)
-            .ok_or_else(|| format!("no camera '{name}'\n")),
+            .ok_or_else(|| NoCamera::Unknown(name.to_string())),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_camera_to_answer_for_is_said_as_a_404_says_it() {
+        let none = find(&[], None).err();
+        assert_eq!(none, Some(NoCamera::NoneRun));
+        assert_eq!(none.unwrap().to_string(), "no cameras");
+        let unknown = find(&[], Some("x=1&camera=back")).err();
+        assert_eq!(unknown, Some(NoCamera::Unknown("back".into())));
+        assert_eq!(unknown.unwrap().to_string(), "no camera 'back'");
+    }
 
     #[test]
     fn camera_parameter() {
