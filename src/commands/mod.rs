@@ -27,7 +27,7 @@ use edgesight::report::{self, Report};
 /// A `--roi` name the config would refuse, or one given twice.
 #[derive(Debug, thiserror::Error)]
 #[error("--roi: {0}")]
-pub(crate) struct BadRoiName(String);
+pub(crate) struct BadRoiName(config::BadRegionName);
 
 /// Checks the `--roi` names as the config checks a camera's (see
 /// [`config::check_region_name`]).

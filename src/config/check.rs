@@ -9,6 +9,7 @@
 
 use std::collections::HashSet;
 use std::ops::Range;
+use std::path::PathBuf;
 
 use toml::Spanned;
 
@@ -150,7 +151,7 @@ pub(super) fn check_placed(
                 ))
             }
         }
-        check_source_exists(source).map_err(|m| flag("--source", "source", m))?;
+        check_source_exists(source).map_err(|e| flag("--source", "source", e.to_string()))?;
     }
     if cameras.is_empty() {
         cameras.push(CameraSettings {
@@ -242,7 +243,7 @@ fn known_layout(spec: &SourceSpec) -> Option<FrameLayout> {
     Some(FrameLayout::packed(format, size.width, size.height))
 }
 
-fn check_source_exists(spec: &SourceSpec) -> Result<(), String> {
+fn check_source_exists(spec: &SourceSpec) -> Result<(), BadReplayPath> {
     match spec {
         // A camera absent now is waited for: boards enumerate USB cameras late, and
         // cameras get unplugged.
@@ -251,21 +252,44 @@ fn check_source_exists(spec: &SourceSpec) -> Result<(), String> {
     }
 }
 
+/// Why a replay source's path cannot be replayed.
+#[derive(Debug, thiserror::Error)]
+enum BadReplayPath {
+    /// Nothing at the path.
+    #[error("{}: no such file or directory", path.display())]
+    Missing { path: PathBuf },
+    /// Its metadata cannot be read.
+    #[error("{}: {error}", path.display())]
+    Unreadable {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    /// Something other than a directory or a regular file (`kind`: what).
+    #[error(
+        "{}: not a directory of images or a regular file but {kind}",
+        path.display()
+    )]
+    NotReplayable { path: PathBuf, kind: &'static str },
+}
+
 /// A replay path must name a directory or a regular file: a FIFO would block the
 /// camera's open until a writer came, and a device would never end. Looked at without
 /// opening it.
-fn check_replay_path(path: &std::path::Path) -> Result<(), String> {
+fn check_replay_path(path: &std::path::Path) -> Result<(), BadReplayPath> {
+    let path_buf = || path.to_path_buf();
     match std::fs::metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            Err(format!("{}: no such file or directory", path.display()))
+            Err(BadReplayPath::Missing { path: path_buf() })
         }
-        Err(e) => Err(format!("{}: {e}", path.display())),
+        Err(error) => Err(BadReplayPath::Unreadable {
+            path: path_buf(),
+            error,
+        }),
         Ok(meta) if meta.is_dir() || meta.is_file() => Ok(()),
-        Ok(meta) => Err(format!(
-            "{}: not a directory of images or a regular file but {}",
-            path.display(),
-            crate::files::kind_name(meta.file_type())
-        )),
+        Ok(meta) => Err(BadReplayPath::NotReplayable {
+            path: path_buf(),
+            kind: crate::files::kind_name(meta.file_type()),
+        }),
     }
 }
 
@@ -340,7 +364,7 @@ fn check_camera(
             height: r.h,
         };
         check_region_name(&r.name, &mut roi_names)
-            .map_err(|m| doc.at(roi.span(), "camera.roi.name", m))?;
+            .map_err(|e| doc.at(roi.span(), "camera.roi.name", e.to_string()))?;
         if let Some(layout) = &layout {
             region
                 .validate(layout)
@@ -420,22 +444,32 @@ pub(super) fn value_span(text: &str, table: Range<usize>, key: &str) -> Option<R
     None
 }
 
+/// Why a ROI name is refused.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BadRegionName {
+    /// Empty, over 64 characters, or with a quote, a backslash or a control character:
+    /// not a label value a scraper reads back as written.
+    #[error("{0:?}: use 1-64 characters without quotes, backslashes or control characters")]
+    NotLabelSafe(String),
+    /// Another ROI of the camera has the name.
+    #[error("ROI '{0}' is named twice")]
+    Twice(String),
+}
+
 /// Checks a ROI name as the config and the command line (`--roi`) both take them: it
 /// becomes a Prometheus label value and a JSON key, and must differ from the `seen`
 /// names of the same camera (it is added to them).
-pub fn check_region_name(name: &str, seen: &mut HashSet<String>) -> Result<(), String> {
+pub fn check_region_name(name: &str, seen: &mut HashSet<String>) -> Result<(), BadRegionName> {
     let label_safe = !name.is_empty()
         && name.chars().count() <= 64
         && !name
             .chars()
             .any(|c| c == '"' || c == '\\' || c.is_control());
     if !label_safe {
-        return Err(format!(
-            "{name:?}: use 1-64 characters without quotes, backslashes or control characters"
-        ));
+        return Err(BadRegionName::NotLabelSafe(name.to_string()));
     }
     if !seen.insert(name.to_string()) {
-        return Err(format!("ROI '{name}' is named twice"));
+        return Err(BadRegionName::Twice(name.to_string()));
     }
     Ok(())
 }
@@ -520,7 +554,7 @@ fn check_source(doc: &Doc, source: &Spanned<SourceConfig>) -> Result<SourceSpec,
     })?;
     if let (SourceSpec::Replay { path, .. }, Some(written)) = (&spec, &s.path) {
         check_replay_path(path)
-            .map_err(|message| doc.at(written.span(), "camera.source.path", message))?;
+            .map_err(|e| doc.at(written.span(), "camera.source.path", e.to_string()))?;
     }
     Ok(spec)
 }
@@ -534,6 +568,35 @@ mod tests {
     use super::*;
     use crate::pipeline::Tuning;
     use crate::server::ListenAddress;
+
+    #[test]
+    fn a_replay_path_is_a_directory_or_a_regular_file() {
+        assert!(check_replay_path(Path::new("/")).is_ok());
+        assert!(check_replay_path(Path::new("Cargo.toml")).is_ok());
+        let missing = check_replay_path(Path::new("/nonexistent/clip")).unwrap_err();
+        assert!(
+            matches!(&missing, BadReplayPath::Missing { path } if path == Path::new("/nonexistent/clip"))
+        );
+        assert_eq!(
+            missing.to_string(),
+            "/nonexistent/clip: no such file or directory"
+        );
+        let device = check_replay_path(Path::new("/dev/null")).unwrap_err();
+        assert!(
+            matches!(
+                device,
+                BadReplayPath::NotReplayable {
+                    kind: "a character device",
+                    ..
+                }
+            ),
+            "{device:?}"
+        );
+        assert_eq!(
+            device.to_string(),
+            "/dev/null: not a directory of images or a regular file but a character device"
+        );
+    }
 
     #[test]
     fn defaults_run_one_pattern_camera_on_loopback() {
@@ -963,5 +1026,15 @@ mod tests {
         );
         let mut seen = HashSet::new();
         assert_eq!(check_region_name("ünï cödé", &mut seen), Ok(()));
+        assert_eq!(
+            check_region_name("ünï cödé", &mut seen),
+            Err(BadRegionName::Twice("ünï cödé".into()))
+        );
+        let long = "x".repeat(65);
+        assert_eq!(
+            check_region_name(&long, &mut seen),
+            Err(BadRegionName::NotLabelSafe(long.clone()))
+        );
+        assert_eq!(check_region_name(&long[1..], &mut seen), Ok(()));
     }
 }

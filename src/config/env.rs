@@ -83,9 +83,9 @@ pub(crate) fn expand(
                     Some((name, default)) => (name, Some(default)),
                     None => (inner, None),
                 };
-                check_name(name).map_err(|message| Unexpanded {
+                check_name(name).map_err(|e| Unexpanded {
                     offset: start,
-                    message,
+                    message: e.to_string(),
                 })?;
                 let value = match (lookup(name).filter(|v| !v.is_empty()), default) {
                     (Some(value), _) => value,
@@ -137,8 +137,13 @@ pub(crate) fn escape_dollars(text: &str) -> String {
     out
 }
 
+/// A `${NAME}` whose name a shell would not take.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("'{0}' is not a variable name (letters, digits and '_', not starting with a digit)")]
+struct BadVariableName(String);
+
 /// Names as a shell takes them: a letter or '_', then letters, digits and '_'.
-fn check_name(name: &str) -> Result<(), String> {
+fn check_name(name: &str) -> Result<(), BadVariableName> {
     let mut chars = name.chars();
     let good = chars
         .next()
@@ -147,10 +152,7 @@ fn check_name(name: &str) -> Result<(), String> {
     if good {
         Ok(())
     } else {
-        Err(format!(
-            "'{name}' is not a variable name (letters, digits and '_', not starting with a \
-             digit)"
-        ))
+        Err(BadVariableName(name.to_string()))
     }
 }
 

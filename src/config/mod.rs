@@ -31,7 +31,7 @@ use std::fmt;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-pub use check::check_region_name;
+pub use check::{check_region_name, BadRegionName};
 pub use mqtt::discovery_cameras;
 pub use schema::*;
 pub use validate::{validate, Checked};

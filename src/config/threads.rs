@@ -47,12 +47,33 @@ fn pids_max_files(cgroup: &str) -> Vec<PathBuf> {
         .collect()
 }
 
+/// The cameras need more threads than the cgroup's task limit allows.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{cameras} cameras need about {needed} threads ({per} a camera, {besides} besides on \
+     {cores} cores), but this cgroup allows {limit} tasks ({}): at most {most} cameras \
+     fit; raise TasksMax= in the unit (a drop-in) or run fewer cameras",
+    file.display(),
+    per = PER_CAMERA,
+    besides = BESIDE_CAMERAS + cores
+)]
+pub(crate) struct TooManyThreads {
+    pub cameras: usize,
+    pub needed: u64,
+    pub cores: u64,
+    pub limit: u64,
+    /// The file the limit was read from (`pids.max`).
+    pub file: PathBuf,
+    /// The cameras that fit the limit.
+    pub most: u64,
+}
+
 /// Why `cameras` cameras do not fit `limit` tasks (from `file`), if they do not.
 pub(crate) fn check(
     cameras: usize,
     cores: u64,
     limit: Option<(u64, PathBuf)>,
-) -> Result<(), String> {
+) -> Result<(), TooManyThreads> {
     let Some((limit, file)) = limit else {
         return Ok(());
     };
@@ -61,13 +82,14 @@ pub(crate) fn check(
         return Ok(());
     }
     let most = limit.saturating_sub(BESIDE_CAMERAS + cores) / PER_CAMERA;
-    Err(format!(
-        "{cameras} cameras need about {needed} threads ({PER_CAMERA} a camera, {} besides on \
-         {cores} cores), but this cgroup allows {limit} tasks ({}): at most {most} cameras \
-         fit; raise TasksMax= in the unit (a drop-in) or run fewer cameras",
-        BESIDE_CAMERAS + cores,
-        file.display()
-    ))
+    Err(TooManyThreads {
+        cameras,
+        needed,
+        cores,
+        limit,
+        file,
+        most,
+    })
 }
 
 /// The cores the OpenCL driver may start threads for.
@@ -91,8 +113,24 @@ mod tests {
         // 8 cores: 14 + 8 besides the cameras, so 21 cameras fit 64 tasks.
         assert_eq!(check(21, 8, unit.clone()), Ok(()));
         let err = check(22, 8, unit.clone()).expect_err("too many");
-        assert!(err.starts_with("22 cameras need about 66 threads"), "{err}");
-        assert!(err.contains("allows 64 tasks (/sys/fs/cgroup/system.slice/edgesight.service/pids.max): at most 21 cameras fit"), "{err}");
+        assert_eq!(
+            err,
+            TooManyThreads {
+                cameras: 22,
+                needed: 66,
+                cores: 8,
+                limit: 64,
+                file: unit.clone().unwrap().1,
+                most: 21,
+            }
+        );
+        assert_eq!(
+            err.to_string(),
+            "22 cameras need about 66 threads (2 a camera, 22 besides on 8 cores), but this \
+             cgroup allows 64 tasks (/sys/fs/cgroup/system.slice/edgesight.service/pids.max): \
+             at most 21 cameras fit; raise TasksMax= in the unit (a drop-in) or run fewer \
+             cameras"
+        );
         assert_eq!(
             check(30, 2, unit),
             Err(check(

@@ -1,7 +1,7 @@
 //! What `run`, SIGHUP and `check-config` check beyond the file: that each camera's OpenCL
 //! device resolves and each V4L2 node is a video device, and how many cameras there are.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use toml::Spanned;
 
@@ -104,13 +104,13 @@ pub fn validate(path: Option<&Path>, overrides: &Overrides) -> Result<Checked, C
                 device.display()
             )),
             Err(why) if i == 0 && overrides.source.is_some() => {
-                return Err(flag("--source", "source", why))
+                return Err(flag("--source", "source", why.to_string()))
             }
             Err(why) => {
                 let span = written
                     .and_then(|c| c.source.as_ref()?.get_ref().device.as_ref())
                     .map_or(0..0, Spanned::span);
-                return Err(doc.at(span, "camera.source.device", why));
+                return Err(doc.at(span, "camera.source.device", why.to_string()));
             }
         }
     }
@@ -123,7 +123,7 @@ pub fn validate(path: Option<&Path>, overrides: &Overrides) -> Result<Checked, C
     )
     .map_err(|why| {
         let span = file.cameras.last().map_or(0..0, Spanned::span);
-        doc.at(span, "camera", why)
+        doc.at(span, "camera", why.to_string())
     })?;
     if settings.cameras.len() > MANY_CAMERAS {
         warnings.push(format!(
@@ -150,29 +150,56 @@ pub fn validate(path: Option<&Path>, overrides: &Overrides) -> Result<Checked, C
 /// The character device major number of every V4L2 node (`VIDEO_MAJOR` in the kernel).
 const VIDEO_MAJOR: u32 = 81;
 
+/// Why a camera's device path cannot be a camera.
+#[derive(Debug, thiserror::Error)]
+enum NotAVideoNode {
+    /// Its metadata cannot be read (other than its absence, which is waited for).
+    #[error("{}: {error}", path.display())]
+    Unreadable {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    /// Not a character device at all (`kind`: what it is).
+    #[error(
+        "{} is {kind}, not a V4L2 device (a character device such as /dev/video0)",
+        path.display()
+    )]
+    NotADevice { path: PathBuf, kind: &'static str },
+    /// A character device of another driver than V4L2.
+    #[error(
+        "{} is not a V4L2 device: a character device of major {major}, where V4L2's are \
+         {VIDEO_MAJOR}",
+        path.display()
+    )]
+    OtherMajor { path: PathBuf, major: u32 },
+}
+
 /// Whether the V4L2 node `path` is there (`Ok(false)` when it does not exist yet), or why
 /// it cannot be a camera.
-fn video_node(path: &Path) -> Result<bool, String> {
+fn video_node(path: &Path) -> Result<bool, NotAVideoNode> {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let meta = match std::fs::metadata(path) {
         Ok(meta) => meta,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(format!("{}: {e}", path.display())),
+        Err(error) => {
+            return Err(NotAVideoNode::Unreadable {
+                path: path.to_path_buf(),
+                error,
+            })
+        }
     };
     if !meta.file_type().is_char_device() {
-        return Err(format!(
-            "{} is {}, not a V4L2 device (a character device such as /dev/video0)",
-            path.display(),
-            crate::files::kind_name(meta.file_type())
-        ));
+        return Err(NotAVideoNode::NotADevice {
+            path: path.to_path_buf(),
+            kind: crate::files::kind_name(meta.file_type()),
+        });
     }
     let major = libc::major(meta.rdev());
     if major != VIDEO_MAJOR {
-        return Err(format!(
-            "{} is not a V4L2 device: a character device of major {major}, where V4L2's are \
-             {VIDEO_MAJOR}",
-            path.display()
-        ));
+        return Err(NotAVideoNode::OtherMajor {
+            path: path.to_path_buf(),
+            major,
+        });
     }
     Ok(true)
 }
@@ -188,6 +215,33 @@ mod tests {
             let shown = e.to_string();
             shown.replace(&path.display().to_string(), "FILE")
         })
+    }
+
+    #[test]
+    fn a_device_path_is_a_v4l2_node_absent_or_refused_for_what_it_is() {
+        assert!(matches!(
+            video_node(Path::new("/nonexistent/video0")),
+            Ok(false)
+        ));
+        assert!(matches!(
+            video_node(Path::new("/dev/null")),
+            Err(NotAVideoNode::OtherMajor { path, major: 1 }) if path == Path::new("/dev/null")
+        ));
+        let err = video_node(Path::new("/")).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                NotAVideoNode::NotADevice {
+                    kind: "a directory",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "/ is a directory, not a V4L2 device (a character device such as /dev/video0)"
+        );
     }
 
     #[test]
