@@ -339,8 +339,8 @@ pub(crate) struct ProcessArgs {
 
 /// A frame size on the command line: `WxH` within [`capture::MAX_FRAME_SIDE`] and the
 /// pipeline's limits, as in source specs and the config.
-pub(crate) fn frame_size(s: &str) -> Result<Size, String> {
-    let size: Size = s.parse().map_err(|e| format!("{e}"))?;
+pub(crate) fn frame_size(s: &str) -> anyhow::Result<Size> {
+    let size: Size = s.parse()?;
     capture::check_frame_size(size, None)?;
     Ok(size)
 }

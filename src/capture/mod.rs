@@ -46,7 +46,7 @@ pub use parse::InvalidSource;
 pub use parts::{BadParts, SourceKind, SourcePart, SourceParts};
 pub(crate) use pattern::PatternSource;
 pub(crate) use replay::ReplaySource;
-pub use spec::{check_frame_size, parse_fps, SourceSpec, MAX_FRAME_SIDE};
+pub use spec::{check_frame_size, parse_fps, BadFps, BadFrameSize, SourceSpec, MAX_FRAME_SIDE};
 pub(crate) use spec::{MAX_FPS, MIN_FPS};
 pub use v4l2::V4l2Source;
 

@@ -42,7 +42,7 @@ impl FromStr for SourceSpec {
         match kind {
             "pattern" => {
                 let (geometry, fps) = rest.rsplit_once('@').ok_or_else(|| bad("no @FPS".into()))?;
-                let fps = parse_fps(fps).map_err(bad)?;
+                let fps = parse_fps(fps).map_err(|e| bad(e.to_string()))?;
                 let (size, format) = match geometry.split_once(':') {
                     Some((size, format)) => (
                         size,
@@ -73,7 +73,7 @@ impl FromStr for SourceSpec {
             "v4l2" => Err(bad("no device path".into())),
             "replay" => {
                 let (body, fps) = rest.rsplit_once('@').ok_or_else(|| bad("no @FPS".into()))?;
-                let fps = parse_fps(fps).map_err(bad)?;
+                let fps = parse_fps(fps).map_err(|e| bad(e.to_string()))?;
                 // FILE may itself hold ':', so the size and format are taken from the right.
                 let mut parts = body.rsplitn(3, ':');
                 let last = parts.next().unwrap_or_default();
@@ -110,7 +110,8 @@ impl FromStr for SourceSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::capture::spec::check_frame_size;
+    use crate::capture::spec::{check_fps, check_frame_size, BadFps, BadFrameSize};
+    use crate::frame::LayoutError;
     use crate::frame::Size;
     use crate::jpeg::Scale;
 
@@ -209,11 +210,11 @@ mod tests {
     #[test]
     fn rates_outside_the_bounds_are_refused_everywhere() {
         for fps in ["1e-300", "6e-20", "0.009", "1000.5", "inf", "-1"] {
+            let err = parse_fps(fps).unwrap_err();
+            assert_eq!(err, BadFps::Text(fps.into()));
             assert_eq!(
-                parse_fps(fps),
-                Err(format!(
-                    "frame rate '{fps}' is not a number from 0.01 to 1000"
-                ))
+                err.to_string(),
+                format!("frame rate '{fps}' is not a number from 0.01 to 1000")
             );
             let spec = format!("pattern:64x48@{fps}");
             let err = spec.parse::<SourceSpec>().unwrap_err().to_string();
@@ -226,6 +227,12 @@ mod tests {
         }
         assert_eq!(parse_fps("0.01"), Ok(0.01));
         assert_eq!(parse_fps("1000"), Ok(1000.0));
+        let err = check_fps(1000.5).unwrap_err();
+        assert_eq!(err, BadFps::Number(1000.5));
+        assert_eq!(
+            err.to_string(),
+            "frame rate 1000.5 is not a number from 0.01 to 1000"
+        );
     }
 
     #[test]
@@ -251,6 +258,17 @@ mod tests {
             );
         }
         assert!("pattern:16384x1024@1".parse::<SourceSpec>().is_ok());
+        assert_eq!(
+            check_frame_size(size(16385, 1), None),
+            Err(BadFrameSize::SideTooLong(size(16385, 1)))
+        );
+        assert_eq!(
+            check_frame_size(size(16384, 16384), None),
+            Err(BadFrameSize::Layout(LayoutError::TooLarge {
+                width: 16384,
+                height: 16384
+            }))
+        );
         assert_eq!(
             check_frame_size(
                 Size {

@@ -120,12 +120,13 @@ impl SourceParts {
         let fps = fps
             .map(check_fps)
             .transpose()
-            .map_err(|e| BadParts::at(SourcePart::Fps, e))?;
+            .map_err(|e| BadParts::at(SourcePart::Fps, e.to_string()))?;
         if let Some(size) = size {
             // Without a format (a camera's own), the size limits are those of any format;
             // JPEG frames become grey ones.
             let pixels = format.map(|f| f.pixels().unwrap_or(PixelFormat::Grey));
-            check_frame_size(size, pixels).map_err(|e| BadParts::at(SourcePart::Size, e))?;
+            check_frame_size(size, pixels)
+                .map_err(|e| BadParts::at(SourcePart::Size, e.to_string()))?;
         }
         let scale_for_pixels = |format: PixelFormat| match scale {
             Some(s) if s != Scale::Full => Err(BadParts::at(

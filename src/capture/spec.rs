@@ -6,7 +6,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 use super::IoMode;
-use crate::frame::{CaptureFormat, FrameLayout, PixelFormat, Size};
+use crate::frame::{CaptureFormat, FrameLayout, LayoutError, PixelFormat, Size};
 use crate::jpeg::Scale;
 
 /// Where frames come from, as the command line and the config spell it:
@@ -69,37 +69,54 @@ pub(crate) const MAX_FPS: f64 = 1000.0;
 /// ([`crate::frame::MAX_PIXELS`]) apply on top.
 pub const MAX_FRAME_SIDE: u32 = 16_384;
 
+/// A frame rate that is not a number from [`MIN_FPS`] to [`MAX_FPS`].
+#[derive(Debug, PartialEq, thiserror::Error)]
+pub enum BadFps {
+    /// As written (a source spec, `--fps`).
+    #[error("frame rate '{0}' is not a number from {MIN_FPS} to {MAX_FPS}")]
+    Text(String),
+    /// A number (a source's parts).
+    #[error("frame rate {0:?} is not a number from {MIN_FPS} to {MAX_FPS}")]
+    Number(f64),
+}
+
+/// A frame size the sources or the pipeline cannot take.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BadFrameSize {
+    /// A side beyond [`MAX_FRAME_SIDE`].
+    #[error("frame size {0} is too large (at most {MAX_FRAME_SIDE} on a side)")]
+    SideTooLong(Size),
+    /// Beyond the pipeline's own limits, or empty.
+    #[error(transparent)]
+    Layout(#[from] LayoutError),
+}
+
 /// Parses a frame rate: a number from [`MIN_FPS`] to [`MAX_FPS`].
-pub fn parse_fps(s: &str) -> Result<f64, String> {
+pub fn parse_fps(s: &str) -> Result<f64, BadFps> {
     s.trim()
         .parse::<f64>()
         .ok()
         .and_then(|fps| check_fps(fps).ok())
-        .ok_or_else(|| format!("frame rate '{s}' is not a number from {MIN_FPS} to {MAX_FPS}"))
+        .ok_or_else(|| BadFps::Text(s.to_string()))
 }
 
 /// Checks a frame rate given as a number: from [`MIN_FPS`] to [`MAX_FPS`].
-pub(crate) fn check_fps(fps: f64) -> Result<f64, String> {
+pub(crate) fn check_fps(fps: f64) -> Result<f64, BadFps> {
     if (MIN_FPS..=MAX_FPS).contains(&fps) {
         Ok(fps)
     } else {
-        Err(format!(
-            "frame rate {fps:?} is not a number from {MIN_FPS} to {MAX_FPS}"
-        ))
+        Err(BadFps::Number(fps))
     }
 }
 
 /// Checks a frame size against [`MAX_FRAME_SIDE`] and, with its format (grey where a
 /// camera will choose), against what the pipeline can process.
-pub fn check_frame_size(size: Size, format: Option<PixelFormat>) -> Result<(), String> {
+pub fn check_frame_size(size: Size, format: Option<PixelFormat>) -> Result<(), BadFrameSize> {
     if size.width > MAX_FRAME_SIDE || size.height > MAX_FRAME_SIDE {
-        return Err(format!(
-            "frame size {size} is too large (at most {MAX_FRAME_SIDE} on a side)"
-        ));
+        return Err(BadFrameSize::SideTooLong(size));
     }
-    FrameLayout::packed(format.unwrap_or(PixelFormat::Grey), size.width, size.height)
-        .validate()
-        .map_err(|e| e.to_string())
+    FrameLayout::packed(format.unwrap_or(PixelFormat::Grey), size.width, size.height).validate()?;
+    Ok(())
 }
 
 impl fmt::Display for SourceSpec {

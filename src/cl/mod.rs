@@ -20,7 +20,7 @@ pub use launch::{
     launch, ArgKind, KernelArg, KernelParams, LaunchRecord, LaunchRecorder, ParamVisitor,
 };
 pub use raw::Record;
-pub(crate) use raw::{enqueue_fill, enqueue_write, ImportMemoryArm};
+pub(crate) use raw::{enqueue_fill, enqueue_write, ImportMemoryArm, NoImportFunction};
 pub use slot::FrameSlot;
 
 use opencl3::command_queue::{CommandQueue, CL_QUEUE_PROFILING_ENABLE};

@@ -321,12 +321,25 @@ const CL_MEM_READ_ONLY: cl_mem_flags = 1 << 2;
 #[derive(Clone, Copy)]
 pub(crate) struct ImportMemoryArm(ImportMemoryArmFn);
 
+/// Why a platform's `clImportMemoryARM` cannot be had.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum NoImportFunction {
+    /// The OpenCL library itself cannot be loaded.
+    #[error("OpenCL library: {0}")]
+    Library(ClError),
+    /// The platform gives no address for the function.
+    #[error("clGetExtensionFunctionAddressForPlatform has no clImportMemoryARM")]
+    Missing,
+}
+
 impl ImportMemoryArm {
     /// The platform's function, or why there is none. The caller has checked that the
     /// platform offers the extension (a platform may return an address for a name it
     /// does not implement).
-    pub(crate) fn of_platform(platform: cl_platform_id) -> Result<ImportMemoryArm, String> {
-        let runtime = runtime().map_err(|e| format!("OpenCL library: {e}"))?;
+    pub(crate) fn of_platform(
+        platform: cl_platform_id,
+    ) -> Result<ImportMemoryArm, NoImportFunction> {
+        let runtime = runtime().map_err(NoImportFunction::Library)?;
         let address = runtime
             .clGetExtensionFunctionAddressForPlatform(platform, c"clImportMemoryARM".as_ptr());
         match address {
@@ -335,7 +348,7 @@ impl ImportMemoryArm {
                 // the address is that function's in a library that stays loaded.
                 unsafe { std::mem::transmute::<*mut c_void, ImportMemoryArmFn>(f) },
             )),
-            _ => Err("clGetExtensionFunctionAddressForPlatform has no clImportMemoryARM".into()),
+            _ => Err(NoImportFunction::Missing),
         }
     }
 

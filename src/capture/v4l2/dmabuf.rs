@@ -9,9 +9,23 @@ use opencl3::memory::Buffer;
 use opencl3::platform::Platform;
 use opencl3::types::cl_platform_id;
 
-use crate::cl::{ClError, Gpu, ImportMemoryArm};
+use crate::cl::{ClError, Gpu, ImportMemoryArm, NoImportFunction};
 
 const EXTENSION: &str = "cl_arm_import_memory_dma_buf";
+
+/// Why the GPU's platform cannot import dma-bufs (capture then tries the next I/O mode).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum NoDmabufImport {
+    /// The device does not say its platform.
+    #[error("clGetDeviceInfo(CL_DEVICE_PLATFORM): {0}")]
+    Platform(opencl3::error_codes::ClError),
+    /// Neither the platform nor the device lists the extension.
+    #[error("the OpenCL platform does not offer {EXTENSION}")]
+    NotOffered,
+    /// The extension is listed but its function cannot be had.
+    #[error(transparent)]
+    Function(#[from] NoImportFunction),
+}
 
 /// `clImportMemoryARM` of the GPU's platform.
 pub(crate) struct DmabufImporter {
@@ -20,16 +34,13 @@ pub(crate) struct DmabufImporter {
 
 impl DmabufImporter {
     /// The importer, or why the platform cannot import dma-bufs.
-    pub(crate) fn for_gpu(gpu: &Gpu) -> Result<DmabufImporter, String> {
-        let platform: cl_platform_id = gpu
-            .device
-            .platform()
-            .map_err(|e| format!("clGetDeviceInfo(CL_DEVICE_PLATFORM): {e}"))?;
+    pub(crate) fn for_gpu(gpu: &Gpu) -> Result<DmabufImporter, NoDmabufImport> {
+        let platform: cl_platform_id = gpu.device.platform().map_err(NoDmabufImport::Platform)?;
         let platform_ext = Platform::new(platform).extensions().unwrap_or_default();
         let device_ext = gpu.device.extensions().unwrap_or_default();
         let offered = |list: &str| list.split_whitespace().any(|e| e == EXTENSION);
         if !offered(&platform_ext) && !offered(&device_ext) {
-            return Err(format!("the OpenCL platform does not offer {EXTENSION}"));
+            return Err(NoDmabufImport::NotOffered);
         }
         Ok(DmabufImporter {
             import: ImportMemoryArm::of_platform(platform)?,
@@ -44,5 +55,24 @@ impl DmabufImporter {
         // SAFETY: the dma-buf is this function's contract; `gpu`'s context is of the
         // platform the importer was looked up on (`for_gpu`).
         unsafe { self.import.dma_buf(gpu.context(), fd, len) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// POCL, the CPU device the tests run on, has no Arm import: capture must hear why.
+    #[test]
+    fn a_platform_without_the_extension_says_so() {
+        let gpu = crate::cl::test_gpu();
+        let err = DmabufImporter::for_gpu(&gpu)
+            .err()
+            .expect("POCL imports no dma-buf");
+        assert!(matches!(err, NoDmabufImport::NotOffered), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            "the OpenCL platform does not offer cl_arm_import_memory_dma_buf"
+        );
     }
 }

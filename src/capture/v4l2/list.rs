@@ -47,15 +47,30 @@ pub fn nodes() -> Vec<PathBuf> {
     nodes.into_iter().map(|(_, p)| p).collect()
 }
 
+/// Why a node cannot be described as a capture device.
+#[derive(Debug, thiserror::Error)]
+pub enum NotACaptureNode {
+    /// The node cannot be opened.
+    #[error("{0}")]
+    Open(std::io::Error),
+    /// VIDIOC_QUERYCAP is refused: not a V4L2 device.
+    #[error("VIDIOC_QUERYCAP: {0}")]
+    QueryCaps(std::io::Error),
+    /// A V4L2 device without video capture (an output or a metadata node).
+    #[error("{card} ({driver}): not a video capture node")]
+    NoCapture { card: String, driver: String },
+}
+
 /// Describes the capture node at `path`; `Err` says why it is not one (or not readable).
-pub fn describe(path: &Path) -> Result<DeviceInfo, String> {
-    let dev = Device::open(path).map_err(|e| e.to_string())?;
-    let caps = dev
-        .query_caps()
-        .map_err(|e| format!("VIDIOC_QUERYCAP: {e}"))?;
-    let buf_type = caps
-        .capture_type()
-        .ok_or_else(|| format!("{} ({}): not a video capture node", caps.card, caps.driver))?;
+pub fn describe(path: &Path) -> Result<DeviceInfo, NotACaptureNode> {
+    let dev = Device::open(path).map_err(NotACaptureNode::Open)?;
+    let caps = dev.query_caps().map_err(NotACaptureNode::QueryCaps)?;
+    let Some(buf_type) = caps.capture_type() else {
+        return Err(NotACaptureNode::NoCapture {
+            card: caps.card,
+            driver: caps.driver,
+        });
+    };
     let formats = dev
         .formats(buf_type)
         .into_iter()
@@ -145,4 +160,21 @@ pub fn lines(info: &DeviceInfo) -> Vec<String> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_that_is_no_capture_device_says_why() {
+        let missing = describe(Path::new("/nonexistent/video9")).unwrap_err();
+        assert!(
+            matches!(&missing, NotACaptureNode::Open(e) if e.kind() == std::io::ErrorKind::NotFound),
+            "{missing:?}"
+        );
+        let null = describe(Path::new("/dev/null")).unwrap_err();
+        assert!(matches!(null, NotACaptureNode::QueryCaps(_)), "{null:?}");
+        assert!(null.to_string().starts_with("VIDIOC_QUERYCAP: "), "{null}");
+    }
 }

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use connect::ConnectError;
 pub use device::{BufType, ControlInfo, Device};
-use dmabuf::DmabufImporter;
+use dmabuf::{DmabufImporter, NoDmabufImport};
 use queue::{Event, Stream, StreamError};
 
 use super::{CaptureError, CaptureStats, Down, DropReason, Frame, FrameSource, IoMode, Next};
@@ -109,7 +109,7 @@ pub struct V4l2Source {
     request: Request,
     conn: Option<Connection>,
     negotiated: Option<Negotiated>,
-    importer: Result<DmabufImporter, String>,
+    importer: Result<DmabufImporter, NoDmabufImport>,
     stats: CaptureStats,
     backoff: Duration,
     retry_at: Instant,
