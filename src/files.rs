@@ -33,21 +33,38 @@ pub(crate) fn open_regular(path: &Path) -> Result<(File, u64), OpenError> {
     Ok((file, meta.len()))
 }
 
+/// Why a small text file cannot be read; the caller names the file.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SmallFileError {
+    /// Opening or reading it failed.
+    #[error("cannot read: {0}")]
+    Io(std::io::Error),
+    /// Something other than a regular file (a FIFO would block the reader), and what.
+    #[error("not a regular file but {0}")]
+    NotRegular(&'static str),
+    /// Over the caller's limit.
+    #[error("larger than {limit} bytes")]
+    TooLarge { limit: u64 },
+    /// Not UTF-8 text.
+    #[error("not UTF-8 text: {0}")]
+    NotUtf8(std::string::FromUtf8Error),
+}
+
 /// Reads a small text file (a config, or a file a config names): only a regular file, at
 /// most `limit` bytes.
-pub(crate) fn read_small_file(path: &Path, limit: u64) -> Result<String, String> {
+pub(crate) fn read_small_file(path: &Path, limit: u64) -> Result<String, SmallFileError> {
     let (file, _) = open_regular(path).map_err(|e| match e {
-        OpenError::Io(e) => format!("cannot read: {e}"),
-        OpenError::NotRegular(kind) => format!("not a regular file but {kind}"),
+        OpenError::Io(e) => SmallFileError::Io(e),
+        OpenError::NotRegular(kind) => SmallFileError::NotRegular(kind),
     })?;
     let mut bytes = Vec::new();
     file.take(limit + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read: {e}"))?;
+        .map_err(SmallFileError::Io)?;
     if bytes.len() as u64 > limit {
-        return Err(format!("larger than {limit} bytes"));
+        return Err(SmallFileError::TooLarge { limit });
     }
-    String::from_utf8(bytes).map_err(|e| format!("not UTF-8 text: {e}"))
+    String::from_utf8(bytes).map_err(SmallFileError::NotUtf8)
 }
 
 /// What a file type is, for messages: "a directory", "a FIFO", "a character device"...
@@ -189,6 +206,36 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         dir
+    }
+
+    #[test]
+    fn a_small_file_is_regular_text_within_its_limit() {
+        let dir = fresh_dir("small");
+        let file = dir.join("f");
+        std::fs::write(&file, "four").unwrap();
+        assert_eq!(read_small_file(&file, 4).unwrap(), "four");
+        let large = read_small_file(&file, 3).unwrap_err();
+        assert!(
+            matches!(large, SmallFileError::TooLarge { limit: 3 }),
+            "{large:?}"
+        );
+        assert_eq!(large.to_string(), "larger than 3 bytes");
+        std::fs::write(&file, b"\xff").unwrap();
+        let binary = read_small_file(&file, 4).unwrap_err();
+        assert!(matches!(binary, SmallFileError::NotUtf8(_)), "{binary:?}");
+        let directory = read_small_file(&dir, 4).unwrap_err();
+        assert!(
+            matches!(directory, SmallFileError::NotRegular("a directory")),
+            "{directory:?}"
+        );
+        assert_eq!(directory.to_string(), "not a regular file but a directory");
+        let missing = read_small_file(&dir.join("none"), 4).unwrap_err();
+        assert!(matches!(missing, SmallFileError::Io(_)), "{missing:?}");
+        assert!(
+            missing.to_string().starts_with("cannot read: "),
+            "{missing}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     fn names(dir: &Path) -> Vec<String> {

@@ -273,14 +273,14 @@ fn parse(doc: &Doc, index: usize) -> Result<FileConfig, ConfigError> {
 /// Reads a config file whole, refusing one that is not a regular file of at most
 /// [`MAX_CONFIG_BYTES`].
 fn read(path: &Path) -> Result<String, ConfigError> {
-    crate::files::read_small_file(path, MAX_CONFIG_BYTES).map_err(|message| ConfigError {
+    crate::files::read_small_file(path, MAX_CONFIG_BYTES).map_err(|e| ConfigError {
         origin: Origin::File {
             path: path.to_path_buf(),
             line: 0,
             column: 0,
         },
         key: "(file)".into(),
-        message,
+        message: e.to_string(),
     })
 }
 

@@ -30,8 +30,10 @@ use crate::health::{self, HealthSettings};
 use crate::mailbox::CameraStatus;
 use crate::mailbox::{Snapshot, SnapshotReply, SourceInfo, Wants};
 use crate::motion_events::CameraMotionSettings;
-use crate::pipeline::{FrameImages, FrameResult, MotionState, Pipeline, PipelineOptions, TileMask};
-use crate::region::Region;
+use crate::pipeline::{
+    FrameImages, FrameResult, MotionState, Pipeline, PipelineError, PipelineOptions, TileMask,
+};
+use crate::region::{Region, RegionError};
 
 #[cfg(test)]
 mod picture_cost;
@@ -66,7 +68,18 @@ pub struct Reload {
     pub health: HealthSettings,
     pub motion: CameraMotionSettings,
     pub verify_every: u32,
-    pub reply: oneshot::Sender<Result<(), String>>,
+    pub reply: oneshot::Sender<Result<(), ReloadRefused>>,
+}
+
+/// Why a camera refused a reload, keeping its own settings.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadRefused {
+    /// A new ROI does not fit the camera's frames.
+    #[error(transparent)]
+    Region(#[from] RegionError),
+    /// The pipeline could not be set up for the new ROIs or health grid.
+    #[error(transparent)]
+    Pipeline(#[from] PipelineError),
 }
 
 impl Reload {
@@ -427,19 +440,19 @@ fn fit_pipeline(
 
 /// Takes new options, regions and health settings; they also stay in `settings` for a
 /// reopened camera.
-fn apply(cam: &mut Camera, settings: &mut CameraSettings, reload: &Reload) -> Result<(), String> {
+fn apply(
+    cam: &mut Camera,
+    settings: &mut CameraSettings,
+    reload: &Reload,
+) -> Result<(), ReloadRefused> {
     if let Some(pipeline) = cam.pipeline.as_mut() {
         let layout = *pipeline.layout();
         for r in &reload.regions {
-            r.validate(&layout).map_err(|e| e.to_string())?;
+            r.validate(&layout)?;
         }
-        pipeline
-            .set_regions(&cam.gpu, &reload.regions)
-            .map_err(|e| format!("{e:#}"))?;
+        pipeline.set_regions(&cam.gpu, &reload.regions)?;
         if reload.health.enabled != settings.health.enabled {
-            pipeline
-                .set_health_grid(&cam.gpu, health_grid(&reload.health))
-                .map_err(|e| format!("{e:#}"))?;
+            pipeline.set_health_grid(&cam.gpu, health_grid(&reload.health))?;
         }
         pipeline.set_options(reload.options);
         pipeline.set_motion(reload.motion.pipeline());
@@ -635,6 +648,58 @@ mod tests {
                 jpeg: (!self.kept.is_empty()).then_some(&self.kept[..]),
             }))
         }
+    }
+
+    /// A reload whose ROI leaves the frame is refused naming the ROI, and the camera
+    /// keeps its own settings.
+    #[test]
+    fn a_reload_whose_roi_leaves_the_frame_is_refused() {
+        let gpu = crate::cl::test_gpu();
+        let layout = FrameLayout::packed(PixelFormat::Grey, 32, 24);
+        let options = PipelineOptions::default();
+        let pipeline = Pipeline::new(&gpu, layout, options, &[]).expect("pipeline");
+        let slot = pipeline.new_slot(&gpu).expect("slot");
+        let describe = Arc::new(SourceInfo {
+            format: layout.format.name(),
+            device: gpu.info.to_string(),
+        });
+        let mut cam = Camera {
+            gpu,
+            source: Box::new(Requeued {
+                layout,
+                slot,
+                sequence: 0,
+            }),
+            pipeline: Some(pipeline),
+            describe,
+        };
+        let mut settings = CameraSettings {
+            name: "t".into(),
+            device: DeviceSpec::default(),
+            tuning: TuningChoice::Auto,
+            verify_every: 0,
+            profiling: crate::cl::Profiling::Auto,
+            source: "pattern:32x24@100".parse().expect("spec"),
+            options,
+            regions: Vec::new(),
+            health: crate::health::HealthSettings::default(),
+            motion: CameraMotionSettings::default(),
+        };
+        let (reply, _answer) = oneshot::channel();
+        let reload = Reload {
+            options,
+            regions: vec!["door:30,20,8,8".parse().expect("region")],
+            health: settings.health,
+            motion: settings.motion,
+            verify_every: 5,
+            reply,
+        };
+        let err = apply(&mut cam, &mut settings, &reload).expect_err("outside the frame");
+        assert!(
+            matches!(&err, ReloadRefused::Region(RegionError::Outside { name, .. }) if name == "door"),
+            "{err:?}"
+        );
+        assert_eq!((settings.regions.len(), settings.verify_every), (0, 0));
     }
 
     #[test]

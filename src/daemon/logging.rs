@@ -60,15 +60,32 @@ fn env_level() -> Option<tracing::Level> {
     std::env::var("RUST_LOG").ok().and_then(|s| parse_level(&s))
 }
 
+/// Why a reloaded log level is not applied.
+#[derive(Debug, thiserror::Error)]
+pub enum LogLevelError {
+    /// `RUST_LOG` names a level, which wins as it did at start.
+    #[error("RUST_LOG={0} wins over the config's level")]
+    EnvWins(tracing::Level),
+    /// Not a level's name.
+    #[error("unknown log level '{0}'")]
+    Unknown(String),
+    /// [`init_logging`] has not run.
+    #[error("no log installed")]
+    NotInstalled,
+    /// The subscriber is gone.
+    #[error(transparent)]
+    Reload(#[from] tracing_subscriber::reload::Error),
+}
+
 /// Logs at `level` from now on (SIGHUP), unless `RUST_LOG` names one, which wins as it
 /// did at start; whether the level changed, or why it was not applied. A change is said
 /// at info by whichever level shows it, the old or the new.
-pub fn set_log_level(level: &str) -> Result<bool, String> {
+pub fn set_log_level(level: &str) -> Result<bool, LogLevelError> {
     if let Some(env) = env_level() {
-        return Err(format!("RUST_LOG={env} wins over the config's level"));
+        return Err(LogLevelError::EnvWins(env));
     }
-    let level = parse_level(level).ok_or_else(|| format!("unknown log level '{level}'"))?;
-    let handle = LEVEL.get().ok_or("no log installed")?;
+    let level = parse_level(level).ok_or_else(|| LogLevelError::Unknown(level.to_string()))?;
+    let handle = LEVEL.get().ok_or(LogLevelError::NotInstalled)?;
     let filter = LevelFilter::from_level(level);
     let old = handle.clone_current();
     if old == Some(filter) {
@@ -80,7 +97,7 @@ pub fn set_log_level(level: &str) -> Result<bool, String> {
     if old_shows_it {
         announce();
     }
-    handle.reload(filter).map_err(|e| e.to_string())?;
+    handle.reload(filter)?;
     if !old_shows_it {
         announce();
     }

@@ -36,7 +36,7 @@ use camera::{CameraThreadState, Links, Reload};
 use camera_metrics::CameraFamilies;
 use reload::ReloadMetrics;
 
-pub use logging::{init_logging, set_log_level};
+pub use logging::{init_logging, set_log_level, LogLevelError};
 pub use publish::publish;
 
 /// Results waiting for the publisher, per camera. Small on purpose: a publisher that

@@ -8,7 +8,7 @@ use anyhow::{anyhow, Context, Result};
 use prometheus::{GaugeVec, IntCounterVec};
 use tokio::sync::oneshot;
 
-use super::camera::Reload;
+use super::camera::{Reload, ReloadRefused};
 use super::CameraThread;
 use crate::config::{self, Overrides, Settings};
 use crate::metrics::Metrics;
@@ -186,7 +186,7 @@ fn replace_users(auth: &Auth, users: &BTreeMap<String, String>) -> Result<()> {
 /// A camera's answer to a reload, still to come.
 struct Sent {
     camera: String,
-    answer: oneshot::Receiver<Result<(), String>>,
+    answer: oneshot::Receiver<Result<(), ReloadRefused>>,
 }
 
 /// Which cameras took a reload, refused it, or had not answered yet.
@@ -354,8 +354,9 @@ async fn send(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::region::RegionError;
 
-    fn sent(camera: &str) -> (Sent, oneshot::Sender<Result<(), String>>) {
+    fn sent(camera: &str) -> (Sent, oneshot::Sender<Result<(), ReloadRefused>>) {
         let (reply, answer) = oneshot::channel();
         let camera = camera.to_string();
         (Sent { camera, answer }, reply)
@@ -427,7 +428,11 @@ mod tests {
         let (b, b_reply) = sent("b");
         a_reply.send(Ok(())).expect("waiting");
         b_reply
-            .send(Err("a region outside the frame".into()))
+            .send(Err(ReloadRefused::Region(RegionError::Empty {
+                name: "door".into(),
+                width: 0,
+                height: 4,
+            })))
             .expect("waiting");
         let report = collect(vec![a, b], Duration::from_secs(5)).await;
         assert_eq!(report.result(), ReloadResult::Partial);

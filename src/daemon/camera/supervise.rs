@@ -520,7 +520,7 @@ mod tests {
                 reply,
             })
             .expect("the camera thread runs");
-        assert_eq!(answer.blocking_recv().expect("an answer"), Ok(()));
+        assert!(answer.blocking_recv().expect("an answer").is_ok());
         wait_for("not opened again", || {
             opened.lock().expect("lock").len() >= 2
         });
