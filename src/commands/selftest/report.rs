@@ -169,7 +169,7 @@ impl Userptr {
         };
         let (taken, detail) = match first_frame(gpu, &spec) {
             Ok(detail) => (true, detail),
-            Err(why) => (false, why),
+            Err(why) => (false, format!("{why:#}")),
         };
         Userptr {
             camera: Some(camera.display().to_string()),
@@ -181,22 +181,22 @@ impl Userptr {
 }
 
 /// Waits for `spec`'s first frame: what the source is, or why none came.
-fn first_frame(gpu: &Gpu, spec: &SourceSpec) -> Result<String, String> {
-    let mut source = capture::open(spec, gpu).map_err(|e| format!("{e:#}"))?;
+fn first_frame(gpu: &Gpu, spec: &SourceSpec) -> anyhow::Result<String> {
+    let mut source = capture::open(spec, gpu)?;
     let give_up = Instant::now() + CAMERA_WAIT;
     while Instant::now() < give_up {
         match source.next_frame(gpu, Duration::from_millis(200)) {
             Ok(Next::Frame(_)) => return Ok(format!("a frame arrived: {}", source.describe())),
             Ok(Next::Idle) => {}
-            Err(e) => return Err(format!("{e:#}")),
+            Err(e) => return Err(e.into()),
         }
     }
-    Err(format!(
+    anyhow::bail!(
         "no frame within {} s ({}, {})",
         CAMERA_WAIT.as_secs(),
         source.describe(),
         if source.is_up() { "up" } else { "down" }
-    ))
+    )
 }
 
 /// Every program of the tuning, each built cold.
@@ -300,7 +300,9 @@ impl StageTimes {
                 Ok(Pocl::Absent) => PoclTimes::NotTimed {
                     not_timed: "no POCL CPU device on this machine (pocl-opencl-icd)",
                 },
-                Err(error) => PoclTimes::Failed { error },
+                Err(e) => PoclTimes::Failed {
+                    error: format!("{e:#}"),
+                },
             },
         }
     }
@@ -372,8 +374,8 @@ enum Pocl {
 }
 
 /// POCL's CPU device where the machine has one, as an index in `devices`' order.
-fn pocl_beside(gpu: &Gpu) -> Result<Pocl, String> {
-    let platforms = list_devices().map_err(|e| e.to_string())?;
+fn pocl_beside(gpu: &Gpu) -> anyhow::Result<Pocl> {
+    let platforms = list_devices()?;
     let devices = platforms.iter().flat_map(|p| {
         let name = p.name.to_ascii_lowercase();
         let pocl = name.contains("portable computing language") || name.contains("pocl");
