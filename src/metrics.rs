@@ -47,17 +47,19 @@ impl Tier {
     }
 }
 
-impl std::str::FromStr for Tier {
-    type Err = String;
+/// A name that is no metrics tier.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown metrics tier '{0}' (expected {names})", names = Tier::NAMES)]
+pub struct UnknownTier(pub String);
 
-    fn from_str(s: &str) -> Result<Tier, String> {
+impl std::str::FromStr for Tier {
+    type Err = UnknownTier;
+
+    fn from_str(s: &str) -> Result<Tier, UnknownTier> {
         match s {
             "default" => Ok(Tier::Default),
             "detail" => Ok(Tier::Detail),
-            _ => Err(format!(
-                "unknown metrics tier '{s}' (expected {})",
-                Tier::NAMES
-            )),
+            _ => Err(UnknownTier(s.to_string())),
         }
     }
 }

@@ -63,13 +63,15 @@ pub(super) fn check_placed(
     let log_format: LogFormat = match &overrides.log_format {
         Some(format) => format
             .parse()
-            .map_err(|m| flag("--log.format", "log.format", m))?,
+            .map_err(|e: UnknownLogFormat| flag("--log.format", "log.format", e.to_string()))?,
         None => file
             .log
             .format
             .get_ref()
             .parse()
-            .map_err(|m| doc.at(file.log.format.span(), "log.format", m))?,
+            .map_err(|e: UnknownLogFormat| {
+                doc.at(file.log.format.span(), "log.format", e.to_string())
+            })?,
     };
     let bins = *file.metrics.histogram_bins.get_ref();
     if !(1..=256).contains(&bins) || !bins.is_power_of_two() {
@@ -613,6 +615,30 @@ mod tests {
         assert_eq!(s.metrics_tier, crate::metrics::Tier::Default);
         let s = load_text("[metrics]\ntier = \"detail\"\n").unwrap();
         assert_eq!(s.metrics_tier, crate::metrics::Tier::Detail);
+    }
+
+    #[test]
+    fn unknown_tiers_and_log_formats_are_refused_at_their_key() {
+        assert_eq!(
+            "all".parse::<crate::metrics::Tier>(),
+            Err(crate::metrics::UnknownTier("all".into()))
+        );
+        assert_eq!(
+            load_text("[metrics]\ntier = \"all\"\n")
+                .unwrap_err()
+                .to_string(),
+            "t.toml:2:8: metrics.tier: unknown metrics tier 'all' (expected default or detail)"
+        );
+        assert_eq!(
+            "xml".parse::<LogFormat>(),
+            Err(UnknownLogFormat("xml".into()))
+        );
+        assert_eq!(
+            load_text("[log]\nformat = \"xml\"\n")
+                .unwrap_err()
+                .to_string(),
+            "t.toml:2:10: log.format: unknown log format 'xml' (expected text, logfmt or json)"
+        );
     }
 
     #[test]

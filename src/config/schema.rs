@@ -89,14 +89,19 @@ impl LogFormat {
     }
 }
 
+/// A name that is no log format.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown log format '{0}' (expected text, logfmt or json)")]
+pub struct UnknownLogFormat(pub String);
+
 impl std::str::FromStr for LogFormat {
-    type Err = String;
-    fn from_str(s: &str) -> Result<LogFormat, String> {
+    type Err = UnknownLogFormat;
+    fn from_str(s: &str) -> Result<LogFormat, UnknownLogFormat> {
         LogFormat::NAMES
             .iter()
             .find(|(name, _)| name.eq_ignore_ascii_case(s.trim()))
             .map(|(_, f)| *f)
-            .ok_or_else(|| format!("unknown log format '{s}' (expected text, logfmt or json)"))
+            .ok_or_else(|| UnknownLogFormat(s.to_string()))
     }
 }
 
