@@ -11,6 +11,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -280,7 +281,7 @@ impl StageTimes {
     /// and POCL's CPU device with its own where the machine has one besides.
     pub(crate) fn measure(gpu: &Gpu, spec: &DeviceSpec, tuning: TuningChoice) -> Self {
         let device = Gpu::open_with(spec, Profiling::On)
-            .map_err(|e| format!("no profiling queue on the device, so no device times: {e}"))
+            .context("no profiling queue on the device, so no device times")
             .map(|g| timed(&g, tuning.resolve(&g)));
         StageTimes {
             runs: RUNS,
