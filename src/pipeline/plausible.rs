@@ -34,23 +34,44 @@ fn total(counts: &[u32]) -> u64 {
     counts.iter().map(|&c| u64::from(c)).sum()
 }
 
+/// Why a region's sums cannot be those of its 8-bit pixels.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+enum ImpossibleSums {
+    /// A sum or squared sum beyond what pixels of at most 255 make.
+    #[error("sum {sum} and squared sum {sqsum} over {area} pixels")]
+    OverRange { sum: u64, sqsum: u64, area: u64 },
+    /// A squared sum below what the sum makes it (area x sqsum >= sum², Cauchy-Schwarz).
+    #[error("squared sum {sqsum} too small for sum {sum} over {area} pixels")]
+    SquaresTooSmall { sum: u64, sqsum: u64, area: u64 },
+    /// More pixels of a kind (`what`: edge, foreground, moving) than the region has.
+    #[error("{count} {what} pixels of {area}")]
+    CountOver {
+        what: &'static str,
+        count: u64,
+        area: u64,
+    },
+}
+
 /// Whether `s` could be the sums of `s.area` 8-bit pixels: each at most 255 (its square at
 /// most 255²), the counts at most the pixels, and the squared sum at least what the sum
-/// makes it (area x sqsum >= sum², Cauchy-Schwarz).
-fn possible(s: &RegionStats) -> Result<(), String> {
+/// makes it.
+fn possible(s: &RegionStats) -> Result<(), ImpossibleSums> {
     let n = u128::from(s.area);
     let (sum, sqsum) = (u128::from(s.sum), u128::from(s.sqsum));
+    let (s_sum, s_sqsum, area) = (s.sum, s.sqsum, s.area);
     if sum > 255 * n || sqsum > 255 * 255 * n {
-        return Err(format!(
-            "sum {} and squared sum {} over {} pixels",
-            s.sum, s.sqsum, s.area
-        ));
+        return Err(ImpossibleSums::OverRange {
+            sum: s_sum,
+            sqsum: s_sqsum,
+            area,
+        });
     }
     if n * sqsum < sum * sum {
-        return Err(format!(
-            "squared sum {} too small for sum {} over {} pixels",
-            s.sqsum, s.sum, s.area
-        ));
+        return Err(ImpossibleSums::SquaresTooSmall {
+            sum: s_sum,
+            sqsum: s_sqsum,
+            area,
+        });
     }
     for (what, count) in [
         ("edge", s.edges),
@@ -58,7 +79,7 @@ fn possible(s: &RegionStats) -> Result<(), String> {
         ("moving", s.motion),
     ] {
         if count > s.area {
-            return Err(format!("{count} {what} pixels of {}", s.area));
+            return Err(ImpossibleSums::CountOver { what, count, area });
         }
     }
     Ok(())
@@ -171,6 +192,43 @@ mod tests {
             gradients: None,
         })
         .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn impossible_sums_say_which_bound_they_break() {
+        let two = RegionStats {
+            area: 2,
+            sum: 20,
+            sqsum: 200,
+            edges: 0,
+            foreground: 0,
+            motion: 0,
+        };
+        assert_eq!(possible(&two), Ok(()));
+        assert_eq!(
+            possible(&RegionStats { sum: 511, ..two }),
+            Err(ImpossibleSums::OverRange {
+                sum: 511,
+                sqsum: 200,
+                area: 2
+            })
+        );
+        assert_eq!(
+            possible(&RegionStats { sqsum: 199, ..two }),
+            Err(ImpossibleSums::SquaresTooSmall {
+                sum: 20,
+                sqsum: 199,
+                area: 2
+            })
+        );
+        assert_eq!(
+            possible(&RegionStats { motion: 3, ..two }),
+            Err(ImpossibleSums::CountOver {
+                what: "moving",
+                count: 3,
+                area: 2
+            })
+        );
     }
 
     #[test]
