@@ -205,7 +205,7 @@ fn matched_cameras(
         .and_then(|s| s.get_ref().device.as_ref())
         .map_or(written.span(), Spanned::span);
     let found = super::glob::matches(&camera.name, device)
-        .map_err(|m| doc.at(span, "camera.source.device", m))?;
+        .map_err(|e| doc.at(span, "camera.source.device", e.to_string()))?;
     if found.is_empty() {
         return Ok(vec![camera]);
     }

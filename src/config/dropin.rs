@@ -27,16 +27,16 @@ pub(super) fn dir(path: &Path) -> PathBuf {
 /// The drop-ins of the config `path`, in name order: the `*.toml` files of its
 /// `conf.d`, none when there is no such directory. Names starting with '.' (an editor's
 /// swap files) are left out.
-pub(super) fn files(path: &Path) -> Result<Vec<PathBuf>, String> {
+pub(super) fn files(path: &Path) -> std::io::Result<Vec<PathBuf>> {
     let dir = dir(path);
     let entries = match std::fs::read_dir(&dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e.to_string()),
+        Err(e) => return Err(e),
     };
     let mut names = Vec::new();
     for entry in entries {
-        let name = entry.map_err(|e| e.to_string())?.file_name();
+        let name = entry?.file_name();
         let Some(name) = name.to_str() else { continue };
         if name.ends_with(".toml") && !name.starts_with('.') {
             names.push(name.to_string());

@@ -20,34 +20,79 @@ pub(crate) fn is_pattern(device: &Path) -> bool {
     device.as_os_str().as_encoded_bytes().contains(&b'*')
 }
 
+/// Why a device pattern gives no cameras.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BadPattern {
+    /// No directory or no file name to match in.
+    #[error("{}: a pattern needs a directory and a file name", pattern.display())]
+    NoFileName { pattern: PathBuf },
+    /// A '*' in a directory, which this module does not walk.
+    #[error(
+        "{}: '*' may stand only in the file name, not in a directory",
+        pattern.display()
+    )]
+    StarInDirectory { pattern: PathBuf },
+    /// The file name holds no '*'.
+    #[error("{}: '*' may stand only in the file name", pattern.display())]
+    NoStarInName { pattern: PathBuf },
+    /// More than one '*'.
+    #[error("{}: one '*' at most", pattern.display())]
+    TwoStars { pattern: PathBuf },
+    /// The directory to match in cannot be read (its absence is no error: nothing matches).
+    #[error("{}: {error}", dir.display())]
+    UnreadableDirectory { dir: PathBuf, error: std::io::Error },
+    /// Two nodes give one camera name.
+    #[error(
+        "{}: {} and {} both make camera '{camera}'; narrow the pattern",
+        pattern.display(),
+        first.display(),
+        second.display()
+    )]
+    SameCamera {
+        pattern: PathBuf,
+        first: PathBuf,
+        second: PathBuf,
+        camera: String,
+    },
+}
+
 /// The nodes `pattern` matches, in name order, each with the camera name it gives a
 /// camera named `name`; or why `pattern` is not one this module takes.
-pub(crate) fn matches(name: &str, pattern: &Path) -> Result<Vec<(PathBuf, String)>, String> {
-    let shown = pattern.display();
+pub(crate) fn matches(name: &str, pattern: &Path) -> Result<Vec<(PathBuf, String)>, BadPattern> {
+    let pattern_buf = || pattern.to_path_buf();
     let (dir, file) = match (pattern.parent(), pattern.file_name()) {
         (Some(dir), Some(file)) => (dir, file.to_string_lossy()),
         _ => {
-            return Err(format!(
-                "{shown}: a pattern needs a directory and a file name"
-            ))
+            return Err(BadPattern::NoFileName {
+                pattern: pattern_buf(),
+            })
         }
     };
     if is_pattern(dir) {
-        return Err(format!(
-            "{shown}: '*' may stand only in the file name, not in a directory"
-        ));
+        return Err(BadPattern::StarInDirectory {
+            pattern: pattern_buf(),
+        });
     }
     let Some((prefix, suffix)) = file.split_once('*') else {
-        return Err(format!("{shown}: '*' may stand only in the file name"));
+        return Err(BadPattern::NoStarInName {
+            pattern: pattern_buf(),
+        });
     };
     if suffix.contains('*') {
-        return Err(format!("{shown}: one '*' at most"));
+        return Err(BadPattern::TwoStars {
+            pattern: pattern_buf(),
+        });
     }
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         // No directory yet (udev makes /dev/v4l with the first camera): nothing matches.
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(format!("{}: {e}", dir.display())),
+        Err(error) => {
+            return Err(BadPattern::UnreadableDirectory {
+                dir: dir.to_path_buf(),
+                error,
+            })
+        }
     };
     let mut found: Vec<(String, String)> = entries
         .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
@@ -62,11 +107,12 @@ pub(crate) fn matches(name: &str, pattern: &Path) -> Result<Vec<(PathBuf, String
     for (file, part) in found {
         let camera = camera_name(name, &part);
         if let Some((other, _)) = out.iter().find(|(_, n)| *n == camera) {
-            return Err(format!(
-                "{shown}: {} and {} both make camera '{camera}'; narrow the pattern",
-                other.display(),
-                dir.join(&file).display()
-            ));
+            return Err(BadPattern::SameCamera {
+                pattern: pattern_buf(),
+                first: other.clone(),
+                second: dir.join(&file),
+                camera,
+            });
         }
         out.push((dir.join(file), camera));
     }
@@ -160,22 +206,29 @@ mod tests {
     #[test]
     fn patterns_it_does_not_take_and_names_that_collide() {
         let dir = dir_with("collide", &["a:1", "a_1"]);
+        let err = matches("c", &dir.join("a*")).unwrap_err();
+        assert!(
+            matches!(&err, BadPattern::SameCamera { first, second, camera, .. }
+                if *first == dir.join("a:1") && *second == dir.join("a_1") && camera == "c-_1"),
+            "{err:?}"
+        );
         assert_eq!(
-            matches("c", &dir.join("a*")),
-            Err(format!(
+            err.to_string(),
+            format!(
                 "{}: {} and {} both make camera 'c-_1'; narrow the pattern",
                 dir.join("a*").display(),
                 dir.join("a:1").display(),
                 dir.join("a_1").display()
-            ))
+            )
         );
+        let err = matches("c", Path::new("/dev/*/video0")).unwrap_err();
+        assert!(matches!(err, BadPattern::StarInDirectory { .. }), "{err:?}");
         assert_eq!(
-            matches("c", Path::new("/dev/*/video0")),
-            Err("/dev/*/video0: '*' may stand only in the file name, not in a directory".into())
+            err.to_string(),
+            "/dev/*/video0: '*' may stand only in the file name, not in a directory"
         );
-        assert_eq!(
-            matches("c", Path::new("/dev/v*o*")),
-            Err("/dev/v*o*: one '*' at most".into())
-        );
+        let err = matches("c", Path::new("/dev/v*o*")).unwrap_err();
+        assert!(matches!(err, BadPattern::TwoStars { .. }), "{err:?}");
+        assert_eq!(err.to_string(), "/dev/v*o*: one '*' at most");
     }
 }

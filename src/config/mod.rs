@@ -292,14 +292,14 @@ fn read_parts(
     let mut parts: Vec<Part> = Vec::new();
     let files = std::iter::once(Ok(path.to_path_buf())).chain(
         dropin::files(path)
-            .map_err(|message| ConfigError {
+            .map_err(|e| ConfigError {
                 origin: Origin::File {
                     path: dropin::dir(path),
                     line: 0,
                     column: 0,
                 },
                 key: "(directory)".into(),
-                message,
+                message: e.to_string(),
             })?
             .into_iter()
             .map(Ok::<_, ConfigError>),
