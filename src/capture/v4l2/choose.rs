@@ -24,12 +24,30 @@ pub(super) struct Offer {
     pub fits: Option<bool>,
 }
 
+/// A camera that offers no format edgesight can read (or, for a scale, no JPEG one).
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "offers {}; it offers {}",
+    if *jpeg_only {
+        "no JPEG format (MJPG or JPEG), which a scale needs"
+    } else {
+        "none of the formats edgesight reads"
+    },
+    offered.join(", ")
+)]
+pub(super) struct NoReadableFormat {
+    /// Only JPEG would do: the source asks for a scale.
+    pub jpeg_only: bool,
+    /// The fourccs the camera offers.
+    pub offered: Vec<String>,
+}
+
 /// The code to stream, and why it was chosen (for the log), or why none can be.
 pub(super) fn choose(
     offers: &[Offer],
     current: u32,
     jpeg_only: bool,
-) -> Result<(u32, &'static str), String> {
+) -> Result<(u32, &'static str), NoReadableFormat> {
     let readable = |o: &&Offer| match capture_format(o.code) {
         Some(CaptureFormat::Mjpeg) => true,
         Some(CaptureFormat::Pixels(_)) => !jpeg_only,
@@ -61,13 +79,10 @@ pub(super) fn choose(
             "none offers the size and rate asked for; the driver picks the nearest",
         ));
     }
-    let offered: Vec<String> = offers.iter().map(|o| fourcc_name(o.code)).collect();
-    let what = if jpeg_only {
-        "no JPEG format (MJPG or JPEG), which a scale needs"
-    } else {
-        "none of the formats edgesight reads"
-    };
-    Err(format!("offers {what}; it offers {}", offered.join(", ")))
+    Err(NoReadableFormat {
+        jpeg_only,
+        offered: offers.iter().map(|o| fourcc_name(o.code)).collect(),
+    })
 }
 
 #[cfg(test)]
@@ -126,13 +141,29 @@ mod tests {
             choose(&offers, fourcc(b"RGGB"), false).unwrap().0,
             fourcc(b"RGGB")
         );
+        let refusal = |offers: &[Offer], jpeg_only| {
+            let e = choose(offers, 0, jpeg_only).unwrap_err();
+            (e.to_string(), e)
+        };
         assert_eq!(
-            choose(&[offer(b"H264", Some(true))], 0, false),
-            Err("offers none of the formats edgesight reads; it offers H264".into())
+            refusal(&[offer(b"H264", Some(true)), offer(b"HEVC", None)], false),
+            (
+                "offers none of the formats edgesight reads; it offers H264, HEVC".into(),
+                NoReadableFormat {
+                    jpeg_only: false,
+                    offered: vec!["H264".into(), "HEVC".into()]
+                }
+            )
         );
         assert_eq!(
-            choose(&[offer(b"YUYV", Some(true))], 0, true),
-            Err("offers no JPEG format (MJPG or JPEG), which a scale needs; it offers YUYV".into())
+            refusal(&[offer(b"YUYV", Some(true))], true),
+            (
+                "offers no JPEG format (MJPG or JPEG), which a scale needs; it offers YUYV".into(),
+                NoReadableFormat {
+                    jpeg_only: true,
+                    offered: vec!["YUYV".into()]
+                }
+            )
         );
     }
 }

@@ -336,8 +336,8 @@ impl V4l2Source {
                     })
                     .collect();
                 let jpeg_only = self.request.scale != Scale::Full;
-                let (code, why) =
-                    choose(&offers, current, jpeg_only).map_err(ConnectError::Unusable)?;
+                let (code, why) = choose(&offers, current, jpeg_only)
+                    .map_err(|e| ConnectError::Unusable(e.to_string()))?;
                 if !self.ever_up {
                     capture_log!(
                         "{}: no format configured; streaming {} ({why})",
