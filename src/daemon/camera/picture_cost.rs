@@ -54,7 +54,7 @@ fn picture_cost() {
             options: PipelineOptions::default(),
             regions: Vec::new(),
             health: HealthSettings::default(),
-            motion: ActivitySettings::default(),
+            motion: CameraMotionSettings::default(),
         };
         let mut pipeline = build_pipeline(&gpu, frame.layout, &settings).expect("pipeline");
         let mut slot = pipeline.new_slot(&gpu).expect("slot");

@@ -12,11 +12,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::verify::{VerifyFamilies, VerifyMetrics};
-use crate::activity::MotionReport;
 use crate::capture::CaptureStats;
 use crate::cl::{ClDeviceInfo, Timing};
 use crate::mailbox::Activity;
 use crate::metrics::Metrics;
+use crate::motion_events::MotionReport;
 use crate::pipeline::{FrameResult, PipelineError};
 use capture::{CaptureFamilies, CaptureMetrics};
 use frame::{FrameFamilies, FrameMetrics};

@@ -6,8 +6,8 @@
 
 use prometheus::{Gauge, GaugeVec, IntCounter, IntCounterVec};
 
-use crate::activity::MotionReport;
 use crate::metrics::Metrics;
+use crate::motion_events::MotionReport;
 
 pub(super) struct MotionFamilies {
     motion: GaugeVec,
