@@ -591,6 +591,36 @@ mod tests {
         kept: Vec<u8>,
     }
 
+    impl Requeued {
+        fn new(layout: FrameLayout, slot: FrameSlot, jpeg_frames: bool) -> Requeued {
+            Requeued {
+                layout,
+                slot,
+                sequence: 0,
+                jpeg_frames,
+                keep: false,
+                kept: Vec::new(),
+            }
+        }
+    }
+
+    /// A camera's settings as the tests' cameras take them: the test pattern's source
+    /// (never opened: the tests hand the camera its source), `device` and `options`.
+    fn test_settings(device: DeviceSpec, options: PipelineOptions) -> CameraSettings {
+        CameraSettings {
+            name: "t".into(),
+            device,
+            tuning: TuningChoice::Auto,
+            verify_every: 0,
+            profiling: crate::cl::Profiling::Auto,
+            source: "pattern:32x24@100".parse().expect("spec"),
+            options,
+            regions: Vec::new(),
+            health: crate::health::HealthSettings::default(),
+            motion: CameraMotionSettings::default(),
+        }
+    }
+
     impl FrameSource for Requeued {
         fn describe(&self) -> String {
             "one requeued buffer".into()
@@ -665,29 +695,11 @@ mod tests {
         });
         let mut cam = Camera {
             gpu,
-            source: Box::new(Requeued {
-                layout,
-                slot,
-                sequence: 0,
-                jpeg_frames: false,
-                keep: false,
-                kept: Vec::new(),
-            }),
+            source: Box::new(Requeued::new(layout, slot, false)),
             pipeline: Some(pipeline),
             describe,
         };
-        let mut settings = CameraSettings {
-            name: "t".into(),
-            device: DeviceSpec::default(),
-            tuning: TuningChoice::Auto,
-            verify_every: 0,
-            profiling: crate::cl::Profiling::Auto,
-            source: "pattern:32x24@100".parse().expect("spec"),
-            options,
-            regions: Vec::new(),
-            health: crate::health::HealthSettings::default(),
-            motion: CameraMotionSettings::default(),
-        };
+        let mut settings = test_settings(DeviceSpec::default(), options);
         let (reply, _answer) = oneshot::channel();
         let reload = Reload {
             options,
@@ -787,14 +799,7 @@ mod tests {
                 let gpu = Gpu::open(&device).expect("an OpenCL device");
                 let pipeline = Pipeline::new(&gpu, layout, options, &[]).expect("pipeline");
                 let slot = pipeline.new_slot(&gpu).expect("slot");
-                let source = Box::new(Requeued {
-                    layout,
-                    slot,
-                    sequence: 0,
-                    jpeg_frames,
-                    keep: false,
-                    kept: Vec::new(),
-                });
+                let source = Box::new(Requeued::new(layout, slot, jpeg_frames));
                 let describe = Arc::new(SourceInfo {
                     format: layout.format.name(),
                     device: gpu.info.to_string(),
@@ -807,18 +812,7 @@ mod tests {
                 }
             }
         };
-        let mut settings = CameraSettings {
-            name: "t".into(),
-            device,
-            tuning: TuningChoice::Auto,
-            verify_every: 0,
-            profiling: crate::cl::Profiling::Auto,
-            source: "pattern:32x24@100".parse().expect("spec"),
-            options,
-            regions: Vec::new(),
-            health: crate::health::HealthSettings::default(),
-            motion: CameraMotionSettings::default(),
-        };
+        let mut settings = test_settings(device, options);
         let stop = Arc::new(AtomicBool::new(false));
         let (links, ends) = Links::new(Arc::clone(&stop), 4);
         let metrics = Metrics::new();

@@ -382,6 +382,19 @@ pub fn keep_alive_get(s: &mut TcpStream, path: &str) -> std::io::Result<u16> {
         .ok_or_else(|| std::io::Error::other("no status"))
 }
 
+/// The names in `dir`, sorted (none when it does not exist).
+pub fn file_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
 /// A grey PGM of `w`x`h` with detail at every scale: blocks, a ramp and a fine weave.
 pub fn textured_pgm(w: usize, h: usize) -> Vec<u8> {
     let mut bytes = format!("P5\n{w} {h}\n255\n").into_bytes();

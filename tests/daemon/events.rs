@@ -1,23 +1,9 @@
 //! `[events] dir` on its own, with no broker: each event's JSON and picture written there,
 //! and what an earlier run left pruned to the limits at start.
 
-use std::path::Path;
 use std::time::Duration;
 
 use crate::common::daemon::*;
-
-/// The names in `dir`, sorted (none when it does not exist).
-fn names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    names.sort();
-    names
-}
 
 /// Without `[mqtt]`, a replay of one image (frozen) has its tamper event kept in
 /// `[events] dir`: the JSON of its start and its picture, a JPEG of the image.
@@ -37,7 +23,7 @@ fn events_dir_without_mqtt_keeps_each_events_json_and_picture() {
     let d = Daemon::start(&dir, &config);
     let still = kept.join("still");
     let stem = wait_until("the frozen event's files", Duration::from_secs(60), || {
-        let names = names(&still);
+        let names = file_names(&still);
         let json = names.iter().find(|n| n.ends_with("-tamper_frozen.json"))?;
         let stem = json.trim_end_matches(".json").to_string();
         names.contains(&format!("{stem}.jpg")).then_some(stem)
@@ -136,13 +122,14 @@ fn events_dir_is_pruned_to_its_limits_at_start() {
         "20261003T000000.000Z-camera_back.json",
     ];
     wait_until("the pruning at start", Duration::from_secs(20), || {
-        (names(&kept.join("front")) == want_front && names(&kept.join("retired")) == want_retired)
+        (file_names(&kept.join("front")) == want_front
+            && file_names(&kept.join("retired")) == want_retired)
             .then_some(())
     });
     // Nothing more goes: the camera has no event to write.
     std::thread::sleep(Duration::from_secs(1));
-    assert_eq!(names(&kept.join("front")), want_front);
-    assert_eq!(names(&kept.join("retired")), want_retired);
-    assert_eq!(names(&kept), ["front", "retired"]);
+    assert_eq!(file_names(&kept.join("front")), want_front);
+    assert_eq!(file_names(&kept.join("retired")), want_retired);
+    assert_eq!(file_names(&kept), ["front", "retired"]);
     d.stop();
 }

@@ -891,17 +891,7 @@ fn mqtt_events_dir_keeps_the_newest_pairs() {
         .collect();
     want.sort();
     let front = kept.join("front");
-    let names = || {
-        let mut names: Vec<String> = std::fs::read_dir(&front)
-            .map(|d| {
-                d.flatten()
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .collect()
-            })
-            .unwrap_or_default();
-        names.sort();
-        names
-    };
+    let names = || file_names(&front);
     wait_until("the two newest pairs", Duration::from_secs(20), || {
         (names() == want).then_some(())
     });
