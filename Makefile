@@ -119,23 +119,26 @@ build:
 	$(CARGO) build --release --locked
 
 # The guide as a book (target/book/index.html), every link in it and in the repository's
-# Markdown, and every citation of the benchmarks, by anchor, in code and pages.
+# Markdown, and every citation of the benchmarks, by anchor, in code and pages; then the
+# crates' API documentation (target/doc/), refused on a broken intra-doc link.
 docs:
 	@command -v mdbook >/dev/null || scripts/install-deps.sh docs
 	python3 scripts/test_check_links.py
 	mdbook build docs
 	python3 scripts/check-links.py target/book *.md bench/notes/*.md docs/src/*.md \
 	    --citations .
+	RUSTDOCFLAGS="-D warnings -A rustdoc::private_intra_doc_links" \
+	    $(CARGO) doc --locked --no-deps --workspace
 
 lint:
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --locked --all-targets -- -D warnings
+	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
 
 unit:
 	@mkdir -p $(POCL_CACHE_DIR)
 	python3 tests/vm/test_kernel_set.py
 	python3 scripts/mali/test_report.py
-	$(CARGO) test --locked
+	$(CARGO) test --locked --workspace
 
 conformance: build
 	python3 tests/conformance.py --bin target/release/edgesight

@@ -58,8 +58,7 @@ done
 [ ${#arches[@]} -gt 0 ] || arches=(amd64 arm64 armhf)
 [ "$(id -u)" -eq 0 ] || die "needs root (mmdebstrap's root mode and rootful podman)"
 
-version=$(awk -F'"' '/^\[/ { pkg = ($0 == "[package]") } pkg && /^version *=/ { print $2; exit }' Cargo.toml)
-[ -n "$version" ] || die "no version in Cargo.toml's [package]"
+version=$(scripts/version.sh) || die "no version"
 
 # podman's names for the architectures, and the qemu-user that checks the foreign roots.
 declare -A podman_arch=([amd64]=amd64 [arm64]=arm64 [armhf]=arm)

@@ -46,8 +46,7 @@ done
 
 # The version is Cargo's; the Debian revision stays 1 until the packaging changes on its
 # own. The changelog must already have the entry: dpkg and lintian read the version there.
-version=$(awk -F'"' '/^\[/ { pkg = ($0 == "[package]") } pkg && /^version *=/ { print $2; exit }' Cargo.toml)
-[ -n "$version" ] || die "no version in Cargo.toml's [package]"
+version=$(scripts/version.sh) || die "no version"
 debversion=$version-1
 changelog_version=$(sed -n '1s/^edgesight (\([^)]*\)).*/\1/p' $pkgdir/changelog)
 [ "$changelog_version" = "$debversion" ] ||
@@ -99,7 +98,7 @@ for arch in "${arches[@]}"; do
     command -v "${strip[$arch]}" >/dev/null ||
         die "${strip[$arch]} not found (it comes with the cross gcc: binutils-${strip[$arch]%-strip})"
     # A cross binary built before the last source change is packaged, but not silently.
-    if newer=$(find src kernels Cargo.toml Cargo.lock -newer "$bin" -print -quit) && [ -n "$newer" ]; then
+    if newer=$(find src crates kernels Cargo.toml Cargo.lock -newer "$bin" -print -quit) && [ -n "$newer" ]; then
         echo "package-deb: warning: $bin is older than $newer" >&2
     fi
 done
@@ -159,7 +158,7 @@ crate_list() {
         -f '{p}|{l}' | sed 's/ (\*)$//' | sort -u |
         while IFS='|' read -r pkg license; do
             read -r name ver _ <<<"$pkg"
-            [ "$name" = edgesight ] && continue
+            case $name in edgesight | edgesight-*) continue ;; esac
             ver=${ver#v}
             # Licence templates' placeholders ("[yyyy] [name of copyright owner]") are no notice.
             notice=$(cat "$registry"/*/"$name-$ver"/{LICENSE,COPYING,COPYRIGHT}* 2>/dev/null |

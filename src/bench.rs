@@ -2,7 +2,7 @@
 //! of the same bytes (the floor no kernel can beat).
 //!
 //! For each size it makes a synthetic grey frame with natural-looking content
-//! ([`synthetic_frame`]), runs the pipeline a few times to warm up, then `runs` times, and
+//! ([`grey_frame`](edgesight::capture::pattern::grey_frame)), runs the pipeline a few times to warm up, then `runs` times, and
 //! takes from every run each stage's device time (profiling events), the pipeline's device
 //! time (the sum of its stages, and the span from the first kernel's start to the last
 //! one's end) and the host's wall time for the frame (map the slot, write the frame, unmap,
@@ -26,20 +26,21 @@
 //! One room, long as it is: the stage timings, the copy floor and the JSON are one
 //! report, measured on the same frames; its unit tests follow.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use opencl3::kernel::Kernel;
 use opencl3::memory::{Buffer, CL_MEM_READ_WRITE};
 use serde::Serialize;
 
-use crate::capture::pattern;
-use crate::cl::{
+use edgesight::capture::pattern::PatternFrame;
+use edgesight::cl::{
     event_interval, event_nanos, launch, new_buffer, CallContext, ClError, Gpu, KernelSource,
     Record,
 };
-use crate::frame::{CaptureFormat, FrameLayout, PixelFormat, Size};
-use crate::jpeg::{self, JpegError, LumaDecoder, Scale};
-use crate::pipeline::{
+use edgesight::frame::Size;
+use edgesight::jpeg::{JpegError, LumaDecoder, Scale};
+use edgesight::measure::Spread;
+use edgesight::pipeline::{
     FrameResult, Pipeline, PipelineError, PipelineOptions, Stage, StageTimings, Tuning,
 };
 
@@ -52,87 +53,6 @@ pub enum BenchError {
     Cl(#[from] ClError),
     #[error("decoding the frame: {0}")]
     Jpeg(#[from] JpegError),
-}
-
-/// A deterministic grey frame that looks like a scene: the built-in test pattern's first
-/// frame ([`pattern::render`]), a gradient with a disk, a bar and mild noise. Not zeros,
-/// not noise.
-pub fn synthetic_frame(width: u32, height: u32) -> Vec<u8> {
-    let layout = FrameLayout::packed(PixelFormat::Grey, width, height);
-    let mut out = vec![0u8; layout.frame_bytes()];
-    pattern::render(&layout, 0, &mut out);
-    out
-}
-
-/// A frame as a camera delivers it, and how it reaches the slot.
-pub struct BenchFrame {
-    /// The frames in the slot (for JPEG, the grey luma it decodes to).
-    pub layout: FrameLayout,
-    pub bytes: Vec<u8>,
-    /// The bytes are a JPEG image of the layout's size, decoded into the slot.
-    pub jpeg: bool,
-}
-
-impl BenchFrame {
-    /// The test pattern's first frame in `format` (a 4:2:2 JPEG of quality 85 of its
-    /// colours for MJPEG), or, `black`, a frame whose luma is 0 everywhere.
-    pub fn new(format: CaptureFormat, size: Size, black: bool) -> Result<BenchFrame, JpegError> {
-        let pixels = format.pixels().unwrap_or(PixelFormat::Rgb24);
-        let raw = FrameLayout::packed(pixels, size.width, size.height);
-        let mut bytes = vec![0u8; raw.frame_bytes()];
-        if !black {
-            pattern::render(&raw, 0, &mut bytes);
-        }
-        Ok(match format {
-            CaptureFormat::Pixels(_) => BenchFrame {
-                layout: raw,
-                bytes,
-                jpeg: false,
-            },
-            CaptureFormat::Mjpeg => BenchFrame {
-                layout: FrameLayout::packed(PixelFormat::Grey, size.width, size.height),
-                bytes: jpeg::encode_rgb(&bytes, size, 85)?,
-                jpeg: true,
-            },
-        })
-    }
-}
-
-/// User plus system CPU time of the whole process so far.
-pub fn process_cpu_time() -> Duration {
-    // SAFETY: a rusage is integers and timevals; all zero is valid.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: getrusage writes one rusage into `usage`, a live local.
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
-        return Duration::ZERO;
-    }
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    tv(usage.ru_utime) + tv(usage.ru_stime)
-}
-
-/// Median and spread of a series of measurements, in milliseconds.
-#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq)]
-pub struct Spread {
-    pub median: f64,
-    pub p10: f64,
-    pub p90: f64,
-}
-
-impl Spread {
-    /// From nanoseconds; the median is the upper middle for an even count.
-    pub(crate) fn of_nanos(values: &[u64]) -> Spread {
-        if values.is_empty() {
-            return Spread::default();
-        }
-        let mut v = values.to_vec();
-        v.sort_unstable();
-        let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize] as f64 / 1e6;
-        Spread {
-            median: v[v.len() / 2] as f64 / 1e6,
-            p10: at(0.1),
-            p90: at(0.9),
-        }
-    }
 }
 
 /// One stage's figures at one frame size.
@@ -203,7 +123,7 @@ impl SizeFigures {
     }
 
     /// The health stage's device time spread over the frames (it runs on one in
-    /// [`GRADIENT_SAMPLE_FRAMES`](crate::pipeline::GRADIENT_SAMPLE_FRAMES)), as a share of
+    /// [`GRADIENT_SAMPLE_FRAMES`](edgesight::pipeline::GRADIENT_SAMPLE_FRAMES)), as a share of
     /// the pipeline's median device time per frame.
     pub fn health_share(&self) -> f64 {
         let health = self
@@ -211,7 +131,7 @@ impl SizeFigures {
             .iter()
             .find(|s| s.name == Stage::Health.name())
             .map_or(0.0, |s| s.device.median);
-        let per_frame = health / crate::pipeline::GRADIENT_SAMPLE_FRAMES as f64;
+        let per_frame = health / edgesight::pipeline::GRADIENT_SAMPLE_FRAMES as f64;
         per_frame / self.pipeline_device.median.max(1e-9)
     }
 }
@@ -225,7 +145,7 @@ pub(crate) type Progress<'a> = &'a mut dyn FnMut(u32, u32, usize, usize);
 pub fn bench_size(
     gpu: &Gpu,
     tuning: Tuning,
-    frame: &BenchFrame,
+    frame: &PatternFrame,
     warmup: usize,
     runs: usize,
     progress: Progress<'_>,
@@ -238,7 +158,7 @@ pub fn bench_size(
         None
     };
     let size = Size { width, height };
-    let mut write = |slot: &mut crate::cl::FrameSlot| -> Result<(), BenchError> {
+    let mut write = |slot: &mut edgesight::cl::FrameSlot| -> Result<(), BenchError> {
         match decoder.as_mut() {
             Some(decoder) => slot.write(gpu, |out| {
                 decoder.decode(&frame.bytes, size, Scale::Full, out, width as usize)
@@ -250,8 +170,8 @@ pub fn bench_size(
     let mut pipeline = Pipeline::with_tuning(gpu, layout, PipelineOptions::default(), &[], tuning)?;
     // As the daemon runs it by default: with the camera-health grid and gradient histogram,
     // and motion.
-    pipeline.set_health_grid(gpu, Some(crate::health::GRID))?;
-    pipeline.set_motion(Some(crate::pipeline::MotionSettings::default()));
+    pipeline.set_health_grid(gpu, Some(edgesight::health::GRID))?;
+    pipeline.set_motion(Some(edgesight::pipeline::MotionSettings::default()));
     let held_bytes = pipeline.device_bytes()?;
     let mut slot = pipeline.new_slot(gpu)?;
     let mut result = FrameResult::empty();
@@ -301,7 +221,7 @@ pub fn bench_size(
     let (mut motion_on, mut motion_off) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
     for k in 0..2 * runs {
         let on = k % 4 == 0 || k % 4 == 3;
-        pipeline.set_motion(on.then(crate::pipeline::MotionSettings::default));
+        pipeline.set_motion(on.then(edgesight::pipeline::MotionSettings::default));
         write(&mut slot)?;
         pipeline.process_into(gpu, &slot, &mut result)?;
         let mut timings = result.timings;
@@ -315,7 +235,7 @@ pub fn bench_size(
     let total = |runs: &[StageTimings]| {
         Spread::of_nanos(&runs.iter().map(StageTimings::total).collect::<Vec<_>>())
     };
-    pipeline.set_motion(Some(crate::pipeline::MotionSettings::default()));
+    pipeline.set_motion(Some(edgesight::pipeline::MotionSettings::default()));
     // As many untimed frames: the daemon's usual frame.
     pipeline.time_every(u64::MAX);
     let (mut untimed_span_ns, mut untimed_cpu_ns) =
@@ -443,7 +363,7 @@ const EMPTY_CL: KernelSource = KernelSource {
            if (get_global_id(0) == never) sink[0] = 1;\n}\n",
 };
 
-crate::kernel_params! {
+edgesight::kernel_params! {
     /// The empty kernel's parameters.
     struct NothingParams<'a> {
         sink: &'a Buffer<u32>,
@@ -590,36 +510,5 @@ impl<'a> JsonSize<'a> {
             stages: f.stages.iter().map(|s| (s.name, s.device.median)).collect(),
             stages_detail: &f.stages,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn spread_of_a_series() {
-        let s = Spread::of_nanos(&[5_000_000, 1_000_000, 3_000_000, 2_000_000, 4_000_000]);
-        assert_eq!(s.median, 3.0);
-        assert_eq!(s.p10, 1.0);
-        assert_eq!(s.p90, 5.0);
-        assert_eq!(Spread::of_nanos(&[]), Spread::default());
-    }
-
-    #[test]
-    fn synthetic_frames_look_like_scenes() {
-        let f = synthetic_frame(320, 180);
-        assert_eq!(f.len(), 320 * 180);
-        assert_eq!(f, synthetic_frame(320, 180), "deterministic");
-        let mut hist = [0usize; 256];
-        for &v in &f {
-            hist[v as usize] += 1;
-        }
-        // Many levels in use, none holding most pixels: neither flat nor binary.
-        assert!(hist.iter().filter(|&&c| c > 0).count() > 100);
-        assert!(hist.iter().all(|&c| c < f.len() / 4));
-        // Neighbours are close far more often than not: structure, not noise.
-        let close = f.windows(2).filter(|p| p[0].abs_diff(p[1]) <= 8).count();
-        assert!(close > f.len() * 9 / 10, "{close}");
     }
 }

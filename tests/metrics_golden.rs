@@ -195,11 +195,11 @@ fn normalise(text: &str) -> String {
         } else if line.starts_with("edgesight_build_info{") {
             line.replace(&version, "version=\"VERSION\"")
                 .replace(
-                    &format!("revision=\"{}\"", env!("EDGESIGHT_REVISION")),
+                    &format!("revision=\"{}\"", edgesight::REVISION),
                     "revision=\"REVISION\"",
                 )
                 .replace(
-                    &format!("rustversion=\"{}\"", env!("EDGESIGHT_RUSTC_VERSION")),
+                    &format!("rustversion=\"{}\"", edgesight::RUSTC_VERSION),
                     "rustversion=\"RUSTVERSION\"",
                 )
         } else if line.starts_with("edgesight_config_last_reload_success_timestamp_seconds ") {

@@ -37,9 +37,9 @@ enum LiveCheck {
 struct Duties {
     /// Its OpenCL source in `kernels/`, and the kernel functions it runs.
     kernel: (&'static str, &'static [&'static str]),
-    /// Its launcher in `src/pipeline/`: a file, or a folder for a stage of many passes.
+    /// Its launcher in `crates/core/src/pipeline/`: a file, or a folder for a stage of many passes.
     launcher: &'static str,
-    /// The functions of `src/reference*` that define what it computes.
+    /// The functions of `crates/core/src/reference*` that define what it computes.
     reference: &'static [&'static str],
     /// The name `edgesight selftest` checks it under.
     selftest: &'static str,
@@ -163,13 +163,13 @@ impl Project {
                 (n, text)
             })
             .collect();
-        let mut reference = read(&root.join("src/reference.rs"));
-        for n in names("src/reference") {
-            reference.push_str(&read(&root.join("src/reference").join(n)));
+        let mut reference = read(&root.join("crates/core/src/reference.rs"));
+        for n in names("crates/core/src/reference") {
+            reference.push_str(&read(&root.join("crates/core/src/reference").join(n)));
         }
         Project {
             kernels,
-            launchers: names("src/pipeline"),
+            launchers: names("crates/core/src/pipeline"),
             reference,
             conformance: read(&root.join("tests/conformance.py")),
             golden: read(&root.join("tests/fixtures/metrics.detail.golden")),
@@ -194,7 +194,10 @@ fn lacks(stage: Stage, project: &Project, selftest: &Findings) -> Vec<String> {
         }
     }
     if !project.launchers.iter().any(|n| n == d.launcher) {
-        out.push(format!("{name}: no launcher src/pipeline/{}", d.launcher));
+        out.push(format!(
+            "{name}: no launcher crates/core/src/pipeline/{}",
+            d.launcher
+        ));
     }
     for f in d.reference {
         // Otsu's host path runs OpenCV's exact threshold in production: the reference
@@ -311,7 +314,7 @@ fn the_checklist_names_what_a_stage_lacks() {
     );
     assert_eq!(
         lacks(Stage::Integral, &without, &findings),
-        ["integral: no launcher src/pipeline/integral"]
+        ["integral: no launcher crates/core/src/pipeline/integral"]
     );
 
     let mut unchecked = findings.clone();

@@ -1,13 +1,15 @@
 //! `edgesight bench`: the pipeline's cost per frame size, printed and optionally saved as
-//! JSON (the measuring is the library's `bench` module).
+//! JSON (the measuring is the binary's `bench` module).
 
 use std::io::Write;
 
 use anyhow::{Context, Result};
 
-use edgesight::bench::{self, JsonReport, JsonSize, SizeFigures};
+use crate::bench::{self, JsonReport, JsonSize, SizeFigures};
+use edgesight::capture::pattern::PatternFrame;
 use edgesight::cl::{Gpu, Profiling};
 use edgesight::frame::PixelFormat;
+use edgesight::measure::Spread;
 use edgesight::pipeline::TuningChoice;
 
 use super::{write_json, BadOutDir};
@@ -56,7 +58,7 @@ pub(crate) fn bench(args: &BenchArgs) -> Result<()> {
     );
     let mut figures = Vec::with_capacity(args.sizes.len());
     for size in &args.sizes {
-        let frame = bench::BenchFrame::new(args.format, *size, args.scene == Scene::Black)?;
+        let frame = PatternFrame::new(args.format, *size, args.scene == Scene::Black)?;
         if let Some(dir) = &args.save_frames {
             let extension = match args.format {
                 edgesight::frame::CaptureFormat::Mjpeg => "jpg",
@@ -121,7 +123,7 @@ fn print_bench(f: &SizeFigures) {
         "  {:<10} {:>26} {:>9} {:>10} {:>9} {:>9} {:>7}",
         "stage", "device ms [p10-p90]", "MB moved", "GB/s", "floor ms", "of floor", "ns/px"
     );
-    let row = |name: &str, s: &bench::Spread, bytes: u64, floor: f64| {
+    let row = |name: &str, s: &Spread, bytes: u64, floor: f64| {
         let gbs = bench::gb_per_s(bytes, s.median);
         let frac = if s.median > 0.0 {
             floor / s.median

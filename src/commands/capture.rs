@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use edgesight::bench::process_cpu_time;
 use edgesight::capture::{self, IoMode, Next, SourceKind, SourceParts, SourceSpec};
 use edgesight::cl::Gpu;
+use edgesight::measure::process_cpu_time;
 use edgesight::pipeline::Pipeline;
 
 use super::{check_roi_names, create_out_dir, print_summary, setup, write_results, Outputs};

@@ -179,7 +179,7 @@ fn board_report(
         .as_ref()
         .is_ok_and(|c| c.stages.values().all(|s| s.mismatches == 0));
     let report = Report {
-        edgesight: concat!(env!("CARGO_PKG_VERSION"), "-", env!("EDGESIGHT_REVISION")),
+        edgesight: edgesight::VERSION,
         passed: checks_passed && coherency.as_ref().is_ok_and(|c| c.passed()),
         board: Board::probe(),
         opencl: OpenCl::of(gpu),

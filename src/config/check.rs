@@ -15,14 +15,14 @@ use toml::Spanned;
 
 use super::schema::*;
 use super::{flag, ConfigError, Doc, Overrides};
-use crate::capture::{IoMode, SourceKind, SourcePart, SourceParts, SourceSpec};
-use crate::cl::{DeviceSpec, Profiling};
-use crate::frame::{CaptureFormat, FrameLayout, PixelFormat, Size};
-use crate::health::HealthSettings;
-use crate::jpeg::Scale;
-use crate::motion_events::CameraMotionSettings;
-use crate::pipeline::{Border, Magnitude, PipelineOptions, TuningChoice};
-use crate::region::Region;
+use edgesight_capture::capture::{IoMode, SourceKind, SourcePart, SourceParts, SourceSpec};
+use edgesight_capture::jpeg::Scale;
+use edgesight_core::cl::{DeviceSpec, Profiling};
+use edgesight_core::health::HealthSettings;
+use edgesight_core::motion_events::CameraMotionSettings;
+use edgesight_core::pipeline::{Border, Magnitude, PipelineOptions, TuningChoice};
+use edgesight_frame::frame::{CaptureFormat, FrameLayout, PixelFormat, Size};
+use edgesight_frame::region::Region;
 
 pub(super) fn check(
     doc: &Doc,
@@ -290,7 +290,7 @@ fn check_replay_path(path: &std::path::Path) -> Result<(), BadReplayPath> {
         Ok(meta) if meta.is_dir() || meta.is_file() => Ok(()),
         Ok(meta) => Err(BadReplayPath::NotReplayable {
             path: path_buf(),
-            kind: crate::files::kind_name(meta.file_type()),
+            kind: edgesight_frame::files::kind_name(meta.file_type()),
         }),
     }
 }
@@ -334,7 +334,7 @@ fn check_camera(
         p.border
             .get_ref()
             .parse()
-            .map_err(|e: crate::pipeline::UnknownBorder| {
+            .map_err(|e: edgesight_core::pipeline::UnknownBorder| {
                 doc.at(p.border.span(), "camera.pipeline.border", e.to_string())
             })?;
     let magnitude: Magnitude = p
@@ -568,8 +568,8 @@ mod tests {
     use super::super::test_support::{at, load_text, refusal, GOOD};
     use super::super::{parse, Origin};
     use super::*;
-    use crate::pipeline::Tuning;
-    use crate::server::ListenAddress;
+    use edgesight_core::pipeline::Tuning;
+    use edgesight_http::server::ListenAddress;
 
     #[test]
     fn a_replay_path_is_a_directory_or_a_regular_file() {
@@ -612,16 +612,16 @@ mod tests {
         assert_eq!(s.cameras[0].name, "default");
         assert_eq!(s.cameras[0].source, SourceSpec::default_pattern());
         assert_eq!(s.histogram_bins, 32);
-        assert_eq!(s.metrics_tier, crate::metrics::Tier::Default);
+        assert_eq!(s.metrics_tier, edgesight_http::metrics::Tier::Default);
         let s = load_text("[metrics]\ntier = \"detail\"\n").unwrap();
-        assert_eq!(s.metrics_tier, crate::metrics::Tier::Detail);
+        assert_eq!(s.metrics_tier, edgesight_http::metrics::Tier::Detail);
     }
 
     #[test]
     fn unknown_tiers_and_log_formats_are_refused_at_their_key() {
         assert_eq!(
-            "all".parse::<crate::metrics::Tier>(),
-            Err(crate::metrics::UnknownTier("all".into()))
+            "all".parse::<edgesight_http::metrics::Tier>(),
+            Err(edgesight_http::metrics::UnknownTier("all".into()))
         );
         assert_eq!(
             load_text("[metrics]\ntier = \"all\"\n")
@@ -931,7 +931,7 @@ mod tests {
     /// what check-config prints, and an unknown value is refused at its key.
     #[test]
     fn profiling_reaches_every_camera_and_reads_back() {
-        use crate::cl::Profiling;
+        use edgesight_core::cl::Profiling;
         let profiling = |text: &str| -> Vec<Profiling> {
             let s = load_text(text).unwrap();
             s.cameras.iter().map(|c| c.profiling).collect()

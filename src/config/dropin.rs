@@ -388,7 +388,7 @@ h = 20
         let (s, origins) = loaded(&path).unwrap();
         assert_eq!(s.log_level, "warn");
         assert_eq!(s.web.listen[0].to_string(), "127.0.0.1:9002");
-        assert_eq!(s.metrics_tier, crate::metrics::Tier::Detail);
+        assert_eq!(s.metrics_tier, edgesight_http::metrics::Tier::Detail);
         let names: Vec<&str> = s.cameras.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["door", "yard"]);
         assert_eq!(s.cameras[0].options.edge_threshold, 90);

@@ -36,7 +36,7 @@ pub use mqtt::discovery_cameras;
 pub use schema::*;
 pub use validate::{validate, Checked};
 
-use crate::capture::SourceSpec;
+use edgesight_capture::capture::SourceSpec;
 use env::Expanded;
 
 /// Where a config error is: a file position, or a command-line flag.
@@ -273,7 +273,7 @@ fn parse(doc: &Doc, index: usize) -> Result<FileConfig, ConfigError> {
 /// Reads a config file whole, refusing one that is not a regular file of at most
 /// [`MAX_CONFIG_BYTES`].
 fn read(path: &Path) -> Result<String, ConfigError> {
-    crate::files::read_small_file(path, MAX_CONFIG_BYTES).map_err(|e| ConfigError {
+    edgesight_frame::files::read_small_file(path, MAX_CONFIG_BYTES).map_err(|e| ConfigError {
         origin: Origin::File {
             path: path.to_path_buf(),
             line: 0,

@@ -7,11 +7,11 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::schema::{CameraSettings, Settings};
-use crate::capture::{SourceKind, SourceSpec};
-use crate::health::HealthSettings;
-use crate::jpeg::Scale;
-use crate::motion_events::CameraMotionSettings;
-use crate::pipeline::Magnitude;
+use edgesight_capture::capture::{SourceKind, SourceSpec};
+use edgesight_capture::jpeg::Scale;
+use edgesight_core::health::HealthSettings;
+use edgesight_core::motion_events::CameraMotionSettings;
+use edgesight_core::pipeline::Magnitude;
 
 /// What a password hash is printed as where the hashes are not shown.
 const HIDDEN_HASH: &str = "(bcrypt hash)";

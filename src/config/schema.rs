@@ -7,15 +7,15 @@ use std::path::PathBuf;
 use serde::Deserialize;
 use toml::Spanned;
 
-pub use crate::capture::SourceKind;
-use crate::capture::SourceSpec;
-use crate::cl::{DeviceSpec, Profiling};
-use crate::health::HealthSettings;
-use crate::motion_events::CameraMotionSettings;
 pub use crate::mqtt::MqttSettings;
-use crate::pipeline::{PipelineOptions, TuningChoice};
-use crate::region::Region;
-pub use crate::server::WebSettings;
+pub use edgesight_capture::capture::SourceKind;
+use edgesight_capture::capture::SourceSpec;
+use edgesight_core::cl::{DeviceSpec, Profiling};
+use edgesight_core::health::HealthSettings;
+use edgesight_core::motion_events::CameraMotionSettings;
+use edgesight_core::pipeline::{PipelineOptions, TuningChoice};
+use edgesight_frame::region::Region;
+pub use edgesight_http::server::WebSettings;
 
 /// The port `edgesight run` listens on by default. Prometheus' list of default exporter
 /// ports has filled 9100-9999, so this sits outside that range and away from the
@@ -183,7 +183,7 @@ impl Default for WebConfig {
 pub(crate) struct MetricsConfig {
     /// Buckets of the exported luma histogram: 256 or a power of two below it.
     pub histogram_bins: Spanned<u32>,
-    /// The tier a scrape naming none gets: default or detail ([`crate::metrics::Tier`]).
+    /// The tier a scrape naming none gets: default or detail ([`edgesight_http::metrics::Tier`]).
     pub tier: Spanned<String>,
 }
 
@@ -299,7 +299,7 @@ pub struct Settings {
     pub log_format: LogFormat,
     pub web: WebSettings,
     pub histogram_bins: u32,
-    pub metrics_tier: crate::metrics::Tier,
+    pub metrics_tier: edgesight_http::metrics::Tier,
     /// `[mqtt]`; `None` when absent.
     pub mqtt: Option<MqttSettings>,
     /// `[events] dir` and its limits; `None` when no directory is given.

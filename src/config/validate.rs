@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use toml::Spanned;
 
 use super::{flag, load, ConfigError, Doc, Loaded, Overrides, Settings};
-use crate::capture::SourceSpec;
-use crate::cl::{ClError, DeviceSpec, Gpu};
+use edgesight_capture::capture::SourceSpec;
+use edgesight_core::cl::{ClError, DeviceSpec, Gpu};
 
 /// More cameras than this draw a warning: each is two threads and its own OpenCL queue,
 /// buffers and kernels (the cameras on a device share its context and programs), and
@@ -191,7 +191,7 @@ fn video_node(path: &Path) -> Result<bool, NotAVideoNode> {
     if !meta.file_type().is_char_device() {
         return Err(NotAVideoNode::NotADevice {
             path: path.to_path_buf(),
-            kind: crate::files::kind_name(meta.file_type()),
+            kind: edgesight_frame::files::kind_name(meta.file_type()),
         });
     }
     let major = libc::major(meta.rdev());

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::schema::{WebConfig, WebSettings};
 use super::{flag, ConfigError, Doc, Overrides};
-use crate::server::{ListenAddress, TlsSettings};
+use edgesight_http::server::{ListenAddress, TlsSettings};
 
 /// Makes the error of one entry, placed where the entry was given.
 type ErrorAt<'a> = Box<dyn Fn(String) -> ConfigError + 'a>;
@@ -76,9 +76,9 @@ pub(super) fn check_web(
             }
             let settings = TlsSettings::new(cert.get_ref().clone(), key.get_ref().clone());
             // The server's own loader: what passes here is what `run` serves.
-            if let Err(e) = crate::server::tls_config(&settings) {
+            if let Err(e) = edgesight_http::server::tls_config(&settings) {
                 let (file, name) = match e {
-                    crate::server::TlsError::Key(_) => (key, "web.tls_key_file"),
+                    edgesight_http::server::TlsError::Key(_) => (key, "web.tls_key_file"),
                     _ => (cert, "web.tls_cert_file"),
                 };
                 return Err(doc.at(file.span(), name, e.to_string()));
@@ -136,7 +136,7 @@ pub(super) fn check_web(
                 ));
             }
             if let Some(settings) = &file.tls {
-                crate::server::tls_config(settings)
+                edgesight_http::server::tls_config(settings)
                     .map_err(|e| flag("--web.config.file", "tls_server_config", e.to_string()))?;
             }
             Some(file)
@@ -178,11 +178,11 @@ pub(super) fn check_web(
             )));
         }
         // The verifier's own parser: a hash that passes here is one `run` can check.
-        let cost =
-            crate::server::check_hash(hash).map_err(|e| at(format!("user '{user}': {e}")))?;
+        let cost = edgesight_http::server::check_hash(hash)
+            .map_err(|e| at(format!("user '{user}': {e}")))?;
         if let Some((first, first_cost)) = &first_cost {
             if cost != *first_cost {
-                return Err(at(crate::server::mixed_costs(
+                return Err(at(edgesight_http::server::mixed_costs(
                     first,
                     *first_cost,
                     user,
@@ -230,7 +230,7 @@ pub(super) fn exposure_warnings(web: &WebSettings) -> Vec<String> {
         .tls
         .as_ref()
         .and_then(|t| t.client_ca.as_ref())
-        .is_some_and(|(_, auth)| *auth == crate::server::ClientAuth::Require);
+        .is_some_and(|(_, auth)| *auth == edgesight_http::server::ClientAuth::Require);
     if !web.users.is_empty() || certificates_required {
         return Vec::new();
     }
@@ -309,13 +309,13 @@ eFI5wNssFJ7TtRqnt+EpkJzH/GEDN+dIHY9n0wOy3/D2pJMkfdcEwo58\n\
     /// enough.
     #[test]
     fn round3_6_only_unauthenticated_addresses_beyond_loopback_are_named() {
-        use crate::server::{ClientAuth, ListenAddress, TlsSettings};
+        use edgesight_http::server::{ClientAuth, ListenAddress, TlsSettings};
         let mut web = load_text("").unwrap().web;
         web.listen = ["127.0.0.1:1", "[::1]:2", "0.0.0.0:3", ":4"]
             .iter()
             .map(|a| ListenAddress::parse(a).unwrap())
             .collect();
-        let named = |web: &crate::server::WebSettings| -> Vec<String> {
+        let named = |web: &edgesight_http::server::WebSettings| -> Vec<String> {
             super::exposure_warnings(web)
                 .iter()
                 .map(|w| w.split(':').take(2).collect::<Vec<_>>().join(":"))

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 
-use crate::server::{ClientAuth, TlsSettings, TlsVersion};
+use edgesight_http::server::{ClientAuth, TlsSettings, TlsVersion};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -103,7 +103,7 @@ pub(super) struct WebFile {
 
 /// Reads the web config file at `path`; an error names its key.
 pub(super) fn read(path: &Path) -> Result<WebFile, (String, String)> {
-    let text = crate::files::read_small_file(path, MAX_BYTES)
+    let text = edgesight_frame::files::read_small_file(path, MAX_BYTES)
         .map_err(|e| (String::new(), format!("{}: {e}", path.display())))?;
     if let Some(line) = too_deep(&text, MAX_DEPTH) {
         return Err((

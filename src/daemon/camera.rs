@@ -22,18 +22,18 @@ use tokio::sync::oneshot;
 
 use super::camera_metrics::CameraMetrics;
 use super::verify::Verifier;
-use crate::capture::{self, Down, FrameSource, Next, SourceSpec};
-use crate::cl::{ClError, Gpu};
 use crate::config::CameraSettings;
-use crate::frame::{CaptureFormat, FrameLayout};
-use crate::health::{self, HealthSettings};
-use crate::mailbox::CameraStatus;
-use crate::mailbox::{Snapshot, SnapshotReply, SourceInfo, Wants};
-use crate::motion_events::CameraMotionSettings;
-use crate::pipeline::{
+use edgesight_capture::capture::{self, Down, FrameSource, Next, SourceSpec};
+use edgesight_core::cl::{ClError, Gpu};
+use edgesight_core::health::{self, HealthSettings};
+use edgesight_core::motion_events::CameraMotionSettings;
+use edgesight_core::pipeline::{
     FrameImages, FrameResult, MotionState, Pipeline, PipelineError, PipelineOptions, TileMask,
 };
-use crate::region::{Region, RegionError};
+use edgesight_frame::frame::{CaptureFormat, FrameLayout};
+use edgesight_frame::region::{Region, RegionError};
+use edgesight_http::mailbox::CameraStatus;
+use edgesight_http::mailbox::{Snapshot, SnapshotReply, SourceInfo, Wants};
 
 #[cfg(test)]
 mod picture_cost;
@@ -570,12 +570,12 @@ fn motion_picture(luma: &[u8], width: usize, mask: Option<&TileMask>) -> Vec<u8>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::capture::{CaptureError, CaptureStats, Frame, IoMode};
-    use crate::cl::{DeviceSpec, FrameSlot};
     use crate::daemon::camera_metrics::CameraFamilies;
-    use crate::frame::PixelFormat;
-    use crate::metrics::Metrics;
-    use crate::pipeline::TuningChoice;
+    use edgesight_capture::capture::{CaptureError, CaptureStats, Frame, IoMode};
+    use edgesight_core::cl::{DeviceSpec, FrameSlot};
+    use edgesight_core::pipeline::TuningChoice;
+    use edgesight_frame::frame::PixelFormat;
+    use edgesight_http::metrics::Metrics;
 
     /// A camera with a single buffer, as V4L2 behaves once a buffer is requeued: the
     /// driver refills it while the loop waits, so on a turn without a frame the slot of
@@ -612,11 +612,11 @@ mod tests {
             device,
             tuning: TuningChoice::Auto,
             verify_every: 0,
-            profiling: crate::cl::Profiling::Auto,
+            profiling: edgesight_core::cl::Profiling::Auto,
             source: "pattern:32x24@100".parse().expect("spec"),
             options,
             regions: Vec::new(),
-            health: crate::health::HealthSettings::default(),
+            health: edgesight_core::health::HealthSettings::default(),
             motion: CameraMotionSettings::default(),
         }
     }
@@ -684,7 +684,7 @@ mod tests {
     /// keeps its own settings.
     #[test]
     fn a_reload_whose_roi_leaves_the_frame_is_refused() {
-        let gpu = crate::cl::test_gpu();
+        let gpu = edgesight_core::cl::test_gpu();
         let layout = FrameLayout::packed(PixelFormat::Grey, 32, 24);
         let options = PipelineOptions::default();
         let pipeline = Pipeline::new(&gpu, layout, options, &[]).expect("pipeline");

@@ -30,10 +30,10 @@ use anyhow::{Context, Result};
 use tokio::sync::{mpsc as tmpsc, watch};
 
 use crate::config::{self, CameraSettings, Overrides};
-use crate::metrics::Metrics;
-use crate::server::{self, CameraView};
 use camera::{CameraThreadState, Links, Reload};
 use camera_metrics::CameraFamilies;
+use edgesight_http::metrics::Metrics;
+use edgesight_http::server::{self, CameraView};
 use reload::ReloadMetrics;
 
 pub use logging::{init_logging, set_log_level, LogLevelError};
@@ -194,15 +194,15 @@ mod tests {
         let thread = |name: &str, blocked: Duration| CameraThread {
             settings: CameraSettings {
                 name: name.into(),
-                device: crate::cl::DeviceSpec::default(),
-                tuning: crate::pipeline::TuningChoice::Auto,
+                device: edgesight_core::cl::DeviceSpec::default(),
+                tuning: edgesight_core::pipeline::TuningChoice::Auto,
                 verify_every: 0,
-                profiling: crate::cl::Profiling::Auto,
-                source: crate::capture::SourceSpec::default_pattern(),
-                options: crate::pipeline::PipelineOptions::default(),
+                profiling: edgesight_core::cl::Profiling::Auto,
+                source: edgesight_capture::capture::SourceSpec::default_pattern(),
+                options: edgesight_core::pipeline::PipelineOptions::default(),
                 regions: Vec::new(),
-                health: crate::health::HealthSettings::default(),
-                motion: crate::motion_events::CameraMotionSettings::default(),
+                health: edgesight_core::health::HealthSettings::default(),
+                motion: edgesight_core::motion_events::CameraMotionSettings::default(),
             },
             state: Arc::new(CameraThreadState::new()),
             reloads: mpsc::channel().0,

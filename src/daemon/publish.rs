@@ -12,10 +12,12 @@ use tokio::sync::watch;
 
 use super::camera::Published;
 use super::camera_metrics::{CameraMetrics, FrameRate};
-use crate::health::{self, Health, HealthReport, HealthSettings};
-use crate::mailbox::{Activity, Latest};
-use crate::motion_events::{self, CameraMotionSettings, Change, MotionEvents, MotionReport};
-use crate::pipeline::FrameResult;
+use edgesight_core::health::{self, Health, HealthReport, HealthSettings};
+use edgesight_core::motion_events::{
+    self, CameraMotionSettings, Change, MotionEvents, MotionReport,
+};
+use edgesight_core::pipeline::FrameResult;
+use edgesight_http::mailbox::{Activity, Latest};
 
 /// How long the publisher waits for a frame before it shows the last one again with the
 /// camera's newer numbers (the rate falls, drops are counted while no frame comes).
@@ -158,20 +160,6 @@ impl LatestPool {
     }
 }
 
-impl Latest {
-    /// Makes this `Latest` a copy of `other` in the memory it already has.
-    fn copy_from(&mut self, other: &Latest) {
-        self.sequence = other.sequence;
-        self.published = other.published;
-        self.result.copy_from(&other.result);
-        self.options = other.options;
-        self.source.clone_from(&other.source);
-        self.activity = other.activity;
-        self.health = other.health;
-        self.motion.clone_from(&other.motion);
-    }
-}
-
 /// Runs a frame's motion through its regions' events (nothing moves while the health
 /// detectors say the view is lost: moved, covered or out of focus), logs the events that
 /// begin and end and sets the motion series. `began` is scratch memory, kept across
@@ -236,12 +224,12 @@ fn watch_health(health: &mut Health, p: &Published, m: &CameraMetrics) -> Option
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::capture::CaptureStats;
     use crate::daemon::camera_metrics::CameraFamilies;
-    use crate::frame::DropReason;
-    use crate::mailbox::SourceInfo;
-    use crate::metrics::Metrics;
-    use crate::pipeline::{FrameResult, PipelineOptions};
+    use edgesight_capture::capture::CaptureStats;
+    use edgesight_core::pipeline::{FrameResult, PipelineOptions};
+    use edgesight_frame::frame::DropReason;
+    use edgesight_http::mailbox::SourceInfo;
+    use edgesight_http::metrics::Metrics;
 
     fn frame(sequence: u64, source: &Arc<SourceInfo>) -> Published {
         Published {
@@ -369,16 +357,16 @@ mod tests {
     /// were, as it counts any failed frame.
     #[test]
     fn a_broken_drivers_frames_are_refused_and_counted_by_stage() {
-        use crate::cl::scribble::{self, Reads};
-        use crate::frame::{FrameLayout, PixelFormat};
-        use crate::pipeline::{MotionSettings, Pipeline, PipelineError, Stage};
-        let gpu = crate::cl::test_gpu();
+        use edgesight_core::cl::scribble::{self, Reads};
+        use edgesight_core::pipeline::{MotionSettings, Pipeline, PipelineError, Stage};
+        use edgesight_frame::frame::{FrameLayout, PixelFormat};
+        let gpu = edgesight_core::cl::test_gpu();
         let layout = FrameLayout::packed(PixelFormat::Yuyv, 97, 61);
         let regions = ["door:3,5,40,30".parse().expect("region")];
         let options = PipelineOptions::default();
         let mut pipeline = Pipeline::new(&gpu, layout, options, &regions).expect("pipeline");
         pipeline
-            .set_health_grid(&gpu, Some(crate::health::GRID))
+            .set_health_grid(&gpu, Some(edgesight_core::health::GRID))
             .expect("grid");
         pipeline.set_motion(Some(MotionSettings::default()));
         let mut slot = pipeline.new_slot(&gpu).expect("slot");

@@ -11,8 +11,8 @@ use tokio::sync::oneshot;
 use super::camera::{Reload, ReloadRefused};
 use super::CameraThread;
 use crate::config::{self, Overrides, Settings};
-use crate::metrics::Metrics;
-use crate::server::{Auth, TlsIdentity, WebSettings};
+use edgesight_http::metrics::Metrics;
+use edgesight_http::server::{Auth, TlsIdentity, WebSettings};
 
 /// `edgesight_config_reloads_total`. Its series appear with the first reload of their
 /// result: reloads are rare, so nothing is resolved ahead.
@@ -354,7 +354,7 @@ async fn send(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::region::RegionError;
+    use edgesight_frame::region::RegionError;
 
     fn sent(camera: &str) -> (Sent, oneshot::Sender<Result<(), ReloadRefused>>) {
         let (reply, answer) = oneshot::channel();

@@ -9,9 +9,9 @@ use super::camera;
 use super::camera_metrics::CameraFamilies;
 use super::reload::ReloadMetrics;
 use crate::config::Settings;
-use crate::metrics::{Metrics, Tier};
-use crate::pipeline::FrameResult;
-use crate::region::RegionStats;
+use edgesight_core::pipeline::FrameResult;
+use edgesight_frame::region::RegionStats;
+use edgesight_http::metrics::{Metrics, Tier};
 
 /// Series in one tier's scrape.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -75,7 +75,7 @@ pub fn count(settings: &Settings, tier: Tier) -> SeriesCount {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::region::Region;
+    use edgesight_frame::region::Region;
 
     /// A pattern camera (its rate known) with two regions and one without any: the default
     /// tier's 51 series a camera and 6 a region; the detail tier's stage buckets (eight

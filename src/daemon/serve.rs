@@ -15,8 +15,8 @@ use super::signals::Signal;
 use super::supervisor::supervise;
 use super::CameraThread;
 use crate::config::{Overrides, Settings};
-use crate::metrics::Metrics;
-use crate::server::{self, CameraView};
+use edgesight_http::metrics::Metrics;
+use edgesight_http::server::{self, CameraView};
 
 /// Serves until SIGTERM or SIGINT (`Ok`) or a camera thread that ended (`Err`).
 #[allow(clippy::too_many_arguments)]

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use super::camera::CameraThreadState;
-use crate::server::CameraView;
+use edgesight_http::server::CameraView;
 
 /// How far each extension of systemd's start timeout reaches, and how often one is sent
 /// while a program builds before READY.
@@ -39,7 +39,7 @@ pub(super) async fn supervise(
         // A first start on a board compiles for minutes: systemd's start timeout is
         // pushed out while a program builds, a minute at a time.
         if !ready
-            && crate::cl::build_under_way().is_some()
+            && edgesight_core::cl::build_under_way().is_some()
             && extended.is_none_or(|t| t.elapsed() >= EXTEND_EVERY)
         {
             let usec = u32::try_from(EXTEND_BY.as_micros()).unwrap_or(u32::MAX);

@@ -20,16 +20,16 @@ use std::sync::{mpsc, Arc, OnceLock};
 
 use prometheus::{IntCounter, IntCounterVec};
 
-use crate::cl::Gpu;
-use crate::frame::FrameLayout;
-use crate::metrics::Metrics;
 use crate::pages;
-use crate::pipeline::{
+use edgesight_core::cl::Gpu;
+use edgesight_core::pipeline::{
     DeviceMotion, FrameImages, FrameMotion, FrameResult, MotionState, Pictures, PipelineError,
     PipelineOptions,
 };
-use crate::region::Region;
-use crate::selftest::{self, Expected, Findings};
+use edgesight_core::selftest::{self, Expected, Findings};
+use edgesight_frame::frame::FrameLayout;
+use edgesight_frame::region::Region;
+use edgesight_http::metrics::Metrics;
 
 /// The verifier's nice value: the lowest priority, below the HTTP side's.
 const VERIFY_NICE: libc::c_int = 19;
@@ -182,7 +182,7 @@ impl Verifier {
     pub fn new(every: u32, metrics: Arc<VerifyMetrics>) -> Verifier {
         let (home, returned) = mpsc::sync_channel(1);
         let job = Box::new(Job {
-            layout: FrameLayout::packed(crate::frame::PixelFormat::Grey, 1, 1),
+            layout: FrameLayout::packed(edgesight_frame::frame::PixelFormat::Grey, 1, 1),
             options: PipelineOptions::default(),
             sequence: 0,
             frame: Vec::new(),
@@ -378,7 +378,7 @@ fn spawn() -> std::io::Result<mpsc::SyncSender<Box<Job>>> {
 }
 
 fn verify_jobs(jobs: mpsc::Receiver<Box<Job>>) {
-    if let Err(e) = crate::priority::lower_calling_thread(VERIFY_NICE) {
+    if let Err(e) = edgesight_http::priority::lower_calling_thread(VERIFY_NICE) {
         tracing::warn!(
             "cannot lower the verifier's priority (setpriority: {e}): it competes with the \
              cameras"

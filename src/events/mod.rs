@@ -20,7 +20,7 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
-use crate::server::CameraView;
+use edgesight_http::server::CameraView;
 pub use observed::Observed;
 pub use pictures::PICTURE_QUALITY;
 use store::Job;

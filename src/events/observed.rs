@@ -2,8 +2,8 @@
 //! and `Latest`): the MQTT state topics and the events are both made of it, so that an
 //! event and the state that says it agree.
 
-use crate::health::{HealthReport, Kind, State};
-use crate::server::CameraView;
+use edgesight_core::health::{HealthReport, Kind, State};
+use edgesight_http::server::CameraView;
 
 /// What one camera shows at a moment.
 #[derive(Clone, Debug, PartialEq)]

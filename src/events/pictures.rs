@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
-use crate::frame::Size;
-use crate::mailbox::Snapshot;
+use edgesight_frame::frame::Size;
+use edgesight_http::mailbox::Snapshot;
 
 /// The JPEG quality of an event's picture. Measured on a real scene's luma (the decoder
 /// tests' scene, off its 8x8 grid): 80 gives a mean error of 1.5 levels (99 % of pixels
@@ -45,7 +45,7 @@ pub(super) async fn take(
         height: snapshot.height,
     };
     let encoded = tokio::task::spawn_blocking(move || {
-        crate::jpeg::encode_luma(&snapshot.luma, size, PICTURE_QUALITY)
+        edgesight_capture::jpeg::encode_luma(&snapshot.luma, size, PICTURE_QUALITY)
     })
     .await;
     match encoded {

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::{Duration, SystemTime};
 
-use crate::files;
+use edgesight_frame::files;
 
 /// Events kept per camera, and for how long, unless `[events]` says otherwise: a month of
 /// a busy camera's events at a picture of about 50 kB each is 50 MB.

@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::{json, Value};
 
 use super::Observed;
-use crate::health::HealthReport;
+use edgesight_core::health::HealthReport;
 
 /// An event that has begun and not yet ended.
 struct Open {
@@ -209,7 +209,7 @@ fn rfc3339(t: SystemTime) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::health::{Kind, State};
+    use edgesight_core::health::{Kind, State};
 
     fn at(secs: u64) -> SystemTime {
         UNIX_EPOCH + Duration::from_secs(secs)

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use super::outbox::Message;
 use super::MqttSettings;
-use crate::health::Kind;
+use edgesight_core::health::Kind;
 
 /// What discovery needs of each camera: made from the config by
 /// `config::discovery_cameras`, so that this room reads no config of its own.

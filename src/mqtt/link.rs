@@ -19,8 +19,8 @@ use super::outbox::{Message, Outbox};
 use super::states::States;
 use super::MqttSettings;
 use crate::events::{News, Observed};
-use crate::metrics::Metrics;
-use crate::server::CameraView;
+use edgesight_http::metrics::Metrics;
+use edgesight_http::server::CameraView;
 
 /// How often the cameras' states are read: an on/off topic follows within this.
 const TICK: Duration = Duration::from_millis(250);

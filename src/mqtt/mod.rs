@@ -58,7 +58,7 @@ const MAX_PASSWORD_BYTES: u64 = 4096;
 /// The password in `path`: the file's text without its final line break. Read by
 /// `check-config` and again at each connection.
 pub(crate) fn read_password(path: &std::path::Path) -> Result<String, String> {
-    let text = crate::files::read_small_file(path, MAX_PASSWORD_BYTES)
+    let text = edgesight_frame::files::read_small_file(path, MAX_PASSWORD_BYTES)
         .map_err(|e| format!("{}: {e}", path.display()))?;
     let password = text.strip_suffix('\n').unwrap_or(&text);
     let password = password.strip_suffix('\r').unwrap_or(password);

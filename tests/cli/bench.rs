@@ -138,7 +138,7 @@ fn bench_measures_raw_and_mjpeg_frames() {
             let luma = std::fs::read(luma.join("luma.u8")).unwrap();
             // A quality-85 JPEG of the pattern: its luma within a few levels of the
             // pattern's own.
-            let grey = edgesight::bench::synthetic_frame(48, 17);
+            let grey = edgesight::capture::pattern::grey_frame(48, 17);
             let off = luma
                 .iter()
                 .zip(&grey)

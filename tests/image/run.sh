@@ -24,7 +24,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 repo=$PWD
 export CONTAINERS_CONF=${CONTAINERS_CONF:-$repo/scripts/containers.conf}
-version=$(awk -F'"' '/^\[/ { pkg = ($0 == "[package]") } pkg && /^version *=/ { print $2; exit }' Cargo.toml)
+version=$(scripts/version.sh)
 image=localhost/edgesight:$version-amd64
 name=edgesight-image-test-$$
 absent=$name-absent

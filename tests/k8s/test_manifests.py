@@ -251,7 +251,8 @@ class DaemonSet(unittest.TestCase):
                          daemonset()["spec"]["template"]["metadata"]["labels"])
 
     def test_image_is_this_version(self):
-        version = re.search(r'^version = "([^"]+)"', (ROOT / "Cargo.toml").read_text(), re.M)[1]
+        version = subprocess.run([ROOT / "scripts/version.sh"], check=True, text=True,
+                                 capture_output=True).stdout.strip()
         for c in daemonset()["spec"]["template"]["spec"]["containers"]:
             self.assertTrue(c["image"].endswith(f"/edgesight:{version}"), c["image"])
 

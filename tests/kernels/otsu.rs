@@ -211,6 +211,8 @@ unsafe fn run_1d(
 fn buffer_of<T: Copy + Default>(gpu: &Gpu, data: &[T]) -> Buffer<T> {
     use opencl3::memory::{Buffer, CL_MEM_READ_WRITE};
     use opencl3::types::CL_BLOCKING;
+    // SAFETY: a new buffer of `data.len()` elements, no host pointer; the blocking write
+    // copies exactly `data` into it and has finished reading `data` when it returns.
     unsafe {
         let mut buffer = Buffer::<T>::create(
             gpu.context(),
@@ -229,6 +231,8 @@ fn buffer_of<T: Copy + Default>(gpu: &Gpu, data: &[T]) -> Buffer<T> {
 /// The contents of `buffer`, `len` elements.
 fn read_back<T: Copy + Default>(gpu: &Gpu, buffer: &Buffer<T>, len: usize) -> Vec<T> {
     let mut out = vec![T::default(); len];
+    // SAFETY: a blocking read of `len` elements into `out`, which holds `len` and lives
+    // across the call; the caller's buffer holds at least as many.
     unsafe {
         gpu.queue
             .enqueue_read_buffer(buffer, opencl3::types::CL_BLOCKING, 0, &mut out, &[])

@@ -12,7 +12,7 @@
 #      release binary with the device's own tuning;
 #   3. `edgesight selftest --device rusticl`: every stage with every tuning on synthetic
 #      frames of every format, and motion over a scene, against the reference;
-#   4. the motion tests of the library's own (`cargo test --lib motion_tests`): motion's
+#   4. the motion tests of the library's own (`cargo test -p edgesight-core --lib motion_tests`): motion's
 #      tiles, run in the integral's last launch, and every region's moving pixels frame
 #      after frame against the reference, every tuning, 1x1 to 641x479.
 #
@@ -133,7 +133,7 @@ selftest() {
 }
 
 motion() {
-    EDGESIGHT_TEST_DEVICE=$device "$cargo" test --locked --lib motion_tests 2>&1 |
+    EDGESIGHT_TEST_DEVICE=$device "$cargo" test --locked -p edgesight-core --lib motion_tests 2>&1 |
         tee "$logs/motion.log"
 }
 

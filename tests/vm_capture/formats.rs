@@ -6,11 +6,11 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::{assert_no_leak, check_frames, open, shared_gpu, size, vivid};
-use edgesight::bench::process_cpu_time;
 use edgesight::capture::v4l2::{list, Request, V4l2Source};
 use edgesight::capture::{FrameSource, IoMode, Next};
 use edgesight::cl::Gpu;
 use edgesight::frame::{Cfa, PixelFormat, Samples, Size};
+use edgesight::measure::process_cpu_time;
 
 /// Opens a source, takes `frames` frames without the pipeline, and drops it.
 fn stream_briefly(gpu: &Gpu, node: &Path, request: Request, frames: u64) {

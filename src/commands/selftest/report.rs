@@ -15,9 +15,10 @@ use anyhow::Context;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use edgesight::bench::{self, BenchFrame, JsonSize};
+use crate::bench::{self, JsonSize};
 use edgesight::board::versions::DriverVersions;
 use edgesight::board::Board;
+use edgesight::capture::pattern::PatternFrame;
 use edgesight::capture::{self, IoMode, Next, SourceSpec};
 use edgesight::cl::{list_devices, offers_profiling, ClDeviceInfo, DeviceSpec, Gpu, Profiling};
 use edgesight::frame::{CaptureFormat, PixelFormat, Size};
@@ -345,7 +346,7 @@ fn timed(gpu: &Gpu, tuning: Tuning) -> Timed {
     let sizes = SIZES
         .iter()
         .map(|&size| {
-            let measured = BenchFrame::new(CaptureFormat::Pixels(PixelFormat::Grey), size, false)
+            let measured = PatternFrame::new(CaptureFormat::Pixels(PixelFormat::Grey), size, false)
                 .map_err(bench::BenchError::from)
                 .and_then(|frame| {
                     bench::bench_size(gpu, tuning, &frame, WARMUP, RUNS, &mut |_, _, _, _| {})

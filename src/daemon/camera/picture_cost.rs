@@ -11,11 +11,12 @@
 use std::time::Instant;
 
 use super::*;
-use crate::bench::{BenchFrame, Spread};
-use crate::cl::DeviceSpec;
-use crate::frame::{PixelFormat, Size};
-use crate::jpeg::{LumaDecoder, Scale};
-use crate::pipeline::TuningChoice;
+use crate::measure::Spread;
+use edgesight_capture::capture::pattern::PatternFrame;
+use edgesight_capture::jpeg::{LumaDecoder, Scale};
+use edgesight_core::cl::DeviceSpec;
+use edgesight_core::pipeline::TuningChoice;
+use edgesight_frame::frame::{PixelFormat, Size};
 
 const RUNS: usize = 30;
 const WARM_UP: usize = 5;
@@ -43,13 +44,13 @@ fn picture_cost() {
         CaptureFormat::Pixels(PixelFormat::Yuyv),
         CaptureFormat::Mjpeg,
     ] {
-        let frame = BenchFrame::new(format, size, false).expect("the frame");
+        let frame = PatternFrame::new(format, size, false).expect("the frame");
         let settings = CameraSettings {
             name: "cost".into(),
             device: device.clone(),
             tuning: TuningChoice::Auto,
             verify_every: 0,
-            profiling: crate::cl::Profiling::Auto,
+            profiling: edgesight_core::cl::Profiling::Auto,
             source: "pattern:1920x1080@30".parse().expect("spec"),
             options: PipelineOptions::default(),
             regions: Vec::new(),
@@ -105,7 +106,7 @@ fn picture_cost() {
             let pictures = started.elapsed();
             let every = rx.blocking_recv().expect("an answer");
             let started = Instant::now();
-            crate::jpeg::encode_luma(&every.luma, size, crate::events::PICTURE_QUALITY)
+            edgesight_capture::jpeg::encode_luma(&every.luma, size, crate::events::PICTURE_QUALITY)
                 .expect("encode");
             assert_eq!(snapshot.jpeg.is_some(), snapshot.luma.is_empty());
             let encoded = started.elapsed();

@@ -12,12 +12,12 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 use super::{open, run_opened, Camera, Links, POLL};
-use crate::capture::FrameSource;
-use crate::cl::Gpu;
 use crate::config::CameraSettings;
 use crate::daemon::camera_metrics::CameraMetrics;
-use crate::frame::FrameLayout;
-use crate::mailbox::CameraStatus;
+use edgesight_capture::capture::FrameSource;
+use edgesight_core::cl::Gpu;
+use edgesight_frame::frame::FrameLayout;
+use edgesight_http::mailbox::CameraStatus;
 
 /// A camera that failed waits this long before it is opened again, doubled after each
 /// failure up to [`MAX_RESTART_DELAY`]; a camera that ran for [`RESTART_RESET`] starts
@@ -33,11 +33,11 @@ pub(super) const SLOW_STEP_GRACE: Duration = Duration::from_secs(120);
 /// How long one program's build may run before the watchdog counts it as hung: a board's
 /// first start compiles for minutes under Mesa's Rusticl on a small core (an estimated 15
 /// to 25 for the Mali tunings' programs before they were reshaped), once, since the
-/// binaries are kept for the next start ([`crate::cl::ProgramCache`]).
+/// binaries are kept for the next start ([`edgesight_core::cl::ProgramCache`]).
 pub(crate) const BUILD_GRACE: Duration = Duration::from_secs(3600);
 
 /// State shared between a camera thread and the rest of the daemon: the watchdog's
-/// evidence, the frame layout and the [`CameraStatus`] (whose [`crate::mailbox::CameraState`]
+/// evidence, the frame layout and the [`CameraStatus`] (whose [`edgesight_http::mailbox::CameraState`]
 /// is what `/api/v1/cameras` says the camera is doing).
 pub struct CameraThreadState {
     /// Milliseconds since `epoch` at the loop's last turn: the watchdog's evidence that
@@ -82,7 +82,7 @@ impl CameraThreadState {
     /// Whether the loop has not turned for longer than `limit`, outside a slow step's
     /// grace and while no program has been building for less than [`BUILD_GRACE`].
     pub fn stuck(&self, limit: Duration) -> bool {
-        self.stuck_while(limit, crate::cl::build_under_way())
+        self.stuck_while(limit, edgesight_core::cl::build_under_way())
     }
 
     /// [`CameraThreadState::stuck`], with the oldest program build under way in the process
@@ -225,13 +225,15 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::capture::{CaptureError, CaptureStats, Frame, FrameSource, IoMode, Next};
-    use crate::cl::{ClError, DeviceSpec, FrameSlot, Gpu};
     use crate::daemon::camera_metrics::CameraFamilies;
-    use crate::frame::PixelFormat;
-    use crate::mailbox::SourceInfo;
-    use crate::metrics::Metrics;
-    use crate::pipeline::{PipelineOptions, TuningChoice};
+    use edgesight_capture::capture::{
+        CaptureError, CaptureStats, Frame, FrameSource, IoMode, Next,
+    };
+    use edgesight_core::cl::{ClError, DeviceSpec, FrameSlot, Gpu};
+    use edgesight_core::pipeline::{PipelineOptions, TuningChoice};
+    use edgesight_frame::frame::PixelFormat;
+    use edgesight_http::mailbox::SourceInfo;
+    use edgesight_http::metrics::Metrics;
 
     /// Opening a camera or building its pipeline may take longer than the watchdog's half
     /// period (a cold kernel compile under load took over 5 s): not stuck during such a
@@ -370,12 +372,12 @@ mod tests {
             device: device.clone(),
             tuning: TuningChoice::Auto,
             verify_every: 0,
-            profiling: crate::cl::Profiling::Auto,
+            profiling: edgesight_core::cl::Profiling::Auto,
             source: "pattern:32x24@100".parse().expect("spec"),
             options: PipelineOptions::default(),
             regions: Vec::new(),
-            health: crate::health::HealthSettings::default(),
-            motion: crate::motion_events::CameraMotionSettings::default(),
+            health: edgesight_core::health::HealthSettings::default(),
+            motion: edgesight_core::motion_events::CameraMotionSettings::default(),
         };
         (device, settings)
     }
@@ -399,7 +401,7 @@ mod tests {
     /// keep theirs.
     #[test]
     fn a_camera_failing_in_opencl_is_opened_again_on_a_new_context() {
-        let _turn = crate::cl::SHARING_TESTS
+        let _turn = edgesight_core::cl::SHARING_TESTS
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         let (device, settings) = test_camera();
@@ -505,9 +507,9 @@ mod tests {
             ..PipelineOptions::default()
         };
         let regions = vec!["door:1,2,3,4".parse().expect("region")];
-        let health = crate::health::HealthSettings {
+        let health = edgesight_core::health::HealthSettings {
             enabled: false,
-            ..crate::health::HealthSettings::default()
+            ..edgesight_core::health::HealthSettings::default()
         };
         let (reply, answer) = tokio::sync::oneshot::channel();
         ends.reloads
@@ -515,7 +517,7 @@ mod tests {
                 options,
                 regions: regions.clone(),
                 health,
-                motion: crate::motion_events::CameraMotionSettings::default(),
+                motion: edgesight_core::motion_events::CameraMotionSettings::default(),
                 verify_every: 7,
                 reply,
             })

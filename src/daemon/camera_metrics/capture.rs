@@ -12,10 +12,10 @@ use std::time::{Duration, Instant};
 
 use prometheus::{Gauge, GaugeVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec};
 
-use crate::capture::{CaptureStats, MAX_FPS};
-use crate::frame::DropReason;
-use crate::mailbox::{Activity, DROP_PUBLISH_BACKLOG};
-use crate::metrics::Metrics;
+use edgesight_capture::capture::{CaptureStats, MAX_FPS};
+use edgesight_frame::frame::DropReason;
+use edgesight_http::mailbox::{Activity, DROP_PUBLISH_BACKLOG};
+use edgesight_http::metrics::Metrics;
 
 pub(super) struct CaptureFamilies {
     camera_up: IntGaugeVec,

@@ -10,8 +10,8 @@ use prometheus::{
     Gauge, GaugeVec, Histogram, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
 };
 
-use crate::metrics::Metrics;
-use crate::pipeline::FrameResult;
+use edgesight_core::pipeline::FrameResult;
+use edgesight_http::metrics::Metrics;
 
 /// Capture-to-published buckets: 10 ms to 1 s, with `+Inf` eight, enough for the
 /// dashboard's median and 99th percentile at a few series a camera; finest around a

@@ -7,8 +7,8 @@
 
 use prometheus::{Gauge, GaugeVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec};
 
-use crate::health::{HealthReport, Kind, State};
-use crate::metrics::Metrics;
+use edgesight_core::health::{HealthReport, Kind, State};
+use edgesight_http::metrics::Metrics;
 
 pub struct HealthFamilies {
     sharpness: GaugeVec,

@@ -12,13 +12,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::verify::{VerifyFamilies, VerifyMetrics};
-use crate::capture::CaptureStats;
-use crate::cl::{ClDeviceInfo, Timing};
-use crate::mailbox::Activity;
-use crate::metrics::Metrics;
-use crate::motion_events::MotionReport;
-use crate::pipeline::{FrameResult, PipelineError};
 use capture::{CaptureFamilies, CaptureMetrics};
+use edgesight_capture::capture::CaptureStats;
+use edgesight_core::cl::{ClDeviceInfo, Timing};
+use edgesight_core::motion_events::MotionReport;
+use edgesight_core::pipeline::{FrameResult, PipelineError};
+use edgesight_http::mailbox::Activity;
+use edgesight_http::metrics::Metrics;
 use frame::{FrameFamilies, FrameMetrics};
 use health::{HealthFamilies, HealthMetrics};
 use motion::{MotionFamilies, MotionMetrics};
@@ -168,7 +168,7 @@ impl CameraMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::Stage;
+    use edgesight_core::pipeline::Stage;
 
     /// Only timed frames add to the stage-time histograms: an untimed one carries the last
     /// timed frame's times, which would be counted twice.

@@ -6,8 +6,8 @@
 
 use prometheus::{Gauge, GaugeVec, IntCounter, IntCounterVec};
 
-use crate::metrics::Metrics;
-use crate::motion_events::MotionReport;
+use edgesight_core::motion_events::MotionReport;
+use edgesight_http::metrics::Metrics;
 
 pub(super) struct MotionFamilies {
     motion: GaugeVec,

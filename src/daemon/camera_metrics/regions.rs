@@ -8,8 +8,8 @@
 use prometheus::{Gauge, GaugeVec};
 
 use super::motion::{self, RegionMotion};
-use crate::metrics::Metrics;
-use crate::region::{Region, RegionStats};
+use edgesight_frame::region::{Region, RegionStats};
+use edgesight_http::metrics::Metrics;
 
 #[derive(Clone)]
 pub(super) struct RegionFamilies {

@@ -10,13 +10,13 @@ use std::time::Duration;
 
 use prometheus::{Histogram, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec};
 
-use crate::cl::{ClDeviceInfo, Timing};
-use crate::metrics::Metrics;
-use crate::pipeline::{FrameResult, PipelineError, Stage};
+use edgesight_core::cl::{ClDeviceInfo, Timing};
+use edgesight_core::pipeline::{FrameResult, PipelineError, Stage};
+use edgesight_http::metrics::Metrics;
 
 /// The stage times are measured on one frame in this many: a few samples a second give
 /// the duration histograms their shape, and an untimed frame asks the driver for no
-/// events ([`crate::pipeline::Pipeline::time_every`]).
+/// events ([`edgesight_core::pipeline::Pipeline::time_every`]).
 pub const TIMED_FRAMES: u64 = 8;
 
 /// Device time buckets: 50 µs to 250 ms, for stages from a GPU's fraction of a millisecond
@@ -172,7 +172,7 @@ impl StageMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cl::ClError;
+    use edgesight_core::cl::ClError;
 
     #[test]
     fn a_failed_stage_is_counted_by_its_name_and_in_the_pipeline_errors() {

@@ -2,15 +2,15 @@
 //! from the background the frame before left, and checks that never queue up.
 
 use super::*;
-use crate::frame::PixelFormat;
-use crate::pipeline::Pipeline;
+use edgesight_core::pipeline::Pipeline;
+use edgesight_frame::frame::PixelFormat;
 use std::time::{Duration, Instant};
 
 /// A YUYV frame of an awkward size with a wider stride, two regions and the health
 /// grid, processed on the test device; `offer` is called with its images, and with
 /// the result `doctor` makes of the true one.
 fn offer_frame(verifier: &mut Verifier, sequence: u64, doctor: impl FnOnce(&mut FrameResult)) {
-    let gpu = crate::cl::test_gpu();
+    let gpu = edgesight_core::cl::test_gpu();
     let layout = FrameLayout {
         stride: PixelFormat::Yuyv.row_bytes(45) as u32 + 6,
         ..FrameLayout::packed(PixelFormat::Yuyv, 45, 23)
@@ -22,7 +22,7 @@ fn offer_frame(verifier: &mut Verifier, sequence: u64, doctor: impl FnOnce(&mut 
     let options = PipelineOptions::default();
     let mut pipeline = Pipeline::new(&gpu, layout, options, &regions).expect("pipeline");
     pipeline
-        .set_health_grid(&gpu, Some(crate::health::GRID))
+        .set_health_grid(&gpu, Some(edgesight_core::health::GRID))
         .expect("grid");
     let mut slot = pipeline.new_slot(&gpu).expect("slot");
     let frame: Vec<u8> = (0..layout.frame_bytes())
@@ -118,12 +118,12 @@ fn a_due_frame_while_the_last_check_runs_passes_the_turn_on() {
 struct MotionCamera {
     gpu: Gpu,
     pipeline: Pipeline,
-    slot: crate::cl::FrameSlot,
+    slot: edgesight_core::cl::FrameSlot,
 }
 
 impl MotionCamera {
     fn new() -> MotionCamera {
-        let gpu = crate::cl::test_gpu();
+        let gpu = edgesight_core::cl::test_gpu();
         let layout = FrameLayout::packed(PixelFormat::Grey, 50, 37);
         let regions = ["a:0,0,20,20".parse().unwrap()];
         let options = PipelineOptions::default();
@@ -222,7 +222,7 @@ fn zero_checks_nothing_until_a_reload_asks() {
 /// it checks differs (motion is not measured on this camera), and nothing panics.
 #[test]
 fn a_device_writing_garbage_images_counts_a_mismatch_in_every_stage_checked() {
-    use crate::cl::scribble::{self, Reads};
+    use edgesight_core::cl::scribble::{self, Reads};
     let m = families().camera("c");
     let mut verifier = Verifier::new(1, Arc::clone(&m));
     scribble::on(0x0bad_d1e5, Reads::Images);
