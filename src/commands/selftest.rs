@@ -19,7 +19,7 @@ use crate::cli::{SelftestArgs, SelftestTunings};
 
 mod report;
 
-use report::{Checks, Kernels, OpenCl, Report, StageTimes, Userptr};
+use report::{BoardReport, Checks, Kernels, OpenCl, StageTimes, Userptr};
 
 /// A mismatch: the device computes something else than the reference.
 #[derive(Debug, thiserror::Error)]
@@ -178,7 +178,7 @@ fn board_report(
     let checks_passed = checks
         .as_ref()
         .is_ok_and(|c| c.stages.values().all(|s| s.mismatches == 0));
-    let report = Report {
+    let report = BoardReport {
         edgesight: edgesight::VERSION,
         passed: checks_passed && coherency.as_ref().is_ok_and(|c| c.passed()),
         board: Board::probe(),

@@ -14,7 +14,7 @@ use super::camera::Published;
 use super::camera_metrics::{CameraMetrics, FrameRate};
 use edgesight_core::health::{self, Health, HealthReport, HealthSettings};
 use edgesight_core::motion_events::{
-    self, CameraMotionSettings, Change, MotionEvents, MotionReport,
+    self, CameraMotionSettings, MotionChange, MotionEvents, MotionReport,
 };
 use edgesight_core::pipeline::FrameResult;
 use edgesight_http::mailbox::{Activity, Latest};
@@ -175,14 +175,14 @@ fn watch_motion(
     let view_lost = health.and_then(|h| motion_events::view_lost(&h.kinds));
     began.clear();
     motion.update(&p.result, p.captured, view_lost, |change, roi| match change {
-        Change::Began(i) => {
+        MotionChange::Began(i) => {
             began.push(i);
             tracing::info!(camera = %m.name, roi = %roi, frame = p.sequence, "motion began");
         }
-        Change::Ended(_) => {
+        MotionChange::Ended(_) => {
             tracing::info!(camera = %m.name, roi = %roi, frame = p.sequence, "motion ended");
         }
-        Change::Withdrawn => {
+        MotionChange::Withdrawn => {
             tracing::info!(camera = %m.name, roi = %roi, frame = p.sequence, cause = "reload", "motion ended");
         }
     });

@@ -23,7 +23,7 @@ struct Open {
 
 /// One message of an event, and the stem of its files in `[events] dir`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Message {
+pub struct EventMessage {
     pub stem: String,
     pub json: String,
 }
@@ -31,7 +31,7 @@ pub struct Message {
 /// One round's event messages of a camera, and the stems of the events that began (the
 /// camera's picture is then wanted for them).
 pub(super) struct Round {
-    pub messages: Vec<Message>,
+    pub messages: Vec<EventMessage>,
     pub began: Vec<String>,
 }
 
@@ -143,7 +143,7 @@ fn message(
     started: SystemTime,
     ended: Option<SystemTime>,
     measures: Value,
-) -> Message {
+) -> EventMessage {
     let mut event = json!({
         "camera": camera,
         "kind": kind,
@@ -154,7 +154,7 @@ fn message(
     if let Some(region) = region {
         event["region"] = region.into();
     }
-    Message {
+    EventMessage {
         stem: super::store::stem(&rfc3339(started), kind, region),
         json: event.to_string(),
     }

@@ -20,7 +20,9 @@ pub(crate) fn client_config(
     let mut roots = rustls::RootCertStore::empty();
     match &m.ca_file {
         Some(ca) => {
-            for cert in edgesight_http::server::certificates(ca).map_err(|e| ("mqtt.ca_file", e))? {
+            for cert in edgesight_http::server::certificates(ca)
+                .map_err(|e| ("mqtt.ca_file", e.to_string()))?
+            {
                 roots
                     .add(cert)
                     .map_err(|e| ("mqtt.ca_file", format!("{}: {e}", ca.display())))?;
@@ -45,7 +47,8 @@ pub(crate) fn client_config(
     let Some((cert, key)) = &m.client_cert else {
         return Ok(builder.with_no_client_auth());
     };
-    let chain = edgesight_http::server::certificates(cert).map_err(|e| ("mqtt.cert_file", e))?;
+    let chain = edgesight_http::server::certificates(cert)
+        .map_err(|e| ("mqtt.cert_file", e.to_string()))?;
     let key_pem = edgesight_frame::files::read_small_file(key, MAX_KEY_BYTES)
         .map_err(|e| ("mqtt.key_file", format!("{}: {e}", key.display())))?;
     let key_der = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|e| {

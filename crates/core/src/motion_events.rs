@@ -226,7 +226,7 @@ impl RegionMotion {
 
 /// An event that began or ended, for the log; the index is the region's in the frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Change {
+pub enum MotionChange {
     /// An event began in the region at this index.
     Began(usize),
     /// The event of the region at this index ended.
@@ -273,7 +273,7 @@ impl MotionEvents {
         result: &FrameResult,
         at: Instant,
         view_lost: Option<Kind>,
-        mut changed: impl FnMut(Change, &str),
+        mut changed: impl FnMut(MotionChange, &str),
     ) {
         let m = result.motion;
         let watching = m.state == MotionState::Watching && view_lost.is_none();
@@ -324,7 +324,7 @@ impl MotionEvents {
                         region.active = true;
                         region.events += 1;
                         region.below_since = None;
-                        changed(Change::Began(i), &def.name);
+                        changed(MotionChange::Began(i), &def.name);
                     }
                 } else {
                     region.above_since = None;
@@ -334,7 +334,7 @@ impl MotionEvents {
                 if at.saturating_duration_since(since) >= hold {
                     region.active = false;
                     region.above_since = None;
-                    changed(Change::Ended(i), &def.name);
+                    changed(MotionChange::Ended(i), &def.name);
                 }
             } else {
                 region.below_since = None;
@@ -350,7 +350,7 @@ impl MotionEvents {
     fn follow_regions(
         &mut self,
         regions: &[(Region, RegionStats)],
-        changed: &mut impl FnMut(Change, &str),
+        changed: &mut impl FnMut(MotionChange, &str),
     ) {
         let held = std::mem::take(&mut self.report.regions);
         let before: Vec<(&Region, RegionMotion)> = self.regions.iter().zip(held).collect();
@@ -374,7 +374,7 @@ impl MotionEvents {
             .collect();
         for ((region, motion), taken) in before.iter().zip(&taken) {
             if !taken && motion.active {
-                changed(Change::Withdrawn, &region.name);
+                changed(MotionChange::Withdrawn, &region.name);
             }
         }
         self.report.regions = followed;

@@ -52,16 +52,16 @@ const CAMERA_WAIT: Duration = Duration::from_secs(5);
 /// A part of the report, or why it is missing.
 #[derive(Serialize)]
 #[serde(untagged)]
-pub(crate) enum Part<T> {
+pub(crate) enum ReportPart<T> {
     Done(T),
     Failed { error: String },
 }
 
-impl<T, E: std::fmt::Display> From<Result<T, E>> for Part<T> {
-    fn from(result: Result<T, E>) -> Part<T> {
+impl<T, E: std::fmt::Display> From<Result<T, E>> for ReportPart<T> {
+    fn from(result: Result<T, E>) -> ReportPart<T> {
         match result {
-            Ok(value) => Part::Done(value),
-            Err(e) => Part::Failed {
+            Ok(value) => ReportPart::Done(value),
+            Err(e) => ReportPart::Failed {
                 error: format!("{e:#}"),
             },
         }
@@ -70,16 +70,16 @@ impl<T, E: std::fmt::Display> From<Result<T, E>> for Part<T> {
 
 /// The whole report.
 #[derive(Serialize)]
-pub(crate) struct Report {
+pub(crate) struct BoardReport {
     pub(crate) edgesight: &'static str,
     /// Every check (the stages' table and the coherency run) matched the reference.
     pub(crate) passed: bool,
     pub(crate) board: Board,
     pub(crate) opencl: OpenCl,
     pub(crate) userptr: Userptr,
-    pub(crate) kernels: Part<Kernels>,
-    pub(crate) checks: Part<Checks>,
-    pub(crate) coherency: Part<Coherency>,
+    pub(crate) kernels: ReportPart<Kernels>,
+    pub(crate) checks: ReportPart<Checks>,
+    pub(crate) coherency: ReportPart<Coherency>,
     pub(crate) stage_times: StageTimes,
 }
 
@@ -91,7 +91,7 @@ pub(crate) struct OpenCl {
     #[serde(flatten)]
     pub(crate) versions: DriverVersions,
     /// Whether the driver gives a queue profiling events (only trying tells).
-    pub(crate) profiling: Part<bool>,
+    pub(crate) profiling: ReportPart<bool>,
     /// Where selftest's own stage times came from.
     pub(crate) timing: &'static str,
     /// The tuning `auto` gives the device (the daemon's).
@@ -99,7 +99,7 @@ pub(crate) struct OpenCl {
     /// `None` where the driver did not answer the extensions' query.
     pub(crate) cl_arm_import_memory: Option<bool>,
     pub(crate) cl_arm_import_memory_dma_buf: Option<bool>,
-    pub(crate) extensions: Part<Vec<String>>,
+    pub(crate) extensions: ReportPart<Vec<String>>,
 }
 
 impl OpenCl {
@@ -255,7 +255,7 @@ pub(crate) struct StageTimes {
     pub(crate) runs: usize,
     pub(crate) warmup: usize,
     pub(crate) format: &'static str,
-    pub(crate) device: Part<Timed>,
+    pub(crate) device: ReportPart<Timed>,
     /// POCL's CPU device beside the chosen one: timed, or why not.
     pub(crate) pocl_cpu: PoclTimes,
 }
@@ -325,8 +325,8 @@ impl StageTimes {
             each.join(", ")
         };
         let device = match &self.device {
-            Part::Done(t) => sizes(t),
-            Part::Failed { error } => error.clone(),
+            ReportPart::Done(t) => sizes(t),
+            ReportPart::Failed { error } => error.clone(),
         };
         let pocl = match &self.pocl_cpu {
             PoclTimes::Timed(t) => sizes(t),
@@ -404,8 +404,8 @@ mod tests {
     /// A part is its value, or its error in the value's place.
     #[test]
     fn a_part_is_its_value_or_its_error() {
-        let done: Part<u32> = Ok::<u32, String>(3).into();
-        let failed: Part<u32> = Err::<u32, String>("no profiling".into()).into();
+        let done: ReportPart<u32> = Ok::<u32, String>(3).into();
+        let failed: ReportPart<u32> = Err::<u32, String>("no profiling".into()).into();
         assert_eq!(serde_json::to_value(done).expect("json"), json!(3));
         assert_eq!(
             serde_json::to_value(failed).expect("json"),

@@ -11,12 +11,12 @@ use edgesight_http::metrics::Metrics;
 
 pub(super) struct MotionFamilies {
     motion: GaugeVec,
-    pub(super) regions: RegionFamilies,
+    pub(super) regions: RegionMotionFamilies,
 }
 
 /// The families with a series per region.
 #[derive(Clone)]
-pub(super) struct RegionFamilies {
+pub(super) struct RegionMotionFamilies {
     motion: GaugeVec,
     events: IntCounterVec,
 }
@@ -29,7 +29,7 @@ impl MotionFamilies {
                 "Fraction of the last frame's pixels that moved against the learned background (0 while it is learned, on a change of scene and while the camera is moved).",
                 &["camera"],
             ),
-            regions: RegionFamilies {
+            regions: RegionMotionFamilies {
                 motion: m.gauges(
                     "edgesight_roi_motion_ratio",
                     "Fraction of a region's pixels that moved against the learned background.",
@@ -52,10 +52,10 @@ impl MotionFamilies {
     }
 }
 
-impl RegionFamilies {
+impl RegionMotionFamilies {
     /// The series of the region `[camera, roi]`.
-    pub(super) fn series(&self, labels: &[&str; 2]) -> RegionMotion {
-        RegionMotion {
+    pub(super) fn series(&self, labels: &[&str; 2]) -> RegionMotionSeries {
+        RegionMotionSeries {
             motion: self.motion.with_label_values(labels),
             events: self.events.with_label_values(labels),
         }
@@ -70,7 +70,7 @@ impl RegionFamilies {
 }
 
 /// One region's motion series.
-pub(super) struct RegionMotion {
+pub(super) struct RegionMotionSeries {
     motion: Gauge,
     events: IntCounter,
 }
@@ -86,7 +86,7 @@ impl MotionMetrics {
     pub(super) fn set(
         &self,
         report: &MotionReport,
-        regions: &[RegionMotion],
+        regions: &[RegionMotionSeries],
         began: impl Iterator<Item = usize>,
     ) {
         self.motion.set(report.ratio);

@@ -7,7 +7,7 @@
 
 use prometheus::{Gauge, GaugeVec};
 
-use super::motion::{self, RegionMotion};
+use super::motion::{self, RegionMotionSeries};
 use edgesight_frame::region::{Region, RegionStats};
 use edgesight_http::metrics::Metrics;
 
@@ -18,11 +18,11 @@ pub(super) struct RegionFamilies {
     edges: GaugeVec,
     foreground: GaugeVec,
     /// Motion's families of a series per region, which live and go with these.
-    motion: motion::RegionFamilies,
+    motion: motion::RegionMotionFamilies,
 }
 
 impl RegionFamilies {
-    pub(super) fn new(m: &Metrics, motion: motion::RegionFamilies) -> RegionFamilies {
+    pub(super) fn new(m: &Metrics, motion: motion::RegionMotionFamilies) -> RegionFamilies {
         let roi = &["camera", "roi"];
         RegionFamilies {
             mean: m.gauges(
@@ -77,7 +77,7 @@ pub(super) struct RegionSeries {
     families: RegionFamilies,
     regions: Vec<RoiGauges>,
     /// Each region's motion series, in the order of `regions`.
-    motion: Vec<RegionMotion>,
+    motion: Vec<RegionMotionSeries>,
 }
 
 impl RegionSeries {
@@ -96,7 +96,7 @@ impl RegionSeries {
     }
 
     /// The motion series of the regions of the last frame, in its order.
-    pub(super) fn motion(&self) -> &[RegionMotion] {
+    pub(super) fn motion(&self) -> &[RegionMotionSeries] {
         &self.motion
     }
 

@@ -149,7 +149,7 @@ pub enum Corruption {
     /// More scans than [`MAX_SCANS`].
     Scans(u32),
     /// libjpeg-turbo's message about the damage it met.
-    Decoder(Message),
+    Decoder(DecoderMessage),
 }
 
 /// The bytes of a decoder message kept: libjpeg's messages about damaged data are 26 to
@@ -159,14 +159,14 @@ const MESSAGE_BYTES: usize = 96;
 
 /// A decoder message, copied into a fixed buffer.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub struct Message {
+pub struct DecoderMessage {
     text: [u8; MESSAGE_BYTES],
     len: u8,
 }
 
-impl Message {
-    fn new(text: &[u8]) -> Message {
-        let mut message = Message {
+impl DecoderMessage {
+    fn new(text: &[u8]) -> DecoderMessage {
+        let mut message = DecoderMessage {
             text: [0; MESSAGE_BYTES],
             len: 0,
         };
@@ -181,7 +181,7 @@ impl Message {
     }
 }
 
-impl fmt::Debug for Message {
+impl fmt::Debug for DecoderMessage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:?}", self.as_str())
     }
@@ -256,15 +256,15 @@ impl LumaDecoder {
     }
 
     /// The decoder's message for the call that just failed.
-    fn message(&self) -> Message {
+    fn message(&self) -> DecoderMessage {
         // SAFETY: the handle is live; tjGetErrorStr2 returns a NUL-terminated string it
         // owns (valid until the next call on the handle), copied out at once.
         let text = unsafe { (self.library.get_error_str2)(self.handle.as_ptr()) };
         if text.is_null() {
-            return Message::new(b"unknown error");
+            return DecoderMessage::new(b"unknown error");
         }
         // SAFETY: non-null and NUL-terminated, as above.
-        Message::new(unsafe { CStr::from_ptr(text) }.to_bytes())
+        DecoderMessage::new(unsafe { CStr::from_ptr(text) }.to_bytes())
     }
 
     /// The size of the whole image `jpeg` holds, from its frame header (its markers walked

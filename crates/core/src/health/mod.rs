@@ -27,7 +27,7 @@ use crate::pipeline::FrameResult;
 pub use measures::Measures;
 pub use settings::HealthSettings;
 use tracker::Tracker;
-pub use tracker::{Change, State};
+pub use tracker::{State, TamperChange};
 
 /// The grid of cells the pipeline measures for the detectors.
 pub const GRID: (u32, u32) = (16, 12);
@@ -346,8 +346,8 @@ impl Health {
         );
         for (i, kind) in Kind::ALL.into_iter().enumerate() {
             match self.trackers[i].step(holds[i], at, confirm, clear) {
-                Some(Change::Tampered) => self.events.push(Event::Tampered(kind)),
-                Some(Change::Cleared) => self.events.push(Event::Cleared(kind)),
+                Some(TamperChange::Tampered) => self.events.push(Event::Tampered(kind)),
+                Some(TamperChange::Cleared) => self.events.push(Event::Cleared(kind)),
                 None => {}
             }
         }

@@ -33,7 +33,7 @@ impl State {
 
 /// What a step changed, when it crossed into or out of `tampered`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Change {
+pub enum TamperChange {
     /// Into `tampered`: the condition held for the confirm time.
     Tampered,
     /// Out of `tampered`, back to `ok`: the condition stayed away for the clear time.
@@ -54,7 +54,7 @@ impl Tracker {
         at: Instant,
         confirm: Duration,
         clear: Duration,
-    ) -> Option<Change> {
+    ) -> Option<TamperChange> {
         match (self.state, holds) {
             (State::Ok | State::Suspect, false) => {
                 *self = Tracker::default();
@@ -67,7 +67,7 @@ impl Tracker {
                         state: State::Tampered,
                         since: None,
                     };
-                    Some(Change::Tampered)
+                    Some(TamperChange::Tampered)
                 } else {
                     self.state = State::Suspect;
                     None
@@ -81,7 +81,7 @@ impl Tracker {
                 let since = *self.since.get_or_insert(at);
                 if at.saturating_duration_since(since) >= clear {
                     *self = Tracker::default();
-                    Some(Change::Cleared)
+                    Some(TamperChange::Cleared)
                 } else {
                     None
                 }
@@ -108,7 +108,10 @@ mod tests {
         assert_eq!(step(true, 499), (State::Suspect, None));
         assert_eq!(step(false, 500), (State::Ok, None), "a flicker starts over");
         assert_eq!(step(true, 600), (State::Suspect, None));
-        assert_eq!(step(true, 1100), (State::Tampered, Some(Change::Tampered)));
+        assert_eq!(
+            step(true, 1100),
+            (State::Tampered, Some(TamperChange::Tampered))
+        );
         assert_eq!(step(false, 1200), (State::Tampered, None));
         assert_eq!(
             step(true, 3000),
@@ -117,7 +120,7 @@ mod tests {
         );
         assert_eq!(step(false, 3100), (State::Tampered, None));
         assert_eq!(step(false, 5099), (State::Tampered, None));
-        assert_eq!(step(false, 5100), (State::Ok, Some(Change::Cleared)));
+        assert_eq!(step(false, 5100), (State::Ok, Some(TamperChange::Cleared)));
         assert_eq!(step(false, 9000), (State::Ok, None));
     }
 
@@ -127,11 +130,11 @@ mod tests {
         let now = Instant::now();
         assert_eq!(
             t.step(true, now, Duration::ZERO, Duration::ZERO),
-            Some(Change::Tampered)
+            Some(TamperChange::Tampered)
         );
         assert_eq!(
             t.step(false, now, Duration::ZERO, Duration::ZERO),
-            Some(Change::Cleared)
+            Some(TamperChange::Cleared)
         );
     }
 }

@@ -29,7 +29,7 @@ fn run(
     events: &mut MotionEvents,
     start: Instant,
     frames: &[(MotionState, u64, Option<Kind>)],
-) -> Vec<(usize, Change)> {
+) -> Vec<(usize, MotionChange)> {
     let mut seen = Vec::new();
     for (n, &(state, moving, lost)) in frames.iter().enumerate() {
         let at = start + Duration::from_millis(100 * n as u64);
@@ -54,7 +54,10 @@ fn an_event_needs_its_ratio_for_min_seconds_and_ends_below_half_of_it() {
     frames.extend([(w, 30, None); 3]);
     frames.extend([(w, 20, None); 7]);
     let seen = run(&mut events, Instant::now(), &frames);
-    assert_eq!(seen, [(9, Change::Began(0)), (20, Change::Ended(0))]);
+    assert_eq!(
+        seen,
+        [(9, MotionChange::Began(0)), (20, MotionChange::Ended(0))]
+    );
     assert_eq!(events.report().regions[0].events, 1);
     assert!(!events.report().regions[0].active);
     assert_eq!(events.report().state, "watching");
@@ -83,7 +86,7 @@ fn nothing_moves_while_learning_after_a_change_of_scene_or_with_the_view_lost() 
         assert_eq!(r.regions[0].events, 0);
     }
     let seen = run(&mut events, start, &[(MotionState::Watching, 900, None)]);
-    assert_eq!(seen, [(0, Change::Began(0))]);
+    assert_eq!(seen, [(0, MotionChange::Began(0))]);
     assert_eq!(events.report().ratio, 0.9);
 }
 
@@ -173,7 +176,7 @@ fn play(
     start: Instant,
     (from, to): (u64, u64),
     regions: &[(&str, u64)],
-    seen: &mut Vec<(u64, Change, String)>,
+    seen: &mut Vec<(u64, MotionChange, String)>,
 ) {
     let frame = frame_of(regions);
     for n in from..to {
@@ -206,12 +209,12 @@ fn round3_12_a_reload_keeps_the_events_of_the_regions_it_left_alone() {
     let (yard, gate_moved) = ("yard:0,20,100,10", "gate:0,30,100,10");
     let reloaded = [(door, 200), (yard, 0), (gate_moved, 200)];
     play(&mut events, start, (10, 20), &reloaded, &mut seen);
-    let named = |n: u64, c: Change, name: &str| (n, c, name.to_string());
+    let named = |n: u64, c: MotionChange, name: &str| (n, c, name.to_string());
     let before = [
-        named(5, Change::Began(0), "door"),
-        named(5, Change::Began(1), "gate"),
-        named(10, Change::Withdrawn, "gate"),
-        named(15, Change::Began(2), "gate"),
+        named(5, MotionChange::Began(0), "door"),
+        named(5, MotionChange::Began(1), "gate"),
+        named(10, MotionChange::Withdrawn, "gate"),
+        named(15, MotionChange::Began(2), "gate"),
     ];
     assert_eq!(seen, before);
     let shown = |events: &MotionEvents| {
@@ -242,8 +245,8 @@ fn round3_12_a_reload_keeps_the_events_of_the_regions_it_left_alone() {
     assert_eq!(
         seen[before.len()..],
         [
-            named(20, Change::Withdrawn, "door"),
-            named(35, Change::Ended(1), "gate"),
+            named(20, MotionChange::Withdrawn, "door"),
+            named(35, MotionChange::Ended(1), "gate"),
         ]
     );
 }

@@ -541,7 +541,7 @@ impl Pipeline {
             .iter()
             .map(|(_, s)| s)
             .chain(result.cells.iter());
-        plausible::check(plausible::Readout {
+        plausible::check(plausible::RawResults {
             pixels: l.pixels() as u64,
             histogram: &result.histogram,
             threshold,

@@ -13,7 +13,7 @@ use super::{PipelineError, Stage};
 use edgesight_frame::region::RegionStats;
 
 /// The results of one frame as read back, before they are interpreted.
-pub(super) struct Readout<'a> {
+pub(super) struct RawResults<'a> {
     pub pixels: u64,
     pub histogram: &'a [u32; 256],
     /// The word the threshold kernel wrote (a luma value, 0 to 255).
@@ -86,7 +86,7 @@ fn possible(s: &RegionStats) -> Result<(), ImpossibleSums> {
 }
 
 /// Checks one frame's results; the error names the stage whose output is impossible.
-pub(super) fn check(r: Readout) -> Result<(), PipelineError> {
+pub(super) fn check(r: RawResults) -> Result<(), PipelineError> {
     let counted = total(r.histogram);
     if counted != r.pixels {
         return Err(implausible(
@@ -183,7 +183,7 @@ mod tests {
         regions: &[RegionStats],
     ) -> Result<(), String> {
         let mut regions = regions.iter();
-        check(Readout {
+        check(RawResults {
             pixels: 4,
             histogram,
             threshold,

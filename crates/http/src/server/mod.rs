@@ -37,7 +37,7 @@ pub use auth::{check_hash, mixed_costs, Auth, HashError, UsersError, Verdict};
 pub use limits::NoRoomForConnections;
 pub use listen::{BadAddress, ListenAddress, ListenAddressError};
 pub use routes::HttpMetrics;
-pub use tls::{certificates, tls_config, TlsError};
+pub use tls::{certificates, tls_config, PemError, TlsError};
 pub use tls::{ClientAuth, TlsIdentity, TlsSettings, TlsVersion};
 pub use view::CameraView;
 
@@ -266,7 +266,12 @@ pub async fn serve(
     shutdown: watch::Receiver<bool>,
 ) -> Result<(), ServeError> {
     let slots = slots::Slots::new(listener.connections as usize);
-    let state = Arc::new(routes::State::new(web, metrics, cameras, listener.auth));
+    let state = Arc::new(routes::RouterState::new(
+        web,
+        metrics,
+        cameras,
+        listener.auth,
+    ));
     let mut loops = Vec::new();
     for socket in listener.sockets {
         let socket =
@@ -292,7 +297,7 @@ pub async fn serve(
 async fn accept_loop(
     socket: tokio::net::TcpListener,
     slots: Arc<slots::Slots>,
-    state: Arc<routes::State>,
+    state: Arc<routes::RouterState>,
     tls: Option<TlsIdentity>,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -376,7 +381,7 @@ impl AcceptFailures {
 
 async fn connection<S>(
     stream: S,
-    state: Arc<routes::State>,
+    state: Arc<routes::RouterState>,
     conn: Arc<slots::Connection>,
     peer: SocketAddr,
 ) where

@@ -47,7 +47,7 @@ impl HttpMetrics {
     }
 }
 
-pub(crate) struct State {
+pub(crate) struct RouterState {
     web: WebSettings,
     metrics: Arc<Metrics>,
     http: HttpMetrics,
@@ -57,14 +57,14 @@ pub(crate) struct State {
     png_budget: PngBudget,
 }
 
-impl State {
+impl RouterState {
     pub fn new(
         web: WebSettings,
         metrics: Arc<Metrics>,
         cameras: Arc<Vec<CameraView>>,
         auth: Arc<Auth>,
-    ) -> State {
-        State {
+    ) -> RouterState {
+        RouterState {
             web,
             http: HttpMetrics::new(&metrics),
             metrics,
@@ -76,8 +76,8 @@ impl State {
 
     /// This state with `limit` PNG bytes alive at most (for tests).
     #[cfg(test)]
-    pub(super) fn with_png_limit(self, limit: usize) -> State {
-        State {
+    pub(super) fn with_png_limit(self, limit: usize) -> RouterState {
+        RouterState {
             png_budget: PngBudget::new(limit),
             ..self
         }
@@ -94,7 +94,7 @@ impl State {
 #[derive(Clone, Copy, Debug)]
 pub struct Peer(pub std::net::IpAddr);
 
-pub async fn handle<B>(state: &State, req: Request<B>) -> Response<Body> {
+pub async fn handle<B>(state: &RouterState, req: Request<B>) -> Response<Body> {
     let path = req.uri().path().to_string();
     let handler = handler_label(&path);
     let mut resp = route(state, &req, &path).await;
@@ -206,7 +206,7 @@ fn handler_label(path: &str) -> &'static str {
     find_route(path).map_or("other", |(r, _)| r.label)
 }
 
-async fn route<B>(state: &State, req: &Request<B>, path: &str) -> Response<Body> {
+async fn route<B>(state: &RouterState, req: &Request<B>, path: &str) -> Response<Body> {
     if req.method() != Method::GET && req.method() != Method::HEAD {
         let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "only GET\n");
         r.headers_mut()
@@ -284,12 +284,12 @@ async fn route<B>(state: &State, req: &Request<B>, path: &str) -> Response<Body>
     }
 }
 
-fn status_page(state: &State) -> page::Page {
+fn status_page(state: &RouterState) -> page::Page {
     page::Page::new(&state.cameras, state.web.snapshots, state.web.stale_after)
 }
 
 /// 200 while every camera published a frame within the configured staleness.
-fn liveness(state: &State) -> Response<Body> {
+fn liveness(state: &RouterState) -> Response<Body> {
     let stale: Vec<String> = state
         .cameras
         .iter()
@@ -310,7 +310,7 @@ fn liveness(state: &State) -> Response<Body> {
 }
 
 async fn snapshot(
-    state: &State,
+    state: &RouterState,
     name: &str,
     query: Option<&str>,
     request_headers: &header::HeaderMap,

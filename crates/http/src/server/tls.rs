@@ -119,15 +119,49 @@ pub enum TlsError {
 /// The most a PEM file may hold: a long chain is a few tens of kilobytes.
 const MAX_PEM_BYTES: u64 = 1 << 20;
 
+/// Why a file of PEM certificates (a chain, a CA) cannot be used; each names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum PemError {
+    /// The file cannot be read: missing, not a regular file, or too large.
+    #[error("{}: {error}", path.display())]
+    Read {
+        /// The file named.
+        path: PathBuf,
+        /// What reading it said.
+        error: files::SmallFileError,
+    },
+    /// The file is not PEM, or a certificate in it is malformed.
+    #[error("{}: not a PEM certificate chain: {error}", path.display())]
+    NotPem {
+        /// The file named.
+        path: PathBuf,
+        /// What the PEM reader said.
+        error: pem::Error,
+    },
+    /// The file holds no certificate (a key alone, or nothing).
+    #[error("{}: no PEM certificate in it", path.display())]
+    Empty {
+        /// The file named.
+        path: PathBuf,
+    },
+}
+
 /// The PEM certificates in `path`, at least one.
-pub fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
-    let pem = files::read_small_file(path, MAX_PEM_BYTES)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+pub fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, PemError> {
+    let pem = files::read_small_file(path, MAX_PEM_BYTES).map_err(|error| PemError::Read {
+        path: path.to_path_buf(),
+        error,
+    })?;
     let certs = CertificateDer::pem_slice_iter(pem.as_bytes())
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("{}: not a PEM certificate chain: {e}", path.display()))?;
+        .map_err(|error| PemError::NotPem {
+            path: path.to_path_buf(),
+            error,
+        })?;
     if certs.is_empty() {
-        return Err(format!("{}: no PEM certificate in it", path.display()));
+        return Err(PemError::Empty {
+            path: path.to_path_buf(),
+        });
     }
     Ok(certs)
 }
@@ -137,7 +171,7 @@ pub fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, String>
 /// serve.
 pub fn tls_config(settings: &TlsSettings) -> Result<rustls::ServerConfig, TlsError> {
     let (cert, key) = (&settings.cert, &settings.key);
-    let certs = certificates(cert).map_err(TlsError::Cert)?;
+    let certs = certificates(cert).map_err(|e| TlsError::Cert(e.to_string()))?;
     let key_pem = files::read_small_file(key, MAX_PEM_BYTES)
         .map_err(|e| TlsError::Key(format!("{}: {e}", key.display())))?;
     let key_der = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|e| match e {
@@ -162,7 +196,7 @@ pub fn tls_config(settings: &TlsSettings) -> Result<rustls::ServerConfig, TlsErr
         None => builder.with_no_client_auth(),
         Some((ca, auth)) => {
             let mut roots = rustls::RootCertStore::empty();
-            for c in certificates(ca).map_err(TlsError::ClientCa)? {
+            for c in certificates(ca).map_err(|e| TlsError::ClientCa(e.to_string()))? {
                 roots
                     .add(c)
                     .map_err(|e| TlsError::ClientCa(format!("{}: {e}", ca.display())))?;

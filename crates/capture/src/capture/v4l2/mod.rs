@@ -28,7 +28,7 @@ use connect::ConnectError;
 pub use device::{BufType, ControlInfo, Device};
 use dmabuf::{DmabufImporter, NoDmabufImport};
 pub use formats::{RateRange, SizeRange};
-use queue::{Event, Stream, StreamError};
+use queue::{QueueEvent, Stream, StreamError};
 
 use super::{CaptureError, CaptureStats, Down, DropReason, Frame, FrameSource, IoMode, Next};
 use crate::jpeg::Scale;
@@ -367,17 +367,17 @@ impl FrameSource for V4l2Source {
             };
             conn.stream.keep_jpeg(self.keep_jpeg);
             match conn.stream.next(gpu, dev, deadline) {
-                Ok(Event::Frame {
+                Ok(QueueEvent::Frame {
                     index,
                     sequence,
                     captured,
                     decoded,
                 }) => break (index, self.account(sequence), captured, decoded),
-                Ok(Event::Dropped { reason, sequence }) => {
+                Ok(QueueEvent::Dropped { reason, sequence }) => {
                     self.account(sequence);
                     self.stats.dropped[reason as usize] += 1;
                 }
-                Ok(Event::Timeout) => {
+                Ok(QueueEvent::Timeout) => {
                     let quiet = self.last_buffer_at.elapsed();
                     if quiet < self.stall_limit() {
                         return Ok(Next::Idle);

@@ -65,7 +65,7 @@ pub(super) enum StreamError {
 
 /// What one wait on the queue found.
 #[derive(Debug)]
-pub(super) enum Event {
+pub(super) enum QueueEvent {
     /// A good frame, in the slot [`Stream::slot`] returns for `index`; `decoded` is the
     /// host time its JPEG took to decode into the slot.
     Frame {

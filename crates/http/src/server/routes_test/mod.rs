@@ -28,7 +28,7 @@ use hyper::{Method, Request, StatusCode};
 use tokio::sync::watch;
 
 use super::auth::Auth;
-use super::routes::{self, State};
+use super::routes::{self, RouterState};
 use super::view::CameraView;
 use super::{ListenAddress, WebSettings};
 use crate::mailbox::{Activity, CameraStatus, Latest, Snapshot, SnapshotReply, SourceInfo};
@@ -196,9 +196,9 @@ fn silent(name: &str) -> CameraView {
     CameraView::new(name.into(), latest, requests)
 }
 
-fn state(web: WebSettings, auth: Auth) -> State {
+fn state(web: WebSettings, auth: Auth) -> RouterState {
     let cameras = vec![published("front"), silent("idle")];
-    State::new(
+    RouterState::new(
         web,
         Arc::new(Metrics::new()),
         Arc::new(cameras),
@@ -207,12 +207,12 @@ fn state(web: WebSettings, auth: Auth) -> State {
 }
 
 /// No users, and `cameras` whose metrics are in `metrics`.
-fn open_on(metrics: Arc<Metrics>, cameras: Vec<CameraView>) -> State {
+fn open_on(metrics: Arc<Metrics>, cameras: Vec<CameraView>) -> RouterState {
     let auth = Auth::new(BTreeMap::new()).expect("no users");
-    State::new(web(true), metrics, Arc::new(cameras), Arc::new(auth))
+    RouterState::new(web(true), metrics, Arc::new(cameras), Arc::new(auth))
 }
 
-fn open(snapshots: bool) -> State {
+fn open(snapshots: bool) -> RouterState {
     state(
         web(snapshots),
         Auth::new(BTreeMap::new()).expect("no users"),
@@ -221,7 +221,7 @@ fn open(snapshots: bool) -> State {
 
 /// Snapshots on and one user, `prom`; `busy` fills the bcrypt queue first, and the
 /// second value keeps it full.
-fn protected(busy: bool) -> (State, Option<impl Sized>) {
+fn protected(busy: bool) -> (RouterState, Option<impl Sized>) {
     let hash = bcrypt::hash(PASSWORD, 4).expect("bcrypt");
     let users = BTreeMap::from([("prom".to_string(), hash)]);
     let mut auth = Auth::new(users.clone()).expect("users");
@@ -259,7 +259,12 @@ impl Answer {
     }
 }
 
-async fn ask(state: &State, method: Method, uri: &str, authorization: Option<&str>) -> Answer {
+async fn ask(
+    state: &RouterState,
+    method: Method,
+    uri: &str,
+    authorization: Option<&str>,
+) -> Answer {
     let headers: Vec<(header::HeaderName, &str)> = authorization
         .map(|a| (header::AUTHORIZATION, a))
         .into_iter()
@@ -268,7 +273,7 @@ async fn ask(state: &State, method: Method, uri: &str, authorization: Option<&st
 }
 
 async fn ask_with(
-    state: &State,
+    state: &RouterState,
     method: Method,
     uri: &str,
     headers: &[(header::HeaderName, &str)],
@@ -286,6 +291,6 @@ async fn ask_with(
     }
 }
 
-async fn get(state: &State, uri: &str) -> Answer {
+async fn get(state: &RouterState, uri: &str) -> Answer {
     ask(state, Method::GET, uri, None).await
 }

@@ -13,7 +13,7 @@ use super::{frame_seven, get, open, open_on, showing, showing_from, silent, stat
 use crate::mailbox::Latest;
 use crate::metrics::Metrics;
 use crate::server::page::{self, Page};
-use crate::server::routes::State;
+use crate::server::routes::RouterState;
 use edgesight_core::pipeline::Stage;
 use edgesight_frame::region::{Region, RegionStats};
 
@@ -78,7 +78,7 @@ fn frame_with_regions() -> Latest {
 }
 
 /// Snapshots on, and the cameras given; no users.
-fn serving(cameras: Vec<crate::server::CameraView>) -> State {
+fn serving(cameras: Vec<crate::server::CameraView>) -> RouterState {
     open_on(Arc::new(Metrics::new()), cameras)
 }
 

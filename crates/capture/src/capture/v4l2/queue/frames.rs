@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use v4l::v4l2::vidioc;
 use v4l::v4l_sys::*;
 
-use super::{Buffers, Event, RawBuffer, Stream, StreamError};
+use super::{Buffers, QueueEvent, RawBuffer, Stream, StreamError};
 use crate::capture::v4l2::device::{BufType, Device};
 use crate::capture::DropReason;
 use edgesight_core::cl::{FrameSlot, Gpu};
@@ -102,7 +102,7 @@ impl Stream {
         gpu: &Gpu,
         dev: &Device,
         deadline: Instant,
-    ) -> Result<Event, StreamError> {
+    ) -> Result<QueueEvent, StreamError> {
         if let Some(index) = self.lent.take() {
             self.requeue(gpu, dev, index)?;
         }
@@ -125,7 +125,7 @@ impl Stream {
                 return Err(StreamError::Lost(format!("poll: {e}")));
             }
             if ready == 0 {
-                return Ok(Event::Timeout);
+                return Ok(QueueEvent::Timeout);
             }
             let mut raw = RawBuffer::new(self.buf_type, self.memory, 0);
             // SAFETY: VIDIOC_DQBUF takes a struct v4l2_buffer; `m.planes` (multi-planar)
@@ -135,7 +135,7 @@ impl Stream {
                 Ok(()) => break raw,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     if Instant::now() >= deadline {
-                        return Ok(Event::Timeout);
+                        return Ok(QueueEvent::Timeout);
                     }
                     // POLLIN without a buffer: do not spin on a driver that says so.
                     std::thread::sleep(Duration::from_millis(1));
@@ -163,7 +163,7 @@ impl Stream {
         };
         if let Some(reason) = reason {
             self.requeue(gpu, dev, index)?;
-            return Ok(Event::Dropped { reason, sequence });
+            return Ok(QueueEvent::Dropped { reason, sequence });
         }
         let captured = captured_at(&raw.buf);
         let need = self.need;
@@ -211,7 +211,7 @@ impl Stream {
                         );
                     }
                     self.requeue(gpu, dev, index)?;
-                    return Ok(Event::Dropped {
+                    return Ok(QueueEvent::Dropped {
                         reason: DropReason::CorruptFrame,
                         sequence,
                     });
@@ -220,7 +220,7 @@ impl Stream {
                 // may have reused the buffer meanwhile, and the luma is then two frames.
                 if self.rewritten(dev, raw.buf.index, &raw.buf) {
                     self.requeue(gpu, dev, index)?;
-                    return Ok(Event::Dropped {
+                    return Ok(QueueEvent::Dropped {
                         reason: DropReason::CorruptFrame,
                         sequence,
                     });
@@ -257,7 +257,7 @@ impl Stream {
             Ok(false) => self.lent = Some(index),
             Err(e) => return Err(e),
         }
-        Ok(Event::Frame {
+        Ok(QueueEvent::Frame {
             index: slot_index,
             sequence,
             captured,
