@@ -181,6 +181,13 @@ pub enum ServeError {
     AcceptLoop(tokio::task::JoinError),
 }
 
+impl ServeError {
+    /// A failed step `what` of a bound socket's setup, for `map_err`.
+    fn socket(what: &'static str) -> impl FnOnce(std::io::Error) -> ServeError {
+        move |error| ServeError::Socket { what, error }
+    }
+}
+
 /// The bound socket, TLS and auth setup, made before any camera starts so that a taken
 /// port, a bad certificate or a bad hash refuses the start.
 pub struct Listener {
@@ -217,14 +224,13 @@ impl Listener {
         }
         let mut addrs = Vec::with_capacity(sockets.len());
         for socket in &sockets {
-            let socket_error = |what| move |error| ServeError::Socket { what, error };
             socket
                 .set_nonblocking(true)
-                .map_err(socket_error("making the socket non-blocking"))?;
+                .map_err(ServeError::socket("making the socket non-blocking"))?;
             addrs.push(
                 socket
                     .local_addr()
-                    .map_err(socket_error("reading the bound address"))?,
+                    .map_err(ServeError::socket("reading the bound address"))?,
             );
         }
         let addr = *addrs.first().ok_or(ServeError::NoAddress)?;
@@ -274,11 +280,8 @@ pub async fn serve(
     ));
     let mut loops = Vec::new();
     for socket in listener.sockets {
-        let socket =
-            tokio::net::TcpListener::from_std(socket).map_err(|error| ServeError::Socket {
-                what: "handing the socket to tokio",
-                error,
-            })?;
+        let socket = tokio::net::TcpListener::from_std(socket)
+            .map_err(ServeError::socket("handing the socket to tokio"))?;
         loops.push(tokio::spawn(accept_loop(
             socket,
             Arc::clone(&slots),
