@@ -39,7 +39,7 @@ use edgesight::cl::{
 };
 use edgesight::frame::Size;
 use edgesight::jpeg::{JpegError, LumaDecoder, Scale};
-use edgesight::measure::Spread;
+use edgesight::measure::{process_cpu_time, Spread};
 use edgesight::pipeline::{
     FrameResult, Pipeline, PipelineError, PipelineOptions, Stage, StageTimings, Tuning,
 };
@@ -297,19 +297,9 @@ pub fn bench_size(
     })
 }
 
-/// CPU time of the whole process so far (all its threads), in nanoseconds: the driver's
-/// own threads work for the frame too.
+/// [`process_cpu_time`] in nanoseconds, as the figures are kept.
 fn process_cpu_nanos() -> u64 {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: the call writes one timespec into `now`, a live local.
-    let status = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut now) };
-    if status != 0 {
-        return 0; // Linux always has this clock; a zero reads as no time.
-    }
-    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
+    process_cpu_time().as_nanos() as u64
 }
 
 /// Two device buffers to copy between.
