@@ -257,11 +257,13 @@ fn sources() -> Vec<Source> {
 /// Each path's segments after `prefix` (`crate::a::b` → `[a, b]`), `{a, b}` groups opened.
 fn paths_after<'a>(code: &'a str, prefix: &str) -> Vec<Vec<&'a str>> {
     let mut out = Vec::new();
-    let mut rest = code;
-    while let Some(at) = rest.find(prefix) {
-        let before = rest[..at].chars().next_back();
-        rest = &rest[at + prefix.len()..];
-        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$') {
+    let mut from = 0;
+    while let Some(at) = code[from..].find(prefix).map(|at| from + at) {
+        let before = code[..at].chars().next_back();
+        from = at + prefix.len();
+        let rest = &code[from..];
+        // Inside a longer path (`$crate::`, `super::super::`): not a path of its own.
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$' || c == ':') {
             continue;
         }
         let mut segments = Vec::new();
@@ -458,8 +460,9 @@ fn no_module_imports_a_sibling_that_imports_it_back() {
     );
 }
 
-/// The test's own reading, on code it is given: a room missing from the list and an import
-/// the list does not name are found, and comments and test modules are not read.
+/// The test's own reading, on code it is given: comments and test modules are not read,
+/// grouped imports are opened, a reason in parentheses names no room, and a path is not
+/// read again from inside a longer one.
 #[test]
 fn the_reading_skips_comments_and_test_modules() {
     let mut test_only = BTreeSet::new();
@@ -476,6 +479,11 @@ fn the_reading_skips_comments_and_test_modules() {
         .map(|p| p.join("::"))
         .collect();
     assert_eq!(grouped, ["x", "z"]);
+    let nested: Vec<_> = paths_after("use super::super::a::B;", "super::")
+        .into_iter()
+        .map(|p| p.join("::"))
+        .collect();
+    assert_eq!(nested, ["super::a::B"]);
     assert_eq!(
         without_parentheses("a (why, more), b"),
         "a , b",
