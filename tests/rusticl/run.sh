@@ -85,7 +85,6 @@ phases=("$@")
 [ ${#phases[@]} -gt 0 ] || phases=(kernels conformance selftest motion)
 unpack || exit 1
 export OCL_ICD_VENDORS=$out/vendors RUSTICL_ENABLE=llvmpipe
-export MESA_SHADER_CACHE_DIR=$out/shader-cache
 export POCL_CACHE_DIR=${POCL_CACHE_DIR:-$root/target/pocl-cache}
 # llvmpipe's 256-bit vectors on an x86-64 without AVX-512 (an AMD EPYC of Zen 3, AVX2
 # only) abort LLVM 15's code generator on our kernels' first launch ("LLVM ERROR: Cannot
@@ -97,7 +96,7 @@ if [ -z "${LP_NATIVE_VECTOR_WIDTH:-}" ] && [ "$(uname -m)" = x86_64 ] &&
     export LP_NATIVE_VECTOR_WIDTH=128
     echo "Rusticl: no AVX-512 on this CPU: llvmpipe at 128 bits (LP_NATIVE_VECTOR_WIDTH)"
 fi
-export MESA_SHADER_CACHE_DIR=$MESA_SHADER_CACHE_DIR/${LP_NATIVE_VECTOR_WIDTH:-native}
+export MESA_SHADER_CACHE_DIR=$out/shader-cache/${LP_NATIVE_VECTOR_WIDTH:-native}
 # The device every run asks for: a name, so that a Rusticl that failed to load fails the
 # run (OpenCL would have no platform at all) rather than leaving another device to test.
 device=rusticl
