@@ -5,7 +5,8 @@
 #            OpenCL tests on a second implementation (test-rusticl), the board builds
 #            (cross), the Debian packages, the amd64 container image run and scraped
 #            (test-image), the V4L2 capture tests against the vivid virtual camera in a
-#            QEMU VM, and the package under real systemd in a QEMU VM.
+#            QEMU VM, the package under real systemd in a QEMU VM, and the OpenCL tests
+#            on emulated aarch64 and armv7 boards (test-arm, which needs root).
 # make test-rusticl: the kernel tests (every tuning), the OpenCV conformance test (--board
 #            subset), `edgesight selftest` and the motion tests on Mesa's Rusticl (Debian 12's
 #            mesa-opencl-icd on its CPU device, llvmpipe: the open-source OpenCL of Mali
@@ -18,7 +19,7 @@
 # make test-browser: the status page in Debian's Chromium, on a desktop window and a
 #            390x844 phone, with screenshots of both in target/browser/.
 # make test-arm: the kernel tests and the OpenCV conformance test on emulated aarch64 and
-#            armv7 (qemu-user, Debian's POCL for those boards); CI runs it after make test.
+#            armv7 (qemu-user, Debian's POCL for those boards); part of make test (as root).
 # make cross: release binaries for aarch64 and armv7 boards with cross-rs, offline.
 # make package: .debs for amd64, arm64 and armhf in target/deb/.
 # make image: container images for amd64, arm64 and armhf (podman, offline, from Debian
@@ -73,22 +74,31 @@ bench: deps-run build
 	@mkdir -p $(POCL_CACHE_DIR) target/bench
 	./target/release/edgesight bench --json target/bench/bench.json $(BENCH_ARGS)
 
-# The VM suites use about one core of two (their guests wait on frames and timers), so
-# the Rusticl tests, which spend their time in its compiler, run beside them at the lowest
-# priority: the VMs get the CPU they ask for first and Rusticl the rest. Its output is
-# shown when both are done (and kept in target/rusticl/logs/make-test.log).
-test: deps-test lint docs unit build test-k8s test-fleet test-ha health-subset conformance test-browser cross package test-image
-	@mkdir -p target/rusticl/logs
-	@nice -n 19 $(MAKE) --no-print-directory test-rusticl > target/rusticl/logs/make-test.log 2>&1 & \
-	rusticl=$$!; \
-	echo "make test: test-rusticl runs beside the VM suites (nice 19), its output follows them"; \
-	$(MAKE) --no-print-directory vm-test vm-systemd; vms=$$?; \
-	wait $$rusticl; rc=$$?; \
-	echo; echo "=== make test-rusticl (beside the VM suites):"; \
-	cat target/rusticl/logs/make-test.log; \
-	[ $$vms -eq 0 ] || echo "make test: FAILED: vm-test or vm-systemd"; \
-	[ $$rc -eq 0 ] || echo "make test: FAILED: test-rusticl"; \
-	[ $$vms -eq 0 ] && [ $$rc -eq 0 ]
+# make test runs in two lanes, so that both cores stay busy. After the release build the
+# main lane goes on with the unit tests, the servers, the browser, the image and the VM
+# suites (which use about one core of two: their guests wait on frames and timers); the
+# second lane, at the lowest priority, builds for the boards (with their kernel tests),
+# packs the .debs and runs the OpenCL tests on Rusticl and on the emulated boards, which
+# spend their time in compilers. The main lane gets the CPU it asks for first, the second
+# the rest (docs/src/development.md#where-the-time-goes has the figures). The second
+# lane's output follows the main lane's (and is kept in target/logs/test-beside.log).
+TEST_MAIN := unit test-k8s test-fleet test-ha health-subset conformance test-browser \
+	test-image vm-test vm-systemd
+TEST_BESIDE := package test-rusticl test-arm
+
+test: deps-test lint docs build
+	@mkdir -p target/logs
+	@echo "make test: $(TEST_BESIDE) run beside the rest at nice 19, their output follows it"
+	@nice -n 19 $(MAKE) --no-print-directory --keep-going CROSS_ARGS=--kernel-tests \
+		$(TEST_BESIDE) > target/logs/test-beside.log 2>&1 & \
+	beside=$$!; \
+	$(MAKE) --no-print-directory --keep-going $(TEST_MAIN); main=$$?; \
+	wait $$beside; rc=$$?; \
+	echo; echo "=== make $(TEST_BESIDE) (beside the rest):"; \
+	cat target/logs/test-beside.log; \
+	[ $$main -eq 0 ] || echo "make test: FAILED: in $(TEST_MAIN)"; \
+	[ $$rc -eq 0 ] || echo "make test: FAILED: in $(TEST_BESIDE)"; \
+	[ $$main -eq 0 ] && [ $$rc -eq 0 ]
 	@echo "make test: all passed"
 
 # All 28 sequences, four cameras to a daemon (about 6 minutes, 1.4 GB of frames).

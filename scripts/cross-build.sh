@@ -43,6 +43,16 @@ phase_done() {
 # runc instead of crun, and ulimits that need no CAP_SYS_RESOURCE: see the file.
 export CONTAINERS_CONF=${CONTAINERS_CONF:-$PWD/scripts/containers.conf}
 export CROSS_CONTAINER_ENGINE=podman
+# Run niced (make test's second lane), the build should stay behind the other lane's work,
+# but podman puts a container in a cgroup of its own, where the caller's nice value counts
+# for nothing against the processes outside. So it gets the smallest CPU weight instead, in
+# a cgroup right under the root (under podman's own parent it would weigh as much as any
+# one process at nice 0). Only where podman manages cgroups itself (cgroupfs); with systemd
+# as the manager the container stays as podman makes it.
+if [ "$(nice)" -gt 0 ] && [ "$(podman info --format '{{.Host.CgroupManager}}' 2>/dev/null)" = cgroupfs ]; then
+    export CROSS_CONTAINER_OPTS="${CROSS_CONTAINER_OPTS:+$CROSS_CONTAINER_OPTS }--cgroup-parent=/ --cpu-shares=2"
+    echo "cross-build: niced, so the containers get the least CPU weight ($CROSS_CONTAINER_OPTS)"
+fi
 # Without it cross 0.2.5 checks the toolchain's targets and components with rustup, which
 # goes to the network; the host toolchain already has the targets (added below).
 export CROSS_CUSTOM_TOOLCHAIN=1

@@ -27,7 +27,8 @@
 # EDGESIGHT_PROPTEST_CASES (random cases of the kernel tests' properties, default 16 here,
 # 48 on x86: each costs seconds under emulation), EDGESIGHT_KERNEL_SETUPS (default lean
 # here: each frame through every tuning, the full images kept with one; "all" as on x86),
-# EDGESIGHT_KERNEL_CACHE (default off here, below),
+# EDGESIGHT_KERNEL_CACHE (default off here, below), POCL_WORK_GROUP_SPECIALIZATION
+# (default 0 here, below),
 # EDGESIGHT_TEST_DEVICE (as for `make unit`; the sysroot has only POCL, and the tests run
 # both tunings on it), EDGESIGHT_ARM_SIDE_BY_SIDE=0 (the boards one after the other; by
 # default they run side by side, each board's output shown when it is done). POCL's kernel caches are kept in target/arm/pocl-cache-ARCH: a
@@ -48,6 +49,10 @@ export POCL_CACHE_DIR=${POCL_CACHE_DIR:-$root/target/pocl-cache}   # the x86 run
 # slow; POCL's own cache already spares a process what an earlier one compiled
 # (docs/src/development.md#where-the-time-goes has the figures).
 export EDGESIGHT_KERNEL_CACHE=${EDGESIGHT_KERNEL_CACHE:-off}
+# For the same reason, one build of each kernel rather than one for each work-group size,
+# global offset and grid size it is launched with (POCL's specializations, which make
+# generated code faster, not different).
+export POCL_WORK_GROUP_SPECIALIZATION=${POCL_WORK_GROUP_SPECIALIZATION:-0}
 mkdir -p "$POCL_CACHE_DIR"
 
 arches=("$@")
